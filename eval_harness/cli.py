@@ -1,0 +1,226 @@
+"""The ``eval-harness`` command.
+
+Exit codes: 0 success, 1 the work ran and found a failure, 2 it could not run (bad input,
+bad configuration, store unreachable). Errors are one sentence on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from eval_harness.datasets import DatasetError
+from eval_harness.embeddings import EmbedderUnavailable, make_embedder
+from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.store import MigrationError, StoreUnavailable, open_store
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one sentence, exit code 2."""
+
+
+def _embedder_factory(settings: Settings, model: str | None = None):
+    return lambda: make_embedder(model or settings.embedder_model,
+                                 provider=settings.embedder_provider,
+                                 openai_api_key=settings.openai_api_key,
+                                 openai_base_url=settings.openai_base_url)
+
+
+def cmd_migrate(args, settings: Settings) -> int:
+    from eval_harness.store import locate_store, migrate
+
+    location = locate_store(settings)
+    print(f"store: {location.description}")
+    with location.connection() as conn:
+        applied = migrate(conn)
+    print(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
+    return EXIT_OK
+
+
+def cmd_ingest(args, settings: Settings) -> int:
+    from eval_harness.store.ingest import ingest_beir
+
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    with location.connection() as conn:
+        report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
+                             split=args.split, embedder_factory=_embedder_factory(settings))
+    print(f"dataset '{report.dataset}': documents {report.documents}; "
+          f"queries {report.queries}; embeddings {report.embeddings}")
+    if report.skipped_queries:
+        print(f"{report.skipped_queries} queries of the split had no relevant document "
+              "and were left out")
+    return EXIT_OK
+
+
+def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic_weight: float):
+    """The stored embedding when ``text`` is a ground-truth query, else one from an embedder."""
+    from eval_harness.retrieval.hybrid import dataset_info
+
+    row = conn.execute("SELECT query_embedding FROM ground_truth WHERE dataset = %s "
+                       "AND query = %s LIMIT 1", (dataset, text)).fetchone()
+    if row is not None:
+        return row[0]
+    if semantic_weight == 0:
+        return None
+    model = dataset_info(conn, dataset).embedding_model
+    try:
+        embedder = _embedder_factory(settings, model)()
+    except EmbedderUnavailable as exc:
+        raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
+    return embedder.embed([text])[0]
+
+
+def cmd_search(args, settings: Settings) -> int:
+    from eval_harness.retrieval.hybrid import hybrid_search
+
+    weight = settings.hybrid.semantic if args.semantic_weight is None else args.semantic_weight
+    keyword = args.keyword_weight
+    if keyword is None:
+        keyword = settings.hybrid.keyword if args.semantic_weight is None else 1.0 - weight
+    location = open_store(settings)
+    with location.connection() as conn:
+        embedding = _query_embedding(conn, settings, args.dataset, args.text, weight)
+        hits = hybrid_search(conn, args.dataset, query_text=args.text, query_embedding=embedding,
+                             k=args.k, semantic_weight=weight, keyword_weight=keyword,
+                             candidate_depth=args.candidate_depth or settings.hybrid.candidate_depth)
+    if args.json:
+        print(json.dumps({"dataset": args.dataset, "query": args.text, "semantic_weight": weight,
+                          "keyword_weight": keyword,
+                          "hits": [{"rank": i, "id": h.id, "external_id": h.external_id,
+                                    "score": h.score, "semantic": h.semantic,
+                                    "keyword": h.keyword, "content": h.content}
+                                   for i, h in enumerate(hits, start=1)]}, ensure_ascii=False))
+        return EXIT_OK
+    print(f"{'rank':>4}  {'score':>6}  {'sem':>6}  {'kw':>6}  {'doc':<12} text")
+    for i, h in enumerate(hits, start=1):
+        snippet = " ".join(h.content.split())[:70]
+        print(f"{i:>4}  {h.score:6.3f}  {h.semantic:6.3f}  {h.keyword:6.3f}  "
+              f"{h.external_id:<12} {snippet}")
+    if not hits:
+        print("no results")
+    return EXIT_OK
+
+
+def cmd_report(args, settings: Settings) -> int:
+    from eval_harness.retrieval.report import format_report, retrieval_report
+
+    location = open_store(settings)
+    with location.connection() as conn:
+        report = retrieval_report(conn, args.dataset or settings.default_dataset,
+                                  semantic_weight=settings.hybrid.semantic,
+                                  keyword_weight=settings.hybrid.keyword,
+                                  candidate_depth=settings.hybrid.candidate_depth)
+    print(json.dumps(report.to_dict()) if args.json else format_report(report))
+    return EXIT_OK
+
+
+def cmd_run(args, settings: Settings) -> int:
+    """Materialize the main job in-process, with run history in the project DAGSTER_HOME."""
+    prepare_dagster_home(settings)
+    import dagster as dg
+
+    from pipelines.definitions import MAIN_JOB, defs
+
+    dataset = args.dataset or settings.default_dataset
+    settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    run_config = {"ops": {"ingested_dataset": {"config": {"dataset": dataset}},
+                          "retrieval_report_asset": {"config": {"dataset": dataset}}}}
+    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def(MAIN_JOB).execute_in_process(
+            instance=instance, run_config=run_config, raise_on_error=False)
+    if not result.success:
+        failures = [e.event_specific_data.error.message.strip().splitlines()[-1]
+                    for e in result.all_events if e.is_step_failure]
+        raise CliError(f"the main job failed: {failures[0] if failures else 'see the Dagster logs'}")
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        key = materialization.asset_key.to_user_string()
+        if key == "retrieval_report":
+            print(materialization.metadata["report"].value.strip("`\n"))
+            print(f"\nreport: {materialization.metadata['report_path'].value}")
+        else:
+            counts = {k: v.value for k, v in materialization.metadata.items()
+                      if isinstance(v.value, int)}
+            print(f"{key}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+    print(f"run {result.run_id} is in the Dagster run history; open the UI with "
+          f"`DAGSTER_HOME={os.environ['DAGSTER_HOME']} .venv/bin/dagster dev -w workspace.yaml`")
+    return EXIT_OK
+
+
+def prepare_dagster_home(settings: Settings) -> Path:
+    """Point DAGSTER_HOME at the project-local folder (unless set) and give it a dagster.yaml."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home)))
+    home.mkdir(parents=True, exist_ok=True)
+    instance_yaml = home / "dagster.yaml"
+    if not instance_yaml.exists():
+        instance_yaml.write_text("# Created by eval-harness. Runs stay on this machine.\n"
+                                 "telemetry:\n  enabled: false\n", encoding="utf-8")
+    return home
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eval-harness", description=(
+        "Offline evaluation and calibration harness for RAG systems on Postgres + pgvector."))
+    parser.add_argument("--config", help="config.yaml to use (default: ./config.yaml, or "
+                        "EVAL_HARNESS_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the main job (ingest + retrieval report) via Dagster")
+    run.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    run.set_defaults(func=cmd_run)
+
+    migrate = sub.add_parser("migrate", help="apply pending schema migrations")
+    migrate.set_defaults(func=cmd_migrate)
+
+    ingest = sub.add_parser("ingest", help="load a BEIR folder into the store")
+    ingest.add_argument("path")
+    ingest.add_argument("--name", required=True, help="dataset name in the store")
+    ingest.add_argument("--language", default="english",
+                        help="text-search language: english (default), german, simple, ...")
+    ingest.add_argument("--split", default="test", help="qrels split (default: test)")
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = sub.add_parser("search", help="hybrid search one query")
+    search.add_argument("text")
+    search.add_argument("--dataset", required=True)
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--semantic-weight", type=float)
+    search.add_argument("--keyword-weight", type=float,
+                        help="default: 1 - semantic weight")
+    search.add_argument("--candidate-depth", type=int)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=cmd_search)
+
+    report = sub.add_parser("report", help="retrieval metrics at the configured weights")
+    report.add_argument("--dataset")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+        return args.func(args, settings)
+    except (CliError, ConfigError, DatasetError, EmbedderUnavailable, StoreUnavailable,
+            MigrationError, LookupError, ValueError) as exc:
+        message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
+        print(f"eval-harness: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("eval-harness: interrupted; completed work is kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

