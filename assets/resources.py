@@ -13,9 +13,14 @@ class EvalSettings(dg.ConfigurableResource):
     """config.yaml (+ environment) as typed settings. ``config_path`` None: ./config.yaml."""
 
     config_path: Optional[str] = None
+    # Overrides DATABASE_URL (e.g. dg.EnvVar("RAG_DATABASE_URL") or a test database).
+    database_url: Optional[str] = None
 
     def load(self) -> Settings:
-        return load_settings(self.config_path)
+        settings = load_settings(self.config_path)
+        if self.database_url:
+            settings = settings.with_overrides(database_url=self.database_url)
+        return settings
 
 
 class LiveStore(dg.ConfigurableResource):
@@ -27,6 +32,7 @@ class LiveStore(dg.ConfigurableResource):
         return open_store(self.settings.load())
 
 
-def default_resources(config_path: Optional[str] = None) -> dict:
-    settings = EvalSettings(config_path=config_path)
+def default_resources(config_path: Optional[str] = None,
+                      database_url: Optional[str] = None) -> dict:
+    settings = EvalSettings(config_path=config_path, database_url=database_url)
     return {"settings": settings, "store": LiveStore(settings=settings)}

@@ -127,6 +127,8 @@ def cmd_run(args, settings: Settings) -> int:
 
     from pipelines.definitions import MAIN_JOB, defs
 
+    if args.config:  # the job's resources read the same config file
+        os.environ["EVAL_HARNESS_CONFIG"] = str(Path(args.config).resolve())
     dataset = args.dataset or settings.default_dataset
     settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
     location = open_store(settings)
@@ -138,7 +140,7 @@ def cmd_run(args, settings: Settings) -> int:
         result = defs.resolve_job_def(MAIN_JOB).execute_in_process(
             instance=instance, run_config=run_config, raise_on_error=False)
     if not result.success:
-        failures = [e.event_specific_data.error.message.strip().splitlines()[-1]
+        failures = [_root_cause(e.event_specific_data.error)
                     for e in result.all_events if e.is_step_failure]
         raise CliError(f"the main job failed: {failures[0] if failures else 'see the Dagster logs'}")
     for event in result.get_asset_materialization_events():
@@ -154,6 +156,15 @@ def cmd_run(args, settings: Settings) -> int:
     print(f"run {result.run_id} is in the Dagster run history; open the UI with "
           f"`DAGSTER_HOME={os.environ['DAGSTER_HOME']} .venv/bin/dagster dev -w workspace.yaml`")
     return EXIT_OK
+
+
+def _root_cause(error) -> str:
+    """The innermost cause of a Dagster step failure, as one line."""
+    while error.cause is not None:
+        error = error.cause
+    lines = error.message.strip().splitlines()
+    text = lines[0] if lines else error.cls_name or "unknown error"
+    return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
 
 
 def prepare_dagster_home(settings: Settings) -> Path:

@@ -33,6 +33,10 @@ class MergeCounts:
     deleted: int = 0
     unchanged: int = 0
 
+    @property
+    def changed(self) -> bool:
+        return bool(self.inserted or self.updated or self.deleted)
+
     def __str__(self) -> str:
         return (f"{self.inserted} new, {self.updated} updated, {self.deleted} removed, "
                 f"{self.unchanged} unchanged")
@@ -48,7 +52,7 @@ class IngestReport:
 
     @property
     def changed(self) -> bool:
-        return any((c.inserted, c.updated, c.deleted) for c in (self.documents, self.queries))
+        return self.documents.changed or self.queries.changed
 
 
 def validate_dataset_name(name: str) -> str:
@@ -137,7 +141,7 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
         documents = _merge_documents(conn, name, language, data, doc_vectors)
         _ensure_hnsw_index(conn, name, dim)
         queries = _merge_queries(conn, name, data, query_vectors)
-        if any((c.inserted, c.updated, c.deleted) for c in (documents, queries)):
+        if documents.changed or queries.changed:
             # Fresh statistics, or the planner misjudges the dataset's size and skips the
             # HNSW index in favour of sorting every row by distance.
             conn.execute("ANALYZE l2_insights, ground_truth")

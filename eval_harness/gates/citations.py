@@ -1,0 +1,368 @@
+"""Citation markers, claim sentences and the citation-coverage gate (no LLM).
+
+Citation markers. ``[n]`` cites ``sources[n - 1]``; a number has 1 to 3 digits. Accepted forms:
+
+    [3]              one source
+    [1][2]           adjacent markers, each read on its own
+    [1, 2]  [1; 2]   a list in one pair of brackets
+    [1-3]   [1–3]    an inclusive range, hyphen or en dash ([3-1] is read as 1..3)
+    [1, 3-5]         lists and ranges combined; spaces inside the brackets are allowed
+
+A marker that is also a link's text, ``[1](url)``, still counts. Not markers: footnotes
+``[^1]``, four-digit numbers such as ``[2020]``, anything inside code.
+
+Units. The answer is cut into units before anything is counted:
+
+- fenced code blocks (``` or ~~~ at any indentation; an unclosed fence runs to the end) and
+  inline code spans are removed first, so code never holds citations, words or boundaries;
+- headings (``#`` lines and setext underlines) are dropped: a heading is not a claim;
+- each list item (``-``, ``*``, ``+``, ``1.``, ``1)``) with its continuation lines is one unit;
+- each table row is one unit; the header and delimiter rows are dropped;
+- blockquote markers are stripped and the text is read like any other;
+- a paragraph is split into sentences after ``.``, ``!``, ``?`` or ``…`` followed by whitespace,
+  unless the next character is lowercase. Citation markers right after the punctuation belong
+  to the sentence before them (``A.[1] B.`` is ``A.[1]`` and ``B.``). A ``.`` does not end a
+  sentence after an abbreviation in :data:`ABBREVIATIONS`, after an initialism or initial
+  (``e.g.``, ``i.e.``, ``U.S.``, ``Ph.D.``, ``J. Smith``), or after ``No.``, ``Fig.``, ``p.``
+  and similar (:data:`NUMBER_ABBREVIATIONS`) before a number. Decimals (``3.14``) and URLs
+  have no whitespace after their dots, so they are never split.
+
+Claim sentence: a unit with at least ``min_claim_words`` words (default 4) that does not end
+with ``?`` (a question) or ``:`` (a lead-in to a list), ignoring trailing citation markers,
+quotes, brackets and emphasis. A word is a run of letters, digits, ``'`` or ``-`` that starts
+with a letter, so bare numbers and citation markers are not words.
+
+Score::
+
+    coverage = cited claim sentences / claim sentences
+    score    = coverage * 0.5   if any cited number is < 1 or > len(sources), else coverage
+
+A claim sentence is cited when it holds at least one marker, valid or not: an invalid marker is
+penalised once, by the halving. Degenerate inputs: with no claim sentence at all (empty answer,
+only headings, code, questions or short fragments) coverage is 0.0, so score 0.0 and the gate
+fails, as in the seed implementation; ``details["degenerate"]`` says ``"no_claim_sentences"`` so
+a report can tell it from an uncited answer. With no sources every marker is invalid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from time import perf_counter
+from typing import Any, NamedTuple
+
+from eval_harness.gates.result import GateResult, check_threshold
+
+GATE_NAME = "citation_coverage"
+CITATION_COVERAGE_THRESHOLD = 0.7
+MIN_CLAIM_WORDS = 4
+INVALID_CITATION_FACTOR = 0.5
+MAX_LISTED_UNCITED = 10  # uncited claims quoted in details; the count is always complete
+SNIPPET_CHARS = 120
+
+# Abbreviations whose "." never ends a sentence (compared lowercase, without the dot). Words
+# like "etc.", "Inc." or "Ltd." often do end one; the lowercase rule covers them mid-sentence.
+ABBREVIATIONS = frozenset({
+    "al", "approx", "ca", "capt", "cf", "col", "dept", "dr", "ed", "eds", "est", "fig",
+    "figs", "gen", "gov", "jr", "lt", "mr", "mrs", "ms", "mt", "prof", "ref", "refs", "rev",
+    "sr", "st", "vs", "viz",
+})
+# Abbreviations that do not end a sentence when a number follows ("No. 5", "p. 12", "Jan. 3").
+NUMBER_ABBREVIATIONS = frozenset({
+    "no", "nos", "p", "pp", "vol", "sec", "ch", "art", "eq", "eqs", "ver", "v",
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+})
+
+_MARKER_NUMBERS = r"\d{1,3}(?:[ \t]*[-–,;][ \t]*\d{1,3})*"
+CITATION_PATTERN = re.compile(rf"\[[ \t]*({_MARKER_NUMBERS})[ \t]*\]")
+_LIST_SEPARATOR = re.compile(r"[,;]")
+
+# Code. Both patterns start with a literal so that the regex engine can skip ahead; the fence
+# pattern runs on "\n" + text so that a fence on the first line also follows a newline.
+_FENCED_CODE = re.compile(
+    r"\n[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})(?:(?<=`)[^`\n]*|(?<=~)[^\n]*)$"
+    r".*?"
+    r"(?:\n[ \t]*(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
+    re.MULTILINE | re.DOTALL)
+_INLINE_CODE = re.compile(r"(`(?<!``)`*+)[^\n]*?(?<!`)\1(?!`)")
+
+# Lines, tried on the stripped line.
+_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
+_SETEXT_UNDERLINE = re.compile(r"(?:=+|-{2,})[ \t]*$")
+_THEMATIC_BREAK = re.compile(r"(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_LIST_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+_TABLE_DELIMITER = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+
+
+def _lookbehinds(words: frozenset[str], template: str) -> str:
+    """One fixed-width look-behind per word length, as the regex engine requires."""
+    by_length: dict[int, list[str]] = {}
+    for word in sorted(words):
+        by_length.setdefault(len(word), []).append(word)
+    return "".join(template.format("|".join(group)) for group in by_length.values())
+
+
+def _sentence_pattern() -> re.Pattern[str]:
+    closers = r"[\"'”’)\]*_]*+"
+    # What a sentence end consumes: the stops, closing quotes or brackets, then any citation
+    # markers (they belong to the sentence before), and the next text must not be lowercase.
+    stop = (rf"[.!?…]++{closers}(?:[ \t]*\[[ \t]*{_MARKER_NUMBERS}[ \t]*\]{closers})*"
+            r"(?=\s+[^\sa-zß-öø-ÿ])")
+    # A "." does not end a sentence after an abbreviation, an initialism or an initial.
+    # Look-behinds need a fixed width, hence one per word length.
+    not_abbreviation = (
+        "(?i:" + _lookbehinds(ABBREVIATIONS, r"(?<!\b(?:{})\.)")
+        + _lookbehinds(NUMBER_ABBREVIATIONS, r"(?!(?<=\b(?:{})\.)\s+\d)") + ")"
+        r"(?<!\b[A-Za-z]\.[A-Za-z]\.)(?<!\b[A-Za-z]{2}\.[A-Za-z]\.)"
+        r"(?<!\b[A-Za-z]\.[A-Za-z]{2}\.)(?<!\b[A-Za-z]{2}\.[A-Za-z]{2}\.)(?<!\b[A-Z]\.)")
+    # Is this stop a sentence end? The cheap shape test runs before the look-behinds.
+    is_end = rf"(?={stop})(?=\.{not_abbreviation}|[!?…])"
+    # Runs without a stop are eaten whole; at each stop the end test runs once.
+    return re.compile(rf"\S[^.!?…]*+(?:(?!{is_end})[.!?…][^.!?…]*+)*+(?:{stop}|$)")
+
+
+_SENTENCE = _sentence_pattern()
+_TRAILING_CLOSERS = " \t\"'”’)*_"
+_ENOUGH_WORDS: dict[int, re.Pattern[str]] = {}
+
+
+class MaskedMarkdown(NamedTuple):
+    """Markdown with code removed; line numbers are those of the original text."""
+
+    text: str
+    unclosed_fence_lines: tuple[int, ...]  # 1-based line of each fence that is never closed
+
+
+class Citation(NamedTuple):
+    marker: str                # as written, e.g. "[1, 2]"
+    numbers: tuple[int, ...]   # source numbers it cites, 1-based, in written order
+    line: int                  # 1-based line in the answer
+
+
+def mask_code(markdown: str) -> MaskedMarkdown:
+    """Remove fenced code blocks (keeping their newlines) and inline code spans.
+
+    A fence opens with three or more backticks or tildes and closes with at least as many of
+    the same character; one that never closes hides the rest of the answer, as in CommonMark.
+    """
+    unclosed: tuple[int, ...] = ()
+    text = markdown
+    if "```" in text or "~~~" in text:
+        source = "\n" + text
+        pieces = []
+        end = 0
+        for block in _FENCED_CODE.finditer(source):
+            pieces.append(source[end:block.start()])
+            pieces.append("\n" * source.count("\n", block.start(), block.end()))
+            end = block.end()
+            if block.group("unclosed") is not None:
+                unclosed += (source.count("\n", 0, block.start() + 1),)
+        if pieces:
+            pieces.append(source[end:])
+            text = "".join(pieces)[1:]
+    if "`" in text:
+        text = _INLINE_CODE.sub(" ", text)
+    return MaskedMarkdown(text, unclosed)
+
+
+@lru_cache(maxsize=4096)
+def marker_numbers(content: str) -> tuple[int, ...]:
+    """Source numbers inside one marker's brackets: ``"1, 3-5"`` -> ``(1, 3, 4, 5)``."""
+    if content.isdigit():
+        return (int(content),)
+    numbers: list[int] = []
+    for part in _LIST_SEPARATOR.split(content):
+        low, dash, high = part.replace("–", "-").partition("-")
+        if dash:
+            first, last = sorted((int(low), int(high)))
+            numbers.extend(range(first, last + 1))
+        else:
+            numbers.append(int(part))
+    return tuple(numbers)
+
+
+def cited_numbers_in_masked(masked_text: str) -> set[int]:
+    """Every source number cited in text already passed through :func:`mask_code`."""
+    numbers: set[int] = set()
+    if "[" in masked_text:
+        for content in set(CITATION_PATTERN.findall(masked_text)):
+            numbers.update(marker_numbers(content))
+    return numbers
+
+
+def citations_in_masked(masked_text: str) -> list[Citation]:
+    """Citation markers, with lines, of text already passed through :func:`mask_code`."""
+    found = []
+    line, scanned = 1, 0
+    for marker in CITATION_PATTERN.finditer(masked_text):
+        line += masked_text.count("\n", scanned, marker.start())
+        scanned = marker.start()
+        found.append(Citation(marker.group(), marker_numbers(marker.group(1)), line))
+    return found
+
+
+def extract_citations(markdown: str) -> list[Citation]:
+    """Every citation marker of an answer outside code, in order of appearance."""
+    return citations_in_masked(mask_code(markdown).text)
+
+
+def split_sentences(markdown: str) -> list[str]:
+    """The units of an answer: sentences of paragraphs, list items and table rows.
+
+    Headings and code are left out; see the module docstring for every rule.
+    """
+    return _units(mask_code(markdown).text)
+
+
+def is_claim_sentence(unit: str, *, min_words: int = MIN_CLAIM_WORDS) -> bool:
+    """At least ``min_words`` words, and not a question or a lead-in ending in ``:``."""
+    return _is_claim(unit, _enough_words(min_words).match)
+
+
+def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
+                      threshold: float = CITATION_COVERAGE_THRESHOLD,
+                      min_claim_words: int = MIN_CLAIM_WORDS) -> GateResult:
+    """Share of claim sentences that carry a citation, halved if any citation is invalid.
+
+    ``sources`` is the ordered list the citations refer to (``[1]`` is ``sources[0]``); only
+    its length is used. Formula, definitions and degenerate cases are in the module docstring.
+    """
+    started = perf_counter()
+    threshold = check_threshold(GATE_NAME, threshold)
+    if not isinstance(answer, str):
+        raise TypeError(f"Gate {GATE_NAME!r}: the answer must be a Markdown string, "
+                        f"got {type(answer).__name__}.")
+    enough_words = _enough_words(min_claim_words).match
+    masked = mask_code(answer).text
+    source_count = len(sources)
+    cited_numbers = cited_numbers_in_masked(masked)
+    invalid = sorted(n for n in cited_numbers if n < 1 or n > source_count)
+
+    claims = cited = 0
+    uncited: list[str] = []
+    search_marker = CITATION_PATTERN.search
+    for unit in _units(masked):
+        if not _is_claim(unit, enough_words):
+            continue
+        claims += 1
+        if "[" in unit and search_marker(unit) is not None:
+            cited += 1
+        elif len(uncited) < MAX_LISTED_UNCITED:
+            uncited.append(unit if len(unit) <= SNIPPET_CHARS
+                           else unit[:SNIPPET_CHARS - 1] + "…")
+
+    coverage = cited / claims if claims else 0.0
+    score = coverage * INVALID_CITATION_FACTOR if invalid else coverage
+    details = {
+        "claim_sentences": claims,
+        "cited_claim_sentences": cited,
+        "coverage": coverage,
+        "cited_numbers": sorted(cited_numbers),
+        "invalid_citations": invalid,
+        "source_count": source_count,
+        "uncited_claims": uncited,
+        "min_claim_words": min_claim_words,
+        "degenerate": None if claims else "no_claim_sentences",
+    }
+    return GateResult(gate=GATE_NAME, score=score, passed=score >= threshold,
+                      threshold=threshold, details=details,
+                      latency_ms=(perf_counter() - started) * 1000.0)
+
+
+def _enough_words(min_words: int) -> re.Pattern[str]:
+    """A regex whose ``match`` succeeds on text with at least ``min_words`` words."""
+    pattern = _ENOUGH_WORDS.get(min_words)
+    if pattern is None:
+        if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
+            raise ValueError(f"min_claim_words must be a positive integer, got {min_words!r}.")
+        # possessive runs, so that a word is never re-split into shorter words
+        pattern = re.compile(rf"(?:[\W\d_]*+[^\W\d_][\w'’-]*+){{{min_words}}}")
+        _ENOUGH_WORDS[min_words] = pattern
+    return pattern
+
+
+def _is_claim(unit: str, enough_words: Callable[[str], re.Match[str] | None]) -> bool:
+    if enough_words(unit) is None:
+        return False
+    if unit[-1] == ".":  # the common case: nothing to look through
+        return True
+    tail = unit.rstrip(_TRAILING_CLOSERS)
+    while tail.endswith("]"):  # look through trailing markers: "Is it? [1]"
+        opening = tail.rfind("[")
+        if opening < 0 or CITATION_PATTERN.fullmatch(tail, opening) is None:
+            break
+        tail = tail[:opening].rstrip(_TRAILING_CLOSERS)
+    return not tail.endswith(("?", ":"))
+
+
+def _units(masked: str) -> list[str]:
+    units: list[str] = []
+    paragraph: list[str] = []
+    item: list[str] | None = None  # lines of the open list item
+    header_candidate = False       # the last unit is a table row that may be a header row
+
+    for line in masked.split("\n"):
+        text = line.strip()
+        while text[:1] == ">":
+            text = text[1:].lstrip()
+        if not text:
+            if paragraph:
+                units += _SENTENCE.findall(" ".join(paragraph))
+                paragraph = []
+            if item is not None:
+                units.append(" ".join(item))
+                item = None
+            header_candidate = False
+            continue
+        first = text[0]
+        if first == "|":
+            if paragraph:
+                units += _SENTENCE.findall(" ".join(paragraph))
+                paragraph = []
+            if item is not None:
+                units.append(" ".join(item))
+                item = None
+            if _TABLE_DELIMITER.match(text):
+                if header_candidate:
+                    units.pop()
+                header_candidate = False
+            else:
+                units.append(text)
+                header_candidate = True
+            continue
+        header_candidate = False
+        if first == "#" and _HEADING.match(text):
+            pass
+        elif first in "=-" and paragraph and _SETEXT_UNDERLINE.match(text):
+            paragraph = []  # the paragraph was a setext heading
+            continue
+        elif first in "-*_" and _THEMATIC_BREAK.match(text):
+            pass
+        elif (first in "-*+" or first.isdigit()) and (marker := _LIST_MARKER.match(text)):
+            if paragraph:
+                units += _SENTENCE.findall(" ".join(paragraph))
+                paragraph = []
+            if item is not None:
+                units.append(" ".join(item))
+            item = [text[marker.end():]]
+            continue
+        elif item is not None:
+            item.append(text)  # continuation of the list item
+            continue
+        else:
+            paragraph.append(text)
+            continue
+        # a heading or a thematic break closes whatever is open
+        if paragraph:
+            units += _SENTENCE.findall(" ".join(paragraph))
+            paragraph = []
+        if item is not None:
+            units.append(" ".join(item))
+            item = None
+
+    if paragraph:
+        units += _SENTENCE.findall(" ".join(paragraph))
+    if item is not None:
+        units.append(" ".join(item))
+    return [unit for unit in units if unit] if "" in units else units

@@ -1,0 +1,135 @@
+"""The eval-harness command and the Dagster definitions, on a real store."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from assets.ground_truth import ingested_dataset
+from assets.resources import default_resources
+from assets.retrieval import retrieval_report_asset
+from beir_factory import write_beir
+from eval_harness import cli
+
+DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
+        "d3": "exercise and heart health", "d4": "vitamin d and bones",
+        "d5": "sleep improves memory", "d6": "coffee and liver health"}
+QUERIES = {"q1": "aspirin heart", "q2": "cholesterol", "q3": "memory sleep"}
+QRELS = [("q1", "d1", 1), ("q1", "d3", 1), ("q2", "d2", 1), ("q3", "d5", 1)]
+
+
+@pytest.fixture
+def project(tmp_path, store, monkeypatch):
+    """A project folder with its own config.yaml and dataset, pointed at the test store."""
+    name = f"p{uuid.uuid4().hex[:8]}"
+    # each query's vector equals its first relevant document's vector
+    vectors = np.eye(len(DOCS), 8, dtype=np.float32)
+    write_beir(tmp_path / "data", DOCS, QUERIES, QRELS, doc_vectors=vectors,
+               query_vectors=vectors[[0, 1, 4]])
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+default_dataset: {name}
+datasets:
+  {name}:
+    path: data
+    language: english
+hybrid_search:
+  semantic: 0.7
+  keyword: 0.3
+  candidate_depth: 5
+dagster:
+  home: dagster-home
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)  # `run` sets it for its job
+    return {"config": config, "name": name, "root": tmp_path}
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_ingest_search_and_report(project, capsys):
+    cfg, name = str(project["config"]), project["name"]
+    code, out, _ = run_cli(capsys, "--config", cfg, "ingest", str(project["root"] / "data"),
+                           "--name", name)
+    assert code == 0 and "6 new" in out and "PostgreSQL at" in out
+    assert "***" in out or "@" not in out.split("PostgreSQL at")[1].split()[0]
+    code, out, _ = run_cli(capsys, "--config", cfg, "search", "--dataset", name, "aspirin heart",
+                           "--k", "3", "--json")
+    result = json.loads(out)
+    assert code == 0 and len(result["hits"]) == 3
+    assert result["hits"][0]["external_id"] == "d1"  # the stored query embedding was reused
+    code, out, _ = run_cli(capsys, "--config", cfg, "report", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["queries"] == 3
+    assert set(report["metrics"]) == {"p_at_5", "recall_at_5", "ndcg_at_10", "mrr_at_10"}
+
+
+def test_malformed_dataset_exits_2_with_one_sentence(project, capsys, tmp_path):
+    folder = write_beir(tmp_path / "bad", DOCS, QUERIES, QRELS)
+    with (folder / "queries.jsonl").open("a") as out:
+        out.write("{not json\n")
+    code, out, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
+                             "--name", project["name"])
+    assert code == 2
+    assert err.count("\n") == 1 and "queries.jsonl:4: not valid JSON" in err
+    assert "Traceback" not in err
+
+
+def test_unknown_dataset_exits_2(project, capsys):
+    code, _, err = run_cli(capsys, "--config", str(project["config"]), "search", "--dataset",
+                           "missing", "x", "--semantic-weight", "0")
+    assert code == 2 and "Dataset 'missing' is not in the store" in err
+
+
+def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
+    cfg, name = str(project["config"]), project["name"]
+    assert run_cli(capsys, "--config", cfg, "ingest", str(project["root"] / "data"),
+                   "--name", name)[0] == 0
+    # the dataset was embedded with "test-random": no embedder can produce that model
+    code, _, err = run_cli(capsys, "--config", cfg, "search", "--dataset", name, "new words")
+    assert code == 2 and "--semantic-weight 0" in err
+    code, out, _ = run_cli(capsys, "--config", cfg, "search", "--dataset", name,
+                           "cholesterol words", "--semantic-weight", "0", "--json")
+    assert code == 0 and json.loads(out)["hits"][0]["external_id"] == "d2"
+
+
+def test_definitions_load_and_validate():
+    from pipelines.definitions import MAIN_JOB, defs
+
+    dg.Definitions.validate_loadable(defs)
+    keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
+    assert {"corpus", "ground_truth", "retrieval_report"} <= keys
+    assert defs.resolve_job_def(MAIN_JOB) is not None
+
+
+def test_assets_materialize_on_the_real_store(project, store):
+    resources = default_resources(config_path=str(project["config"]), database_url=store.url)
+    result = dg.materialize([ingested_dataset, retrieval_report_asset], resources=resources)
+    assert result.success
+    by_key = {e.step_materialization_data.materialization.asset_key.to_user_string():
+              e.step_materialization_data.materialization.metadata
+              for e in result.get_asset_materialization_events()}
+    assert by_key["corpus"]["documents_new"].value == 6
+    assert by_key["ground_truth"]["queries_new"].value == 3
+    assert 0.0 <= by_key["retrieval_report"]["P@5"].value <= 1.0
+    assert (project["root"] / "reports" / "retrieval-report.md").is_file()
+    # materializing again changes nothing in the store
+    again = dg.materialize([ingested_dataset], resources=resources)
+    meta = again.get_asset_materialization_events()[0].step_materialization_data.materialization
+    assert meta.metadata["documents_unchanged"].value == 6
+
+
+def test_run_command_runs_the_main_job(project, capsys):
+    code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
+    assert code == 0, err
+    assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
+    assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
