@@ -63,11 +63,13 @@ class QueryCandidates:
     keyword: np.ndarray   # float64, ts_rank (0 = no term matched)
 
 
-def dataset_info(conn: psycopg.Connection, name: str) -> DatasetInfo:
-    row = conn.execute("""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim,
-               (SELECT count(*) FROM l2_insights i WHERE i.dataset = d.name),
-               (SELECT count(*) FROM ground_truth g WHERE g.dataset = d.name)
+def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
+    """The dataset's language and embedding model; document/query counts unless told not to."""
+    counts = ("""(SELECT count(*) FROM l2_insights i WHERE i.dataset = d.name),
+                 (SELECT count(*) FROM ground_truth g WHERE g.dataset = d.name)"""
+              if with_counts else "-1, -1")
+    row = conn.execute(f"""
+        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, {counts}
         FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
     if row is None:
         known = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
@@ -124,7 +126,7 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     _check_depth(candidate_depth)
     if keyword_weight is None:
         keyword_weight = 1.0 - semantic_weight
-    info = dataset_info(conn, dataset)
+    info = dataset_info(conn, dataset, with_counts=False)
     semantic = query_embedding is not None
     if semantic:
         query_embedding = as_vector(query_embedding)
@@ -138,22 +140,24 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
         WITH q AS MATERIALIZED (
             SELECT {emb} AS emb, eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq),
         cand AS (
-            SELECT d.id, d.external_id, d.content,
-                   {sem}::float8 AS sem,
+            SELECT d.id, {sem}::float8 AS sem,
                    coalesce(ts_rank(d.tsv, q.tsq, 1), 0)::float8 AS kw
             FROM l2_insights d, q
             WHERE d.id IN ({candidates})),
         stats AS (SELECT min(sem) AS smin, max(sem) AS smax, min(kw) AS kmin, max(kw) AS kmax
                   FROM cand),
-        fused AS (
+        top AS (
             SELECT c.*,
                    %(ws)s::float8 * (CASE WHEN smax = smin THEN 0::float8
                                           ELSE (sem - smin) / (smax - smin) END)
                  + %(wk)s::float8 * (CASE WHEN kmax = kmin THEN 0::float8
                                           ELSE (kw - kmin) / (kmax - kmin) END) AS score
-            FROM cand c, stats)
-        SELECT id, external_id, score, sem, kw, content FROM fused
-        ORDER BY score DESC, id ASC LIMIT %(k)s""").format(
+            FROM cand c, stats
+            ORDER BY score DESC, id ASC LIMIT %(k)s)
+        -- content is fetched for the k results only (it is stored out of line)
+        SELECT t.id, d.external_id, t.score, t.sem, t.kw, d.content
+        FROM top t JOIN l2_insights d USING (id)
+        ORDER BY t.score DESC, t.id ASC""").format(
         emb=(sql.SQL("%(emb)s::vector({dim})").format(dim=sql.Literal(info.embedding_dim))
              if semantic else sql.SQL("NULL::vector")),
         lang=sql.Literal(info.language),
@@ -170,7 +174,7 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
     """Candidate unions with both raw scores for many ground-truth queries in one statement."""
     _check_depth(candidate_depth)
-    info = dataset_info(conn, dataset)
+    info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
     query = sql.SQL("""
         SELECT g.id, c.doc_ids, c.sem, c.kw

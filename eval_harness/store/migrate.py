@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import psycopg
+from pgvector.psycopg import register_vector
 
 MIGRATION_LOCK_KEY = 0x6576616C  # "eval": any fixed bigint shared by all our processes
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -73,4 +74,5 @@ def migrate(conn: psycopg.Connection) -> list[str]:
                          "VALUES (%s, %s, %s)",
                          (migration.version, migration.name, migration.checksum))
             applied_now.append(migration.name)
+    register_vector(conn)  # the connection may predate the vector extension
     return applied_now
