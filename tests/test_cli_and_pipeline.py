@@ -133,3 +133,18 @@ def test_run_command_runs_the_main_job(project, capsys):
     assert code == 0, err
     assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
     assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
+
+
+def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project, capsys,
+                                                                       tmp_path):
+    try:
+        import sentence_transformers  # noqa: F401
+        pytest.skip("the local embedder is installed here")
+    except ImportError:
+        pass
+    folder = write_beir(tmp_path / "noemb", DOCS, QUERIES, QRELS)
+    (folder / "embeddings.npz").unlink()
+    code, _, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
+                           "--name", project["name"])
+    assert code == 2
+    assert "pip install torch==2.13.0 -e '.[local-embeddings]'" in err
