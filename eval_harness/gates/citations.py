@@ -20,12 +20,12 @@ Units. The answer is cut into units before anything is counted:
 - each table row is one unit; the header and delimiter rows are dropped;
 - blockquote markers are stripped and the text is read like any other;
 - a paragraph is split into sentences after ``.``, ``!``, ``?`` or ``…`` followed by whitespace,
-  unless the next character is lowercase. Citation markers right after the punctuation belong
-  to the sentence before them (``A.[1] B.`` is ``A.[1]`` and ``B.``). A ``.`` does not end a
-  sentence after an abbreviation in :data:`ABBREVIATIONS`, after an initialism or initial
-  (``e.g.``, ``i.e.``, ``U.S.``, ``Ph.D.``, ``J. Smith``), or after ``No.``, ``Fig.``, ``p.``
-  and similar (:data:`NUMBER_ABBREVIATIONS`) before a number. Decimals (``3.14``) and URLs
-  have no whitespace after their dots, so they are never split.
+  unless the next character is a lowercase letter (ASCII or Latin-1). Citation markers right
+  after the punctuation belong to the sentence before them (``A.[1] B.`` is ``A.[1]`` and
+  ``B.``). A ``.`` does not end a sentence after an abbreviation in :data:`ABBREVIATIONS`,
+  after an initialism or initial (``e.g.``, ``i.e.``, ``U.S.``, ``Ph.D.``, ``J. Smith``), or
+  after ``No.``, ``p.``, ``Jan.`` and similar (:data:`NUMBER_ABBREVIATIONS`) before a number.
+  Decimals (``3.14``) and URLs have no whitespace after their dots, so they are never split.
 
 Claim sentence: a unit with at least ``min_claim_words`` words (default 4) that does not end
 with ``?`` (a question) or ``:`` (a lead-in to a list), ignoring trailing citation markers,
@@ -47,7 +47,7 @@ a report can tell it from an uncited answer. With no sources every marker is inv
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from time import perf_counter
 from typing import Any, NamedTuple
@@ -92,6 +92,7 @@ _HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 _SETEXT_UNDERLINE = re.compile(r"(?:=+|-{2,})[ \t]*$")
 _THEMATIC_BREAK = re.compile(r"(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _LIST_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+_BLOCK_START = frozenset("#=-*_+|0123456789")  # first characters that may start a block
 _TABLE_DELIMITER = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
@@ -110,12 +111,15 @@ def _sentence_pattern() -> re.Pattern[str]:
     stop = (rf"[.!?…]++{closers}(?:[ \t]*\[[ \t]*{_MARKER_NUMBERS}[ \t]*\]{closers})*"
             r"(?=\s+[^\sa-zß-öø-ÿ])")
     # A "." does not end a sentence after an abbreviation, an initialism or an initial.
-    # Look-behinds need a fixed width, hence one per word length.
+    # Look-behinds need a fixed width, hence one per word length; the rarely needed ones sit
+    # behind a cheap guard (a number follows; a "." two or three characters back).
     not_abbreviation = (
-        "(?i:" + _lookbehinds(ABBREVIATIONS, r"(?<!\b(?:{})\.)")
-        + _lookbehinds(NUMBER_ABBREVIATIONS, r"(?!(?<=\b(?:{})\.)\s+\d)") + ")"
-        r"(?<!\b[A-Za-z]\.[A-Za-z]\.)(?<!\b[A-Za-z]{2}\.[A-Za-z]\.)"
-        r"(?<!\b[A-Za-z]\.[A-Za-z]{2}\.)(?<!\b[A-Za-z]{2}\.[A-Za-z]{2}\.)(?<!\b[A-Z]\.)")
+        "(?i:" + _lookbehinds(ABBREVIATIONS, r"(?<!\b(?:{})\.)") + ")"
+        r"(?:(?!\s+\d)|(?i:" + _lookbehinds(NUMBER_ABBREVIATIONS, r"(?<!\b(?:{})\.)") + "))"
+        r"(?:(?<!\.[A-Za-z]\.)(?<!\.[A-Za-z]{2}\.)"
+        r"|(?<!\b[A-Za-z]\.[A-Za-z]\.)(?<!\b(?:[A-Za-z]{2}\.[A-Za-z]|[A-Za-z]\.[A-Za-z]{2})\.)"
+        r"(?<!\b[A-Za-z]{2}\.[A-Za-z]{2}\.))"
+        r"(?<!\b[A-Z]\.)")
     # Is this stop a sentence end? The cheap shape test runs before the look-behinds.
     is_end = rf"(?={stop})(?=\.{not_abbreviation}|[!?…])"
     # Runs without a stop are eaten whole; at each stop the end test runs once.
@@ -127,11 +131,13 @@ _TRAILING_CLOSERS = " \t\"'”’)*_"
 _ENOUGH_WORDS: dict[int, re.Pattern[str]] = {}
 
 
-class MaskedMarkdown(NamedTuple):
-    """Markdown with code removed; line numbers are those of the original text."""
+class ParsedAnswer(NamedTuple):
+    """An answer with its code removed; line numbers are those of the original text."""
 
-    text: str
+    text: str                              # the answer without code, newlines kept
     unclosed_fence_lines: tuple[int, ...]  # 1-based line of each fence that is never closed
+    cited_numbers: frozenset[int]          # every source number cited outside code
+    every_bracket_cites: bool              # each "[" in text opens a citation marker
 
 
 class Citation(NamedTuple):
@@ -140,11 +146,13 @@ class Citation(NamedTuple):
     line: int                  # 1-based line in the answer
 
 
-def mask_code(markdown: str) -> MaskedMarkdown:
-    """Remove fenced code blocks (keeping their newlines) and inline code spans.
+@lru_cache(maxsize=16)
+def parse_answer(markdown: str) -> ParsedAnswer:
+    """Remove fenced code blocks (keeping their newlines) and inline code spans; collect citations.
 
     A fence opens with three or more backticks or tildes and closes with at least as many of
     the same character; one that never closes hides the rest of the answer, as in CommonMark.
+    Cached because both rule-based gates parse the same answer one after the other.
     """
     unclosed: tuple[int, ...] = ()
     text = markdown
@@ -163,7 +171,14 @@ def mask_code(markdown: str) -> MaskedMarkdown:
             text = "".join(pieces)[1:]
     if "`" in text:
         text = _INLINE_CODE.sub(" ", text)
-    return MaskedMarkdown(text, unclosed)
+    numbers: set[int] = set()
+    brackets = text.count("[")
+    if brackets:
+        markers = CITATION_PATTERN.findall(text)
+        for content in set(markers):
+            numbers.update(marker_numbers(content))
+        brackets -= len(markers)
+    return ParsedAnswer(text, unclosed, frozenset(numbers), brackets == 0)
 
 
 @lru_cache(maxsize=4096)
@@ -182,29 +197,16 @@ def marker_numbers(content: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
-def cited_numbers_in_masked(masked_text: str) -> set[int]:
-    """Every source number cited in text already passed through :func:`mask_code`."""
-    numbers: set[int] = set()
-    if "[" in masked_text:
-        for content in set(CITATION_PATTERN.findall(masked_text)):
-            numbers.update(marker_numbers(content))
-    return numbers
-
-
-def citations_in_masked(masked_text: str) -> list[Citation]:
-    """Citation markers, with lines, of text already passed through :func:`mask_code`."""
+def extract_citations(markdown: str) -> list[Citation]:
+    """Every citation marker of an answer outside code, in order of appearance."""
+    text = parse_answer(markdown).text
     found = []
     line, scanned = 1, 0
-    for marker in CITATION_PATTERN.finditer(masked_text):
-        line += masked_text.count("\n", scanned, marker.start())
+    for marker in CITATION_PATTERN.finditer(text):
+        line += text.count("\n", scanned, marker.start())
         scanned = marker.start()
         found.append(Citation(marker.group(), marker_numbers(marker.group(1)), line))
     return found
-
-
-def extract_citations(markdown: str) -> list[Citation]:
-    """Every citation marker of an answer outside code, in order of appearance."""
-    return citations_in_masked(mask_code(markdown).text)
 
 
 def split_sentences(markdown: str) -> list[str]:
@@ -212,12 +214,12 @@ def split_sentences(markdown: str) -> list[str]:
 
     Headings and code are left out; see the module docstring for every rule.
     """
-    return _units(mask_code(markdown).text)
+    return _units(parse_answer(markdown).text)
 
 
 def is_claim_sentence(unit: str, *, min_words: int = MIN_CLAIM_WORDS) -> bool:
     """At least ``min_words`` words, and not a question or a lead-in ending in ``:``."""
-    return _is_claim(unit, _enough_words(min_words).match)
+    return _enough_words(min_words).match(unit) is not None and _is_statement(unit)
 
 
 def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
@@ -234,19 +236,23 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
         raise TypeError(f"Gate {GATE_NAME!r}: the answer must be a Markdown string, "
                         f"got {type(answer).__name__}.")
     enough_words = _enough_words(min_claim_words).match
-    masked = mask_code(answer).text
+    parsed = parse_answer(answer)
     source_count = len(sources)
-    cited_numbers = cited_numbers_in_masked(masked)
-    invalid = sorted(n for n in cited_numbers if n < 1 or n > source_count)
+    cited_numbers = parsed.cited_numbers
+    invalid = (sorted(n for n in cited_numbers if n < 1 or n > source_count)
+               if cited_numbers and (min(cited_numbers) < 1 or max(cited_numbers) > source_count)
+               else [])
 
     claims = cited = 0
     uncited: list[str] = []
+    # Markers never straddle units; when every "[" opens one, finding "[" is enough.
+    every_bracket_cites = parsed.every_bracket_cites
     search_marker = CITATION_PATTERN.search
-    for unit in _units(masked):
-        if not _is_claim(unit, enough_words):
-            continue
+    for unit in _units(parsed.text):
+        if enough_words(unit) is None or (unit[-1] != "." and not _is_statement(unit)):
+            continue  # not a claim sentence (the "." test saves a call in the common case)
         claims += 1
-        if "[" in unit and search_marker(unit) is not None:
+        if "[" in unit and (every_bracket_cites or search_marker(unit) is not None):
             cited += 1
         elif len(uncited) < MAX_LISTED_UNCITED:
             uncited.append(unit if len(unit) <= SNIPPET_CHARS
@@ -282,9 +288,8 @@ def _enough_words(min_words: int) -> re.Pattern[str]:
     return pattern
 
 
-def _is_claim(unit: str, enough_words: Callable[[str], re.Match[str] | None]) -> bool:
-    if enough_words(unit) is None:
-        return False
+def _is_statement(unit: str) -> bool:
+    """Not a question and not a lead-in: the last stop, trailing markers aside, is no ? or :."""
     if unit[-1] == ".":  # the common case: nothing to look through
         return True
     tail = unit.rstrip(_TRAILING_CLOSERS)
@@ -296,73 +301,62 @@ def _is_claim(unit: str, enough_words: Callable[[str], re.Match[str] | None]) ->
     return not tail.endswith(("?", ":"))
 
 
-def _units(masked: str) -> list[str]:
+def _units(text: str) -> list[str]:
     units: list[str] = []
-    paragraph: list[str] = []
-    item: list[str] | None = None  # lines of the open list item
-    header_candidate = False       # the last unit is a table row that may be a header row
+    open_lines: list[str] = []  # lines of the open paragraph or list item
+    in_item = False             # whether open_lines are a list item (one unit, not split)
+    header_candidate = False    # the last unit is a table row that may be a header row
 
-    for line in masked.split("\n"):
-        text = line.strip()
-        while text[:1] == ">":
-            text = text[1:].lstrip()
-        if not text:
-            if paragraph:
-                units += _SENTENCE.findall(" ".join(paragraph))
-                paragraph = []
-            if item is not None:
-                units.append(" ".join(item))
-                item = None
+    for line in text.split("\n"):
+        line = line.strip()
+        if line[:1] == ">":
+            line = line.lstrip("> \t")  # blockquote markers, nested ones included
+        if not line:
+            if open_lines:
+                _close(units, open_lines, in_item)
+                open_lines, in_item = [], False
             header_candidate = False
             continue
-        first = text[0]
+        first = line[0]
+        if first not in _BLOCK_START:  # most lines: paragraph text or an item's continuation
+            open_lines.append(line)
+            header_candidate = False
+            continue
         if first == "|":
-            if paragraph:
-                units += _SENTENCE.findall(" ".join(paragraph))
-                paragraph = []
-            if item is not None:
-                units.append(" ".join(item))
-                item = None
-            if _TABLE_DELIMITER.match(text):
+            if open_lines:
+                _close(units, open_lines, in_item)
+                open_lines, in_item = [], False
+            if _TABLE_DELIMITER.match(line):
                 if header_candidate:
                     units.pop()
                 header_candidate = False
             else:
-                units.append(text)
+                units.append(line)
                 header_candidate = True
             continue
         header_candidate = False
-        if first == "#" and _HEADING.match(text):
-            pass
-        elif first in "=-" and paragraph and _SETEXT_UNDERLINE.match(text):
-            paragraph = []  # the paragraph was a setext heading
-            continue
-        elif first in "-*_" and _THEMATIC_BREAK.match(text):
-            pass
-        elif (first in "-*+" or first.isdigit()) and (marker := _LIST_MARKER.match(text)):
-            if paragraph:
-                units += _SENTENCE.findall(" ".join(paragraph))
-                paragraph = []
-            if item is not None:
-                units.append(" ".join(item))
-            item = [text[marker.end():]]
-            continue
-        elif item is not None:
-            item.append(text)  # continuation of the list item
-            continue
+        if first in "=-" and open_lines and not in_item and _SETEXT_UNDERLINE.match(line):
+            open_lines = []  # the paragraph was a setext heading
+        elif ((first == "#" and _HEADING.match(line))
+              or (first in "-*_" and _THEMATIC_BREAK.match(line))):
+            if open_lines:
+                _close(units, open_lines, in_item)
+                open_lines, in_item = [], False
+        elif first != "#" and first != "=" and (marker := _LIST_MARKER.match(line)):
+            if open_lines:
+                _close(units, open_lines, in_item)
+            rest = line[marker.end():]  # an empty item holds nothing that could continue
+            open_lines, in_item = ([rest], True) if rest else ([], False)
         else:
-            paragraph.append(text)
-            continue
-        # a heading or a thematic break closes whatever is open
-        if paragraph:
-            units += _SENTENCE.findall(" ".join(paragraph))
-            paragraph = []
-        if item is not None:
-            units.append(" ".join(item))
-            item = None
+            open_lines.append(line)
 
-    if paragraph:
-        units += _SENTENCE.findall(" ".join(paragraph))
-    if item is not None:
-        units.append(" ".join(item))
-    return [unit for unit in units if unit] if "" in units else units
+    if open_lines:
+        _close(units, open_lines, in_item)
+    return units
+
+
+def _close(units: list[str], lines: list[str], is_item: bool) -> None:
+    if is_item:
+        units.append(" ".join(lines))
+    else:
+        units += _SENTENCE.findall(" ".join(lines))

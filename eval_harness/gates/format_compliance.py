@@ -1,16 +1,15 @@
 """Markdown format compliance of an answer (no LLM).
 
-The five issue types of the seed (feature 67.6):
+The five issue types of the seed (feature 67.6), outside code:
 
-==========================  ===============================================================
-``empty_heading``           a heading with no text: ``#``, ``## ``, ``## ##``
-``empty_list_item``         a list marker with nothing after it: ``-``, ``*``, ``+``, ``1.``
-``empty_link``              a link or image with an empty destination: ``[text]()``,
-                            ``[text]( )``, ``![alt](<>)``
-``non_sequential_citations``  the distinct cited numbers are not exactly 1..k: ``[1][3]``
-                            skips 2, ``[2]`` alone does not start at 1, ``[0]`` is below 1
-``unclosed_code_fence``     a ````` or ``~~~`` fence that is never closed
-==========================  ===============================================================
+- ``empty_heading``: a heading with no text, ``#``, ``## ``, ``## ##``;
+- ``empty_list_item``: a list marker with nothing after it, ``-``, ``*``, ``+``, ``1.``, ``2)``;
+- ``empty_link``: a link or image with an empty destination, ``[text]()``, ``[text]( )``,
+  ``![alt](<>)``;
+- ``non_sequential_citations``: the distinct cited numbers are not exactly 1..k. ``[1][3]``
+  skips 2, ``[2]`` alone does not start at 1, ``[0]`` is below 1. The order in the text does
+  not matter (``[2] ... [1]`` is sequential); a range ``[1-3]`` cites 1, 2 and 3;
+- ``unclosed_code_fence``: a fence of backticks or tildes that is never closed.
 
 Score::
 
@@ -22,8 +21,8 @@ in ``details["issues"]`` with its line and the line's text.
 
 Code is not checked: a ``#`` comment in a shell block is not a heading and ``a[1]`` in code is
 not a citation (code and citation markers are read as in :mod:`eval_harness.gates.citations`).
-Citation order in the text does not matter: ``[2] ... [1]`` is sequential. Degenerate input:
-an empty answer has no issues and scores 1.0; citation coverage is the gate that fails it.
+Degenerate input: an empty answer has no issues and scores 1.0; citation coverage is the gate
+that fails it.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ import re
 from time import perf_counter
 from typing import Any
 
-from eval_harness.gates.citations import (CITATION_PATTERN, cited_numbers_in_masked, mask_code,
-                                          marker_numbers)
+from eval_harness.gates.citations import CITATION_PATTERN, marker_numbers, parse_answer
 from eval_harness.gates.result import GateResult, check_threshold
 
 GATE_NAME = "format_compliance"
@@ -52,7 +50,8 @@ ISSUE_TYPES = (EMPTY_HEADING, EMPTY_LIST_ITEM, EMPTY_LINK, NON_SEQUENTIAL_CITATI
 
 # Runs on "\n" + text: starting with a literal lets the regex engine skip ahead.
 _EMPTY_BLOCK = re.compile(
-    r"\n(?:[ \t]{0,3}(?P<heading>#{1,6})(?:[ \t]+#+)?|[ \t]*(?:[-*+]|\d{1,9}[.)]))[ \t\r]*(?=\n|\Z)")
+    r"\n(?:[ \t]{0,3}(?P<heading>#{1,6})(?:[ \t]+#+)?|[ \t]*(?:[-*+]|\d{1,9}[.)]))"
+    r"[ \t\r]*(?=\n|\Z)")
 _EMPTY_LINK = re.compile(r"\[[^\]\n]*\]\([ \t]*(?:<[ \t]*>)?[ \t]*\)")
 
 
@@ -64,23 +63,23 @@ def format_compliance(answer: str, *,
     if not isinstance(answer, str):
         raise TypeError(f"Gate {GATE_NAME!r}: the answer must be a Markdown string, "
                         f"got {type(answer).__name__}.")
-    masked, unclosed_fence_lines = mask_code(answer)
-    found: list[tuple[str, int, dict[str, Any]]] = []  # (type, offset or line, extra)
+    masked, unclosed_fence_lines, cited, _ = parse_answer(answer)
+    found: list[tuple[str, int, dict[str, Any]]] = []  # (type, line, extra fields)
 
-    for block in _EMPTY_BLOCK.finditer("\n" + masked):
+    lined = "\n" + masked  # now every line, the first included, follows a "\n"
+    for block in _EMPTY_BLOCK.finditer(lined):
         kind = EMPTY_HEADING if block.group("heading") else EMPTY_LIST_ITEM
-        found.append((kind, _line_of(masked, block.start()), {}))  # the "\n" added counts
+        found.append((kind, lined.count("\n", 0, block.start() + 1), {}))
     if "](" in masked:
         for link in _EMPTY_LINK.finditer(masked):
             found.append((EMPTY_LINK, _line_of(masked, link.start()), {}))
-    cited = cited_numbers_in_masked(masked)
     # distinct integers are exactly 1..k when the smallest is 1 and the largest is k
     if cited and not (min(cited) == 1 and max(cited) == len(cited)):
         found.append(_non_sequential_citations(masked, cited))
     for line in unclosed_fence_lines:
         found.append((UNCLOSED_CODE_FENCE, line, {}))
 
-    issue_types = sorted({kind for kind, _, _ in found})
+    issue_types = sorted({kind for kind, _, _ in found}) if found else []
     score = max(0.0, round(1.0 - PENALTY_PER_ISSUE_TYPE * len(issue_types), 10))
     details = {
         "issues": _describe(answer, found) if found else [],
@@ -93,7 +92,8 @@ def format_compliance(answer: str, *,
                       latency_ms=(perf_counter() - started) * 1000.0)
 
 
-def _non_sequential_citations(masked: str, cited: set[int]) -> tuple[str, int, dict[str, Any]]:
+def _non_sequential_citations(masked: str,
+                              cited: frozenset[int]) -> tuple[str, int, dict[str, Any]]:
     """One issue, at the first marker citing a number outside the unbroken run 1, 2, ..."""
     run = 0
     while run + 1 in cited:

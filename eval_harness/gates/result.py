@@ -33,12 +33,14 @@ class GateResult:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"Gate {self.gate!r}: threshold must be in [0, 1], got {self.threshold}.")
+            raise ValueError(
+                f"Gate {self.gate!r}: threshold must be in [0, 1], got {self.threshold}.")
         if self.score is None:
             if self.passed:
                 raise ValueError(f"Gate {self.gate!r}: an unscored result cannot pass.")
         elif not 0.0 <= self.score <= 1.0:  # also rejects NaN
-            raise ValueError(f"Gate {self.gate!r}: score must be in [0, 1] or None, got {self.score}.")
+            raise ValueError(
+                f"Gate {self.gate!r}: score must be in [0, 1] or None, got {self.score}.")
 
     @classmethod
     def unscored(cls, gate: str, threshold: float, reason: str, *, latency_ms: float = 0.0,
