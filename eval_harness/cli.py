@@ -12,8 +12,10 @@ import os
 import sys
 from pathlib import Path
 
+from eval_harness.calibrate_cli import add_calibrate_command
 from eval_harness.datasets import DatasetError
 from eval_harness.embeddings import EmbedderUnavailable, make_embedder
+from eval_harness.review_cli import add_review_commands
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 
@@ -215,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--dataset")
     report.add_argument("--json", action="store_true")
     report.set_defaults(func=cmd_report)
+    add_review_commands(sub)
+    add_calibrate_command(sub)
     return parser
 
 

@@ -6,7 +6,9 @@ This is the only module that reads the environment; everything else receives a `
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,6 +38,71 @@ class HybridWeights:
 
 
 @dataclass(frozen=True)
+class AgreementSettings:
+    """The ``agreement:`` section: the judge-agreement gate and the review queue."""
+
+    kappa_floor: float = 0.70             # the gate: lower bound of pooled kappa must reach it
+    disagreement_threshold: float = 0.4   # |score1 - score2| above it goes to human review
+    relevance_threshold: float = 0.5      # a score strictly above it is "relevant"
+    bootstrap_resamples: int = 2000       # resamples of the query bootstrap interval
+    confidence: float = 0.95              # level of that interval
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """The ``calibration:`` section: the weight grid, statistics and the P@5 verdict bands."""
+
+    grid_start: float = 0.5          # semantic weights start..stop by step; keyword = 1 - semantic
+    grid_stop: float = 0.9
+    grid_step: float = 0.1           # 0.01 .. 1
+    default_weight: float = 0.7      # the uplift is measured against this semantic weight
+    rrf_k: int = 60                  # reciprocal rank fusion constant (reference method)
+    cv_folds: int = 5                # k of the cross-validated P@5
+    seed: int = 0                    # folds, bootstrap and randomization test
+    bootstrap_resamples: int = 10_000
+    full_success: float = 0.75       # verdict: P@5 >= full_success
+    partial_success: float = 0.70    # verdict: partial_success <= P@5 < full_success
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """One gate of ``quality_gates.gates``: when an answer passes, when the check passes."""
+
+    enabled: bool = True
+    threshold: float = 0.5        # an answer passes when its score reaches it
+    min_pass_rate: float = 0.90   # the check passes when the partition's pass rate reaches it
+    blocking: bool = True         # True: ERROR severity, `gate` exits 1; False: a WARN only
+
+
+# answer_reward's threshold is on the judge's reward scale, -1..+1; the others on 0..1.
+DEFAULT_GATES: Mapping[str, GateSettings] = {
+    "format_compliance": GateSettings(True, 0.95, 0.90, True),
+    "citation_coverage": GateSettings(True, 0.70, 0.90, True),
+    "grounding": GateSettings(False, 0.80, 0.90, True),
+    "answer_reward": GateSettings(False, 0.30, 0.90, False),
+}
+
+
+@dataclass(frozen=True)
+class QualityGateSettings:
+    """The ``quality_gates:`` section: the answers relation, partitions and the four gates."""
+
+    answers_relation: str = "answers"           # table or view with the answers contract
+    partition_start: date = date(2024, 1, 1)    # first day (UTC) of the daily partitions
+    answers_file: Path | None = None            # JSONL the main job imports (None: nothing)
+    grounding_source_chars: int = 500           # each source is cut to this length for the judge
+    reflexion_threshold: float = 0.3            # reward below it triggers a reflexion
+    gates: Mapping[str, GateSettings] = field(default_factory=lambda: dict(DEFAULT_GATES))
+
+    def gate(self, name: str) -> GateSettings:
+        try:
+            return self.gates[name]
+        except KeyError:
+            raise ConfigError(f"Unknown quality gate '{name}' "
+                              f"(known: {', '.join(DEFAULT_GATES)}).") from None
+
+
+@dataclass(frozen=True)
 class Settings:
     config_path: Path | None
     root: Path
@@ -46,6 +113,10 @@ class Settings:
     embedder_provider: str = "auto"
     embedder_model: str = "all-MiniLM-L6-v2"
     hybrid: HybridWeights = HybridWeights()
+    agreement: AgreementSettings = AgreementSettings()
+    calibration: CalibrationSettings = CalibrationSettings()
+    quality_gates: QualityGateSettings = QualityGateSettings()
+    history_duckdb_path: Path = Path(".eval-harness/history.duckdb")
     dagster_home: Path = Path(".eval-harness/dagster")
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
@@ -88,6 +159,146 @@ def _hybrid(raw: Mapping[str, Any]) -> HybridWeights:
     return HybridWeights(semantic, keyword, depth)
 
 
+def _agreement(raw: Mapping[str, Any]) -> AgreementSettings:
+    section = _section(raw, "agreement")
+    defaults = AgreementSettings()
+    known = list(AgreementSettings.__dataclass_fields__)
+    unknown = sorted(set(map(str, section)) - set(known))
+    if unknown:  # a typo would otherwise silently keep the default gate
+        raise ConfigError(f"config.yaml: unknown key 'agreement.{unknown[0]}' "
+                          f"(known: {', '.join(known)}).")
+    floor = _number(section, "kappa_floor", defaults.kappa_floor, "agreement")
+    disagreement = _number(section, "disagreement_threshold", defaults.disagreement_threshold,
+                           "agreement")
+    relevance = _number(section, "relevance_threshold", defaults.relevance_threshold,
+                        "agreement")
+    confidence = _number(section, "confidence", defaults.confidence, "agreement")
+    resamples = section.get("bootstrap_resamples", defaults.bootstrap_resamples)
+    if not -1.0 <= floor <= 1.0:
+        raise ConfigError("config.yaml: 'agreement.kappa_floor' must lie in [-1, 1].")
+    if not 0.0 <= disagreement < 1.0:
+        raise ConfigError("config.yaml: 'agreement.disagreement_threshold' must lie in [0, 1).")
+    if not 0.0 <= relevance < 1.0:
+        raise ConfigError("config.yaml: 'agreement.relevance_threshold' must lie in [0, 1).")
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError("config.yaml: 'agreement.confidence' must lie strictly between 0 and 1.")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise ConfigError(
+            "config.yaml: 'agreement.bootstrap_resamples' must be a positive integer.")
+    return AgreementSettings(floor, disagreement, relevance, resamples, confidence)
+
+
+def _calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
+    from eval_harness.metrics.calibration import weight_grid  # numpy only; no cycle
+
+    section = _section(raw, "calibration")
+    _reject_unknown(section, "calibration", ("grid", "default_weight", "rrf_k", "cv_folds",
+                                             "seed", "bootstrap_resamples", "verdict"))
+    grid, bands = _section(section, "grid"), _section(section, "verdict")
+    _reject_unknown(grid, "calibration.grid", ("start", "stop", "step"))
+    _reject_unknown(bands, "calibration.verdict", ("full_success", "partial_success"))
+    d = CalibrationSettings()
+    start = _number(grid, "start", d.grid_start, "calibration.grid")
+    stop = _number(grid, "stop", d.grid_stop, "calibration.grid")
+    step = _number(grid, "step", d.grid_step, "calibration.grid")
+    if not 0.01 - 1e-12 <= step <= 1.0:
+        raise ConfigError("config.yaml: 'calibration.grid.step' must lie between 0.01 and 1.")
+    try:
+        weight_grid(start, stop, step)
+    except ValueError as exc:
+        raise ConfigError(f"config.yaml: calibration.grid: {exc}") from None
+    default = _number(section, "default_weight", d.default_weight, "calibration")
+    full = _number(bands, "full_success", d.full_success, "calibration.verdict")
+    partial = _number(bands, "partial_success", d.partial_success, "calibration.verdict")
+    if not 0.0 <= default <= 1.0:
+        raise ConfigError("config.yaml: 'calibration.default_weight' must lie in [0, 1].")
+    if not 0.0 <= partial <= full <= 1.0:
+        raise ConfigError("config.yaml: calibration.verdict needs 0 <= partial_success <= "
+                          "full_success <= 1.")
+    integers = {}
+    for key, low in (("rrf_k", 0), ("cv_folds", 2), ("seed", 0), ("bootstrap_resamples", 1)):
+        value = section.get(key, getattr(d, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"config.yaml: 'calibration.{key}' must be an integer >= {low}.")
+        integers[key] = value
+    return CalibrationSettings(start, stop, step, default, full_success=full,
+                               partial_success=partial, **integers)
+
+
+def _reject_unknown(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
+    unknown = sorted(set(map(str, section)) - set(known))
+    if unknown:  # a typo would otherwise silently keep a default
+        raise ConfigError(f"config.yaml: unknown key '{where}.{unknown[0]}' "
+                          f"(known: {', '.join(known)}).")
+
+
+_RELATION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
+
+
+def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"config.yaml: '{where}.{key}' must be true or false, got {value!r}.")
+    return value
+
+
+def _gate(name: str, section: Any, default: GateSettings) -> GateSettings:
+    where = f"quality_gates.gates.{name}"
+    if section is None:
+        return default
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"config.yaml: '{where}' must be a mapping.")
+    _reject_unknown(section, where, tuple(GateSettings.__dataclass_fields__))
+    threshold = _number(section, "threshold", default.threshold, where)
+    low = -1.0 if name == "answer_reward" else 0.0  # the reward scale is -1..+1
+    if not low <= threshold <= 1.0:
+        raise ConfigError(f"config.yaml: '{where}.threshold' must lie in [{low:g}, 1].")
+    min_pass_rate = _number(section, "min_pass_rate", default.min_pass_rate, where)
+    if not 0.0 <= min_pass_rate <= 1.0:
+        raise ConfigError(f"config.yaml: '{where}.min_pass_rate' must lie in [0, 1].")
+    return GateSettings(enabled=_flag(section, "enabled", default.enabled, where),
+                        threshold=threshold, min_pass_rate=min_pass_rate,
+                        blocking=_flag(section, "blocking", default.blocking, where))
+
+
+def _quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettings:
+    section = _section(raw, "quality_gates")
+    d = QualityGateSettings()
+    _reject_unknown(section, "quality_gates", tuple(QualityGateSettings.__dataclass_fields__))
+    relation = section.get("answers_relation", d.answers_relation)
+    if not isinstance(relation, str) or not _RELATION_NAME.match(relation):
+        raise ConfigError("config.yaml: 'quality_gates.answers_relation' must be a table or view "
+                          f"name such as answers or myschema.answers, got {relation!r}.")
+    start = section.get("partition_start", d.partition_start)
+    if isinstance(start, str):
+        try:
+            start = date.fromisoformat(start)
+        except ValueError:
+            pass
+    if not isinstance(start, date):
+        raise ConfigError("config.yaml: 'quality_gates.partition_start' must be a date "
+                          f"YYYY-MM-DD, got {start!r}.")
+    answers_file = section.get("answers_file")
+    chars = section.get("grounding_source_chars", d.grounding_source_chars)
+    if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
+        raise ConfigError("config.yaml: 'quality_gates.grounding_source_chars' must be a "
+                          "positive integer.")
+    reflexion = _number(section, "reflexion_threshold", d.reflexion_threshold, "quality_gates")
+    if not -1.0 <= reflexion <= 1.0:
+        raise ConfigError("config.yaml: 'quality_gates.reflexion_threshold' must lie in [-1, 1].")
+    gates = section.get("gates") or {}
+    if not isinstance(gates, Mapping):
+        raise ConfigError("config.yaml: 'quality_gates.gates' must be a mapping.")
+    _reject_unknown(gates, "quality_gates.gates", tuple(DEFAULT_GATES))
+    return QualityGateSettings(
+        answers_relation=relation,
+        partition_start=start.date() if hasattr(start, "date") else start,
+        answers_file=(root / str(answers_file)).resolve() if answers_file else None,
+        grounding_source_chars=chars, reflexion_threshold=reflexion,
+        gates={name: _gate(name, gates.get(name), default)
+               for name, default in DEFAULT_GATES.items()})
+
+
 def _datasets(raw: Mapping[str, Any], root: Path) -> dict[str, DatasetConfig]:
     result = {}
     for name, entry in _section(raw, "datasets").items():
@@ -122,6 +333,7 @@ def load_settings(config_path: Path | str | None = None,
     store = _section(raw, "store")
     embedder = _section(raw, "embedder")
     dagster = _section(raw, "dagster")
+    history = _section(raw, "history")
     pgdata = env.get("EVAL_HARNESS_PGDATA") or store.get("embedded_pgdata", ".eval-harness/pgdata")
     dagster_home = env.get("DAGSTER_HOME") or dagster.get("home", ".eval-harness/dagster")
     return Settings(
@@ -134,6 +346,11 @@ def load_settings(config_path: Path | str | None = None,
         embedder_provider=str(embedder.get("provider", "auto")),
         embedder_model=str(embedder.get("model", "all-MiniLM-L6-v2")),
         hybrid=_hybrid(raw),
+        agreement=_agreement(raw),
+        calibration=_calibration(raw),
+        quality_gates=_quality_gates(raw, root),
+        history_duckdb_path=(root / str(history.get("duckdb_path",
+                                                    ".eval-harness/history.duckdb"))).resolve(),
         dagster_home=(root / str(dagster_home)).resolve(),
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,

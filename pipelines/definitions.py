@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ground_truth, retrieval
-from assets.resources import default_resources
+from assets import agreement, calibration, ground_truth, retrieval
+from assets.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 
 MAIN_JOB = "main_job"
 
 main_job = dg.define_asset_job(
-    MAIN_JOB, selection=dg.AssetSelection.all(),
+    MAIN_JOB,  # agreement stays out until dual_judge_scores fills the judge columns
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups(agreement.GROUP)
+    - dg.AssetSelection.groups(calibration.GROUP),  # calibration_job: it rewrites config.yaml
     description="Ingest the default dataset and report retrieval quality at the configured weights.")
 
 defs = dg.Definitions.merge(
     ground_truth.defs,
     retrieval.defs,
+    agreement.defs,
+    calibration.defs,
     dg.Definitions(jobs=[main_job], resources=default_resources()),
+    dg.Definitions(resources={DUCKDB_IO_MANAGER_KEY: duckdb_io_manager()}),
 )

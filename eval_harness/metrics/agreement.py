@@ -851,6 +851,14 @@ def _finite_or_none(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def to_jsonable(value: Any) -> Any:
+    """A result (dataclass, mapping, sequence, number) as plain JSON types, NaN as ``None``.
+
+    For results built on top of this module, so that they too never show NaN.
+    """
+    return _jsonable(value)
+
+
 def _jsonable(value: Any) -> Any:
     """Plain JSON types; a non-finite float becomes None so a report never shows NaN."""
     if is_dataclass(value) and not isinstance(value, type):

@@ -1,0 +1,69 @@
+"""Agreement domain: are the dual-judge relevance labels trustworthy enough to calibrate on?"""
+
+
+from typing import Optional
+
+import dagster as dg
+
+from assets.resources import EvalSettings, LiveStore
+from eval_harness.agreement_data import dataset_agreement, kappa_gate
+from eval_harness.agreement_report_md import format_agreement_markdown
+from eval_harness.reports import write_report
+from eval_harness.review import queue_disagreements
+
+GROUP = "agreement"
+REPORT_NAME = "agreement.md"
+
+
+class AgreementConfig(dg.Config):
+    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["ground_truth"],  # TODO(lead): switch to "dual_judge_scores" once assets/judging.py lands
+    description="Cohen's kappa of the two relevance judges with a query-bootstrap interval, "
+                "judges vs human labels, the disagreement review queue and reports/agreement.md.")
+def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,
+                    settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
+    cfg = settings.load()
+    dataset = config.dataset or cfg.default_dataset
+    with store.location().connection() as conn:
+        queued = queue_disagreements(conn, dataset,
+                                     threshold=cfg.agreement.disagreement_threshold)
+        result = dataset_agreement(conn, dataset, cfg.agreement)
+    text = format_agreement_markdown(result)
+    path = write_report(cfg.root / "reports", REPORT_NAME, text)
+    context.log.info(f"review queue: {queued}; {result.gate.description}")
+    metadata = dict(result.summary())
+    metadata.update({"review_queued_new": queued.new, "review_requeued": queued.requeued,
+                     "report_path": str(path), "report": dg.MetadataValue.md(text)})
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset_check(
+    asset=judge_agreement, blocking=True,
+    description="The lower confidence bound of pooled kappa reaches agreement.kappa_floor; "
+                "otherwise downstream assets do not run on these labels.")
+def kappa_lower_bound_above_floor(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    event = context.instance.get_latest_materialization_event(judge_agreement.key)
+    if event is None or event.asset_materialization is None:
+        return dg.AssetCheckResult(
+            passed=False, severity=dg.AssetCheckSeverity.ERROR,
+            description="judge_agreement has not been materialized; run it first.")
+    seen = {key: value.value for key, value in event.asset_materialization.metadata.items()}
+    gate = kappa_gate(lower_bound=seen.get("kappa_ci_low"), kappa=seen.get("kappa"),
+                      floor=seen["kappa_floor"], n_scored=seen.get("n_scored", 0),
+                      confidence=seen.get("confidence", 0.95))
+    return dg.AssetCheckResult(
+        passed=gate.passed, severity=dg.AssetCheckSeverity.ERROR, description=gate.description,
+        metadata={"lower_bound": gate.lower_bound, "kappa": gate.kappa, "floor": gate.floor,
+                  "n_scored": gate.n_scored, "dataset": seen.get("dataset")})
+
+
+agreement_job = dg.define_asset_job(
+    "agreement_job", selection=dg.AssetSelection.groups(GROUP),
+    description="Judge agreement of the default dataset, the review queue and the kappa gate.")
+
+defs = dg.Definitions(assets=[judge_agreement], asset_checks=[kappa_lower_bound_above_floor],
+                      jobs=[agreement_job])

@@ -1,0 +1,149 @@
+"""Writing the calibrated hybrid weights back into ``config.yaml``, and atomic file writes.
+
+The file is edited as a round trip (ruamel.yaml): only ``hybrid_search.semantic`` and
+``hybrid_search.keyword`` change; every other key, the order, the comments and the
+formatting stay as they were. The new text goes to a temporary file in the same folder,
+which is flushed to disk and then renamed over the original (``os.replace`` is atomic on
+POSIX and Windows), so a reader or a crash sees either the old file or the new one, never a
+half-written one. A crash between write and rename leaves the original untouched and at
+most a hidden ``.config.yaml.*.tmp`` file, which the next write does not depend on.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+WEIGHT_DECIMALS = 10  # keyword = round(1 - semantic, 10): YAML shows 0.2, not 0.19999999999999996
+
+
+class ConfigWriteError(ValueError):
+    """config.yaml could not be updated; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class WeightsWritten:
+    path: Path
+    semantic: float
+    keyword: float
+    previous_semantic: float | None
+    previous_keyword: float | None
+    changed: bool  # False: the file already held these weights and was not rewritten
+
+
+def keyword_weight_for(semantic_weight: float) -> float:
+    """The keyword weight paired with a semantic weight: ``1 - semantic``, rounded to 10
+    decimals so that it is the double the YAML file shows (and hybrid search then uses)."""
+    return round(1.0 - float(semantic_weight), WEIGHT_DECIMALS)
+
+
+def write_calibrated_weights(config_path: Path | str, semantic_weight: float) -> WeightsWritten:
+    """Set ``hybrid_search.semantic`` / ``.keyword`` in ``config_path``, keeping the rest.
+
+    The ``hybrid_search`` section is created at the end of the file when it is missing; a
+    file that already holds these weights is left alone (not even its modification time).
+    Raises :class:`ConfigWriteError` when the file is missing, is not a YAML mapping, or was
+    changed by someone else while it was being rewritten (then nothing is written).
+    """
+    if not 0.0 <= semantic_weight <= 1.0:
+        raise ConfigWriteError(f"semantic weight must lie in [0, 1], got {semantic_weight}.")
+    path = Path(config_path)
+    try:
+        before = path.stat()
+        original = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigWriteError(f"{path}: cannot read the config file ({exc.strerror}); "
+                               f"check the path given with --config.") from None
+    round_trip = YAML(typ="rt")
+    round_trip.preserve_quotes = True
+    round_trip.width = 4096  # never re-wrap long lines or comments
+    try:
+        document = round_trip.load(original)
+    except YAMLError as exc:
+        raise ConfigWriteError(f"{path}: not valid YAML ({exc}); fix it before calibrating.") from None
+    if document is None:
+        document = round_trip.load("{}")
+    if not hasattr(document, "get"):
+        raise ConfigWriteError(f"{path}: the top level must be a mapping of keys.")
+    section = document.get("hybrid_search")
+    if section is None:
+        document["hybrid_search"] = section = round_trip.load("{}")
+    elif not hasattr(section, "get"):
+        raise ConfigWriteError(f"{path}: 'hybrid_search' must be a mapping.")
+    previous = (_as_float(section.get("semantic")), _as_float(section.get("keyword")))
+    semantic, keyword = round(float(semantic_weight), WEIGHT_DECIMALS), keyword_weight_for(
+        semantic_weight)
+    if previous == (semantic, keyword):
+        return WeightsWritten(path, semantic, keyword, *previous, changed=False)
+    section["semantic"] = semantic
+    section["keyword"] = keyword
+    buffer = io.StringIO()
+    round_trip.dump(document, buffer)
+    text = buffer.getvalue()
+    _check_written_weights(path, text, semantic, keyword)
+    if _changed_since(path, before):
+        raise ConfigWriteError(f"{path} changed while the calibrated weights were being "
+                               f"written; nothing was written, run the calibration again.")
+    write_file_atomically(path, text.encode("utf-8"))
+    return WeightsWritten(path, semantic, keyword, *previous, changed=True)
+
+
+def write_file_atomically(path: Path | str, data: bytes) -> Path:
+    """Replace ``path`` with ``data`` through a flushed temporary file in the same folder.
+
+    The file keeps its permission bits (a new file gets 0644 less the umask). On any error
+    the temporary file is removed and the original is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _target_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())  # the bytes are on disk before the rename publishes them
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _target_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _check_written_weights(path: Path, text: str, semantic: float, keyword: float) -> None:
+    """Parse the new text as the settings loader will, before it replaces the file."""
+    parsed = yaml.safe_load(text)
+    written = (parsed or {}).get("hybrid_search") or {}
+    if written.get("semantic") != semantic or written.get("keyword") != keyword:
+        raise ConfigWriteError(f"{path}: the rewritten file would not hold the calibrated "
+                               f"weights (an unusual YAML construct?); nothing was written.")
+
+
+def _changed_since(path: Path, before: os.stat_result) -> bool:
+    try:
+        now = path.stat()
+    except FileNotFoundError:
+        return True
+    return (now.st_mtime_ns, now.st_size, now.st_ino) != (before.st_mtime_ns, before.st_size,
+                                                           before.st_ino)
+
+
+def _as_float(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
