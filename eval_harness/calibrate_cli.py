@@ -61,7 +61,8 @@ def cmd_calibrate(args, settings: Settings) -> int:
     else:
         print(format_table(result))
         if trec_paths:
-            notes.append(f"TREC runs: {len(trec_paths) - 1} files and qrels.trec in {args.trec_runs}")
+            notes.append(f"TREC runs: {len(trec_paths) - 1} files and qrels.trec in "
+                         f"{args.trec_runs}")
         if notes:
             print("\n" + "\n".join(notes))
     return EXIT_FAILED if result.verdict == "failure" else EXIT_OK

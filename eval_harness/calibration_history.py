@@ -84,7 +84,8 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
     if not path.is_file():
         return pd.DataFrame(columns=list(GRID_COLUMNS))
     with _open_for_writing(path) as con:  # a read-only open would also wait for the lock
-        tables = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        tables = {row[0] for row in
+                  con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if HISTORY_TABLE not in tables:
             return pd.DataFrame(columns=list(GRID_COLUMNS))
         return con.execute(
@@ -97,7 +98,8 @@ def _open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HistoryUnavailable(f"{path.parent}: cannot create the history folder "
-                                 f"({exc.strerror}); set history.duckdb_path in config.yaml.") from None
+                                 f"({exc.strerror}); set history.duckdb_path in "
+                                 f"config.yaml.") from None
     deadline = time.monotonic() + MAX_LOCK_WAIT_SECONDS
     delay = 0.05
     while True:
@@ -105,7 +107,8 @@ def _open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
             return duckdb.connect(str(path))
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
-                raise HistoryUnavailable(f"{path}: cannot open the DuckDB history ({exc}).") from None
+                raise HistoryUnavailable(
+                    f"{path}: cannot open the DuckDB history ({exc}).") from None
             if time.monotonic() + delay > deadline:
                 raise HistoryUnavailable(
                     f"{path} is locked by another process for more than "

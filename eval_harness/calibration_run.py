@@ -280,7 +280,8 @@ def format_table(result: CalibrationResult) -> str:
     lines += summary_lines(result)
     lines.append(f"\n({result.seconds['total']:.2f} s: candidates "
                  f"{result.seconds['fetch_candidates']:.2f} s, sweep "
-                 f"{result.seconds['sweep']:.3f} s, statistics {result.seconds['statistics']:.2f} s)")
+                 f"{result.seconds['sweep']:.3f} s, statistics "
+                 f"{result.seconds['statistics']:.2f} s)")
     return "\n".join(lines)
 
 

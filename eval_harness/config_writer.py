@@ -67,7 +67,8 @@ def write_calibrated_weights(config_path: Path | str, semantic_weight: float) ->
     try:
         document = round_trip.load(original)
     except YAMLError as exc:
-        raise ConfigWriteError(f"{path}: not valid YAML ({exc}); fix it before calibrating.") from None
+        raise ConfigWriteError(
+            f"{path}: not valid YAML ({exc}); fix it before calibrating.") from None
     if document is None:
         document = round_trip.load("{}")
     if not hasattr(document, "get"):

@@ -5,10 +5,11 @@ document ids; every candidate of every ground-truth query is listed, best first.
 (``qid 0 docid grade``) is written beside the runs.
 
 trec_eval and ranx rank a run by its score column and break ties their own way, not by our
-document-id rule. So the score is the fused hybrid score, except that within a tie each
-following document is lowered by the smallest possible step (a few units in the last place
-of a double, ~1e-16): the file then has strictly decreasing scores in exactly our order and
-any tool reproduces our P@5. Scores are printed with ``repr`` and so read back exactly.
+document-id rule, and trec_eval holds scores as 32-bit floats. So the score is the fused
+hybrid score rounded to single precision, and within a tie each following document is
+lowered by one single-precision step (~6e-8 near 1): the file then has strictly decreasing
+scores, in single as in double precision, in exactly our order, and trec_eval and ranx
+reproduce our metrics. Scores are printed in the shortest form that reads back exactly.
 """
 
 from __future__ import annotations
@@ -49,17 +50,19 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
         for row, qid in enumerate(qids):
             for rank in range(int(candidates.mask[row].sum())):
                 lines.append(f"{qid} Q0 {doc_names[int(ranked_ids[row, rank])]} {rank + 1} "
-                             f"{float(scores[row, rank])!r} {tag}\n")
+                             f"{scores[row, rank]} {tag}\n")
         paths.append(write_file_atomically(folder / run_file_name(w_sem),
                                            "".join(lines).encode("utf-8")))
     return paths
 
 
 def _strictly_decreasing(scores: np.ndarray) -> np.ndarray:
-    """Per row, each score lowered just enough to lie below its predecessor (ties only)."""
-    out = scores.copy()
+    """Per row (sorted descending), the scores as float32, each lowered just enough to lie
+    below its predecessor; only ties (also ties created by the rounding) move."""
+    out = scores.astype(np.float32)
+    low = np.float32(-np.inf)
     for col in range(1, out.shape[1]):
-        out[:, col] = np.minimum(out[:, col], np.nextafter(out[:, col - 1], -np.inf))
+        out[:, col] = np.minimum(out[:, col], np.nextafter(out[:, col - 1], low))
     return out
 
 

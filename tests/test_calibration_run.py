@@ -1,0 +1,484 @@
+"""Calibration end to end on a real store: sweep vs SQL hybrid search, metrics vs ranx and
+trec_eval, the calibrate command, the config write, the DuckDB history, Dagster assets."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+import warnings
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+import pytrec_eval
+from ranx import Qrels, Run, evaluate
+
+from assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from assets.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
+                              duckdb_io_manager)
+from beir_factory import write_beir
+from eval_harness import cli
+from eval_harness.calibration_history import (append_grid_history, grid_frame,
+                                              read_grid_history)
+from eval_harness.calibration_run import calibrate_dataset, weight_label
+from eval_harness.config_writer import ConfigWriteError, write_calibrated_weights
+from eval_harness.metrics import ranking
+from eval_harness.metrics.calibration import normalised_scores, rank_top_k, weight_grid
+from eval_harness.retrieval.hybrid import hybrid_search
+from eval_harness.retrieval.report import retrieval_report
+from eval_harness.settings import ConfigError, load_settings
+from eval_harness.store.ingest import ingest_beir
+from eval_harness.trec_runs import run_file_name, write_trec_runs
+
+VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
+         "human virus vaccine immune response tumor growth").split()
+FINE_GRID = weight_grid(0.0, 1.0, 0.01)
+FAST = {"cv_folds": 3, "bootstrap_resamples": 500}
+
+
+@pytest.fixture(scope="module")
+def corpus(store, tmp_path_factory):
+    """60 short random documents over 20 words (ts_rank ties everywhere), 5 exact duplicates
+    (both scores tie: only the id decides), 12 queries with 1..6 relevant documents."""
+    rng = np.random.default_rng(11)
+    docs = {f"doc{i:02d}": " ".join(rng.choice(VOCAB, size=rng.integers(2, 8)))
+            for i in range(60)}
+    vectors = rng.normal(size=(65, 8)).astype(np.float32)
+    for i in range(5):  # doc60..doc64 duplicate doc00..doc04, text and embedding
+        docs[f"doc{60 + i}"] = docs[f"doc{i:02d}"]
+        vectors[60 + i] = vectors[i]
+    queries = {f"q{i}": " ".join(rng.choice(VOCAB, size=2, replace=False)) for i in range(12)}
+    query_vectors = vectors[rng.choice(65, 12)] + rng.normal(0, 0.3, (12, 8)).astype(np.float32)
+    qrels = [(q, f"doc{j:02d}", int(rng.integers(1, 3)))
+             for q in queries for j in rng.choice(65, size=rng.integers(1, 7), replace=False)]
+    name = f"c{uuid.uuid4().hex[:8]}"
+    folder = write_beir(tmp_path_factory.mktemp("calibration") / "ds", docs, queries, qrels,
+                        doc_vectors=vectors, query_vectors=query_vectors)
+    with store.connection() as conn:
+        ingest_beir(conn, folder, name=name)
+        rows = conn.execute("SELECT id, external_id, query, query_embedding FROM ground_truth "
+                            "WHERE dataset = %s", (name,)).fetchall()
+    return {"name": name, "folder": folder,
+            "queries": {qid: (text, emb) for qid, _, text, emb in rows}}
+
+
+def sql_runs(conn, corpus, weight: float, keyword: float, depth: int) -> dict[int, list[int]]:
+    """Top-10 ids of every ground-truth query by SQL hybrid search at one pair of weights."""
+    return {qid: [hit.id for hit in hybrid_search(
+                conn, corpus["name"], query_text=text, query_embedding=emb, k=10,
+                semantic_weight=weight, keyword_weight=keyword, candidate_depth=depth)]
+            for qid, (text, emb) in corpus["queries"].items()}
+
+
+# ------------------------------------------------------------- sweep == SQL hybrid search
+@pytest.mark.parametrize("depth", [2, 10])
+def test_sweep_equals_sql_hybrid_search_at_every_weight(conn, corpus, depth):
+    """The issue's key test: for all 101 weights 0.00..1.00, the sweep's top 10 of every
+    query is SQL hybrid search's top 10 at that weight, and so are all four metrics."""
+    result = calibrate_dataset(conn, corpus["name"], grid=FINE_GRID, candidate_depth=depth,
+                               **FAST)
+    qrels = result.candidates  # ground truth aligned with the candidate rows
+    relevance = {qid: {int(d): int(g) for d, g in zip(*_relevant(conn, qid))}
+                 for qid in qrels.query_ids}
+    assert [p.semantic_weight for p in result.grid] == FINE_GRID.tolist()
+    for i, point in enumerate(result.grid):
+        assert point.keyword_weight == round(1 - point.semantic_weight, 10)
+        ours = rank_top_k(result.candidates, point.semantic_weight,
+                          keyword_weight=point.keyword_weight)
+        runs = sql_runs(conn, corpus, point.semantic_weight, point.keyword_weight, depth)
+        for row, qid in enumerate(result.candidates.query_ids):
+            assert ours[row].tolist() == runs[qid], (point.semantic_weight, qid)
+        expected = ranking.mean_metrics(runs, relevance)
+        assert point.p_at_5 == pytest.approx(expected["p_at_5"], abs=1e-12)
+        assert point.recall_at_5 == pytest.approx(expected["recall_at_5"], abs=1e-12)
+        assert point.ndcg_at_10 == pytest.approx(expected["ndcg_at_10"], abs=1e-12)
+        assert point.mrr_at_10 == pytest.approx(expected["mrr_at_10"], abs=1e-12)
+        np.testing.assert_array_equal(
+            result.sweep.per_query_p_at_5[i],
+            [ranking.precision_at_k(runs[q], relevance[q], 5) for q in qrels.query_ids])
+    if depth == 2:  # the degenerate cases the metrics must handle were really exercised
+        assert (result.candidates.mask.sum(axis=1) < 5).any()
+    semantic, keyword = normalised_scores(result.candidates)
+    fused, mask = 0.5 * semantic + 0.5 * keyword, result.candidates.mask
+    assert any(np.unique(row[m]).size < m.sum() for row, m in zip(fused, mask))  # ties
+
+
+def _relevant(conn, qid):
+    return conn.execute("SELECT expected_docs, relevance_grades FROM ground_truth WHERE id = %s",
+                        (qid,)).fetchone()
+
+
+def test_result_holds_best_uplift_cv_rrf_and_verdict(conn, corpus):
+    result = calibrate_dataset(conn, corpus["name"], grid=[0.5, 0.6, 0.8, 0.9],
+                               current_weight=0.9, candidate_depth=10, **FAST)
+    assert result.default_added_to_grid and result.default.semantic_weight == 0.7
+    p5 = {p.semantic_weight: p.p_at_5 for p in result.grid}
+    top = max(p5.values())
+    assert result.best.p_at_5 == top
+    # ties go to the weight closest to the configured one (0.9 here)
+    assert result.best.semantic_weight == max((w for w, v in p5.items() if v >= top - 1e-12),
+                                              key=lambda w: (-abs(w - 0.9), -w))
+    assert result.uplift.absolute == pytest.approx(result.best.p_at_5 - result.default.p_at_5)
+    assert result.uplift.ci_low <= result.uplift.absolute <= result.uplift.ci_high
+    assert 0 < result.uplift.p_value <= 1
+    assert 0 <= result.cross_validation.p_at_5 <= 1 and len(result.cross_validation.fold_sizes) == 3
+    assert result.verdict_p_at_5 == result.best.p_at_5
+    assert result.p_at_5_candidate_ceiling <= result.p_at_5_ceiling
+    assert all(p.p_at_5 <= result.p_at_5_ceiling + 1e-12 for p in result.grid)
+    text = json.dumps(result.to_dict(), allow_nan=False)  # JSON-safe, no NaN
+    assert '"verdict"' in text
+
+
+def test_unknown_dataset_and_empty_ground_truth(conn, tmp_path):
+    with pytest.raises(LookupError, match="ingest"):
+        calibrate_dataset(conn, "no-such-dataset")
+    name = f"e{uuid.uuid4().hex[:8]}"
+    folder = write_beir(tmp_path / "empty", {"d1": "heart", "d2": "brain"}, {"q1": "heart"},
+                        [("q1", "d1", 0)])  # no relevant document: no ground-truth query
+    ingest_beir(conn, folder, name=name)
+    with pytest.raises(ValueError, match="no ground-truth queries"):
+        calibrate_dataset(conn, name)
+
+
+# --------------------------------------------------- TREC runs vs ranx and trec_eval
+@pytest.mark.parametrize("depth", [2, 10])
+def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path, depth):
+    grid = weight_grid(0.0, 1.0, 0.1)
+    result = calibrate_dataset(conn, corpus["name"], grid=grid, candidate_depth=depth, **FAST)
+    paths = write_trec_runs(conn, result, tmp_path)
+    assert [p.name for p in paths[1:]] == [run_file_name(w) for w in grid]
+    assert run_file_name(0.7) == "run.semantic-0.70.trec"
+    warnings.filterwarnings("ignore")  # numba casting warnings inside ranx
+    qrels = Qrels.from_file(str(tmp_path / "qrels.trec"), kind="trec")
+    with open(tmp_path / "qrels.trec") as handle:
+        trec_qrels = pytrec_eval.parse_qrel(handle)
+    for point in result.grid:
+        path = tmp_path / run_file_name(point.semantic_weight)
+        run = Run.from_file(str(path), kind="trec")
+        scores = evaluate(qrels, run, ["precision@5", "recall@5", "ndcg@10", "mrr@10"])
+        assert scores["precision@5"] == pytest.approx(point.p_at_5, abs=1e-12)
+        assert scores["recall@5"] == pytest.approx(point.recall_at_5, abs=1e-12)
+        assert scores["ndcg@10"] == pytest.approx(point.ndcg_at_10, abs=1e-12)
+        assert scores["mrr@10"] == pytest.approx(point.mrr_at_10, abs=1e-12)
+        with open(path) as handle:
+            trec_run = pytrec_eval.parse_run(handle)
+        top10 = {q: dict(sorted(docs.items(), key=lambda kv: -kv[1])[:10])
+                 for q, docs in trec_run.items()}
+        per_query = pytrec_eval.RelevanceEvaluator(
+            trec_qrels, {"P_5", "recall_5", "ndcg_cut_10", "recip_rank"}).evaluate(top10)
+        assert np.mean([m["P_5"] for m in per_query.values()]) == pytest.approx(point.p_at_5)
+        assert np.mean([m["recall_5"] for m in per_query.values()]) == pytest.approx(
+            point.recall_at_5)
+        assert np.mean([m["ndcg_cut_10"] for m in per_query.values()]) == pytest.approx(
+            point.ndcg_at_10)
+        assert np.mean([m["recip_rank"] for m in per_query.values()]) == pytest.approx(
+            point.mrr_at_10)
+    lines = (tmp_path / run_file_name(0.5)).read_text().splitlines()
+    qid, q0, _, rank, score, tag = lines[0].split()
+    assert q0 == "Q0" and rank == "1" and tag == "eval-harness-semantic-0.50"
+    assert qid in {text.split()[0] for text in (tmp_path / "qrels.trec").read_text().splitlines()}
+
+
+# ------------------------------------------------------------------ the calibrate command
+CONFIG = """\
+# eval-harness test config; comments must survive calibration
+default_dataset: {name}   # the dataset under test
+
+datasets:
+  {name}:
+    path: {folder}
+    language: english
+
+hybrid_search:
+  semantic: 0.5         # weight of the normalised cosine similarity
+  keyword: 0.5          # weight of the normalised ts_rank
+  candidate_depth: 10   # top-N of each retriever
+
+calibration:
+  grid: {{start: 0.5, stop: 0.9, step: 0.1}}
+  cv_folds: 3
+  bootstrap_resamples: 500
+  verdict:
+    full_success: {full}
+    partial_success: {partial}
+
+history:
+  duckdb_path: state/history.duckdb
+
+agreement:
+  kappa_floor: 0.70     # another team's key, untouched
+"""
+
+
+def write_config(path, corpus, *, full=0.75, partial=0.70):
+    path.write_text(CONFIG.format(name=corpus["name"], folder=corpus["folder"], full=full,
+                                  partial=partial))
+    return path
+
+
+@pytest.fixture
+def project(tmp_path, store, corpus, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
+    return write_config(tmp_path / "config.yaml", corpus)
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys, conn):
+    before = project.read_text()
+    code, out, err = run_cli(capsys, "--config", str(project), "calibrate", "--json")
+    result = json.loads(out)
+    assert code == (1 if result["verdict"]["verdict"] == "failure" else 0), err
+    assert {"grid", "best", "default", "uplift", "cross_validated_p_at_5", "verdict",
+            "p_at_5_ceiling", "rrf", "written"} <= set(result)
+    assert [row["semantic_weight"] for row in result["grid"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert set(result["grid"][0]) == {"semantic_weight", "keyword_weight", "p_at_5",
+                                      "recall_at_5", "ndcg_at_10", "mrr_at_10", "p_at_5_ceiling"}
+    assert {"absolute", "relative", "ci_low", "ci_high", "p_value"} <= set(result["uplift"])
+    assert result["default"]["semantic_weight"] == 0.7
+    best = result["best"]
+    # config.yaml: only the two weight values changed; comments, order and other keys kept
+    after = project.read_text()
+    changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
+               if line[:1] in "+-"]
+    if best["semantic_weight"] != 0.5:
+        assert changed == [
+            "-   semantic: 0.5         # weight of the normalised cosine similarity",
+            f"+   semantic: {best['semantic_weight']}         # weight of the normalised "
+            "cosine similarity",
+            "-   keyword: 0.5          # weight of the normalised ts_rank",
+            f"+   keyword: {best['keyword_weight']}          # weight of the normalised ts_rank"]
+    settings = load_settings(project, environ={})
+    assert (settings.hybrid.semantic, settings.hybrid.keyword) == (
+        best["semantic_weight"], round(1 - best["semantic_weight"], 10))
+    # hybrid search at the written weights scores exactly the calibrated P@5
+    report = retrieval_report(conn, corpus["name"], semantic_weight=settings.hybrid.semantic,
+                              keyword_weight=settings.hybrid.keyword, candidate_depth=10)
+    assert report.metrics["p_at_5"] == best["p_at_5"] == result["verdict"]["p_at_5"]
+    # history and report
+    history = read_grid_history(project.parent / "state" / "history.duckdb", corpus["name"])
+    assert len(history) == 5 and history["is_best"].sum() == 1
+    assert history.loc[history["is_best"], "semantic_weight"].item() == best["semantic_weight"]
+    report_md = project.parent / "reports" / "calibration-results.md"
+    assert "| 0.70 | 0.30 |" in report_md.read_text()
+    assert "calibration-p5.png" in report_md.read_text()
+    assert (project.parent / "reports" / "calibration-p5.png").read_bytes()[:4] == b"\x89PNG"
+    assert "nan" not in report_md.read_text().lower()
+    # a second run appends another grid
+    assert run_cli(capsys, "--config", str(project), "calibrate", "--json")[0] in (0, 1)
+    history = read_grid_history(project.parent / "state" / "history.duckdb", corpus["name"])
+    assert len(history) == 10 and history["run_at"].nunique() == 2
+
+
+@pytest.mark.parametrize("full, partial, verdict, exit_code", [
+    (0.0, 0.0, "full_success", 0), (1.0, 0.0, "partial_success", 0), (1.0, 1.0, "failure", 1)])
+def test_calibrate_exit_code_follows_the_verdict(project, corpus, capsys, full, partial,
+                                                 verdict, exit_code):
+    write_config(project, corpus, full=full, partial=partial)
+    code, out, _ = run_cli(capsys, "--config", str(project), "calibrate", "--no-write")
+    assert code == exit_code
+    assert f"Verdict: {verdict.replace('_', ' ').upper()}" in out
+    assert "semantic  keyword     P@5  Recall@5  nDCG@10  MRR@10" in out and "RRF k=60" in out
+
+
+def test_dry_run_and_fine_grid_write_nothing(project, capsys, tmp_path):
+    before, mtime = project.read_text(), project.stat().st_mtime_ns
+    code, out, _ = run_cli(capsys, "--config", str(project), "calibrate", "--no-write",
+                           "--grid-step", "0.01", "--json", "--trec-runs", str(tmp_path / "runs"))
+    result = json.loads(out)
+    assert code in (0, 1) and len(result["grid"]) == 41  # 0.50 .. 0.90
+    assert result["written"]["config"] is None and result["written"]["history"] is None
+    assert project.read_text() == before and project.stat().st_mtime_ns == mtime
+    assert not (tmp_path / "state").exists() and not (tmp_path / "reports").exists()
+    assert len(list((tmp_path / "runs").glob("run.semantic-*.trec"))) == 41
+
+
+def test_calibrate_cannot_run_exits_2(project, capsys):
+    code, _, err = run_cli(capsys, "--config", str(project), "calibrate", "--dataset", "nope")
+    assert code == 2 and "is not in the store" in err and err.count("\n") == 1
+    code, _, err = run_cli(capsys, "--config", str(project), "calibrate", "--grid-step", "0.003")
+    assert code == 2 and "grid step" in err
+
+
+def test_calibration_config_errors_are_one_sentence(tmp_path):
+    path = tmp_path / "config.yaml"
+    for text, message in (("calibration:\n  grid: {step: 0.005}\n", "calibration.grid.step"),
+                          ("calibration:\n  grid: {start: 0.5, stop: 0.9, step: 0.3}\n",
+                           "not a multiple"),
+                          ("calibration:\n  verdict: {full_succes: 0.8}\n", "unknown key"),
+                          ("calibration:\n  verdict: {full_success: 0.6}\n", "partial_success"),
+                          ("calibration:\n  cv_folds: 1\n", "cv_folds")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_settings(path, environ={})
+    path.write_text("history:\n  duckdb_path: x/h.duckdb\n")
+    assert load_settings(path, environ={}).history_duckdb_path == tmp_path / "x" / "h.duckdb"
+
+
+# ---------------------------------------------------------------------- the config write
+def test_config_write_keeps_everything_else_and_the_file_mode(tmp_path, corpus):
+    path = write_config(tmp_path / "config.yaml", corpus)
+    os.chmod(path, 0o640)
+    original = path.read_text()
+    change = write_calibrated_weights(path, 0.8)
+    assert change.changed and (change.previous_semantic, change.previous_keyword) == (0.5, 0.5)
+    text = path.read_text()
+    assert "  semantic: 0.8         # weight of the normalised cosine similarity\n" in text
+    assert "  keyword: 0.2          # weight of the normalised ts_rank\n" in text  # not 0.1999..
+    assert text.replace("0.8 ", "0.5 ").replace("0.2 ", "0.5 ") == original
+    assert path.stat().st_mode & 0o777 == 0o640
+    mtime = path.stat().st_mtime_ns
+    assert not write_calibrated_weights(path, 0.8).changed  # same weights: file untouched
+    assert path.stat().st_mtime_ns == mtime
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("# only a comment\ndefault_dataset: x\n")
+    write_calibrated_weights(bare, 0.6)
+    assert bare.read_text() == ("# only a comment\ndefault_dataset: x\nhybrid_search:\n"
+                                "  semantic: 0.6\n  keyword: 0.4\n")
+    with pytest.raises(ConfigWriteError, match="cannot read"):
+        write_calibrated_weights(tmp_path / "missing.yaml", 0.6)
+
+
+def test_crash_between_write_and_rename_leaves_the_original(tmp_path, corpus, monkeypatch):
+    path = write_config(tmp_path / "config.yaml", corpus)
+    original = path.read_bytes()
+
+    def crash(*_):
+        raise OSError("simulated crash before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        write_calibrated_weights(path, 0.9)
+    assert path.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # no temp file left
+
+
+def test_process_killed_between_write_and_rename_leaves_the_original(tmp_path, corpus):
+    """A real crash: the process dies (os._exit) after the temp file is written, before the
+    rename. The original stays complete; the next calibration writes normally."""
+    path = write_config(tmp_path / "config.yaml", corpus)
+    original = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import os
+        from eval_harness.config_writer import write_calibrated_weights
+        os.replace = lambda *args: os._exit(9)
+        write_calibrated_weights({str(path)!r}, 0.9)
+    """)
+    completed = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd())
+    assert completed.returncode == 9
+    assert path.read_bytes() == original
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "config.yaml"]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".config.yaml.")
+    assert write_calibrated_weights(path, 0.9).changed
+    assert load_settings(path, environ={}).hybrid.semantic == 0.9
+
+
+# -------------------------------------------------------------------------- DuckDB history
+def test_history_writer_waits_for_another_process_holding_the_file(tmp_path, conn, corpus):
+    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
+    database = tmp_path / "history.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time, duckdb
+        con = duckdb.connect({str(database)!r})
+        print("locked", flush=True)
+        time.sleep(1.5)
+        con.close()
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(duckdb.IOException):  # the file really is locked right now
+            duckdb.connect(str(database))
+        assert append_grid_history(database, grid_frame(result)) == 5
+    finally:
+        holder.wait(timeout=30)
+    history = read_grid_history(database)
+    assert len(history) == 5 and set(history["dataset"]) == {corpus["name"]}
+    assert history["verdict"].iloc[0] == result.verdict
+
+
+# ------------------------------------------------------------------------- Dagster assets
+def _grid(p_at_5: float) -> pd.DataFrame:
+    return pd.DataFrame({"semantic_weight": [0.7, 0.8], "p_at_5": [0.1, p_at_5],
+                         "is_best": [False, True], "dataset": ["d", "d"]})
+
+
+@pytest.mark.parametrize("p_at_5, passed, severity, verdict", [
+    (0.75, True, dg.AssetCheckSeverity.WARN, "full success"),
+    (0.7499, False, dg.AssetCheckSeverity.WARN, "partial success"),
+    (0.70, False, dg.AssetCheckSeverity.WARN, "partial success"),
+    (0.6999, False, dg.AssetCheckSeverity.ERROR, "failure")])
+def test_verdict_check_at_the_band_edges(tmp_path, corpus, p_at_5, passed, severity, verdict):
+    settings = EvalSettings(config_path=str(write_config(tmp_path / "config.yaml", corpus)))
+    result = p_at_5_verdict(calibration_grid=_grid(p_at_5), settings=settings)
+    assert (result.passed, result.severity) == (passed, severity)
+    assert result.metadata["verdict"].value == verdict
+    assert result.metadata["p_at_5"].value == p_at_5
+    assert result.metadata["full_success"].value == 0.75
+    assert result.metadata["partial_success"].value == 0.70
+
+
+def test_assets_and_check_materialize(tmp_path, store, corpus):
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    database = tmp_path / "artefacts.duckdb"
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(database))})
+    result = dg.materialize([calibration_grid, calibrated_weights, p_at_5_verdict],
+                            resources=resources)
+    assert result.success
+    metadata = {e.step_materialization_data.materialization.asset_key.to_user_string():
+                e.step_materialization_data.materialization.metadata
+                for e in result.get_asset_materialization_events()}
+    grid_meta = metadata["calibration_grid"]
+    best = grid_meta["best_semantic_weight"].value
+    for key in ("p_at_5_best", "p_at_5_default", "uplift_absolute", "uplift_ci_low",
+                "uplift_ci_high", "p_at_5_cross_validated", "p_at_5_ceiling"):
+        assert 0 <= abs(grid_meta[key].value) <= 1, key
+    assert metadata["calibrated_weights"]["semantic_weight"].value == best
+    assert load_settings(config, environ={}).hybrid.semantic == best
+    check = result.get_asset_check_evaluations()[0]
+    assert check.passed and check.metadata["verdict"].value == "full success"
+    with duckdb.connect(str(database)) as con:
+        stored = con.execute("SELECT semantic_weight, is_best FROM public.calibration_grid "
+                             "ORDER BY semantic_weight").fetchall()
+    assert [w for w, _ in stored] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert [w for w, is_best in stored if is_best] == [best]
+    assert len(read_grid_history(tmp_path / "state" / "history.duckdb")) == 5
+    assert (tmp_path / "reports" / "calibration-results.md").is_file()
+
+
+def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):
+    config = write_config(tmp_path / "config.yaml", corpus, full=1.0, partial=1.0)
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
+    result = dg.materialize([calibration_grid, calibrated_weights, p_at_5_verdict],
+                            resources=resources, raise_on_error=False)
+    assert not result.success  # a failed blocking ERROR check fails the run
+    check = result.get_asset_check_evaluations()[0]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    assert check.metadata["verdict"].value == "failure"
+
+
+def test_definitions_hold_the_calibration_job():
+    from pipelines.definitions import MAIN_JOB, defs
+
+    dg.Definitions.validate_loadable(defs)
+    job = defs.resolve_job_def("calibration_job")
+    keys = {key.to_user_string() for key in job.asset_layer.executable_asset_keys}
+    assert {"calibration_grid", "calibrated_weights", "ground_truth"} <= keys
+    main = {key.to_user_string()
+            for key in defs.resolve_job_def(MAIN_JOB).asset_layer.executable_asset_keys}
+    assert "calibrated_weights" not in main  # the main job never rewrites config.yaml
+    assert "calibrated_weights_p_at_5_verdict" in job.graph.node_dict  # the check runs too
+    assert weight_label(0.7) == "0.70" and weight_label(0.125) == "0.125"
