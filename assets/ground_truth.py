@@ -32,6 +32,7 @@ def ingested_dataset(context: dg.AssetExecutionContext, config: IngestConfig,
     with location.connection() as conn:
         report = ingest_beir(
             conn, dataset.path, name=dataset.name, language=dataset.language, split=dataset.split,
+            embeddings=dataset.embeddings,
             embedder_factory=lambda: make_embedder(
                 cfg.embedder_model, provider=cfg.embedder_provider,
                 openai_api_key=cfg.openai_api_key, openai_base_url=cfg.openai_base_url))

@@ -26,18 +26,23 @@ from eval_harness.embeddings import (EMBEDDINGS_FILE, LocalEmbedder,  # noqa: E4
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--output", type=Path,
+                        help=f"where to write (default: FOLDER/{EMBEDDINGS_FILE}); use it for "
+                             "read-only dataset folders, then ingest with --embeddings")
     args = parser.parse_args()
+    output = args.output or args.folder / EMBEDDINGS_FILE
+    output.parent.mkdir(parents=True, exist_ok=True)
     documents = read_corpus(args.folder / "corpus.jsonl")
     queries = read_queries(args.folder / "queries.jsonl")
     embedder = LocalEmbedder()
     started = time.perf_counter()
     docs = embedder.embed([d.content for d in documents], show_progress=True)
     query_vectors = embedder.embed(list(queries.values()), show_progress=True)
-    save_precomputed(args.folder / EMBEDDINGS_FILE, PrecomputedEmbeddings(
+    save_precomputed(output, PrecomputedEmbeddings(
         model=embedder.model, doc_ids=[d.external_id for d in documents], docs=docs,
         query_ids=list(queries), queries=query_vectors))
     print(f"embedded {len(documents)} documents and {len(queries)} queries "
-          f"in {time.perf_counter() - started:.0f} s -> {args.folder / EMBEDDINGS_FILE}")
+          f"in {time.perf_counter() - started:.0f} s -> {output}")
     return 0
 
 

@@ -233,3 +233,15 @@ def test_datasets_live_side_by_side(conn, tmp_path):
     dims = dict(conn.execute("SELECT name, embedding_dim FROM datasets WHERE name IN (%s, %s)",
                              (a, b)).fetchall())
     assert dims == {a: 8, b: 4}
+
+
+def test_embeddings_file_outside_the_folder(conn, tmp_path):
+    folder = write_beir(tmp_path / "ds", DOCS, QUERIES, QRELS)
+    elsewhere = tmp_path / "cache" / "vectors.npz"
+    elsewhere.parent.mkdir()
+    (folder / "embeddings.npz").rename(elsewhere)
+    name = dataset_name()
+    report = ingest_beir(conn, folder, name=name, embeddings=elsewhere)
+    assert report.documents.inserted == 4 and "vectors.npz" in report.embeddings
+    with pytest.raises(DatasetError, match="embeddings file not found"):
+        ingest_beir(conn, folder, name=name, embeddings=tmp_path / "missing.npz")

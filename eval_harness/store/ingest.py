@@ -68,12 +68,12 @@ def hnsw_index_name(dataset: str, dim: int) -> str:
 
 
 def _vectors_for(data: BeirDataset, precomputed: PrecomputedEmbeddings | None,
-                 embedder: Embedder | None) -> tuple[np.ndarray, np.ndarray, str, str]:
+                 embedder: Embedder | None,
+                 file: Path) -> tuple[np.ndarray, np.ndarray, str, str]:
     """Document and query vectors aligned with the dataset, their model and their source."""
     if precomputed is not None:
         doc_index = {doc_id: i for i, doc_id in enumerate(precomputed.doc_ids)}
         query_index = {qid: i for i, qid in enumerate(precomputed.query_ids)}
-        file = data.path / EMBEDDINGS_FILE
         for doc in data.documents:
             if doc.external_id not in doc_index:
                 raise DatasetError(f"{file}: no embedding for document '{doc.external_id}'")
@@ -99,15 +99,18 @@ def check_language(conn: psycopg.Connection, language: str) -> None:
 
 def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
                 language: str = "english", split: str = "test",
-                embedder_factory=None) -> IngestReport:
+                embedder_factory=None, embeddings: Path | str | None = None) -> IngestReport:
     """Ingest the BEIR folder ``path`` as dataset ``name`` (idempotent, one transaction).
 
     ``embedder_factory`` is called (with the model name wanted, or None) only when the folder
     has no ``embeddings.npz``; it returns an :class:`~eval_harness.embeddings.Embedder`.
+    ``embeddings`` names a precomputed file elsewhere (e.g. for a read-only dataset folder).
     """
     validate_dataset_name(name)
     data = read_beir(path, split=split)
-    emb_file = Path(path) / EMBEDDINGS_FILE
+    emb_file = Path(embeddings) if embeddings else Path(path) / EMBEDDINGS_FILE
+    if embeddings and not emb_file.is_file():
+        raise DatasetError(f"{emb_file}: embeddings file not found")
     if emb_file.is_file():
         try:
             precomputed = load_precomputed(emb_file)
@@ -119,7 +122,8 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
         if embedder_factory is None:
             raise DatasetError(f"{path}: no {EMBEDDINGS_FILE} and no embedder configured")
         embedder = embedder_factory()
-    doc_vectors, query_vectors, model, source = _vectors_for(data, precomputed, embedder)
+    doc_vectors, query_vectors, model, source = _vectors_for(data, precomputed, embedder,
+                                                             emb_file)
     dim = int(doc_vectors.shape[1])
 
     with conn.transaction():
