@@ -28,6 +28,7 @@ class DatasetConfig:
     path: Path
     language: str = "english"
     split: str = "test"
+    embeddings: Path | None = None  # embeddings.npz kept outside the dataset folder
 
 
 @dataclass(frozen=True)
@@ -304,9 +305,11 @@ def _datasets(raw: Mapping[str, Any], root: Path) -> dict[str, DatasetConfig]:
     for name, entry in _section(raw, "datasets").items():
         if not isinstance(entry, Mapping) or "path" not in entry:
             raise ConfigError(f"config.yaml: datasets.{name} needs a 'path'.")
+        embeddings = entry.get("embeddings")
         result[str(name)] = DatasetConfig(
             name=str(name), path=(root / str(entry["path"])).resolve(),
-            language=str(entry.get("language", "english")), split=str(entry.get("split", "test")))
+            language=str(entry.get("language", "english")), split=str(entry.get("split", "test")),
+            embeddings=(root / str(embeddings)).resolve() if embeddings else None)
     return result
 
 
