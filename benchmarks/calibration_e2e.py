@@ -80,10 +80,11 @@ def run_calibrate(project: Path, url: str, extra: list[str]) -> tuple[float, int
     return seconds, usage.ru_maxrss, json.loads(out_path.read_text()), code
 
 
-def benchmark_dataset(store: StoreLocation, name: str, path: Path, work: Path) -> None:
+def benchmark_dataset(store: StoreLocation, name: str, path: Path, work: Path,
+                      embeddings: Path | None = None) -> None:
     with store.connection() as conn:
         started = time.perf_counter()
-        report = ingest_beir(conn, path, name=name)
+        report = ingest_beir(conn, path, name=name, embeddings=embeddings)
         ingest_seconds = time.perf_counter() - started
     print(f"\n## {name}: {report.documents.inserted} documents, {report.queries.inserted} "
           f"ground-truth queries (ingest {ingest_seconds:.1f} s)")
@@ -114,7 +115,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scifact", default=str(ROOT / "datasets" / "scifact"))
     parser.add_argument("--nfcorpus", default=str(ROOT.parent / "shared" / "datasets" / "nfcorpus"))
+    parser.add_argument("--nfcorpus-embeddings",
+                        default=str(ROOT / ".eval-harness" / "cache" / "nfcorpus" / "embeddings.npz"),
+                        help="precomputed vectors for the read-only NFCorpus folder, made with "
+                             "scripts/compute_embeddings.py ... --output FILE")
     args = parser.parse_args()
+    extra_embeddings = {"nfcorpus": Path(args.nfcorpus_embeddings)}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, python "
           f"{platform.python_version()}, {platform.platform()}")
     datasets = [("scifact", Path(args.scifact)), ("nfcorpus", Path(args.nfcorpus))]
@@ -126,10 +132,13 @@ def main() -> int:
             if not path.is_dir():
                 print(f"\n## {name}: skipped, {path} does not exist")
                 continue
-            if not (path / "embeddings.npz").is_file() and (why := embedder_available()):
+            embeddings = extra_embeddings.get(name)
+            embeddings = embeddings if embeddings and embeddings.is_file() else None
+            if embeddings is None and not (path / "embeddings.npz").is_file() \
+                    and (why := embedder_available()):
                 print(f"\n## {name}: skipped, {path} has no embeddings.npz and {why}")
                 continue
-            benchmark_dataset(store, name, path, Path(tmp))
+            benchmark_dataset(store, name, path, Path(tmp), embeddings)
     return 0
 
 
