@@ -15,6 +15,8 @@ from pathlib import Path
 from eval_harness.calibrate_cli import add_calibrate_command
 from eval_harness.datasets import DatasetError
 from eval_harness.embeddings import EmbedderUnavailable, make_embedder
+from eval_harness.judges.cli import add_judge_command
+from eval_harness.gate_cli import add_gate_commands
 from eval_harness.review_cli import add_review_commands
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -51,7 +53,8 @@ def cmd_ingest(args, settings: Settings) -> int:
     print(f"store: {location.description}")
     with location.connection() as conn:
         report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
-                             split=args.split, embedder_factory=_embedder_factory(settings))
+                             split=args.split, embedder_factory=_embedder_factory(settings),
+                             embeddings=args.embeddings)
     print(f"dataset '{report.dataset}': documents {report.documents}; "
           f"queries {report.queries}; embeddings {report.embeddings}")
     if report.skipped_queries:
@@ -200,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--language", default="english",
                         help="text-search language: english (default), german, simple, ...")
     ingest.add_argument("--split", default="test", help="qrels split (default: test)")
+    ingest.add_argument("--embeddings", help="precomputed embeddings.npz kept outside the folder")
     ingest.set_defaults(func=cmd_ingest)
 
     search = sub.add_parser("search", help="hybrid search one query")
@@ -219,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
     add_review_commands(sub)
     add_calibrate_command(sub)
+    add_judge_command(sub)
+    add_gate_commands(sub)
     return parser
 
 

@@ -14,6 +14,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from eval_harness.judges.config import JudgeSettings, parse_judge_settings
+
 DEFAULT_CONFIG_NAME = "config.yaml"
 TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-search configuration)"
 
@@ -121,6 +123,9 @@ class Settings:
     dagster_home: Path = Path(".eval-harness/dagster")
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
+    judges: JudgeSettings = JudgeSettings()
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    anthropic_base_url: str | None = None
 
     def dataset(self, name: str) -> DatasetConfig:
         try:
@@ -357,4 +362,7 @@ def load_settings(config_path: Path | str | None = None,
         dagster_home=(root / str(dagster_home)).resolve(),
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
+        judges=parse_judge_settings(_section(raw, "judges"), env),
+        anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
+        anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
     )

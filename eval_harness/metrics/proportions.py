@@ -24,8 +24,8 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     as statsmodels' ``proportion_confint(successes, n, alpha=1 - confidence, method="wilson")``.
 
     Unlike the normal (Wald) interval it stays inside [0, 1] and is not degenerate at 0 or n
-    successes: 0 of 20 gives (0, 0.1611), 20 of 20 gives (0.8389, 1). The bounds are clipped to
-    [0, 1] against rounding. Degenerate input: ``n == 0`` has no information and raises
+    successes: 0 of 20 gives (0, 0.1611), 20 of 20 gives (0.8389, 1); those end points are
+    returned exactly (0.0 and 1.0), not as the formula's rounding residue. Degenerate input: ``n == 0`` has no information and raises
     ``ValueError`` (the caller reports "no answers" instead of an interval), as do counts
     outside ``0 <= successes <= n`` and a confidence outside (0, 1).
     """
@@ -43,4 +43,7 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     p = successes / n
     centre = (successes + z2 / 2.0) / (n + z2)
     half_width = z * math.sqrt(n) / (n + z2) * math.sqrt(p * (1.0 - p) + z2 / (4.0 * n))
-    return max(0.0, centre - half_width), min(1.0, centre + half_width)
+    # At 0 (or n) successes the bound is exactly 0 (or 1); the subtraction is off by rounding.
+    low = 0.0 if successes == 0 else max(0.0, centre - half_width)
+    high = 1.0 if successes == n else min(1.0, centre + half_width)
+    return low, high

@@ -1,0 +1,368 @@
+"""The answers relation: import answers from JSONL, and stream the answers of a time window.
+
+The contract (migration 0001, README "The answers contract"): ``id text``, ``query text``,
+``answer text`` (Markdown), ``sources jsonb`` (an ordered JSON list of ``{"id", "text"}``
+objects; citation ``[1]`` is the first) and ``created_at timestamptz``. The relation is the
+table ``answers`` by default, or any table or view with these columns
+(``quality_gates.answers_relation``).
+
+Answers file (JSONL, UTF-8, one JSON object per line; blank lines are skipped)::
+
+    {"id": "a-1", "query": "...", "answer": "Markdown [1].",
+     "sources": [{"id": "4983", "text": "..."}], "created_at": "2025-03-03T09:15:00Z"}
+
+- ``id``: a non-empty string (an integer is accepted and stored as its decimal string);
+- ``query``: a non-empty string; ``answer``: a string (an empty answer is a bad answer, not a
+  bad line: the gates fail it);
+- ``sources``: a list of objects, each with ``id`` (string or integer) and ``text`` (string);
+  other keys of a source (title, score, ...) are kept;
+- ``created_at``: optional, an ISO-8601 timestamp with a timezone (``Z`` or ``+01:00``). When
+  it is missing, a new answer gets the time of the import and an answer already stored keeps
+  its stored time, so importing the same file twice changes nothing;
+- other keys of a line are ignored (answer logs often carry a model name or a latency).
+
+The whole file is validated before the store is touched: the first bad line stops the import
+with ``file:line: what is wrong`` and nothing is written. Then one transaction merges it by id:
+new answers are inserted, changed ones updated, identical ones left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from eval_harness.settings import Settings
+
+DEFAULT_RELATION = "answers"
+STREAM_BATCH_SIZE = 2000
+_IMPORT_LOCK = "eval_harness.answers_import:"
+
+
+class AnswersFileError(ValueError):
+    """An answers file is missing or malformed; the message names the file and the line."""
+
+
+class AnswersRelationError(ValueError):
+    """The answers relation cannot be read or written; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One stored answer, as the gates read it."""
+
+    id: str
+    query: str
+    answer: str
+    sources: Sequence[Mapping[str, Any]]
+    created_at: datetime
+    content_hash: str  # of query, answer and sources (CONTENT_HASH_SQL)
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """Answers with ``start <= created_at < end``; ``end`` None means no upper bound."""
+
+    start: datetime
+    end: datetime | None = None
+    partition: str | None = None  # "YYYY-MM-DD" when the window is one daily partition
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or (self.end is not None and self.end.tzinfo is None):
+            raise ValueError("A time window needs timezone-aware timestamps.")
+
+    @classmethod
+    def day(cls, day: date | str) -> TimeWindow:
+        """The UTC day ``day`` (a date or ``YYYY-MM-DD``), as a daily partition."""
+        if isinstance(day, str):
+            try:
+                day = date.fromisoformat(day)
+            except ValueError:
+                raise ValueError(f"'{day}' is not a date YYYY-MM-DD.") from None
+        start = datetime.combine(day, time(0), tzinfo=timezone.utc)
+        return cls(start, start + timedelta(days=1), partition=day.isoformat())
+
+    @classmethod
+    def since(cls, start: datetime) -> TimeWindow:
+        """Every answer created at or after ``start`` (timezone-aware)."""
+        return cls(start)
+
+    def describe(self) -> str:
+        if self.partition:
+            return f"partition {self.partition} (UTC)"
+        return f"answers since {self.start.isoformat()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"partition": self.partition, "start": self.start.isoformat(),
+                "end": self.end.isoformat() if self.end else None}
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    path: Path
+    relation: str
+    inserted: int
+    updated: int
+    unchanged: int
+
+    @property
+    def total(self) -> int:
+        return self.inserted + self.updated + self.unchanged
+
+    def __str__(self) -> str:
+        return f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
+
+
+def relation_sql(relation: str) -> sql.Composable:
+    """``answers`` or ``schema.answers`` as a quoted SQL identifier."""
+    return sql.Identifier(*relation.split("."))
+
+
+def content_hash_sql(alias: str) -> sql.Composable:
+    """SQL for the hex SHA-256 of an answer's query, answer and sources.
+
+    The jsonb text form is canonical (key order and spacing normalised), so equal content
+    always hashes equal whatever wrote it. ``created_at`` is left out: moving an answer in time
+    does not change what the gates say about it.
+    """
+    a = sql.Identifier(alias)
+    return sql.SQL("encode(sha256(convert_to(jsonb_build_array({a}.query, {a}.answer, "
+                   "{a}.sources::jsonb)::text, 'UTF8')), 'hex')").format(a=a)
+
+
+def window_condition(alias: str, window: TimeWindow) -> sql.Composable:
+    """``created_at`` inside the window, with ``%(start)s`` / ``%(end)s`` placeholders."""
+    column = sql.SQL("{}.created_at").format(sql.Identifier(alias))
+    condition = sql.SQL("{c} >= %(start)s").format(c=column)
+    if window.end is not None:
+        condition = sql.SQL("{} AND {c} < %(end)s").format(condition, c=column)
+    return condition
+
+
+def window_params(window: TimeWindow) -> dict[str, Any]:
+    return {"start": window.start, "end": window.end}
+
+
+# --- reading a file ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Record:
+    id: str
+    query: str
+    answer: str
+    sources: list[dict[str, Any]]
+    created_at: datetime | None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_line(text: str, where: str) -> _Record:
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise AnswersFileError(f"{where}: not valid JSON ({reason})") from None
+    if not isinstance(obj, dict):
+        raise AnswersFileError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for key in ("id", "query", "answer", "sources"):
+        if key not in obj:
+            raise AnswersFileError(f"{where}: missing field '{key}'")
+    answer_id = obj["id"]
+    if isinstance(answer_id, int) and not isinstance(answer_id, bool):
+        answer_id = str(answer_id)
+    if not isinstance(answer_id, str) or not answer_id.strip():
+        raise AnswersFileError(f"{where}: 'id' must be a non-empty string or an integer")
+    query, answer = obj["query"], obj["answer"]
+    if not isinstance(query, str) or not query.strip():
+        raise AnswersFileError(f"{where}: 'query' must be a non-empty string")
+    if not isinstance(answer, str):
+        raise AnswersFileError(f"{where}: 'answer' must be a string (Markdown)")
+    sources = obj["sources"]
+    if not isinstance(sources, list):
+        raise AnswersFileError(f"{where}: 'sources' must be a list of {{\"id\", \"text\"}} objects")
+    for number, source in enumerate(sources, start=1):
+        if not isinstance(source, dict) or "id" not in source or "text" not in source:
+            raise AnswersFileError(f"{where}: source {number} must be an object with 'id' and "
+                                   "'text'")
+        source_id = source["id"]
+        if isinstance(source_id, bool) or not isinstance(source_id, (str, int)):
+            raise AnswersFileError(f"{where}: source {number}: 'id' must be a string or an integer")
+        if not isinstance(source["text"], str):
+            raise AnswersFileError(f"{where}: source {number}: 'text' must be a string")
+    if "\\u0000" in text and _has_nul(obj):  # a raw NUL is already invalid JSON
+        raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot store")
+    return _Record(answer_id, query, answer, sources, _created_at(obj.get("created_at"), where))
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _created_at(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise AnswersFileError(f"{where}: 'created_at' must be an ISO-8601 timestamp string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise AnswersFileError(f"{where}: 'created_at' {value!r} is not an ISO-8601 timestamp "
+                               "(e.g. 2025-03-03T09:15:00Z)") from None
+    if parsed.tzinfo is None:
+        raise AnswersFileError(f"{where}: 'created_at' {value!r} has no timezone; add one "
+                               "(e.g. 2025-03-03T09:15:00Z)")
+    return parsed
+
+
+def read_answers_file(path: Path | str) -> Iterator[_Record]:
+    """Validated records of an answers file, in file order; raises on the first bad line."""
+    path = Path(path)
+    if not path.is_file():
+        raise AnswersFileError(f"{path}: file not found")
+    seen: dict[str, int] = {}
+    with path.open("r", encoding="utf-8-sig", newline="") as handle:
+        line_no = 0
+        while True:
+            try:
+                line = handle.readline()
+            except UnicodeDecodeError as exc:
+                raise AnswersFileError(f"{path}:{line_no + 1}: not valid UTF-8 ({exc.reason})") \
+                    from None
+            if not line:
+                break
+            line_no += 1
+            if not line.strip():
+                continue
+            record = _parse_line(line, f"{path}:{line_no}")
+            first = seen.setdefault(record.id, line_no)
+            if first != line_no:
+                raise AnswersFileError(f"{path}:{line_no}: duplicate id '{record.id}' "
+                                       f"(first on line {first})")
+            yield record
+    if not seen:
+        raise AnswersFileError(f"{path}: no answers in the file")
+
+
+# --- importing -----------------------------------------------------------------------------
+
+def import_answers(conn: psycopg.Connection, path: Path | str, *,
+                   relation: str = DEFAULT_RELATION) -> ImportReport:
+    """Merge the answers of ``path`` into ``relation`` by id, in one transaction.
+
+    The file is validated completely first (see the module docstring); a bad line raises
+    :class:`AnswersFileError` naming ``file:line`` and nothing is written.
+    """
+    path = Path(path)
+    for _ in read_answers_file(path):  # validate everything before touching the store
+        pass
+    target = relation_sql(relation)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_IMPORT_LOCK + relation,))
+            conn.execute("""CREATE TEMP TABLE _import_answers (
+                                id text PRIMARY KEY, query text NOT NULL, answer text NOT NULL,
+                                sources jsonb NOT NULL, created_at timestamptz) ON COMMIT DROP""")
+            with conn.cursor().copy("COPY _import_answers FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "text", "text", "jsonb", "timestamptz"])
+                for record in read_answers_file(path):
+                    copy.write_row((record.id, record.query, record.answer,
+                                    Jsonb(record.sources), record.created_at))
+            total = conn.execute("SELECT count(*) FROM _import_answers").fetchone()[0]
+            updated = conn.execute(sql.SQL("""
+                UPDATE {target} AS a SET query = s.query, answer = s.answer, sources = s.sources,
+                       created_at = COALESCE(s.created_at, a.created_at)
+                FROM _import_answers s
+                WHERE a.id = s.id
+                  AND (a.query, a.answer, a.sources::jsonb, a.created_at) IS DISTINCT FROM
+                      (s.query, s.answer, s.sources, COALESCE(s.created_at, a.created_at))
+                """).format(target=target)).rowcount
+            inserted = conn.execute(sql.SQL("""
+                INSERT INTO {target} (id, query, answer, sources, created_at)
+                SELECT s.id, s.query, s.answer, s.sources, COALESCE(s.created_at, now())
+                FROM _import_answers s
+                WHERE NOT EXISTS (SELECT 1 FROM {target} a WHERE a.id = s.id)
+                """).format(target=target)).rowcount
+            # ON COMMIT DROP does not fire when the caller's transaction is still open.
+            conn.execute("DROP TABLE _import_answers")
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
+            psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.FeatureNotSupported,
+            psycopg.errors.WrongObjectType, psycopg.errors.InsufficientPrivilege) as exc:
+        raise AnswersRelationError(
+            f"Cannot write answers into '{relation}' ({_first_line(exc)}); import needs a table "
+            "(or an updatable view) with the answers columns: run `eval-harness migrate` or "
+            "check quality_gates.answers_relation.") from None
+    return ImportReport(path, relation, inserted, updated, total - inserted - updated)
+
+
+def import_configured_answers(conn: psycopg.Connection,
+                              settings: Settings) -> ImportReport | None:
+    """Import ``quality_gates.answers_file`` (the bundled sample by default), if one is set.
+
+    Meant for the main job: idempotent, so running it on every run changes nothing after the
+    first. Returns None when no file is configured.
+    """
+    gates = settings.quality_gates
+    if gates.answers_file is None:
+        return None
+    return import_answers(conn, gates.answers_file, relation=gates.answers_relation)
+
+
+# --- streaming a window ---------------------------------------------------------------------
+
+def stream_rows(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str, Any], *,
+                batch_size: int = STREAM_BATCH_SIZE, relation: str = DEFAULT_RELATION,
+                ) -> Iterator[tuple]:
+    """Rows of ``query`` through a server-side cursor, fetched ``batch_size`` at a time.
+
+    Client memory stays at one batch whatever the result size. The cursor lives in its own
+    transaction (a savepoint when one is open), so ``conn`` must not be used for anything else
+    while the iterator is being consumed.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    try:
+        with conn.transaction():
+            with conn.cursor(name="eval_harness_answers") as cursor:
+                cursor.itersize = batch_size
+                cursor.execute(query, params)
+                yield from cursor
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
+            psycopg.errors.InsufficientPrivilege) as exc:
+        raise AnswersRelationError(
+            f"Cannot read answers from '{relation}' ({_first_line(exc)}); it needs the columns "
+            "id, query, answer, sources, created_at (see README, 'The answers contract'): run "
+            "`eval-harness migrate` or check quality_gates.answers_relation.") from None
+
+
+def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
+                   relation: str = DEFAULT_RELATION,
+                   batch_size: int = STREAM_BATCH_SIZE) -> Iterator[Answer]:
+    """Every answer of ``window``, in no particular order, with its content hash."""
+    query = sql.SQL("SELECT a.id, a.query, a.answer, a.sources::jsonb, a.created_at, {hash} "
+                    "FROM {relation} AS a WHERE {window}").format(
+        hash=content_hash_sql("a"), relation=relation_sql(relation),
+        window=window_condition("a", window))
+    for row in stream_rows(conn, query, window_params(window), batch_size=batch_size,
+                           relation=relation):
+        yield Answer(*row)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+

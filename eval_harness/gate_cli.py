@@ -1,0 +1,166 @@
+"""``eval-harness answers import FILE.jsonl`` and ``eval-harness gate``.
+
+``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
+may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
+store, a partition outside the configured range, a crashed step).
+
+With ``--partition DAY`` (default: today, UTC) it runs the Dagster ``quality_gate_job`` for
+that daily partition in-process, so the run and its checks land in the Dagster run history.
+With ``--since TIME`` it runs the same gates through the library over every answer created
+since then, across days (Dagster partitions are single days), and reports the same way; the
+per-answer results are shared, so neither path re-evaluates what the other stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date, datetime, time, timezone
+from pathlib import Path
+
+import psycopg
+
+from eval_harness.settings import Settings
+from eval_harness.store import open_store
+
+EXIT_OK, EXIT_FAILED = 0, 1
+_EXPECTED_CHECK_FAILURE = "DagsterAssetCheckFailedError"  # a blocking check failed: exit 1
+
+
+def _cli_error(message: str) -> Exception:
+    from eval_harness.cli import CliError  # cli imports this module: import late
+
+    return CliError(message)
+
+
+def cmd_answers_import(args, settings: Settings) -> int:
+    from eval_harness.answers import import_answers
+
+    relation = settings.quality_gates.answers_relation
+    location = open_store(settings)
+    try:
+        with location.connection() as conn:
+            report = import_answers(conn, Path(args.file), relation=relation)
+    except psycopg.Error as exc:
+        raise _cli_error(f"importing {args.file} failed in the store: "
+                         f"{str(exc).strip().splitlines()[0]}") from None
+    print(f"answers from {report.path} into '{relation}': {report}")
+    return EXIT_OK
+
+
+def parse_since(text: str) -> datetime:
+    """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
+    try:
+        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise _cli_error(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
+                         "timestamp (e.g. 2025-03-03T12:00:00Z).") from None
+    if moment.tzinfo is None:
+        raise _cli_error(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
+    return moment
+
+
+def _partition_day(text: str | None, settings: Settings) -> date:
+    today = datetime.now(timezone.utc).date()
+    if text is None:
+        return today
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise _cli_error(f"--partition {text!r} is not a date YYYY-MM-DD.") from None
+    start = settings.quality_gates.partition_start
+    if day < start:
+        raise _cli_error(f"--partition {day} is before quality_gates.partition_start ({start}): "
+                         f"gate it with --since {day}, or move partition_start back.")
+    if day > today:
+        raise _cli_error(f"--partition {day} is in the future (today is {today}, UTC).")
+    return day
+
+
+def run_gate_job(settings: Settings, day: date, gates):
+    """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
+    import dagster as dg
+
+    from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
+    from assets.resources import default_resources
+    from eval_harness.answers import TimeWindow
+    from eval_harness.cli import _root_cause, prepare_dagster_home
+    from eval_harness.gates.report import GateReport, GateSummary
+
+    prepare_dagster_home(settings)
+    resources = default_resources(
+        config_path=str(settings.config_path) if settings.config_path else None,
+        database_url=settings.database_url)
+    defs = dg.Definitions.merge(quality_gate_definitions(settings),
+                                dg.Definitions(resources=resources))
+    # The CLI prints its own one-line errors; a failing blocking check is no crash to log.
+    run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
+            partition_key=day.isoformat(), instance=instance, run_config=run_config,
+            raise_on_error=False)
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.event_specific_data.error
+            if error.cls_name != _EXPECTED_CHECK_FAILURE:
+                raise _cli_error(f"the quality-gate job failed: {_root_cause(error)}")
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    summaries = []
+    for gate in gates:
+        evaluation = evaluations.get(gate.name)
+        if evaluation is None:
+            raise _cli_error(f"the quality-gate job did not run the {gate.name} check; "
+                             "see the Dagster run history.")
+        summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
+    return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)
+
+
+def cmd_gate(args, settings: Settings) -> int:
+    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.report import format_gate_table
+    from eval_harness.gates.runner import run_quality_gates
+
+    gates = configured_gates(settings)  # a configuration error stops here, exit 2
+    if not gates:
+        raise _cli_error("every quality gate is disabled in config.yaml (quality_gates.gates).")
+    since = parse_since(args.since) if args.since else None
+    day = None if since else _partition_day(args.partition, settings)
+    location = open_store(settings)  # an unreachable store stops here, exit 2
+    try:
+        if since is not None:
+            report = run_quality_gates(location, TimeWindow.since(since), gates,
+                                       relation=settings.quality_gates.answers_relation)
+        else:
+            report = run_gate_job(settings, day, gates)
+    except psycopg.Error as exc:
+        raise _cli_error(f"the quality gates failed in the store: "
+                         f"{str(exc).strip().splitlines()[0]}") from None
+    # One report object feeds every output; a --junit-xml writer would take it as well.
+    print(report.to_json() if args.json else format_gate_table(report))
+    return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
+    answers = subparsers.add_parser("answers", help="the answers the quality gates read")
+    answers_sub = answers.add_subparsers(dest="answers_command", required=True)
+    imported = answers_sub.add_parser(
+        "import", help="load answers from a JSONL file (idempotent by id; a bad line imports "
+                       "nothing)")
+    imported.add_argument("file", help="JSONL: id, query, answer, sources, created_at")
+    imported.set_defaults(func=cmd_answers_import)
+
+    gate = subparsers.add_parser(
+        "gate", help="run the quality gates; exit 0 pass, 1 a blocking gate fails, 2 error")
+    window = gate.add_mutually_exclusive_group()
+    window.add_argument("--partition", metavar="YYYY-MM-DD",
+                        help="the daily partition (UTC) to gate via Dagster (default: today)")
+    window.add_argument("--since", metavar="TIME",
+                        help="gate every answer created since TIME (YYYY-MM-DD or ISO-8601 "
+                             "with timezone), across days, without Dagster")
+    gate.add_argument("--json", action="store_true",
+                      help="print one JSON object with every check and the failing answer ids")
+    gate.set_defaults(func=cmd_gate)

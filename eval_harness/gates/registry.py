@@ -1,0 +1,208 @@
+"""The quality gates as specs the runner can execute: what each gate is and how it scores.
+
+A :class:`Gate` names a gate, carries its configured threshold, minimum pass rate and
+severity, a ``version`` and a batch evaluator. The runner streams answers in batches and hands
+each gate the answers whose stored result for that gate is stale.
+
+``version`` is everything the score depends on besides the answer itself: the rule
+parameters of a rule-based gate; the provider, model, prompt version and source truncation of
+a judged gate. A stored result with another version is stale and evaluated again. Change the
+version string whenever a gate's scoring changes.
+
+Rule-based gates (format_compliance, citation_coverage) are built here. The two judged gates
+(grounding, answer_reward) are supplied by the judge layer as :class:`JudgedGate` entries
+passed to :func:`build_gates`; until then enabling one in config.yaml is a configuration error
+that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Protocol
+
+from eval_harness.answers import Answer
+from eval_harness.gates import citations, format_compliance
+from eval_harness.gates.result import GateResult
+from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, Settings
+
+FORMAT_COMPLIANCE = format_compliance.GATE_NAME
+CITATION_COVERAGE = citations.GATE_NAME
+GROUNDING = "grounding"
+ANSWER_REWARD = "answer_reward"
+GATE_NAMES = (FORMAT_COMPLIANCE, CITATION_COVERAGE, GROUNDING, ANSWER_REWARD)
+JUDGED_GATES = frozenset({GROUNDING, ANSWER_REWARD})
+
+GATE_DESCRIPTIONS = {
+    FORMAT_COMPLIANCE: "Markdown format: no empty heading, list item or link, citations "
+                       "numbered 1..k, no unclosed code fence (score 1 - 0.1 per issue type).",
+    CITATION_COVERAGE: "Share of claim sentences that cite a source, halved when any citation "
+                       "points to a source that does not exist.",
+    GROUNDING: "Share of the answer's claims that the cited sources support (LLM judge).",
+    ANSWER_REWARD: "Judge's reward for relevance, accuracy and completeness (LLM judge).",
+}
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What an evaluator may know about the run besides the answers (e.g. for cost logs)."""
+
+    run_id: str
+
+
+class BatchEvaluator(Protocol):
+    def __call__(self, answers: Sequence[Answer], run: GateRun) -> Sequence[GateResult]:
+        """One result per answer, in the same order. Should not raise: a judge that fails
+        on an answer returns ``GateResult.unscored`` for it with the error."""
+
+
+class ResultRecorder(Protocol):
+    def __call__(self, conn: Any, answers: Sequence[Answer], results: Sequence[GateResult],
+                 run: GateRun) -> None:
+        """Write a gate's side effects (evaluation_log, reflexions, regeneration queue) in the
+        transaction that stores the batch's results."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One enabled quality gate, ready to run."""
+
+    name: str
+    threshold: float        # an answer passes when its score (0..1) reaches it
+    min_pass_rate: float    # the check passes when the pass rate reaches it
+    blocking: bool          # ERROR severity (the gate command exits 1) or WARN
+    version: str
+    evaluate_batch: BatchEvaluator
+    record: ResultRecorder | None = None
+    needs_judge: bool = False
+    # A pure per-answer function, when the gate has one: the runner then calls the rule gates
+    # answer by answer, one after the other, so they share the parse of each answer.
+    score_one: Callable[[Answer], GateResult] | None = None
+
+
+@dataclass(frozen=True)
+class JudgedGate:
+    """What the judge layer supplies for an LLM gate: its version and its evaluator.
+
+    The evaluator receives answers whose sources it must cut to
+    ``QualityGateSettings.grounding_source_chars`` itself (the cut belongs in ``version``).
+    Its results' ``passed`` is re-derived by the runner from the score and the configured
+    threshold, so a judged gate passes answers by the same rule as the others.
+    """
+
+    version: str
+    evaluate_batch: BatchEvaluator
+    record: ResultRecorder | None = None
+
+
+def reward_to_score(reward: float) -> float:
+    """The judge's reward (-1..+1) on the gates' score scale (0..1): ``(reward + 1) / 2``."""
+    if not -1.0 <= reward <= 1.0:
+        raise ValueError(f"A reward must lie in [-1, 1], got {reward!r}.")
+    return (reward + 1.0) / 2.0
+
+
+def score_threshold(name: str, gate: GateSettings) -> float:
+    """The configured threshold on the score scale (answer_reward's is on the reward scale)."""
+    return reward_to_score(gate.threshold) if name == ANSWER_REWARD else gate.threshold
+
+
+def score_safely(name: str, threshold: float, score_one: Callable[[Answer], GateResult],
+                 answer: Answer) -> GateResult:
+    """``score_one(answer)``; an exception becomes an unscored result carrying the error."""
+    started = perf_counter()
+    try:
+        return score_one(answer)
+    except Exception as exc:  # a bad row must not stop the run; it is reported
+        return GateResult.unscored(name, threshold, f"{type(exc).__name__}: {exc}",
+                                   latency_ms=(perf_counter() - started) * 1000.0)
+
+
+def per_answer(name: str, threshold: float,
+               score_one: Callable[[Answer], GateResult]) -> BatchEvaluator:
+    """A batch evaluator from a pure per-answer gate function.
+
+    An exception on one answer becomes an unscored result for that answer with the error in
+    its details; the other answers of the batch are unaffected.
+    """
+    def evaluate(answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
+        return [score_safely(name, threshold, score_one, answer) for answer in answers]
+    return evaluate
+
+
+def _format_gate(cfg: GateSettings) -> Gate:
+    threshold = cfg.threshold
+
+    def score_one(answer: Answer) -> GateResult:
+        return format_compliance.format_compliance(answer.answer, threshold=threshold)
+
+    return Gate(
+        FORMAT_COMPLIANCE, threshold, cfg.min_pass_rate, cfg.blocking,
+        version=f"v1 penalty={format_compliance.PENALTY_PER_ISSUE_TYPE}",
+        evaluate_batch=per_answer(FORMAT_COMPLIANCE, threshold, score_one), score_one=score_one)
+
+
+def _citation_gate(cfg: GateSettings) -> Gate:
+    threshold = cfg.threshold
+
+    def score_one(answer: Answer) -> GateResult:
+        if not isinstance(answer.sources, list):
+            raise TypeError("sources is not a JSON list")
+        return citations.citation_coverage(answer.answer, answer.sources, threshold=threshold)
+
+    return Gate(
+        CITATION_COVERAGE, threshold, cfg.min_pass_rate, cfg.blocking,
+        version=(f"v1 min_claim_words={citations.MIN_CLAIM_WORDS} "
+                 f"invalid_factor={citations.INVALID_CITATION_FACTOR}"),
+        evaluate_batch=per_answer(CITATION_COVERAGE, threshold, score_one), score_one=score_one)
+
+
+def enabled_gate_names(settings: QualityGateSettings) -> list[str]:
+    """Names of the enabled gates, in the fixed order of :data:`GATE_NAMES`."""
+    return [name for name in GATE_NAMES if settings.gate(name).enabled]
+
+
+def build_gates(settings: QualityGateSettings, *,
+                judged: Mapping[str, JudgedGate] | None = None) -> list[Gate]:
+    """The enabled gates, in the order of :data:`GATE_NAMES`.
+
+    ``judged`` maps ``"grounding"`` / ``"answer_reward"`` to what the judge layer provides. An
+    enabled judged gate without an entry is a :class:`ConfigError`.
+    """
+    judged = judged or {}
+    gates = []
+    for name in enabled_gate_names(settings):
+        cfg = settings.gate(name)
+        if name == FORMAT_COMPLIANCE:
+            gates.append(_format_gate(cfg))
+        elif name == CITATION_COVERAGE:
+            gates.append(_citation_gate(cfg))
+        elif name in judged:
+            entry = judged[name]
+            gates.append(Gate(name, score_threshold(name, cfg), cfg.min_pass_rate, cfg.blocking,
+                              version=entry.version, evaluate_batch=entry.evaluate_batch,
+                              record=entry.record, needs_judge=True))
+        else:
+            raise ConfigError(f"config.yaml: quality_gates.gates.{name} is enabled, but the "
+                              f"{name} gate needs the LLM judge layer, which is not wired into "
+                              f"the quality gates yet; set quality_gates.gates.{name}.enabled: "
+                              "false.")
+    return gates
+
+
+def judged_gates(settings: Settings) -> dict[str, JudgedGate]:
+    """The judge layer's grounding and answer_reward gates, built from ``settings``.
+
+    THE SEAM for the LLM gates: return ``{"grounding": JudgedGate(...), "answer_reward":
+    JudgedGate(...)}`` here (provider and model from the judges' settings; sources cut to
+    ``settings.quality_gates.grounding_source_chars``; reflexions below
+    ``settings.quality_gates.reflexion_threshold``). Nothing else changes: the assets, the
+    checks and ``eval-harness gate`` all get their gates from :func:`configured_gates`.
+    """
+    return {}
+
+
+def configured_gates(settings: Settings) -> list[Gate]:
+    """The enabled gates of ``settings``, judged ones included: what every caller runs."""
+    return build_gates(settings.quality_gates, judged=judged_gates(settings))

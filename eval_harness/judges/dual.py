@@ -1,0 +1,422 @@
+"""Dual-judge ground truth (seed story 1.11): both judges score every (query, document) pair.
+
+For each ground-truth query the judged documents are its ``expected_docs`` followed by the
+top ``judges.hybrid_top_k`` (default 5) of hybrid search at the configured weights that are
+not already among them. Both judges score every pair, in parallel. Per query, ``ground_truth``
+receives ``judged_docs``, ``judge1_score`` / ``judge2_score`` (float8[] aligned with
+``judged_docs``; NULL where a judgement is unscored or failed), the two judge specs
+(``judge1_model`` / ``judge2_model``), the per-query Cohen's kappa of the labels
+``score > agreement.relevance_threshold`` over the pairs both judges scored (NULL if none),
+each judgement's outcome and the prompt versions. A query is written when all its pairs are
+judged; re-judging writes the same row again (an UPDATE, never a duplicate) and, thanks to
+the reply cache, makes no provider call.
+
+Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
+:func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Coroutine, Protocol, Sequence, TypeVar
+
+import numpy as np
+import psycopg
+
+from eval_harness.judges.batch import BatchReport, prefill_cache_by_batch
+from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
+from eval_harness.judges.runner import BudgetExhausted
+from eval_harness.judges.session import JudgeSession
+from eval_harness.metrics.agreement import cohen_kappa
+from eval_harness.retrieval.hybrid import as_vector, dataset_info, hybrid_search
+from eval_harness.settings import Settings
+
+T = TypeVar("T")
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    query_id: int
+    external_id: str
+    text: str
+    embedding: np.ndarray | None
+    doc_ids: tuple[int, ...]
+
+
+@dataclass
+class JudgeCounts:
+    scored: int = 0
+    unscored: int = 0
+    failed: int = 0
+
+    def add(self, result: JudgeResult) -> None:
+        setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
+
+
+@dataclass
+class JudgeRunSummary:
+    """What a dual-judge run did; ``to_dict`` is strict JSON, ``metadata`` flat values."""
+
+    dataset: str
+    run_id: str
+    mode: str                       # "live" | "batch"
+    judge1: str
+    judge2: str
+    notices: tuple[str, ...]
+    queries: int = 0                # planned
+    queries_written: int = 0
+    pairs: int = 0                  # planned (query, document) pairs
+    pairs_written: int = 0
+    judge1_counts: JudgeCounts = field(default_factory=JudgeCounts)
+    judge2_counts: JudgeCounts = field(default_factory=JudgeCounts)
+    provider_calls: int = 0
+    billed_calls: int = 0
+    batch_requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    pooled_kappa: float | None = None
+    stopped: str | None = None      # "budget" when the budget ended the run early
+    stop_reason: str | None = None
+    elapsed_s: float = 0.0
+    batch: BatchReport | None = None
+
+    @property
+    def scored(self) -> int:
+        return self.judge1_counts.scored + self.judge2_counts.scored
+
+    @property
+    def unscored(self) -> int:
+        return self.judge1_counts.unscored + self.judge2_counts.unscored
+
+    @property
+    def failed(self) -> int:
+        return self.judge1_counts.failed + self.judge2_counts.failed
+
+    @property
+    def complete(self) -> bool:
+        """Every planned query was written and no judgement failed."""
+        return self.stopped is None and self.failed == 0 and self.queries_written == self.queries
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(notices=list(self.notices), scored=self.scored, unscored=self.unscored,
+                    failed=self.failed, complete=self.complete,
+                    cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
+        return data
+
+    def metadata(self) -> dict[str, Any]:
+        """Flat values for Dagster metadata (None stays None; no NaN)."""
+        return {"dataset": self.dataset, "run_id": self.run_id, "mode": self.mode,
+                "judge1": self.judge1, "judge2": self.judge2,
+                "fallback_notices": "; ".join(self.notices) or "none",
+                "queries": self.queries, "queries_written": self.queries_written,
+                "pairs": self.pairs, "scored": self.scored, "unscored": self.unscored,
+                "failed": self.failed, "provider_calls": self.provider_calls,
+                "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
+                "retries": self.retries, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
+                "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+    def format(self) -> str:
+        kappa = "undefined" if self.pooled_kappa is None else f"{self.pooled_kappa:.3f}"
+        c1, c2 = self.judge1_counts, self.judge2_counts
+        fallback = {slot for slot in ("judge1", "judge2")
+                    if any(n.startswith(f"{slot}:") for n in self.notices)}
+        shown = {slot: getattr(self, slot) + (" (local fallback)" if slot in fallback else "")
+                 for slot in ("judge1", "judge2")}
+        lines = [  # the fallback notices themselves were logged once when the judges were built
+            f"judges: judge1 {shown['judge1']}, judge2 {shown['judge2']} ({self.mode} mode, "
+            f"run {self.run_id})",
+            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries written, "
+            f"{self.pairs} pairs",
+            f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
+            f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
+            f"{c2.scored}/{c2.unscored}/{c2.failed})",
+            f"provider calls {self.provider_calls} (retries {self.retries}), batch requests "
+            f"{self.batch_requests}, cache hits {self.cache_hits}",
+            f"tokens {self.input_tokens} in / {self.output_tokens} out, cost "
+            f"${self.cost_usd:.4f}",
+            f"pooled kappa {kappa}",
+        ]
+        if self.stopped:
+            lines.append(f"stopped early: {self.stop_reason}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Planning: which pairs to judge
+
+
+def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
+                 limit: int | None = None) -> list[PlannedQuery]:
+    """Each ground-truth query of ``dataset`` (by id, at most ``limit``) with its judged docs:
+    expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed."""
+    dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
+    rows = conn.execute("SELECT id, external_id, query, query_embedding, expected_docs "
+                        "FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
+                        (dataset, limit)).fetchall()
+    top_k, weights = settings.judges.hybrid_top_k, settings.hybrid
+    planned = []
+    for query_id, external_id, text, embedding, expected in rows:
+        vector = None if embedding is None else as_vector(embedding)
+        hits = []
+        if top_k > 0:
+            semantic = weights.semantic if vector is not None else 0.0
+            hits = hybrid_search(conn, dataset, query_text=text, query_embedding=vector, k=top_k,
+                                 semantic_weight=semantic,
+                                 keyword_weight=weights.keyword if vector is not None else 1.0,
+                                 candidate_depth=weights.candidate_depth)
+        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits)]))
+        planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids)))
+    return planned
+
+
+def load_documents(conn: psycopg.Connection, doc_ids: Sequence[int], *,
+                   with_embeddings: bool) -> dict[int, Passage]:
+    column = "embedding" if with_embeddings else "NULL"
+    rows = conn.execute(f"SELECT id, content, {column} FROM l2_insights WHERE id = ANY(%s)",
+                        (list(set(doc_ids)),)).fetchall()
+    return {int(i): Passage(content, int(i), None if emb is None else as_vector(emb))
+            for i, content, emb in rows}
+
+
+# ---------------------------------------------------------------------------------------
+# Judging and storing
+
+
+def _needs_embeddings(session: JudgeSession) -> bool:
+    return any(j.provider == "local" and j.model == "embedding"
+               for j in (session.judge1, session.judge2))
+
+
+async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
+                      query_id: int | None,
+                      on_pair: Callable[[], None] = lambda: None
+                      ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float]]]:
+    """Both judges' relevance results for every document (judges in parallel per pair).
+
+    Every started call is allowed to finish (a paid reply is never thrown away); then
+    :class:`BudgetExhausted` is raised if the budget stopped the run before all were judged.
+    """
+    async def pair(document: Passage):
+        results = await asyncio.gather(
+            session.judge1.relevance(query, document, query_id=query_id),
+            session.judge2.relevance(query, document, query_id=query_id),
+            return_exceptions=True)
+        on_pair()
+        return results
+
+    pairs = await asyncio.gather(*(pair(d) for d in documents))
+    errors = [r for results in pairs for r in results if isinstance(r, BaseException)]
+    if errors:
+        budget = [e for e in errors if isinstance(e, BudgetExhausted)]
+        raise (budget or errors)[0]
+    return [r[0] for r in pairs], [r[1] for r in pairs]
+
+
+def _score(result: JudgeResult[float]) -> float | None:
+    return float(result.value) if result.outcome is Outcome.SCORED else None
+
+
+def pair_kappa(scores1: Sequence[float | None], scores2: Sequence[float | None], *,
+               threshold: float) -> float | None:
+    """Cohen's kappa of ``score > threshold`` over the pairs both judges scored; None if none.
+
+    Degenerate cases follow :func:`eval_harness.metrics.agreement.cohen_kappa` (both judges
+    give one and the same label to every pair: 1.0).
+    """
+    both = [(a, b) for a, b in zip(scores1, scores2) if a is not None and b is not None]
+    if not both:
+        return None
+    return cohen_kappa([int(a > threshold) for a, _ in both],
+                       [int(b > threshold) for _, b in both]).value
+
+
+def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Sequence[int],
+                           results1: Sequence[JudgeResult[float]],
+                           results2: Sequence[JudgeResult[float]], *, judge1: str, judge2: str,
+                           threshold: float, run_id: str) -> float | None:
+    """Write one query's judgements into ``ground_truth`` (and commit); returns its kappa."""
+    scores1, scores2 = [_score(r) for r in results1], [_score(r) for r in results2]
+    kappa = pair_kappa(scores1, scores2, threshold=threshold)
+    versions = [next((r.prompt_version for r in results if r.prompt_version), None)
+                for results in (results1, results2)]
+    conn.execute("""
+        UPDATE ground_truth SET judged_docs = %s::int[], judge1_score = %s::float8[],
+               judge2_score = %s::float8[], judge1_model = %s, judge2_model = %s, kappa = %s,
+               judge1_status = %s::text[], judge2_status = %s::text[],
+               judge_prompt_versions = %s::text[], judge_run_id = %s, judged_at = now()
+        WHERE id = %s""", (list(doc_ids), scores1, scores2, judge1, judge2, kappa,
+                           [r.outcome.value for r in results1], [r.outcome.value for r in results2],
+                           versions, run_id, query_id))
+    conn.commit()
+    return kappa
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise RuntimeError("an event loop is already running here; await the *_async variant "
+                       "of this function instead")
+
+
+async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, dataset: str, *,
+                              limit: int | None = None, batch: bool = False,
+                              run_id: str | None = None,
+                              progress: Callable[[int], Progress] | None = None,
+                              session_options: dict | None = None) -> JudgeRunSummary:
+    """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
+
+    ``progress(total)`` may return a progress bar (``update``/``close``, e.g. tqdm).
+    ``session_options`` go to :class:`JudgeSession` (tests inject ``sleep``/``clock``).
+    """
+    started = time.monotonic()
+    planned = plan_queries(conn, dataset, settings, limit=limit)
+    threshold = settings.agreement.relevance_threshold
+    async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+        summary = JudgeRunSummary(dataset, session.run_id, "batch" if batch else "live",
+                                  session.judge1.spec, session.judge2.spec, session.notices,
+                                  queries=len(planned),
+                                  pairs=sum(len(p.doc_ids) for p in planned))
+        documents = load_documents(conn, [d for p in planned for d in p.doc_ids],
+                                   with_embeddings=_needs_embeddings(session))
+        if batch:
+            summary.batch = await prefill_cache_by_batch(
+                session.pipeline, _batch_plan(session, planned, documents), settings.judges.batch,
+                **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
+        bar = progress(summary.pairs) if progress else None
+        pooled1: list[float | None] = []
+        pooled2: list[float | None] = []
+        window = asyncio.Semaphore(max(4, 4 * settings.judges.concurrency))
+
+        async def one(plan: PlannedQuery):
+            async with window:
+                query = Passage(plan.text, plan.query_id, plan.embedding)
+                docs = [documents.get(d) or Passage("", d) for d in plan.doc_ids]
+                return plan, await judge_pairs(session, query, docs, query_id=plan.query_id,
+                                               on_pair=(bar.update if bar else lambda: None))
+
+        tasks = [asyncio.ensure_future(one(plan)) for plan in planned]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                try:
+                    plan, (results1, results2) = await next_done
+                except BudgetExhausted:
+                    continue  # the pipeline is stopped: the rest finish from cache or fail fast
+                store_query_judgements(conn, plan.query_id, plan.doc_ids, results1, results2,
+                                       judge1=session.judge1.spec, judge2=session.judge2.spec,
+                                       threshold=threshold, run_id=session.run_id)
+                summary.queries_written += 1
+                summary.pairs_written += len(plan.doc_ids)
+                for result in results1:
+                    summary.judge1_counts.add(result)
+                for result in results2:
+                    summary.judge2_counts.add(result)
+                pooled1 += [_score(r) for r in results1]
+                pooled2 += [_score(r) for r in results2]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if bar is not None:
+                bar.close()
+        stats = session.stats
+        summary.pooled_kappa = pair_kappa(pooled1, pooled2, threshold=threshold)
+        summary.stopped = session.pipeline.stopped
+        summary.stop_reason = session.pipeline.stop_reason
+    for name in ("provider_calls", "billed_calls", "batch_requests", "cache_hits", "retries",
+                 "input_tokens", "output_tokens", "cost_usd"):
+        setattr(summary, name, getattr(stats, name))
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def _batch_plan(session: JudgeSession, planned: Sequence[PlannedQuery],
+                documents: dict[int, Passage]):
+    plan = []
+    for judge in (session.judge1, session.judge2):
+        if not hasattr(judge, "relevance_request"):
+            continue  # local judges need no batch
+        for query in planned:
+            for doc_id in query.doc_ids:
+                document = documents.get(doc_id) or Passage("", doc_id)
+                plan.append((judge.relevance_request(query.text, document), query.query_id))
+    return plan
+
+
+def judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str,
+                  **options: Any) -> JudgeRunSummary:
+    """:func:`judge_dataset_async` for synchronous callers (CLI, Dagster)."""
+    return _run(judge_dataset_async(conn, settings, dataset, **options))
+
+
+# ---------------------------------------------------------------------------------------
+# The seed's tool
+
+
+async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequence[dict], *,
+                                        conn: psycopg.Connection, settings: Settings,
+                                        run_id: str | None = None,
+                                        session_options: dict | None = None) -> dict[str, Any]:
+    """Seed story 1.11's ``store_dual_judge_scores``: both judges score ``docs``
+    (``[{"id": int, "content": str}, ...]``) for ground-truth query ``query_id``; the scores
+    are stored in ``ground_truth`` and returned with the query's kappa.
+
+    Returns ``{"query_id", "judge1_scores", "judge2_scores", "kappa", "judge1_model",
+    "judge2_model", "judge1_status", "judge2_status", "cost_usd"}``; a score is None where
+    the judgement is unscored or failed (see the status lists).
+    """
+    row = conn.execute("SELECT query_embedding FROM ground_truth WHERE id = %s",
+                       (query_id,)).fetchone()
+    if row is None:
+        raise LookupError(f"Ground-truth query {query_id} does not exist; ingest the dataset "
+                          "or pass the id of an existing query.")
+    doc_ids = []
+    for position, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict) or not isinstance(doc.get("id"), int) \
+                or not isinstance(doc.get("content"), str):
+            raise ValueError(f"docs[{position}] must be {{'id': int, 'content': str}}, got "
+                             f"{doc!r:.80}.")
+        doc_ids.append(doc["id"])
+    if len(set(doc_ids)) != len(doc_ids):
+        raise ValueError("docs lists a document id twice; each document is judged once.")
+    async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+        stored = load_documents(conn, doc_ids, with_embeddings=_needs_embeddings(session))
+        passages = [Passage(d["content"], d["id"], getattr(stored.get(d["id"]), "embedding", None))
+                    for d in docs]
+        embedding = None if row[0] is None else as_vector(row[0])
+        results1, results2 = await judge_pairs(session, Passage(query, query_id, embedding),
+                                               passages, query_id=query_id)
+        kappa = store_query_judgements(
+            conn, query_id, doc_ids, results1, results2, judge1=session.judge1.spec,
+            judge2=session.judge2.spec, threshold=settings.agreement.relevance_threshold,
+            run_id=session.run_id)
+        cost = session.stats.cost_usd
+    return {"query_id": query_id, "judge1_scores": [_score(r) for r in results1],
+            "judge2_scores": [_score(r) for r in results2], "kappa": kappa,
+            "judge1_model": session.judge1.spec, "judge2_model": session.judge2.spec,
+            "judge1_status": [r.outcome.value for r in results1],
+            "judge2_status": [r.outcome.value for r in results2], "cost_usd": cost}
+
+
+def store_dual_judge_scores(query_id: int, query: str, docs: Sequence[dict], *,
+                            conn: psycopg.Connection, settings: Settings,
+                            run_id: str | None = None) -> dict[str, Any]:
+    """Synchronous :func:`store_dual_judge_scores_async` (the seed's tool semantics)."""
+    return _run(store_dual_judge_scores_async(query_id, query, docs, conn=conn,
+                                              settings=settings, run_id=run_id))

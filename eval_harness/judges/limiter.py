@@ -1,0 +1,76 @@
+"""Client-side rate limiting per provider: requests per minute and tokens per minute.
+
+Two token buckets refilled continuously at ``limit / 60`` per second, each holding at most one
+second's worth, so the client never bursts more than a second of traffic and never exceeds the
+per-minute limits by more than that. A request needing more tokens than the bucket holds waits
+for a full bucket and leaves it in debt (later requests wait the debt off). Tokens are
+estimated before the call (see :meth:`ChatRequest.estimated_input_tokens` plus max tokens)
+and the unused part is given back when the real usage is known.
+
+Waiters are served first come, first served. ``clock`` and ``sleep`` are injectable so tests
+run on a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class RateLimiter:
+    def __init__(self, requests_per_minute: float, tokens_per_minute: float | None = None, *,
+                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+        if requests_per_minute <= 0 or (tokens_per_minute is not None and tokens_per_minute <= 0):
+            raise ValueError("rate limits must be positive")
+        self._clock, self._sleep = clock, sleep
+        self._request_rate = requests_per_minute / 60.0
+        self._request_capacity = max(1.0, self._request_rate)
+        self._token_rate = None if tokens_per_minute is None else tokens_per_minute / 60.0
+        self._token_capacity = 0.0 if self._token_rate is None else max(1.0, self._token_rate)
+        self._requests = self._request_capacity
+        self._tokens = self._token_capacity
+        self._updated = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        elapsed = max(0.0, now - self._updated)
+        self._updated = now
+        self._requests = min(self._request_capacity, self._requests + elapsed * self._request_rate)
+        if self._token_rate is not None:
+            self._tokens = min(self._token_capacity, self._tokens + elapsed * self._token_rate)
+
+    def _wait_needed(self, tokens: int) -> float:
+        wait = 0.0
+        if self._requests < 1.0:
+            wait = (1.0 - self._requests) / self._request_rate
+        if self._token_rate is not None:
+            needed = min(float(tokens), self._token_capacity)
+            if self._tokens < needed:
+                wait = max(wait, (needed - self._tokens) / self._token_rate)
+        return wait
+
+    async def acquire(self, tokens: int = 0) -> float:
+        """Wait until one request of ``tokens`` estimated tokens may be sent; returns the wait."""
+        waited = 0.0
+        async with self._lock:
+            while True:
+                self._refill()
+                wait = self._wait_needed(tokens)
+                if wait <= 0.0:
+                    self._requests -= 1.0
+                    if self._token_rate is not None:
+                        self._tokens -= tokens
+                    return waited
+                await self._sleep(wait)
+                waited += wait
+
+    def refund(self, tokens: int) -> None:
+        """Give back tokens that were estimated but not used."""
+        if self._token_rate is not None and tokens > 0:
+            self._refill()
+            self._tokens = min(self._token_capacity, self._tokens + tokens)

@@ -1,0 +1,244 @@
+"""The call pipeline every LLM judge call goes through.
+
+    cache lookup -> budget check -> rate limiter -> provider -> retry -> cost + retry logging
+
+* **Cache**: a request whose key is in ``judge_cache`` is answered from it (no provider call,
+  no cost). Identical requests in flight at the same time share one provider call.
+* **Budget**: before a call, its worst-case cost (estimated input, full ``max_tokens`` of
+  output) is reserved against ``judges.budget_usd``; the reservation is replaced by the real
+  cost when the call ends, so concurrent calls can never overshoot the budget together. A
+  call that does not fit waits while other reservations are pending; if it still does not
+  fit, the pipeline stops: this and every later uncached call raise
+  :class:`BudgetExhausted`, calls already in flight finish and are logged, and what was
+  spent stays logged.
+* **Rate limiter**: one :class:`RateLimiter` per provider (requests and tokens per minute),
+  acquired for every attempt, retries included.
+* **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
+  waiting out a backoff does not hold a slot.
+* **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
+  returned as failed (the caller records the pair as failed and the run goes on).
+* **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache;
+  every retry becomes one ``api_retry_log`` row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from eval_harness.judges.cache import JudgeLedger, RetryEvent
+from eval_harness.judges.config import RateLimit
+from eval_harness.judges.limiter import Clock, RateLimiter, Sleep
+from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.judges.providers import ChatProvider
+from eval_harness.judges.retry import ErrorInfo, RetryPolicy, classify_error
+
+
+class BudgetExhausted(RuntimeError):
+    """The run's judge budget does not cover the next call; nothing more is sent."""
+
+
+class Budget:
+    """Spending limit of one run, in USD; ``None`` means no limit."""
+
+    def __init__(self, limit_usd: float | None) -> None:
+        self.limit_usd = limit_usd
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+        self.pending = 0  # reservations not yet settled
+
+    def try_reserve(self, amount: float) -> bool:
+        if self.limit_usd is not None and (
+                self.spent_usd + self.reserved_usd + amount > self.limit_usd + 1e-12):
+            return False
+        self.reserved_usd += amount
+        self.pending += 1
+        return True
+
+    def settle(self, reserved: float, actual: float) -> None:
+        self.pending -= 1
+        # counted, not compared as floats: rounding must not leave a phantom reservation
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved) if self.pending else 0.0
+        self.spent_usd += actual
+
+    def exhausted_message(self, next_cost: float) -> str:
+        return (f"the judge budget of ${self.limit_usd:.2f} for this run is used up "
+                f"(${self.spent_usd:.4f} spent, the next call could cost up to "
+                f"${next_cost:.4f}); raise judges.budget_usd (or EVAL_HARNESS_JUDGE_BUDGET_USD) "
+                "and run again: what was judged is kept and cached")
+
+
+@dataclass
+class RunStats:
+    """Counters of one run; ``provider_calls`` counts HTTP requests (retries included)."""
+
+    provider_calls: int = 0
+    billed_calls: int = 0
+    batch_requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add_billed(self, completion: Completion, cost: float) -> None:
+        self.billed_calls += 1
+        self.input_tokens += completion.usage.input_tokens
+        self.output_tokens += completion.usage.output_tokens
+        self.cost_usd += cost
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one pipeline call produced: a completion, or the error that ended it."""
+
+    completion: Completion | None
+    error: ErrorInfo | None = None
+    attempts: int = 0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.completion is not None
+
+    @property
+    def billed(self) -> bool:
+        return self.completion is not None and not self.cache_hit
+
+
+class CallPipeline:
+    def __init__(self, *, providers: Mapping[str, ChatProvider], ledger: JudgeLedger,
+                 prices: PriceTable, budget: Budget, retry: RetryPolicy,
+                 rate_limits: Mapping[str, RateLimit], concurrency: int,
+                 secrets: Iterable[str | None] = (), clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
+        self.providers = dict(providers)
+        self.ledger = ledger
+        self.prices = prices
+        self.budget = budget
+        self.retry = retry
+        self.stats = RunStats()
+        self.stopped: str | None = None  # "budget" once the budget stopped the run
+        self.stop_reason: str | None = None
+        self._secrets = tuple(s for s in secrets if s)
+        self._clock, self._sleep = clock, sleep
+        self._limiters = {name: RateLimiter(rate_limits[name].requests_per_minute,
+                                            rate_limits[name].tokens_per_minute,
+                                            clock=clock, sleep=sleep) for name in providers}
+        self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
+        self._inflight: dict[str, asyncio.Future] = {}
+        self._budget_waiters: list[asyncio.Future] = []
+
+    def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
+        self.providers[provider.name] = provider
+        self._limiters[provider.name] = RateLimiter(limit.requests_per_minute,
+                                                    limit.tokens_per_minute,
+                                                    clock=self._clock, sleep=self._sleep)
+        self._slots[provider.name] = asyncio.Semaphore(concurrency)
+
+    async def call(self, request: ChatRequest, *, query_id: int | None = None) -> CallOutcome:
+        """The reply to ``request``: cached, or from the provider with retries.
+
+        Raises :class:`BudgetExhausted` when the budget cannot cover the call.
+        """
+        key = request.cache_key()
+        cached = self.ledger.cached(key)
+        if cached is not None:  # free, so answered even after the budget stopped the run
+            self.stats.cache_hits += 1
+            return CallOutcome(cached, cache_hit=True)
+        if self.stopped:
+            raise BudgetExhausted(self.stop_reason)
+        shared = self._inflight.get(key)
+        if shared is not None:  # the same request is on its way: wait for that reply
+            outcome = await asyncio.shield(shared)
+            if outcome.ok:
+                self.stats.cache_hits += 1
+                return CallOutcome(outcome.completion, cache_hit=True)
+            return CallOutcome(None, outcome.error)  # its attempts are the other call's
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
+        self._inflight[key] = future
+        try:
+            outcome = await self._call_provider(request, query_id)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            raise
+        else:
+            future.set_result(outcome)
+            return outcome
+        finally:
+            del self._inflight[key]
+
+    async def _reserve(self, amount: float) -> None:
+        """Reserve ``amount`` of the budget. While other calls hold reservations, wait for
+        them to settle (real costs are usually far below the worst case); stop the run only
+        when the call cannot fit even with nothing else pending."""
+        while not self.budget.try_reserve(amount):
+            if self.stopped or self.budget.pending == 0:
+                if not self.stopped:
+                    self.stopped = "budget"
+                    self.stop_reason = self.budget.exhausted_message(amount)
+                raise BudgetExhausted(self.stop_reason)
+            waiter = asyncio.get_running_loop().create_future()
+            self._budget_waiters.append(waiter)
+            await waiter
+
+    def _settle(self, reserved: float, actual: float) -> None:
+        self.budget.settle(reserved, actual)
+        waiters, self._budget_waiters = self._budget_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _call_provider(self, request: ChatRequest, query_id: int | None) -> CallOutcome:
+        provider = self.providers[request.provider]
+        reserve = self.prices.worst_case(request)
+        await self._reserve(reserve)
+        started = self._clock()
+        estimate = request.estimated_input_tokens() + request.max_tokens
+        events: list[RetryEvent] = []
+        attempts, cost, success = 0, 0.0, False
+        try:
+            while True:
+                await self._limiters[provider.name].acquire(estimate)
+                attempts += 1
+                self.stats.provider_calls += 1
+                try:
+                    async with self._slots[provider.name]:
+                        completion = await provider.complete(request)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # every provider error is classified, none escapes
+                    error = classify_error(exc, secrets=self._secrets)
+                else:
+                    break
+                wait = (self.retry.wait(attempts, error.retry_after)
+                        if error.retryable and attempts <= self.retry.max_retries else None)
+                if wait is None:
+                    self.stats.failed_calls += 1
+                    return CallOutcome(None, error, attempts,
+                                       latency_s=self._clock() - started)
+                events.append(RetryEvent(error.kind, error.status_code, attempts, wait))
+                self.stats.retries += 1
+                await self._sleep(wait)
+            used = completion.usage.input_tokens + completion.usage.output_tokens
+            self._limiters[provider.name].refund(estimate - used)
+            cost = self.prices.cost(request.model, completion.usage)
+            self.ledger.record_call(request, completion, cost=cost, query_id=query_id)
+            self.stats.add_billed(completion, cost)
+            success = True
+            return CallOutcome(completion, None, attempts, cost_usd=cost,
+                               latency_s=self._clock() - started)
+        finally:
+            self._settle(reserve, cost)
+            if events:
+                self.ledger.record_retries(request, events, success=success)

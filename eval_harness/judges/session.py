@@ -1,0 +1,168 @@
+"""Build the judges of a run from settings: providers, pipeline, fallbacks, and clean-up.
+
+    async with JudgeSession(settings, conn, run_id="nightly-42") as session:
+        result = await session.judge1.relevance(query, document)
+        evaluation = await session.judge("anthropic:claude-haiku-4-5").evaluate_answer(...)
+
+**Fallback.** With ``judges.fallback_to_local: true`` (the default), a judge whose provider
+key (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) is not set is replaced by a local judge:
+judge 1 by ``local:lexical``, judge 2 by ``local:embedding`` (or by whichever local judge the
+other judge does not already use, so the two stay different signals). This is said once per
+process (a warning on the ``eval_harness.judges`` logger) and listed in :attr:`notices`. With
+``fallback_to_local: false`` a missing key is an error naming the variable.
+
+Keys come from :class:`~eval_harness.settings.Settings` only; they are passed to the SDK
+clients and never logged, stored or shown (provider error text is sanitised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from eval_harness.judges.cache import JudgeLedger
+from eval_harness.judges.config import validate_judge_spec
+from eval_harness.judges.limiter import Clock, Sleep
+from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
+from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.protocol import Judge
+from eval_harness.judges.retry import RetryPolicy
+from eval_harness.judges.runner import Budget, CallPipeline
+
+if TYPE_CHECKING:
+    from eval_harness.settings import Settings
+
+log = logging.getLogger("eval_harness.judges")
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_announced: set[str] = set()
+
+
+class JudgeUnavailable(LookupError):
+    """A judge cannot be built (missing key, missing price); the message says what to set."""
+
+
+def _api_key(settings: "Settings", provider: str) -> str | None:
+    return {"openai": settings.openai_api_key,
+            "anthropic": settings.anthropic_api_key}.get(provider)
+
+
+def _announce(notice: str) -> None:
+    if notice not in _announced:
+        _announced.add(notice)
+        log.warning(notice)
+
+
+def resolve_judge_specs(settings: "Settings") -> tuple[str, str, tuple[str, ...]]:
+    """The two judges actually used, and one notice per judge that fell back to a local one."""
+    config = settings.judges
+    chosen = {"judge1": config.judge1, "judge2": config.judge2}
+    preferred = {"judge1": "local:lexical", "judge2": "local:embedding"}
+    notices = []
+    for slot, other in (("judge1", "judge2"), ("judge2", "judge1")):
+        spec = chosen[slot]
+        provider = spec.split(":", 1)[0]
+        if provider == "local" or _api_key(settings, provider):
+            continue
+        variable = KEY_VARIABLES[provider]
+        if not config.fallback_to_local:
+            raise JudgeUnavailable(
+                f"{slot} is {spec} but {variable} is not set; set it, choose a local judge "
+                f"(judges.{slot}: local:lexical) or set judges.fallback_to_local: true.")
+        fallback = preferred[slot]
+        if chosen[other] == fallback:  # keep the two judges different signals
+            fallback = "local:embedding" if fallback == "local:lexical" else "local:lexical"
+        chosen[slot] = fallback
+        notices.append(f"{slot}: {variable} is not set, so {fallback} judges instead of {spec}")
+    for notice in notices:
+        _announce(notice)
+    return chosen["judge1"], chosen["judge2"], tuple(notices)
+
+
+class JudgeSession:
+    """Both judges of a run and the call pipeline (cache, budget, limits, retries) they share.
+
+    ``sleep``, ``clock`` and ``rng`` are injectable so tests check exact retry schedules
+    without waiting.
+    """
+
+    def __init__(self, settings: "Settings", conn: psycopg.Connection, *,
+                 run_id: str | None = None, sleep: Sleep = asyncio.sleep,
+                 clock: Clock = time.monotonic, rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        config = settings.judges
+        spec1, spec2, self.notices = resolve_judge_specs(settings)
+        self.ledger = JudgeLedger(conn, run_id=self.run_id)
+        self.prices = PriceTable(config.prices)
+        self.pipeline = CallPipeline(
+            providers={}, ledger=self.ledger, prices=self.prices,
+            budget=Budget(config.budget_usd), retry=RetryPolicy(config.retry, rng),
+            rate_limits=config.rate_limits, concurrency=config.concurrency,
+            secrets=(settings.openai_api_key, settings.anthropic_api_key), clock=clock,
+            sleep=sleep)
+        self._judges: dict[str, Judge] = {}
+        self.judge1 = self.judge(spec1)
+        self.judge2 = self.judge(spec2)
+
+    @property
+    def stats(self):
+        return self.pipeline.stats
+
+    def judge(self, spec: str) -> Judge:
+        """The judge named ``spec`` (built once per session). No fallback here: a paid judge
+        asked for by name needs its key and a price."""
+        spec = validate_judge_spec(spec, "judge")
+        if spec not in self._judges:
+            self._judges[spec] = self._build(spec)
+        return self._judges[spec]
+
+    def _build(self, spec: str) -> Judge:
+        from eval_harness.judges.llm import LLMJudge
+
+        provider, model = spec.split(":", 1)
+        config = self.settings.judges
+        if provider == "local":
+            return (LexicalJudge if model == "lexical" else EmbeddingJudge)(config.local)
+        key = _api_key(self.settings, provider)
+        if not key:
+            raise JudgeUnavailable(f"judge {spec} needs {KEY_VARIABLES[provider]}; it is not set.")
+        try:
+            self.prices.require(model, spec)
+        except LookupError as exc:
+            raise JudgeUnavailable(str(exc)) from None
+        if provider not in self.pipeline.providers:
+            self.pipeline.add_provider(self._provider(provider, key), config.rate_limits[provider],
+                                       config.concurrency)
+        return LLMJudge(spec, self.pipeline, config)
+
+    def _provider(self, provider: str, key: str):
+        config = self.settings.judges
+        options = {"api_key": key, "timeout": config.timeout_seconds,
+                   "send_temperature": config.send_temperature[provider]}
+        if provider == "anthropic":
+            from eval_harness.judges.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(base_url=self.settings.anthropic_base_url, **options)
+        from eval_harness.judges.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(base_url=self.settings.openai_base_url, **options)
+
+    async def aclose(self) -> None:
+        """Write what is buffered (cache, cost and retry rows) and close the HTTP clients."""
+        try:
+            self.ledger.flush()
+        finally:
+            for provider in self.pipeline.providers.values():
+                await provider.aclose()
+
+    async def __aenter__(self) -> "JudgeSession":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
