@@ -21,7 +21,7 @@ class AgreementConfig(dg.Config):
 
 @dg.asset(
     group_name=GROUP,
-    deps=["ground_truth"],  # TODO(lead): switch to "dual_judge_scores" once assets/judging.py lands
+    deps=["dual_judge_scores"],
     description="Cohen's kappa of the two relevance judges with a query-bootstrap interval, "
                 "judges vs human labels, the disagreement review queue and reports/agreement.md.")
 def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,

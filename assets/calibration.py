@@ -30,8 +30,9 @@ class CalibrationConfig(dg.Config):
     grid_step: Optional[float] = None  # overrides calibration.grid.step (0.01 .. 1)
 
 
-# The lead will move this downstream of the judge-agreement asset (calibrate on trusted labels).
-@dg.asset(group_name=GROUP, deps=["ground_truth"], io_manager_key=DUCKDB_IO_MANAGER_KEY,
+# Downstream of judge_agreement: its blocking kappa check stops calibration on untrustworthy
+# labels.
+@dg.asset(group_name=GROUP, deps=["judge_agreement"], io_manager_key=DUCKDB_IO_MANAGER_KEY,
           description="P@5, Recall@5, nDCG@10, MRR@10 of hybrid search at every weight of the "
                       "grid on the ground truth; best weight, uplift, cross-validated P@5.")
 def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfig,

@@ -482,3 +482,28 @@ def test_definitions_hold_the_calibration_job():
     assert "calibrated_weights" not in main  # the main job never rewrites config.yaml
     assert "calibrated_weights_p_at_5_verdict" in job.graph.node_dict  # the check runs too
     assert weight_label(0.7) == "0.70" and weight_label(0.125) == "0.125"
+
+
+@pytest.mark.parametrize("kappa_floor, calibrated", [(-1.0, True), (1.0, False)])
+def test_agreement_check_gates_calibration(tmp_path, store, corpus, kappa_floor, calibrated):
+    """judging -> judge_agreement (blocking kappa check) -> calibration, with local judges:
+    an agreement below the floor stops calibration; above it, calibration runs."""
+    from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from assets.judging import dual_judge_scores
+
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    config.write_text(config.read_text().replace("kappa_floor: 0.70", f"kappa_floor: {kappa_floor}")
+                      + "\njudges:\n  judge1: local:lexical\n  judge2: local:embedding\n")
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
+    result = dg.materialize(
+        [dual_judge_scores, judge_agreement, kappa_lower_bound_above_floor, calibration_grid,
+         calibrated_weights, p_at_5_verdict], resources=resources, raise_on_error=False)
+    materialized = {e.step_materialization_data.materialization.asset_key.to_user_string()
+                    for e in result.get_asset_materialization_events()}
+    kappa_check = [c for c in result.get_asset_check_evaluations()
+                   if c.check_name == "kappa_lower_bound_above_floor"][0]
+    assert {"dual_judge_scores", "judge_agreement"} <= materialized
+    assert kappa_check.passed is calibrated
+    assert ("calibration_grid" in materialized) is calibrated
+    assert result.success is calibrated
