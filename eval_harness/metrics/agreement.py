@@ -58,8 +58,15 @@ class AgreementInputError(ValueError):
 # Result types
 
 
+class _JsonResult:
+    """Results serialise to strict JSON: undefined values are None, never NaN."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(self)
+
+
 @dataclass(frozen=True)
-class KappaResult:
+class KappaResult(_JsonResult):
     """A chance-corrected agreement ``(P_o - P_e) / (1 - P_e)``: Cohen's kappa, weighted
     kappa or Gwet's AC1.
 
@@ -74,12 +81,9 @@ class KappaResult:
     expected_agreement: float | None
     n_items: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class AlphaResult:
+class AlphaResult(_JsonResult):
     """Krippendorff's alpha ``1 - D_o / D_e`` with its observed and expected disagreement."""
 
     value: float | None
@@ -89,12 +93,9 @@ class AlphaResult:
     expected_disagreement: float | None
     n_units: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class BinaryTable:
+class BinaryTable(_JsonResult):
     """The 2x2 table of two binary raters (1 = relevant); "first" is judge 1 (or the judge
     in judge-vs-human), "second" is judge 2 (or the human)."""
 
@@ -111,12 +112,9 @@ class BinaryTable:
         """Rows: first rater 0, 1; columns: second rater 0, 1 (sklearn's confusion_matrix)."""
         return [[self.neither, self.second_only], [self.first_only, self.both]]
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class BootstrapInterval:
+class BootstrapInterval(_JsonResult):
     """Percentile interval of a statistic from a cluster bootstrap over queries."""
 
     low: float | None
@@ -128,12 +126,9 @@ class BootstrapInterval:
     reason: str | None = None
     method: str = "percentile, queries resampled with replacement"
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class RankCorrelation:
+class RankCorrelation(_JsonResult):
     """Spearman's rho between the two judges' raw scores."""
 
     rho: float | None
@@ -141,12 +136,9 @@ class RankCorrelation:
     n: int
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class OffsetTest:
+class OffsetTest(_JsonResult):
     """Wilcoxon signed-rank test of ``judge1 - judge2``: does one judge score higher?"""
 
     mean_difference: float
@@ -155,9 +147,6 @@ class OffsetTest:
     n_pairs: int
     n_nonzero: int
     reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
 
 
 @dataclass(frozen=True)
@@ -169,7 +158,7 @@ class QueryKappa:
 
 
 @dataclass(frozen=True)
-class AgreementReport:
+class AgreementReport(_JsonResult):
     """Everything :func:`agreement_report` computes; ``to_dict`` is strict JSON (no NaN)."""
 
     n_pairs: int
@@ -189,12 +178,9 @@ class AgreementReport:
     confusion: BinaryTable
     offset: OffsetTest
 
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
-
 
 @dataclass(frozen=True)
-class JudgeHumanReport:
+class JudgeHumanReport(_JsonResult):
     """One judge against human labels; ``precision``/``recall`` treat the human as truth."""
 
     n_pairs: int
@@ -207,9 +193,6 @@ class JudgeHumanReport:
     precision: float | None
     recall: float | None
     confusion: BinaryTable
-
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
 
 
 # ---------------------------------------------------------------------------------------
