@@ -336,7 +336,8 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
         outcomes[day] = {e.check_name: e for e in result.get_asset_check_evaluations()}
     good, bad = outcomes["2025-03-03"], outcomes["2025-03-04"]
     assert {name: e.passed for name, e in good.items()} == {"format_compliance": True,
-                                                          "citation_coverage": True}
+                                                          "citation_coverage": True,
+                                                          "answer_reward": True}
     fmt = bad["format_compliance"]
     assert not fmt.passed and fmt.severity == dg.AssetCheckSeverity.ERROR
     assert fmt.partition == "2025-03-04"
@@ -443,9 +444,9 @@ def test_gate_command_exits_2_on_bad_input(project, capsys, args, message):
 def test_gate_command_exits_2_on_bad_config_or_unreachable_store(project, capsys, monkeypatch,
                                                                  tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("quality_gates:\n  gates:\n    grounding: {enabled: true}\n")
+    bad.write_text("quality_gates:\n  gates:\n    grounding: {threshold: 1.5}\n")
     code, _, err = run_cli(capsys, "--config", bad, "gate", "--partition", "2025-03-03")
-    assert code == 2 and "grounding.enabled: false" in err
+    assert code == 2 and "grounding.threshold' must lie in [0, 1]" in err
     monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
     code, _, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-03")
     assert code == 2 and "Cannot connect to the store" in err and "Traceback" not in err

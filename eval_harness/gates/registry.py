@@ -10,9 +10,8 @@ a judged gate. A stored result with another version is stale and evaluated again
 version string whenever a gate's scoring changes.
 
 Rule-based gates (format_compliance, citation_coverage) are built here. The two judged gates
-(grounding, answer_reward) are supplied by the judge layer as :class:`JudgedGate` entries
-passed to :func:`build_gates`; until then enabling one in config.yaml is a configuration error
-that says so.
+(grounding, answer_reward) are supplied by the judge layer (:mod:`eval_harness.gates.judged`)
+as :class:`JudgedGate` entries passed to :func:`build_gates`; :func:`configured_gates` does so.
 """
 
 from __future__ import annotations
@@ -185,22 +184,23 @@ def build_gates(settings: QualityGateSettings, *,
                               record=entry.record, needs_judge=True))
         else:
             raise ConfigError(f"config.yaml: quality_gates.gates.{name} is enabled, but the "
-                              f"{name} gate needs the LLM judge layer, which is not wired into "
-                              f"the quality gates yet; set quality_gates.gates.{name}.enabled: "
-                              "false.")
+                              f"{name} gate needs the LLM judge layer, which was not passed "
+                              "(build the gates with configured_gates(settings)), or set "
+                              f"quality_gates.gates.{name}.enabled: false.")
     return gates
 
 
 def judged_gates(settings: Settings) -> dict[str, JudgedGate]:
-    """The judge layer's grounding and answer_reward gates, built from ``settings``.
+    """The judge layer's enabled LLM gates (grounding, answer_reward), built from ``settings``.
 
-    THE SEAM for the LLM gates: return ``{"grounding": JudgedGate(...), "answer_reward":
-    JudgedGate(...)}`` here (provider and model from the judges' settings; sources cut to
-    ``settings.quality_gates.grounding_source_chars``; reflexions below
-    ``settings.quality_gates.reflexion_threshold``). Nothing else changes: the assets, the
-    checks and ``eval-harness gate`` all get their gates from :func:`configured_gates`.
+    Both use judge 1 (see :mod:`eval_harness.gates.judged`). Only enabled gates are built, so
+    a configuration without LLM gates never resolves a judge.
     """
-    return {}
+    from eval_harness.gates import judged  # it imports this module
+
+    builders = {GROUNDING: judged.grounding_gate, ANSWER_REWARD: judged.answer_reward_gate}
+    return {name: build(settings) for name, build in builders.items()
+            if settings.quality_gates.gate(name).enabled}
 
 
 def configured_gates(settings: Settings) -> list[Gate]:

@@ -5,7 +5,8 @@ that have a stale result for at least one enabled gate (no stored result, or one
 other content or another gate version; see :mod:`eval_harness.gates.registry`). Each batch is
 evaluated gate by gate and its results are upserted into ``gate_results`` in one transaction,
 so an interrupted run keeps every finished batch and the next run evaluates only the rest.
-Rerunning on unchanged answers evaluates nothing.
+Rerunning on unchanged answers evaluates nothing, except answers a judge failed on (an
+unscored result with ``details["retry"]``, e.g. the provider was down): those are asked again.
 
 :func:`summarize_gates` then computes each gate's figures over ALL answers of the window from
 the stored results (SQL aggregates, so memory does not grow with the window), following the
@@ -60,7 +61,8 @@ def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
                 WHERE NOT EXISTS (
                     SELECT 1 FROM gate_results r
                     WHERE r.answer_id = a.id AND r.gate = g.gate
-                      AND r.content_hash = a.content_hash AND r.gate_version = g.version)
+                      AND r.content_hash = a.content_hash AND r.gate_version = g.version
+                      AND NOT (r.score IS NULL AND r.details @> '{{"retry": true}}'))
                 ORDER BY g.gate) AS stale
             FROM (SELECT x.id, x.query, x.answer, x.sources::jsonb AS sources, x.created_at,
                          {hash} AS content_hash

@@ -59,7 +59,7 @@ class BatchSettings:
 class LocalJudgeSettings:
     embedding_floor: float = 0.3     # local:embedding: cosine at or below -> 0.0
     embedding_ceiling: float = 0.9   # cosine at or above -> 1.0 (linear between)
-    lexical_support: float = 0.6     # share of a claim's content words a source must contain
+    lexical_support: float = 0.73    # local:lexical grounding: claim support a source must reach
     trigram_support: float = 0.5     # cosine of character-trigram vectors for local:embedding
 
 

@@ -6,8 +6,9 @@ Two genuinely different signals, so that their agreement means something:
     Relevance = how well the document covers the query's content words (stopwords dropped,
     light suffix stemming), each query word counted with a saturating term frequency
     ``tf / (tf + 0.5)``; the mean over query words is scaled so that covering every word
-    about twice gives 1.0. Text support (grounding) = the share of a claim's content words
-    found in one or two consecutive sentences of a source.
+    about twice gives 1.0. Text support (grounding) = the weighted share of a claim's words
+    (content words 1, stopwords 0.5, stemmed) found in one or two consecutive sentences of a
+    source or in the whole source (:func:`claim_support`).
 
 ``local:embedding``
     Relevance = cosine similarity of the stored dense embeddings of query and document
@@ -43,7 +44,7 @@ from eval_harness.judges.config import LocalJudgeSettings
 from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
                                           Outcome, Passage, Reflexion, as_passage)
 
-LOCAL_PROMPT_VERSION = "local-v1"  # the heuristics' version, stored like a prompt version
+LOCAL_PROMPT_VERSION = "local-v2"  # the heuristics' version, stored like a prompt version
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -112,6 +113,26 @@ def lexical_support(claim: str, window: str) -> float:
     return len(terms & set(content_terms(window))) / len(terms) if terms else 0.0
 
 
+STOPWORD_WEIGHT = 0.5  # a function word counts half: "I think", "my" are not in a source
+
+
+def claim_support(claim: str, window: str) -> float:
+    """Weighted share of the claim's words (all of them, stemmed) that occur in ``window``.
+
+    Content words weigh 1 and stopwords :data:`STOPWORD_WEIGHT`: the claim's own framing ("I
+    love", "you should") is evidence too, since a grounded sentence borrows the source's
+    wording. ``local:lexical`` grounding uses it (validated against human labels in
+    benchmarks/grounding_validation.py); 0.0 for a claim without words.
+    """
+    found = {stem(w) for w in _WORD.findall(window.lower())}
+    total = supported = 0.0
+    for word in _WORD.findall(claim.lower()):
+        weight = STOPWORD_WEIGHT if word in STOPWORDS else 1.0
+        total += weight
+        supported += weight if stem(word) in found else 0.0
+    return supported / total if total else 0.0
+
+
 def trigram_support(claim: str, window: str) -> float:
     """Share of the claim's character trigrams (multiset) that occur in ``window``."""
     grams = _trigrams(claim)
@@ -148,13 +169,18 @@ Support = Callable[[str, str], float]
 
 
 def _windows(source: str) -> list[str]:
+    """One or two consecutive sentences of the source, and the whole source."""
     parts = sentences(source) or [source]
-    return parts + [f"{a} {b}" for a, b in zip(parts, parts[1:])]
+    return parts + [f"{a} {b}" for a, b in zip(parts, parts[1:])] + [source]
+
+
+MIN_CLAIM_WORDS = 2  # "Sure!" or "Yes." asserts nothing; "I love it." does
 
 
 def claim_sentences(answer: str) -> list[str]:
-    """Sentences of the answer that assert something (at least three content words)."""
-    return [s for s in sentences(_CITATION.sub("", answer)) if len(content_words(s)) >= 3]
+    """Sentences of the answer that assert something (at least two words, some content)."""
+    return [s for s in sentences(_CITATION.sub("", answer))
+            if len(_WORD.findall(s)) >= MIN_CLAIM_WORDS and content_words(s)]
 
 
 def check_grounding_locally(answer: str, sources: Sequence[str], support: Support,
@@ -173,12 +199,14 @@ def check_grounding_locally(answer: str, sources: Sequence[str], support: Suppor
             if score > best:
                 best, best_source = score, source_number
         supported = best >= threshold
-        checks.append(ClaimCheck(claim, supported, best_source if supported else None))
+        checks.append(ClaimCheck(claim, supported, best_source if supported else None,
+                                 support=round(best, 6)))
     return Grounding(tuple(checks))
 
 
 def evaluate_answer_locally(query: str, context: Sequence[str], answer: str, support: Support,
-                            threshold: float) -> AnswerEvaluation:
+                            threshold: float, *,
+                            claim_support: Support | None = None) -> AnswerEvaluation:
     """Story 2.5's three criteria by simple rules:
 
     * relevance = support of the query by the answer, scaled so 0.8 of it counts as full;
@@ -187,7 +215,7 @@ def evaluate_answer_locally(query: str, context: Sequence[str], answer: str, sup
       the query, scaled so half of it counts as full (0.0 when the context is empty).
     """
     relevance = min(1.0, support(query, answer) / 0.8) if answer.strip() else 0.0
-    grounding = check_grounding_locally(answer, context, support, threshold)
+    grounding = check_grounding_locally(answer, context, claim_support or support, threshold)
     accuracy = grounding.supported_share if grounding.claims else 1.0
     key = sorted((s for c in context for s in sentences(c)), key=lambda s: -support(query, s))[:3]
     completeness = min(1.0, support(" ".join(key), answer) / 0.5) if key else 0.0
@@ -242,7 +270,8 @@ def reflect_locally(query: str, answer: str, reasoning: str, issues: Sequence[st
 class _LocalJudge:
     provider = "local"
     model: str
-    support: Support
+    support: Support            # relevance and completeness
+    grounding_support: Support  # a claim by a source window (grounding, accuracy)
 
     def __init__(self, settings: LocalJudgeSettings) -> None:
         self.settings = settings
@@ -268,13 +297,14 @@ class _LocalJudge:
     async def evaluate_answer(self, query: str, context: Sequence[str], answer: str, *,
                               query_id: int | None = None) -> JudgeResult[AnswerEvaluation]:
         started = time.monotonic()
-        value = evaluate_answer_locally(query, context, answer, self.support, self.threshold)
+        value = evaluate_answer_locally(query, context, answer, self.support, self.threshold,
+                                        claim_support=self.grounding_support)
         return self._result("evaluation", value, started)
 
     async def grounding(self, answer: str, sources: Sequence[str], *,
                         query_id: int | None = None) -> JudgeResult[Grounding]:
         started = time.monotonic()
-        value = check_grounding_locally(answer, sources, self.support, self.threshold)
+        value = check_grounding_locally(answer, sources, self.grounding_support, self.threshold)
         return self._result("grounding", value, started)
 
     async def reflexion(self, query: str, answer: str, reasoning: str, *,
@@ -288,6 +318,7 @@ class _LocalJudge:
 class LexicalJudge(_LocalJudge):
     model = "lexical"
     support = staticmethod(lexical_support)
+    grounding_support = staticmethod(claim_support)
 
     @property
     def threshold(self) -> float:
@@ -307,6 +338,7 @@ class LexicalJudge(_LocalJudge):
 class EmbeddingJudge(_LocalJudge):
     model = "embedding"
     support = staticmethod(trigram_support)
+    grounding_support = staticmethod(trigram_support)
 
     @property
     def threshold(self) -> float:

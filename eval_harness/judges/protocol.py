@@ -103,6 +103,7 @@ class ClaimCheck:
     claim: str
     supported: bool
     source: int | None = None
+    support: float | None = None  # a local judge's support of the claim, 0..1 (LLMs: None)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ class Grounding:
         return sum(c.supported for c in self.claims) / len(self.claims)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"claims": [{"claim": c.claim, "supported": c.supported, "source": c.source}
+        return {"claims": [{"claim": c.claim, "supported": c.supported, "source": c.source,
+                            **({} if c.support is None else {"support": c.support})}
                            for c in self.claims],
                 "supported_share": self.supported_share}
 

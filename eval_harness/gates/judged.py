@@ -1,0 +1,277 @@
+"""The two LLM-judged quality gates, built on the judge layer: grounding and answer_reward.
+
+Both use **judge 1** of :class:`~eval_harness.judges.JudgeSession` (``judges.judge1``, e.g.
+``openai:gpt-4o``). Without that provider's API key and with ``judges.fallback_to_local``
+(the default), judge 1 is ``local:lexical``: the embedded, offline, free default. Every call
+goes through the judge pipeline, so the reply cache, the budget, the retries and the
+``api_cost_log`` row of each billed call come from there; nothing here writes cost rows.
+
+grounding
+    The judge (temperature ``judges.temperatures.grounding``, 0 by default) lists the answer's
+    claims and whether the cited sources support each; score = supported claims / claims. Each
+    source is cut to ``quality_gates.grounding_source_chars`` characters first. An answer
+    without claims asserts nothing unsupported and scores 1.0 (recorded in the details).
+
+answer_reward
+    The judge scores relevance (40%), accuracy (40%) and completeness (20%) against the
+    sources cut to the prompts' 4,000 characters (not the grounding cut: completeness is
+    judged against the whole context); reward -1..+1,
+    mapped to the gates' scale by :func:`~eval_harness.gates.registry.reward_to_score`. A reward
+    below ``quality_gates.reflexion_threshold`` asks the judge for a reflexion (temperature
+    ``judges.temperatures.reflexion``); the record hook then writes, in the transaction that
+    stores the gate results: one ``evaluation_log`` row per scored evaluation, the reflexion
+    into ``episode_memory`` (once per answer id: an answer that already has one is not
+    reflected on again, so that call is not paid twice) and the answer into
+    ``regeneration_queue`` with the judge's improvement hint and issues (once; queued again
+    only when its content changed).
+
+    The reflexion's query embedding is the stored ``ground_truth.query_embedding`` of a ground
+    truth query with exactly the same text, if there is one. Otherwise it is NULL: the gate run
+    loads no embedding model (the local one is an optional extra and may be absent, and a paid
+    embedding call per reflexion is not worth it here).
+
+A judge that fails (outcome failed or unscored, an exception, the budget used up) gives a
+failed result: not passed, score None, the error in ``details["error"]``; the run itself goes
+on. When no usable reply was obtained (provider down, budget, exception) ``details["retry"]``
+is true and the next run asks again; a reply that did not parse even after the re-ask
+(unscored) is kept as it is: the cache would give the same reply again.
+
+The gate version names the judge actually used, its prompt version, temperature, maximum
+output tokens and the source cut (and, for a local judge, its support threshold), so changing
+any of them re-evaluates every answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from eval_harness.answers import Answer
+from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
+                                         reward_to_score, score_threshold)
+from eval_harness.gates.result import GateResult
+from eval_harness.judges import prompts
+from eval_harness.judges.local import LOCAL_PROMPT_VERSION
+from eval_harness.judges.protocol import JudgeResult, Outcome
+from eval_harness.judges.runner import BudgetExhausted
+from eval_harness.judges.session import JudgeSession, resolve_judge_specs
+from eval_harness.settings import Settings
+from eval_harness.store.connection import locate_store
+
+
+def gate_judge_spec(settings: Settings) -> str:
+    """The judge the LLM gates use: judge 1 after the fallback to a local judge."""
+    return resolve_judge_specs(settings)[0]
+
+
+def judged_gate_version(settings: Settings, operation: str,
+                        source_chars: int | None = None) -> str:
+    """What a judged gate's score depends on besides the answer (see the module docstring);
+    ``source_chars`` is the sources' cut (default: ``quality_gates.grounding_source_chars``)."""
+    spec = gate_judge_spec(settings)
+    judges = settings.judges
+    if spec.startswith("local:"):
+        local = judges.local
+        threshold = local.lexical_support if spec == "local:lexical" else local.trigram_support
+        judge = f"{spec} prompt={LOCAL_PROMPT_VERSION} support={threshold:g}"
+    else:
+        judge = (f"{spec} prompt={prompts.VERSIONS[operation]} "
+                 f"temperature={judges.temperatures[operation]:g} "
+                 f"max_tokens={judges.max_tokens[operation]}")
+    chars = settings.quality_gates.grounding_source_chars if source_chars is None else source_chars
+    return f"v1 judge={judge} source_chars={chars}"
+
+
+def source_texts(answer: Answer, limit: int) -> list[str]:
+    """The answer's source texts, each cut to ``limit`` characters (marked where cut)."""
+    if not isinstance(answer.sources, list):
+        raise TypeError("sources is not a JSON list")
+    return [prompts.truncate(str(source.get("text", "")), limit) for source in answer.sources]
+
+
+def _failure(gate: str, threshold: float, error: str, latency_ms: float, *,
+             retry: bool = True) -> GateResult:
+    """A failed result; ``retry``: the next run asks again (no usable reply was obtained)."""
+    return GateResult.unscored(gate, threshold, error, latency_ms=latency_ms,
+                               details={"retry": retry})
+
+
+def _judge_error(result: JudgeResult) -> str:
+    return f"judge {result.judge} {result.operation} {result.outcome.value}: {result.error}"
+
+
+def _usage(result: JudgeResult) -> dict[str, Any]:
+    return {"judge": result.judge, "prompt_version": result.prompt_version,
+            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd, "cache_hits": result.cache_hits}
+
+
+def _run(coroutine):
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise RuntimeError("the judged gates run their own event loop; call them outside one")
+
+
+@dataclass(frozen=True)
+class _JudgedGateRunner:
+    """Runs one judged gate's batch: a judge session on its own connection, answers in
+    parallel (the pipeline bounds concurrency), one result per answer, never an exception."""
+
+    settings: Settings
+    gate: str
+    session_options: dict | None = None
+
+    @property
+    def threshold(self) -> float:
+        return score_threshold(self.gate, self.settings.quality_gates.gate(self.gate))
+
+    def __call__(self, answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
+        started = perf_counter()
+        try:
+            with locate_store(self.settings).connection() as conn:
+                return _run(self._evaluate(conn, answers, run))
+        except Exception as exc:  # the store or the session failed: every answer fails
+            latency = (perf_counter() - started) * 1000.0 / max(1, len(answers))
+            return [_failure(self.gate, self.threshold, f"{type(exc).__name__}: {exc}", latency)
+                    for _ in answers]
+
+    async def _evaluate(self, conn: psycopg.Connection, answers: Sequence[Answer],
+                        run: GateRun) -> list[GateResult]:
+        async with JudgeSession(self.settings, conn, run_id=run.run_id,
+                                **(self.session_options or {})) as session:
+            context = self._context(conn, answers)
+            return list(await asyncio.gather(
+                *(self._one(session, answer, context) for answer in answers)))
+
+    def _context(self, conn: psycopg.Connection, answers: Sequence[Answer]) -> Any:
+        return None
+
+    async def _one(self, session: JudgeSession, answer: Answer, context: Any) -> GateResult:
+        started = perf_counter()
+        try:
+            return await self._score(session, answer, context, started)
+        except BudgetExhausted as exc:
+            error = f"budget: {exc}"
+        except Exception as exc:  # one bad answer must not fail the others
+            error = f"{type(exc).__name__}: {exc}"
+        return _failure(self.gate, self.threshold, error, (perf_counter() - started) * 1000.0)
+
+    async def _score(self, session: JudgeSession, answer: Answer, context: Any,
+                     started: float) -> GateResult:
+        raise NotImplementedError
+
+
+class _GroundingRunner(_JudgedGateRunner):
+    async def _score(self, session, answer, context, started):
+        sources = source_texts(answer, self.settings.quality_gates.grounding_source_chars)
+        result = await session.judge1.grounding(answer.answer, sources)
+        latency = (perf_counter() - started) * 1000.0
+        if not result.scored:
+            return _failure(GROUNDING, self.threshold, _judge_error(result), latency,
+                            retry=result.outcome is Outcome.FAILED)
+        grounding = result.value
+        share = grounding.supported_share
+        details = {**grounding.to_dict(), **_usage(result)}
+        if share is None:
+            details["note"] = "the answer makes no claim, so none is unsupported"
+        return GateResult(GROUNDING, 1.0 if share is None else share, False, self.threshold,
+                          details, latency)
+
+
+class _AnswerRewardRunner(_JudgedGateRunner):
+    def _context(self, conn, answers) -> set[str]:
+        """Answer ids that already have a reflexion: not reflected on again."""
+        rows = conn.execute("SELECT answer_id FROM episode_memory WHERE answer_id = ANY(%s)",
+                            ([a.id for a in answers],)).fetchall()
+        return {row[0] for row in rows}
+
+    async def _score(self, session, answer, reflected, started):
+        # the whole context (up to the prompts' cap): completeness needs more than 500 chars
+        sources = source_texts(answer, prompts.MAX_SOURCE_CHARS)
+        judge = session.judge1
+        result = await judge.evaluate_answer(answer.query, sources, answer.answer)
+        if not result.scored:
+            return _failure(ANSWER_REWARD, self.threshold, _judge_error(result),
+                            (perf_counter() - started) * 1000.0,
+                            retry=result.outcome is Outcome.FAILED)
+        evaluation = result.value
+        details = {**evaluation.to_dict(), **_usage(result), "model": judge.model}
+        if (evaluation.reward < self.settings.quality_gates.reflexion_threshold
+                and answer.id not in reflected):
+            reflexion = await judge.reflexion(answer.query, answer.answer, evaluation.reasoning,
+                                              issues=evaluation.issues)
+            if reflexion.scored:
+                details["reflexion"] = {**reflexion.value.to_dict(),
+                                        "prompt_version": reflexion.prompt_version}
+            else:  # the evaluation stands; the missing reflexion is reported, not invented
+                details["reflexion_error"] = _judge_error(reflexion)
+        return GateResult(ANSWER_REWARD, reward_to_score(evaluation.reward), False,
+                          self.threshold, details, (perf_counter() - started) * 1000.0)
+
+
+def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer],
+                              results: Sequence[GateResult], run: GateRun, *,
+                              reflexion_threshold: float) -> None:
+    """answer_reward's side effects, in the caller's transaction (see the module docstring)."""
+    for answer, result in zip(answers, results):
+        details = result.details
+        if result.score is None or "reward" not in details:
+            continue  # a failed evaluation has nothing to log; its error is in gate_results
+        conn.execute(
+            "INSERT INTO evaluation_log (run_id, answer_id, query, answer, reward, reasoning, "
+            "criteria, model, prompt_version, input_tokens, output_tokens, cost) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (run.run_id, answer.id, answer.query, answer.answer, details["reward"],
+             details["reasoning"], Jsonb(details["criteria"]), details["judge"],
+             details["prompt_version"], details["input_tokens"], details["output_tokens"],
+             details["cost_usd"]))
+        if details["reward"] >= reflexion_threshold:
+            continue
+        reflexion = details.get("reflexion")
+        if reflexion is not None:
+            conn.execute(
+                "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
+                "lesson, model, prompt_version) "
+                "SELECT %(id)s, %(query)s, (SELECT g.query_embedding FROM ground_truth g "
+                "WHERE g.query = %(query)s AND g.query_embedding IS NOT NULL "
+                "ORDER BY g.id LIMIT 1), %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
+                "%(version)s ON CONFLICT (answer_id) DO NOTHING",
+                {"id": answer.id, "query": answer.query, "reward": details["reward"],
+                 "problem": reflexion["problem"], "lesson": reflexion["lesson"],
+                 "model": details["judge"], "version": reflexion["prompt_version"]})
+        conn.execute(
+            "INSERT INTO regeneration_queue AS q (answer_id, content_hash, reward, "
+            "improvement_hint, issues, run_id) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (answer_id) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
+            "reward = EXCLUDED.reward, improvement_hint = EXCLUDED.improvement_hint, "
+            "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
+            "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
+            (answer.id, answer.content_hash, details["reward"], details["improvement_hint"],
+             Jsonb(list(details["issues"])), run.run_id))
+
+
+def grounding_gate(settings: Settings, *, session_options: dict | None = None) -> JudgedGate:
+    return JudgedGate(judged_gate_version(settings, "grounding"),
+                      _GroundingRunner(settings, GROUNDING, session_options))
+
+
+def answer_reward_gate(settings: Settings, *,
+                       session_options: dict | None = None) -> JudgedGate:
+    threshold = settings.quality_gates.reflexion_threshold
+
+    def record(conn, answers, results, run) -> None:
+        record_answer_evaluations(conn, answers, results, run, reflexion_threshold=threshold)
+
+    version = (f"{judged_gate_version(settings, 'evaluation', prompts.MAX_SOURCE_CHARS)} "
+               f"reflexion_below={threshold:g}")
+    return JudgedGate(version, _AnswerRewardRunner(settings, ANSWER_REWARD, session_options),
+                      record)
