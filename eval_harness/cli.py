@@ -158,9 +158,27 @@ def cmd_run(args, settings: Settings) -> int:
             counts = {k: v.value for k, v in materialization.metadata.items()
                       if isinstance(v.value, int)}
             print(f"{key}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
+    _import_sample_answers(location, settings)
     print(f"run {result.run_id} is in the Dagster run history; open the UI with "
           f"`DAGSTER_HOME={os.environ['DAGSTER_HOME']} .venv/bin/dagster dev -w workspace.yaml`")
     return EXIT_OK
+
+
+def _import_sample_answers(location, settings: Settings) -> None:
+    """Load the configured answers file (idempotent) so the quality gates have input."""
+    from psycopg import sql
+
+    from eval_harness.answers import import_configured_answers, relation_sql
+
+    with location.connection() as conn:
+        report = import_configured_answers(conn, settings)
+        if report is None:
+            return
+        latest = conn.execute(sql.SQL(
+            "SELECT max((created_at AT TIME ZONE 'UTC')::date)::text FROM {}").format(
+                relation_sql(settings.quality_gates.answers_relation))).fetchone()[0]
+    print(f"answers: {report} (from {report.path}); check them with "
+          f"`eval-harness gate --partition {latest or 'YYYY-MM-DD'}`")
 
 
 def _root_cause(error) -> str:

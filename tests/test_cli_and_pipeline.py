@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import dagster as dg
@@ -129,9 +130,17 @@ def test_assets_materialize_on_the_real_store(project, store):
 
 
 def test_run_command_runs_the_main_job(project, capsys):
+    answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
+              "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2025-03-03T10:00:00Z"}
+    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
+    with project["config"].open("a") as config:
+        config.write("quality_gates:\n  answers_file: answers.jsonl\n")
     code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
     assert code == 0, err
     assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
+    assert "answers: 1 new" in out and re.search(r"--partition \d{4}-\d{2}-\d{2}", out)
+    code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
+    assert code == 0 and "answers: 0 new, 0 updated, 1 unchanged" in out
     assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
 
 
