@@ -497,3 +497,31 @@ def test_gate_counts_agree_with_the_public_helpers(answer):
     details = citation_coverage(answer, sources(3)).details
     assert details["claim_sentences"] == len(claims)
     assert details["cited_claim_sentences"] == len(cited)
+
+
+# --- fast paths give the same answers as the general rules -----------------------------------
+
+@pytest.mark.parametrize("unit, expected", [
+    ("Does RAG reduce hallucination rates? [١]", False),   # Unicode digit: still a marker
+    ("Does RAG reduce hallucination rates?[1][2]", False),
+    ("Does RAG reduce hallucination rates? [x]", True),    # "[x]" is no marker to look past
+    ("RAG reduces hallucination rates.[1, 2]", True),
+    ("Ça réduit les hallucinations, d’après l’étude.", True),  # non-ASCII words are words
+    ("Ça réduit tout?", False),                            # 3 words and a question
+])
+def test_claim_sentence_fast_paths(unit, expected):
+    assert is_claim_sentence(unit) is expected
+
+
+def test_sentence_ends_after_markers_digits_and_abbreviations():
+    answer = ("It rose by 3.14 points [2]. Dr. Lewis agrees.[1] See No. 5 again. "
+              "Use e.g. BM25 here. It ends 2020. Done.")
+    assert split_sentences(answer) == [
+        "It rose by 3.14 points [2].", "Dr. Lewis agrees.[1]", "See No. 5 again.",
+        "Use e.g. BM25 here.", "It ends 2020.", "Done.",
+    ]
+
+
+def test_thematic_breaks_and_list_items_that_look_alike():
+    answer = "- - -\n\n- item one is here -\n\n* * *\n\n* item two is here *"
+    assert split_sentences(answer) == ["item one is here -", "item two is here *"]

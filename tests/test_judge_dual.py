@@ -90,7 +90,7 @@ def test_local_judges_fill_the_ground_truth_columns(settings, conn, dataset):
         assert len(judged) <= len(expected) + 5
         assert len(s1) == len(s2) == len(judged) and all(0.0 <= s <= 1.0 for s in s1 + s2)
         assert (m1, m2) == ("local:lexical", "local:embedding")
-        assert st1 == st2 == ["scored"] * len(judged) and versions == ["local-v2", "local-v2"]
+        assert st1 == st2 == ["scored"] * len(judged) and versions == ["local-v3", "local-v3"]
         assert kappa == pytest.approx(pair_kappa(s1, s2, threshold=0.5))
         assert run_id == summary.run_id
     assert summary.cost_usd == 0 and summary.provider_calls == 0

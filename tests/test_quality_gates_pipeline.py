@@ -305,17 +305,27 @@ def test_an_empty_window_fails_with_a_reason(store, conn):
 
 # --- the bundled sample -----------------------------------------------------------------------
 
-def test_sample_sources_are_verbatim_scifact_abstracts():
+def test_sample_sources_are_verbatim_scifact_passages():
+    """Each source is a retrieved chunk: the abstract's text at ``span``, whole sentences, no
+    longer than the grounding cut (so the grounding judge sees all of it)."""
     corpus = {}
     with open(REPO / "datasets" / "scifact" / "corpus.jsonl", encoding="utf-8") as handle:
         for line in handle:
             doc = json.loads(line)
             corpus[doc["_id"]] = doc["text"]
+    limit = load_settings(REPO / "config.yaml", environ={}).quality_gates.grounding_source_chars
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 30
     for row in rows:
         for source in row["sources"]:
-            assert source["text"] == corpus[source["id"]], (row["id"], source["id"])
+            where = (row["id"], source["id"])
+            abstract = corpus[source["id"]]
+            start, end = source["span"]
+            assert source["text"] == abstract[start:end] and source["text"] in abstract, where
+            assert 0 < len(source["text"]) <= limit, where
+            assert start == 0 or abstract[start - 2:start - 1] in ".?!", where  # ". " before
+            assert source["text"].endswith((".", "?", "!", ")")), where
+            assert end == len(abstract) or abstract[end].isspace(), where
 
 
 @pytest.fixture
@@ -335,9 +345,18 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
                                 resources=resources, raise_on_error=False)
         outcomes[day] = {e.check_name: e for e in result.get_asset_check_evaluations()}
     good, bad = outcomes["2025-03-03"], outcomes["2025-03-04"]
+    # grounding runs on judge 1, here local:lexical (no API key); datasets/answers/README.md
     assert {name: e.passed for name, e in good.items()} == {"format_compliance": True,
                                                           "citation_coverage": True,
+                                                          "grounding": True,
                                                           "answer_reward": True}
+    grounding = {key: value.value for key, value in good["grounding"].metadata.items()}
+    # 9 of 10: sa-0303-09 states what its source does not say (score 0 of 2 claims)
+    assert (grounding["passed_answers"], grounding["pass_rate"]) == (9, 0.9)
+    assert grounding["summary"]["failing_answer_ids"] == ["sa-0303-09"]
+    # 2025-03-05, where grounding fails: tests/test_quality_gates_llm.py (one run per day and
+    # gate version, since the test store is shared)
+    assert not bad["grounding"].passed
     fmt = bad["format_compliance"]
     assert not fmt.passed and fmt.severity == dg.AssetCheckSeverity.ERROR
     assert fmt.partition == "2025-03-04"

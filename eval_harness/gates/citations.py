@@ -120,15 +120,22 @@ def _sentence_pattern() -> re.Pattern[str]:
         r"|(?<!\b[A-Za-z]\.[A-Za-z]\.)(?<!\b(?:[A-Za-z]{2}\.[A-Za-z]|[A-Za-z]\.[A-Za-z]{2})\.)"
         r"(?<!\b[A-Za-z]{2}\.[A-Za-z]{2}\.))"
         r"(?<!\b[A-Z]\.)")
-    # Is this stop a sentence end? The cheap shape test runs before the look-behinds.
-    is_end = rf"(?={stop})(?=\.{not_abbreviation}|[!?…])"
-    # Runs without a stop are eaten whole; at each stop the end test runs once.
-    return re.compile(rf"\S[^.!?…]*+(?:(?!{is_end})[.!?…][^.!?…]*+)*+(?:{stop}|$)")
+    # Is this stop a sentence end? A cheap necessary condition for `stop` (no lowercase letter
+    # or whitespace up to the first whitespace, no lowercase letter after it) runs first. The
+    # look-behinds only run when a letter precedes the "."; every one of them needs a letter
+    # there, and most sentence ends follow a citation marker or a digit instead.
+    could_end = r"(?=[.!?…]++[^\sa-zß-öø-ÿ]*\s+[^\sa-zß-öø-ÿ])"
+    is_end = rf"{could_end}(?=\.(?:(?<![^\W\d_]\.)|{not_abbreviation})|[!?…]){stop}"
+    # Runs without a stop are eaten whole. The loop over stops is lazy so that the end test
+    # runs once at each stop and, when it holds, the end is consumed right away.
+    return re.compile(rf"\S[^.!?…]*+(?:[.!?…][^.!?…]*+)*?(?:{is_end}|$)")
 
 
 _SENTENCE = _sentence_pattern()
 _TRAILING_CLOSERS = " \t\"'”’)*_"
-_ENOUGH_WORDS: dict[int, re.Pattern[str]] = {}
+# Every character that trailing closers and (ASCII) citation markers are made of.
+_TRAILING_CLOSER_OR_MARKER_CHARS = _TRAILING_CLOSERS + "[]0123456789-–,;"
+_ENOUGH_WORDS: dict[tuple[int, bool], re.Pattern[str]] = {}
 
 
 class ParsedAnswer(NamedTuple):
@@ -156,7 +163,8 @@ def parse_answer(markdown: str) -> ParsedAnswer:
     """
     unclosed: tuple[int, ...] = ()
     text = markdown
-    if "```" in text or "~~~" in text:
+    # a one-character search is a memchr, several times faster than a search for "```"
+    if ("`" in text and "```" in text) or ("~" in text and "~~~" in text):
         source = "\n" + text
         pieces = []
         end = 0
@@ -235,8 +243,8 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
     if not isinstance(answer, str):
         raise TypeError(f"Gate {GATE_NAME!r}: the answer must be a Markdown string, "
                         f"got {type(answer).__name__}.")
-    enough_words = _enough_words(min_claim_words).match
     parsed = parse_answer(answer)
+    enough_words = _enough_words(min_claim_words, ascii_text=parsed.text.isascii()).match
     source_count = len(sources)
     cited_numbers = parsed.cited_numbers
     invalid = (sorted(n for n in cited_numbers if n < 1 or n > source_count)
@@ -276,21 +284,36 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
                       latency_ms=(perf_counter() - started) * 1000.0)
 
 
-def _enough_words(min_words: int) -> re.Pattern[str]:
-    """A regex whose ``match`` succeeds on text with at least ``min_words`` words."""
-    pattern = _ENOUGH_WORDS.get(min_words)
+def _enough_words(min_words: int, *, ascii_text: bool = False) -> re.Pattern[str]:
+    """A regex whose ``match`` succeeds on text with at least ``min_words`` words.
+
+    With ``ascii_text`` the regex is only valid for ASCII text, where it is about twice as fast:
+    ASCII ranges compile to a bitmap, while the Unicode classes test each character's category.
+    """
+    key = (min_words, ascii_text)
+    pattern = _ENOUGH_WORDS.get(key)
     if pattern is None:
         if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
             raise ValueError(f"min_claim_words must be a positive integer, got {min_words!r}.")
-        # possessive runs, so that a word is never re-split into shorter words
-        pattern = re.compile(rf"(?:[\W\d_]*+[^\W\d_][\w'’-]*+){{{min_words}}}")
-        _ENOUGH_WORDS[min_words] = pattern
+        # gap, then a word's first letter, then the rest of it; the same classes in ASCII
+        gap, letter, rest = ((r"[^A-Za-z]", "[A-Za-z]", r"[\w'-]") if ascii_text
+                             else (r"[\W\d_]", r"[^\W\d_]", r"[\w'’-]"))
+        # Possessive runs, so that a word is never re-split into shorter words; the last word
+        # is found by its first letter alone.
+        pattern = re.compile(rf"(?:{gap}*+{letter}{rest}*+){{{min_words - 1}}}{gap}*+{letter}",
+                             re.ASCII if ascii_text else 0)
+        _ENOUGH_WORDS[key] = pattern
     return pattern
 
 
 def _is_statement(unit: str) -> bool:
     """Not a question and not a lead-in: the last stop, trailing markers aside, is no ? or :."""
     if unit[-1] == ".":  # the common case: nothing to look through
+        return True
+    # Next most common, "A claim.[1]": stripping every closer or marker character removes at
+    # least what the exact loop below removes, so if that leaves no "?" or ":" at the end,
+    # neither would the loop. ASCII only, because a marker's digits may be any decimal digit.
+    if unit.isascii() and not unit.rstrip(_TRAILING_CLOSER_OR_MARKER_CHARS).endswith(("?", ":")):
         return True
     tail = unit.rstrip(_TRAILING_CLOSERS)
     while tail.endswith("]"):  # look through trailing markers: "Is it? [1]"
@@ -306,10 +329,11 @@ def _units(text: str) -> list[str]:
     open_lines: list[str] = []  # lines of the open paragraph or list item
     in_item = False             # whether open_lines are a list item (one unit, not split)
     header_candidate = False    # the last unit is a table row that may be a header row
+    quoted = ">" in text        # most answers have no blockquote: skip the test per line
 
     for line in text.split("\n"):
         line = line.strip()
-        if line[:1] == ">":
+        if quoted and line[:1] == ">":
             line = line.lstrip("> \t")  # blockquote markers, nested ones included
         if not line:
             if open_lines:
@@ -338,7 +362,8 @@ def _units(text: str) -> list[str]:
         if first in "=-" and open_lines and not in_item and _SETEXT_UNDERLINE.match(line):
             open_lines = []  # the paragraph was a setext heading
         elif ((first == "#" and _HEADING.match(line))
-              or (first in "-*_" and _THEMATIC_BREAK.match(line))):
+              or (first in "-*_" and line[-1] == first  # a break ends as it starts
+                  and _THEMATIC_BREAK.match(line))):
             if open_lines:
                 _close(units, open_lines, in_item)
                 open_lines, in_item = [], False

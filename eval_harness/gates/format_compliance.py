@@ -70,7 +70,7 @@ def format_compliance(answer: str, *,
     for block in _EMPTY_BLOCK.finditer(lined):
         kind = EMPTY_HEADING if block.group("heading") else EMPTY_LIST_ITEM
         found.append((kind, lined.count("\n", 0, block.start() + 1), {}))
-    if "](" in masked:
+    if ")" in masked and "](" in masked:  # one-character search first: it is a memchr
         for link in _EMPTY_LINK.finditer(masked):
             found.append((EMPTY_LINK, _line_of(masked, link.start()), {}))
     # distinct integers are exactly 1..k when the smallest is 1 and the largest is k
@@ -98,8 +98,9 @@ def _non_sequential_citations(masked: str,
     run = 0
     while run + 1 in cited:
         run += 1
+    outside_run = {n for n in cited if n < 1 or n > run}
     for marker in CITATION_PATTERN.finditer(masked):
-        if any(n < 1 or n > run for n in marker_numbers(marker.group(1))):
+        if not outside_run.isdisjoint(marker_numbers(marker.group(1))):
             break
     missing = [n for n in range(1, max(cited) + 1) if n not in cited]
     return (NON_SEQUENTIAL_CITATIONS, _line_of(masked, marker.start()),

@@ -44,13 +44,14 @@ from eval_harness.judges.config import LocalJudgeSettings
 from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
                                           Outcome, Passage, Reflexion, as_passage)
 
-LOCAL_PROMPT_VERSION = "local-v2"  # the heuristics' version, stored like a prompt version
+LOCAL_PROMPT_VERSION = "local-v3"  # the heuristics' version, stored like a prompt version
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _CITATION = re.compile(r"\s*\[(\d+)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _MARKUP = re.compile(r"^\s*(?:#+|[-*+>]|\d+[.)])\s+")
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before
 being below between both but by can could did do does doing down during each few for from
@@ -178,8 +179,14 @@ MIN_CLAIM_WORDS = 2  # "Sure!" or "Yes." asserts nothing; "I love it." does
 
 
 def claim_sentences(answer: str) -> list[str]:
-    """Sentences of the answer that assert something (at least two words, some content)."""
-    return [s for s in sentences(_CITATION.sub("", answer))
+    """Sentences of the answer that assert something (at least two words, some content).
+
+    Markdown headings ("## Short answer") are left out: a heading names a section and asserts
+    nothing, as in the citation_coverage gate.
+    """
+    prose = "\n".join(line for line in _CITATION.sub("", answer).splitlines()
+                      if not _HEADING.match(line))
+    return [s for s in sentences(prose)
             if len(_WORD.findall(s)) >= MIN_CLAIM_WORDS and content_words(s)]
 
 
