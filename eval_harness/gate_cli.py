@@ -139,9 +139,20 @@ def cmd_gate(args, settings: Settings) -> int:
     except psycopg.Error as exc:
         raise _cli_error(f"the quality gates failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
-    # One report object feeds every output; a --junit-xml writer would take it as well.
+    # One report object feeds every output.
     print(report.to_json() if args.json else format_gate_table(report))
+    _write_ci_outputs(report, args)
     return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def _write_ci_outputs(report, args) -> None:
+    from eval_harness.gates.ci_output import junit_xml, markdown_summary
+    from eval_harness.reports import write_report
+
+    for path, render in ((args.junit_xml, junit_xml), (args.summary, markdown_summary)):
+        if path:
+            target = Path(path).resolve()
+            write_report(target.parent, target.name, render(report))
 
 
 def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -163,4 +174,8 @@ def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
                              "with timezone), across days, without Dagster")
     gate.add_argument("--json", action="store_true",
                       help="print one JSON object with every check and the failing answer ids")
+    gate.add_argument("--junit-xml", metavar="FILE",
+                      help="also write JUnit XML: one test case per check, failures with figures")
+    gate.add_argument("--summary", metavar="FILE",
+                      help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
     gate.set_defaults(func=cmd_gate)

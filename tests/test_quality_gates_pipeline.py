@@ -469,3 +469,25 @@ def test_gate_command_exits_2_on_bad_config_or_unreachable_store(project, capsys
     monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
     code, _, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-03")
     assert code == 2 and "Cannot connect to the store" in err and "Traceback" not in err
+
+
+def test_gate_writes_junit_xml_and_markdown_summary(project, capsys, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    assert run_cli(capsys, "--config", project, "answers", "import", SAMPLE)[0] == 0
+    junit, summary = tmp_path / "ci" / "gates.xml", tmp_path / "ci" / "summary.md"
+    code, out, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-04",
+                             "--json", "--junit-xml", junit, "--summary", summary)
+    assert code == 1, err
+    report = json.loads(out)
+    suite = ET.parse(junit).getroot()
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert set(cases) == {check["gate"] for check in report["checks"]}
+    assert suite.get("tests") == str(len(cases))
+    failed = {name for name, case in cases.items() if case.find("failure") is not None}
+    assert failed == set(report["failed_blocking"]) == {"format_compliance", "citation_coverage"}
+    failure_text = cases["citation_coverage"].find("failure").text
+    assert "pass rate 0.700" in failure_text and "sa-0304-07" in failure_text
+    text = summary.read_text()
+    assert text.startswith("### Quality gates: FAIL")
+    assert "| citation_coverage | **FAIL** | yes | 0.700 |" in text
