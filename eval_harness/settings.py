@@ -121,6 +121,8 @@ class Settings:
     quality_gates: QualityGateSettings = QualityGateSettings()
     history_duckdb_path: Path = Path(".eval-harness/history.duckdb")
     dagster_home: Path = Path(".eval-harness/dagster")
+    nightly_cron: str = "0 2 * * *"      # dagster.nightly.cron: when nightly_job runs
+    nightly_timezone: str = "UTC"        # dagster.nightly.timezone
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     judges: JudgeSettings = JudgeSettings()
@@ -344,6 +346,12 @@ def load_settings(config_path: Path | str | None = None,
     history = _section(raw, "history")
     pgdata = env.get("EVAL_HARNESS_PGDATA") or store.get("embedded_pgdata", ".eval-harness/pgdata")
     dagster_home = env.get("DAGSTER_HOME") or dagster.get("home", ".eval-harness/dagster")
+    nightly = dagster.get("nightly") or {}
+    if not isinstance(nightly, Mapping):
+        raise ConfigError("config.yaml: 'dagster.nightly' must be a mapping (cron, timezone).")
+    cron = str(nightly.get("cron", "0 2 * * *"))
+    if len(cron.split()) != 5:
+        raise ConfigError(f"config.yaml: 'dagster.nightly.cron' must have five fields, got {cron!r}.")
     return Settings(
         config_path=path.resolve() if path.is_file() else None,
         root=root,
@@ -360,6 +368,8 @@ def load_settings(config_path: Path | str | None = None,
         history_duckdb_path=(root / str(history.get("duckdb_path",
                                                     ".eval-harness/history.duckdb"))).resolve(),
         dagster_home=(root / str(dagster_home)).resolve(),
+        nightly_cron=cron,
+        nightly_timezone=str(nightly.get("timezone", "UTC")),
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         judges=parse_judge_settings(_section(raw, "judges"), env),

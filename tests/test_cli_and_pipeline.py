@@ -157,3 +157,25 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
                            "--name", project["name"])
     assert code == 2
     assert "pip install torch==2.13.0 -e '.[local-embeddings]'" in err
+
+
+def test_nightly_schedules_resolve_to_their_jobs():
+    from datetime import datetime, timezone
+
+    from pipelines.definitions import NIGHTLY_JOB, defs
+
+    nightly = defs.resolve_schedule_def("nightly")
+    assert nightly.job_name == NIGHTLY_JOB and nightly.cron_schedule == "0 2 * * *"
+    assert nightly.execution_timezone == "UTC"
+    job_assets = {k.to_user_string() for k in
+                  defs.resolve_job_def(NIGHTLY_JOB).asset_layer.executable_asset_keys}
+    assert {"corpus", "ground_truth", "retrieval_report", "dual_judge_scores",
+            "judge_agreement", "calibration_grid", "calibrated_weights"} <= job_assets
+    assert "answers" not in job_assets
+    gates = defs.resolve_schedule_def("nightly_quality_gates")
+    assert gates.job_name == "quality_gate_job"
+    context = dg.build_schedule_context(
+        repository_def=defs.get_repository_def(),
+        scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc))
+    requests = list(gates.evaluate_tick(context).run_requests)
+    assert [r.partition_key for r in requests] == ["2026-11-21"]  # yesterday's answers
