@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from eval_harness.calibrate_cli import add_calibrate_command
+from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.datasets import DatasetError
 from eval_harness.embeddings import EmbedderUnavailable, make_embedder
 from eval_harness.judges.cli import add_judge_command
@@ -188,17 +189,6 @@ def _root_cause(error) -> str:
     lines = error.message.strip().splitlines()
     text = lines[0] if lines else error.cls_name or "unknown error"
     return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
-
-
-def prepare_dagster_home(settings: Settings) -> Path:
-    """Point DAGSTER_HOME at the project-local folder (unless set) and give it a dagster.yaml."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home)))
-    home.mkdir(parents=True, exist_ok=True)
-    instance_yaml = home / "dagster.yaml"
-    if not instance_yaml.exists():
-        instance_yaml.write_text("# Created by eval-harness. Runs stay on this machine.\n"
-                                 "telemetry:\n  enabled: false\n", encoding="utf-8")
-    return home
 
 
 def build_parser() -> argparse.ArgumentParser:

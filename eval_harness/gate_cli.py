@@ -87,7 +87,8 @@ def run_gate_job(settings: Settings, day: date, gates):
     from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from assets.resources import default_resources
     from eval_harness.answers import TimeWindow
-    from eval_harness.cli import _root_cause, prepare_dagster_home
+    from eval_harness.cli import _root_cause
+    from eval_harness.dagster_home import prepare_dagster_home
     from eval_harness.gates.report import GateReport, GateSummary
 
     prepare_dagster_home(settings)

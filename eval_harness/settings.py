@@ -123,6 +123,8 @@ class Settings:
     dagster_home: Path = Path(".eval-harness/dagster")
     nightly_cron: str = "0 2 * * *"      # dagster.nightly.cron: when nightly_job runs
     nightly_timezone: str = "UTC"        # dagster.nightly.timezone
+    # DAGSTER_POSTGRES_URL: Dagster's own storage in Postgres (shared run history)
+    dagster_postgres_url: str | None = field(default=None, repr=False)
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     judges: JudgeSettings = JudgeSettings()
@@ -370,6 +372,7 @@ def load_settings(config_path: Path | str | None = None,
         dagster_home=(root / str(dagster_home)).resolve(),
         nightly_cron=cron,
         nightly_timezone=str(nightly.get("timezone", "UTC")),
+        dagster_postgres_url=env.get("DAGSTER_POSTGRES_URL") or None,
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         judges=parse_judge_settings(_section(raw, "judges"), env),
