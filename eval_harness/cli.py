@@ -15,6 +15,7 @@ from pathlib import Path
 from eval_harness.calibrate_cli import add_calibrate_command
 from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.datasets import DatasetError
+from eval_harness.doctor import add_doctor_command
 from eval_harness.embeddings import EmbedderUnavailable, make_embedder
 from eval_harness.judges.cli import add_judge_command
 from eval_harness.gate_cli import add_gate_commands
@@ -233,13 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_calibrate_command(sub)
     add_judge_command(sub)
     add_gate_commands(sub)
+    add_doctor_command(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(args.config)
+        # doctor loads the config itself: a bad one is one of its FAIL lines
+        own = getattr(args, "loads_own_settings", False)
+        settings = None if own else load_settings(args.config)
         return args.func(args, settings)
     except (CliError, ConfigError, DatasetError, EmbedderUnavailable, StoreUnavailable,
             MigrationError, LookupError, ValueError) as exc:

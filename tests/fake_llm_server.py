@@ -20,6 +20,7 @@ Behaviour is configurable per test:
   answers each of the judges' prompts plausibly and deterministically;
 * batch endpoints of both APIs (create, poll, results), ``batch_polls`` polls before a batch
   ends and ``batch_errors`` requests of each batch reported as errored.
+* ``GET /v1/models`` of both APIs (the doctor's probe); scripted faults apply to it too.
 """
 
 from __future__ import annotations
@@ -316,6 +317,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._anthropic_batch_retrieve(m.group(1))
         if m := re.fullmatch(r"/v1/batches/([^/]+)", path):
             return self._openai_batch_retrieve(m.group(1))
+        if path == "/v1/models":
+            return self._models()
         if m := re.fullmatch(r"/v1/files/([^/]+)/content", path):
             return self._send(200, self.fake._files[m.group(1)],
                               content_type="application/octet-stream")
@@ -355,8 +358,12 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "bad_json":
             record.status = 200
             return self._send(200, b"<html>upstream proxy error</html>")
+        record.status = ERROR_STATUS[fault.kind]
+        self._send_fault(api, fault)
+
+    def _send_fault(self, api: str, fault: Fault) -> None:
+        fake = self.fake
         status = ERROR_STATUS[fault.kind]
-        record.status = status
         headers = {}
         if status == 429 or fault.retry_after is not None:
             headers["retry-after"] = f"{fault.retry_after or fake.retry_after:g}"
@@ -371,6 +378,30 @@ class _Handler(BaseHTTPRequestHandler):
             payload = {"error": {"message": message, "type": "server_error" if status >= 500
                                  else "invalid_request_error", "code": fault.kind}}
         self._send(status, payload, headers=headers)
+
+    # -- models list (the doctor's cheap reachability probe) -----------------------------
+
+    def _models(self) -> None:
+        """``GET /v1/models`` of either API (told apart by ``anthropic-version``); scripted
+        status faults apply to it like to chat requests."""
+        fake = self.fake
+        api = "anthropic" if self.headers.get("anthropic-version") else "openai"
+        record = Recorded("models", "GET", self.path, self._headers(), None)
+        fault = fake._next_fault("models", "")
+        record.fault = None if fault is None else fault.kind
+        record.status = ERROR_STATUS.get(fault.kind, 200) if fault is not None else 200
+        fake._record(record)
+        if fault is not None and fault.kind in ERROR_STATUS:
+            return self._send_fault(api, fault)
+        if api == "anthropic":
+            models = [{"type": "model", "id": m, "display_name": m,
+                       "created_at": "2025-01-01T00:00:00Z"}
+                      for m in ("claude-haiku-4-5", "claude-sonnet-4-5")]
+            return self._send(200, {"data": models, "has_more": False,
+                                    "first_id": models[0]["id"], "last_id": models[-1]["id"]})
+        self._send(200, {"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+            for m in ("gpt-4o", "gpt-4o-mini")]})
 
     # -- Anthropic Message Batches ------------------------------------------------------
 

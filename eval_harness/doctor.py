@@ -1,0 +1,359 @@
+"""``eval-harness doctor``: is this installation ready to run? One line per check.
+
+    ok    config       /work/main/config.yaml
+    ok    store        embedded PostgreSQL with pgvector in ... (PostgreSQL 18.3)
+    ok    pgvector     extension vector 0.8.1 installed
+    warn  migrations   3 of 4 applied; pending: 0004_gate_results.sql: run `eval-harness migrate`
+    ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact
+    ok    judge1       openai:gpt-4o: OPENAI_API_KEY set
+    warn  judge2       anthropic:claude-haiku-4-5: ANTHROPIC_API_KEY not set: falls back to ...
+    ok    local        local:embedding: offline, no key or network needed
+    ok    openai       reachable at https://api.openai.com/v1, key accepted (0.31 s)
+
+Exit 0 when no check FAILs (warnings allowed), else 1. A bad config is a FAIL line, not an
+error. The doctor only reads: it never applies migrations or writes the store (its session
+is read-only). API keys are reported as set or not set and never shown; the reachability
+probe (one models-list request per provider with a key, skipped with ``--offline``) maps
+every error to one sanitised line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
+
+import psycopg
+
+from eval_harness.judges.config import JudgeSettings
+from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.retry import sanitize
+from eval_harness.judges.session import KEY_VARIABLES, JudgeUnavailable, resolve_judge_specs
+from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.store.connection import StoreUnavailable, locate_store, redact_url
+from eval_harness.store.migrate import MigrationError, available_migrations
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
+PROBE_TIMEOUT_SECONDS = 5.0
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1",
+                     "anthropic": "https://api.anthropic.com"}
+EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str   # ok | warn | FAIL | skip
+    name: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<5} {self.name:<12} {self.detail}"
+
+
+# -- the store -------------------------------------------------------------------------
+
+
+def _scrub_database_url(text: str, settings: Settings) -> str:
+    """``text`` without the store password, however the driver chose to quote the URL."""
+    if settings.database_url:
+        text = text.replace(settings.database_url, redact_url(settings.database_url))
+    text = redact_url(text)
+    return re.sub(r"(?i)(password\s*=\s*)\S+", r"\1***", text)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _exists(conn: psycopg.Connection, relation: str) -> bool:
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()[0]
+
+
+def check_pgvector(conn: psycopg.Connection) -> Check:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row:
+        return Check(OK, "pgvector", f"extension vector {row[0]} installed")
+    available = conn.execute("SELECT default_version FROM pg_available_extensions "
+                             "WHERE name = 'vector'").fetchone()
+    if available:
+        return Check(WARN, "pgvector", f"available ({available[0]}) but not installed in this "
+                     "database: run `eval-harness migrate`")
+    return Check(FAIL, "pgvector", "this PostgreSQL server has no pgvector extension: install "
+                 "pgvector on it, or unset DATABASE_URL to use the embedded server")
+
+
+def check_migrations(conn: psycopg.Connection) -> Check:
+    """Applied vs available migrations; reads ``schema_migrations`` and applies nothing."""
+    try:
+        available = available_migrations()
+    except MigrationError as exc:
+        return Check(FAIL, "migrations", str(exc))
+    applied: dict[int, str] = {}
+    if _exists(conn, "schema_migrations"):
+        applied = dict(conn.execute("SELECT version, checksum FROM schema_migrations"))
+    changed = [m.name for m in available if m.version in applied
+               and applied[m.version] != m.checksum]
+    pending = [m.name for m in available if m.version not in applied]
+    unknown = sorted(set(applied) - {m.version for m in available})
+    if changed:
+        return Check(FAIL, "migrations", f"{changed[0]} was changed after it was applied: "
+                     "restore it and add a new numbered migration instead")
+    if unknown:
+        return Check(WARN, "migrations", "the store has migrations this version does not know "
+                     f"({', '.join(f'{v:04d}' for v in unknown)}): upgrade eval-harness")
+    if pending:
+        return Check(WARN, "migrations", f"{len(available) - len(pending)} of {len(available)} "
+                     f"applied; pending: {', '.join(pending)}: run `eval-harness migrate`")
+    return Check(OK, "migrations", f"{len(available)} of {len(available)} applied "
+                 f"(latest {available[-1].name})" if available else "none to apply")
+
+
+def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
+    """Configured vs ingested datasets; the default one must be both."""
+    configured = ", ".join(sorted(settings.datasets)) or "none"
+    default = settings.default_dataset
+    if default not in settings.datasets:
+        return Check(FAIL, "datasets", f"default_dataset '{default}' is not configured under "
+                     f"datasets: in config.yaml (configured: {configured})")
+    if not _exists(conn, "datasets") or not _exists(conn, "l2_insights"):
+        return Check(WARN, "datasets", "cannot tell which datasets are ingested before the "
+                     "schema is migrated: run `eval-harness migrate`")
+    documents = dict(conn.execute(
+        "SELECT d.name, count(i.id) FROM datasets d LEFT JOIN l2_insights i "
+        "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
+    ingested = ", ".join(f"{name} ({n} documents)" for name, n in documents.items()) or "none"
+    if not documents.get(default):
+        return Check(WARN, "datasets", f"default dataset '{default}' is not ingested: run "
+                     f"`eval-harness run` (configured: {configured}; ingested: {ingested})")
+    return Check(OK, "datasets", f"default '{default}' ingested; configured: {configured}; "
+                 f"ingested: {ingested}")
+
+
+def store_checks(settings: Settings) -> Iterator[Check]:
+    """Reachability, pgvector, migrations and datasets, on one read-only connection."""
+    try:
+        location = locate_store(settings)
+        conn = location.connect(autocommit=True)
+    except (StoreUnavailable, psycopg.Error) as exc:
+        # psycopg may quote a malformed URL back, password included
+        yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
+        for name in ("pgvector", "migrations", "datasets"):
+            yield Check(SKIP, name, "the store is unreachable")
+        return
+    with conn:
+        try:
+            conn.execute("SET default_transaction_read_only = on")
+            version = conn.execute("SHOW server_version").fetchone()[0].split()[0]
+        except psycopg.Error as exc:
+            yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
+            return
+        yield Check(OK, "store", f"{location.description} (PostgreSQL {version})")
+        for name, check in (("pgvector", check_pgvector), ("migrations", check_migrations),
+                            ("datasets", lambda c: check_datasets(c, settings))):
+            try:
+                yield check(conn)
+            except psycopg.Error as exc:  # e.g. permission denied on a table
+                yield Check(FAIL, name, _scrub_database_url(_first_line(exc), settings))
+
+
+# -- the judges ------------------------------------------------------------------------
+
+
+def _api_key(settings: Settings, provider: str) -> str | None:
+    return {"openai": settings.openai_api_key,
+            "anthropic": settings.anthropic_api_key}.get(provider)
+
+
+def _base_url(settings: Settings, provider: str) -> str:
+    given = {"openai": settings.openai_base_url,
+             "anthropic": settings.anthropic_base_url}.get(provider)
+    return given or DEFAULT_BASE_URLS[provider]
+
+
+@contextmanager
+def _quiet_judge_notices() -> Iterator[None]:
+    """The doctor prints fallbacks as its own lines; keep the session's notice off stderr."""
+    logger = logging.getLogger("eval_harness.judges")
+    was_disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = was_disabled
+
+
+def effective_judges(settings: Settings) -> dict[str, str | None]:
+    """The judge each slot will use, by the session's own fallback rules; ``None`` for a
+    slot that cannot be built (its key is missing and fallback is off)."""
+    config: JudgeSettings = settings.judges
+    try:
+        with _quiet_judge_notices():
+            judge1, judge2, _ = resolve_judge_specs(settings)
+        return {"judge1": judge1, "judge2": judge2}
+    except JudgeUnavailable:
+        return {slot: spec if spec.startswith("local:") or _api_key(settings, spec.split(":")[0])
+                else None for slot, spec in (("judge1", config.judge1), ("judge2", config.judge2))}
+
+
+def check_judge_key(settings: Settings, slot: str, effective: str | None) -> Check:
+    """Whether the key a judge needs is set (never any part of its value) and priced."""
+    spec = getattr(settings.judges, slot)
+    provider, model = spec.split(":", 1)
+    if provider == "local":
+        return Check(OK, slot, f"{spec}: no key needed")
+    variable = KEY_VARIABLES[provider]
+    if _api_key(settings, provider):
+        try:
+            PriceTable(settings.judges.prices).require(model, spec)
+        except LookupError as exc:
+            return Check(FAIL, slot, f"{spec}: {variable} set, but {exc}")
+        return Check(OK, slot, f"{spec}: {variable} set")
+    if effective is not None:
+        return Check(WARN, slot, f"{spec}: {variable} not set: falls back to {effective}")
+    return Check(FAIL, slot, f"{spec}: {variable} not set and judges.fallback_to_local is "
+                 f"false: set {variable} or choose a local judge (judges.{slot}: local:lexical)")
+
+
+async def _list_models(provider: str, key: str, base_url: str, timeout: float) -> None:
+    """One cheap authenticated request (a models list), no retries."""
+    if provider == "anthropic":
+        from anthropic import AsyncAnthropic
+
+        client = AsyncAnthropic(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+        try:
+            await client.models.list(limit=1)
+        finally:
+            await client.close()
+        return
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+    try:
+        await client.models.list()
+    finally:
+        await client.close()
+
+
+def _provider_message(exc: Exception) -> str:
+    """The provider's own error message when the body carries one, else the first line."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return _first_line(exc)
+
+
+def _probe_failure(provider: str, exc: Exception, where: str, timeout: float,
+                   secrets: tuple[str | None, ...]) -> Check:
+    """One sanitised line for a failed probe: rejected keys FAIL, busy providers warn."""
+    import anthropic
+    import openai
+
+    message = sanitize(_provider_message(exc), secrets)[:160]
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        variable = KEY_VARIABLES[provider]
+        seen = f"HTTP {status} from {where}: {message}"
+        if status in (401, 403):
+            return Check(FAIL, provider, f"{variable} was rejected ({seen}): check the key")
+        if status == 404:
+            return Check(WARN, provider, f"{seen}: the server offers no models list; "
+                         "chat requests were not tried")
+        if status == 429 or status >= 500:
+            return Check(WARN, provider, f"{seen}: reachable but busy or failing; try later")
+        return Check(FAIL, provider, seen)
+    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
+        return Check(FAIL, provider, f"no answer from {where} within {timeout:g} s")
+    if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        return Check(FAIL, provider, f"cannot connect to {where}: {message}")
+    return Check(FAIL, provider, f"{where}: {type(exc).__name__}: {message}")
+
+
+def check_provider_reachable(settings: Settings, provider: str,
+                             timeout: float = PROBE_TIMEOUT_SECONDS) -> Check:
+    key = _api_key(settings, provider)
+    base_url = _base_url(settings, provider)
+    where = redact_url(base_url)
+    secrets = (settings.openai_api_key, settings.anthropic_api_key)
+    started = time.monotonic()
+    try:
+        asyncio.run(_list_models(provider, key or "", base_url, timeout))
+    except Exception as exc:  # every SDK or transport error becomes one line
+        return _probe_failure(provider, exc, where, timeout, secrets)
+    return Check(OK, provider, f"reachable at {where}, key accepted "
+                 f"({time.monotonic() - started:.2f} s)")
+
+
+def judge_checks(settings: Settings, *, offline: bool,
+                 timeout: float = PROBE_TIMEOUT_SECONDS) -> Iterator[Check]:
+    effective = effective_judges(settings)
+    for slot in ("judge1", "judge2"):
+        yield check_judge_key(settings, slot, effective[slot])
+    used = [spec for spec in dict.fromkeys(effective.values()) if spec is not None]
+    local = [spec for spec in used if spec.startswith("local:")]
+    if local:
+        yield Check(OK, "local", f"{', '.join(local)}: offline, no key or network needed")
+    for provider in dict.fromkeys(spec.split(":")[0] for spec in used if spec not in local):
+        if offline:
+            yield Check(SKIP, provider, "network check skipped (--offline)")
+        else:
+            yield check_provider_reachable(settings, provider, timeout)
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+def diagnose(config_path: str | None = None, environ: Mapping[str, str] | None = None, *,
+             offline: bool = False,
+             probe_timeout: float = PROBE_TIMEOUT_SECONDS) -> Iterator[Check]:
+    """Every check in order; later checks are skipped when the config does not load."""
+    try:
+        settings = load_settings(config_path, environ)
+    except ConfigError as exc:
+        yield Check(FAIL, "config", str(exc))
+        return
+    yield Check(OK, "config", str(settings.config_path) if settings.config_path
+                else "no config.yaml found: defaults apply")
+    yield from store_checks(settings)
+    yield from judge_checks(settings, offline=offline, timeout=probe_timeout)
+
+
+def run_doctor(config_path: str | None = None, environ: Mapping[str, str] | None = None, *,
+               offline: bool = False, probe_timeout: float = PROBE_TIMEOUT_SECONDS,
+               write: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+    """Print one line per check; 0 when none FAILed, else 1."""
+    failed = False
+    for check in diagnose(config_path, environ, offline=offline, probe_timeout=probe_timeout):
+        write(check.line())
+        failed = failed or check.status == FAIL
+    return EXIT_UNHEALTHY if failed else EXIT_HEALTHY
+
+
+def cmd_doctor(args, settings: Settings | None = None) -> int:
+    return run_doctor(args.config, offline=args.offline, probe_timeout=args.timeout)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def add_doctor_command(subparsers) -> None:
+    doctor = subparsers.add_parser(
+        "doctor", help="check config, store, schema, datasets, judge keys and providers")
+    doctor.add_argument("--offline", action="store_true",
+                        help="skip the providers' network checks")
+    doctor.add_argument("--timeout", type=_positive_seconds, default=PROBE_TIMEOUT_SECONDS,
+                        help=f"seconds per provider check (default {PROBE_TIMEOUT_SECONDS:g})")
+    # The doctor loads the config itself, so a bad one is a FAIL line rather than exit 2.
+    doctor.set_defaults(func=cmd_doctor, loads_own_settings=True)
