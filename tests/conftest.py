@@ -52,6 +52,15 @@ def store(server_url) -> StoreLocation:
             sql.Identifier(dbname)))
 
 
+@pytest.fixture(scope="session")
+def server():
+    """The fake LLM HTTP server (tests/fake_llm_server.py), shared; tests reset() it."""
+    from fake_llm_server import FakeLLMServer
+
+    with FakeLLMServer() as fake:
+        yield fake
+
+
 @pytest.fixture
 def conn(store):
     with store.connection() as connection:

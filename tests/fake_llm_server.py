@@ -101,18 +101,14 @@ class FakeLLMServer:
                  retry_after: float = 1.0, batch_polls: int = 1, batch_errors: int = 0,
                  echo_auth_on_error: bool = False,
                  fault_rule: Callable[[str, str], str | None] | None = None) -> None:
-        self.latency = latency
-        self.rpm_limit = rpm_limit
-        self.burst = (rpm_limit or 0) / 60.0 * burst_seconds
-        self.fault_rate = fault_rate
-        self.fault_kinds = fault_kinds
-        self.responder = responder or default_reply
-        self.hang_seconds = hang_seconds
-        self.retry_after = retry_after
-        self.batch_polls = batch_polls
-        self.batch_errors = batch_errors
-        self.echo_auth_on_error = echo_auth_on_error
-        self.fault_rule = fault_rule
+        # reset() restores these, so one server can be shared by many tests
+        self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
+                           burst=(rpm_limit or 0) / 60.0 * burst_seconds, fault_rate=fault_rate,
+                           fault_kinds=fault_kinds, responder=responder or default_reply,
+                           hang_seconds=hang_seconds, retry_after=retry_after,
+                           batch_polls=batch_polls, batch_errors=batch_errors,
+                           echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule)
+        self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -179,11 +175,12 @@ class FakeLLMServer:
         return len(self.chat_records())
 
     def reset(self) -> None:
+        """Forget requests and queued faults; every knob back to its constructor value."""
         with self._lock:
             self.records.clear()
             self._faults.clear()
             self.max_in_flight = 0
-            self.fault_rule = None
+            self.__dict__.update(self._knobs)
 
     # -- decisions (called from handler threads) ----------------------------------------
 

@@ -16,7 +16,6 @@ from eval_harness.cli import main
 from eval_harness.doctor import run_doctor
 from eval_harness.store import StoreLocation
 from eval_harness.store.migrate import available_migrations
-from fake_llm_server import FakeLLMServer
 
 OPENAI_KEY = "sk-doctor-OPENAI-7f3e9a1c5b2d"
 ANTHROPIC_KEY = "sk-ant-doctor-ANTHROPIC-4c8e2a6f0b9d"
@@ -76,12 +75,6 @@ def empty_db(server_url):
     yield StoreLocation(psycopg.conninfo.make_conninfo(server_url, dbname=name), name)
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as fake:
-        yield fake
 
 
 @pytest.fixture

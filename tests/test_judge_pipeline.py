@@ -24,12 +24,6 @@ from fake_llm_server import MALFORMED_REPLY, FakeLLMServer, FakeTime, Fault, jud
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as fake:
-        yield fake
-
-
 @pytest.fixture
 def fake(server):
     server.reset()

@@ -24,16 +24,10 @@ from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, build_gates, 
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.judges.config import RetrySettings
 from eval_harness.settings import GateSettings
-from fake_llm_server import FakeLLMServer, default_reply, judge_settings
+from fake_llm_server import default_reply, judge_settings
 
 POOR = "POOR-ANSWER"
 _days = iter(date(2024, 8, 1) + timedelta(days=i) for i in range(60))
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as fake:
-        yield fake
 
 
 @pytest.fixture
