@@ -13,9 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
+from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
 
-EXIT_OK, EXIT_FAILED = 0, 1  # as in eval_harness.cli (which imports this module)
 
 
 def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +37,6 @@ def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_calibrate(args, settings: Settings) -> int:
     from eval_harness.calibration_history import HistoryUnavailable
-    from eval_harness.cli import CliError
     from eval_harness.calibration_run import calibrate_with_settings, format_table
     from eval_harness.store import open_store
     from eval_harness.trec_runs import write_trec_runs

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from eval_harness.calibrate_cli import add_calibrate_command
+from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError, root_cause
 from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.datasets import DatasetError
 from eval_harness.doctor import add_doctor_command
@@ -22,13 +23,6 @@ from eval_harness.gate_cli import add_gate_commands
 from eval_harness.review_cli import add_review_commands
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
-
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one sentence, exit code 2."""
-
 
 def _embedder_factory(settings: Settings, model: str | None = None):
     return lambda: make_embedder(model or settings.embedder_model,
@@ -147,7 +141,7 @@ def cmd_run(args, settings: Settings) -> int:
         result = defs.resolve_job_def(MAIN_JOB).execute_in_process(
             instance=instance, run_config=run_config, raise_on_error=False)
     if not result.success:
-        failures = [_root_cause(e.event_specific_data.error)
+        failures = [root_cause(e.event_specific_data.error)
                     for e in result.all_events if e.is_step_failure]
         raise CliError(f"the main job failed: {failures[0] if failures else 'see the Dagster logs'}")
     for event in result.get_asset_materialization_events():
@@ -181,15 +175,6 @@ def _import_sample_answers(location, settings: Settings) -> None:
                 relation_sql(settings.quality_gates.answers_relation))).fetchone()[0]
     print(f"answers: {report} (from {report.path}); check them with "
           f"`eval-harness gate --partition {latest or 'YYYY-MM-DD'}`")
-
-
-def _root_cause(error) -> str:
-    """The innermost cause of a Dagster step failure, as one line."""
-    while error.cause is not None:
-        error = error.cause
-    lines = error.message.strip().splitlines()
-    text = lines[0] if lines else error.cls_name or "unknown error"
-    return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
 
 
 def build_parser() -> argparse.ArgumentParser:

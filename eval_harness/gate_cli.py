@@ -19,17 +19,11 @@ from pathlib import Path
 
 import psycopg
 
+from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
-EXIT_OK, EXIT_FAILED = 0, 1
 _EXPECTED_CHECK_FAILURE = "DagsterAssetCheckFailedError"  # a blocking check failed: exit 1
-
-
-def _cli_error(message: str) -> Exception:
-    from eval_harness.cli import CliError  # cli imports this module: import late
-
-    return CliError(message)
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
@@ -41,7 +35,7 @@ def cmd_answers_import(args, settings: Settings) -> int:
         with location.connection() as conn:
             report = import_answers(conn, Path(args.file), relation=relation)
     except psycopg.Error as exc:
-        raise _cli_error(f"importing {args.file} failed in the store: "
+        raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
     print(f"answers from {report.path} into '{relation}': {report}")
     return EXIT_OK
@@ -56,10 +50,10 @@ def parse_since(text: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise _cli_error(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
+        raise CliError(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
                          "timestamp (e.g. 2025-03-03T12:00:00Z).") from None
     if moment.tzinfo is None:
-        raise _cli_error(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
+        raise CliError(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
     return moment
 
 
@@ -70,13 +64,13 @@ def _partition_day(text: str | None, settings: Settings) -> date:
     try:
         day = date.fromisoformat(text)
     except ValueError:
-        raise _cli_error(f"--partition {text!r} is not a date YYYY-MM-DD.") from None
+        raise CliError(f"--partition {text!r} is not a date YYYY-MM-DD.") from None
     start = settings.quality_gates.partition_start
     if day < start:
-        raise _cli_error(f"--partition {day} is before quality_gates.partition_start ({start}): "
+        raise CliError(f"--partition {day} is before quality_gates.partition_start ({start}): "
                          f"gate it with --since {day}, or move partition_start back.")
     if day > today:
-        raise _cli_error(f"--partition {day} is in the future (today is {today}, UTC).")
+        raise CliError(f"--partition {day} is in the future (today is {today}, UTC).")
     return day
 
 
@@ -87,7 +81,6 @@ def run_gate_job(settings: Settings, day: date, gates):
     from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from assets.resources import default_resources
     from eval_harness.answers import TimeWindow
-    from eval_harness.cli import _root_cause
     from eval_harness.dagster_home import prepare_dagster_home
     from eval_harness.gates.report import GateReport, GateSummary
 
@@ -107,13 +100,13 @@ def run_gate_job(settings: Settings, day: date, gates):
         if event.is_step_failure:
             error = event.event_specific_data.error
             if error.cls_name != _EXPECTED_CHECK_FAILURE:
-                raise _cli_error(f"the quality-gate job failed: {_root_cause(error)}")
+                raise CliError(f"the quality-gate job failed: {root_cause(error)}")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     summaries = []
     for gate in gates:
         evaluation = evaluations.get(gate.name)
         if evaluation is None:
-            raise _cli_error(f"the quality-gate job did not run the {gate.name} check; "
+            raise CliError(f"the quality-gate job did not run the {gate.name} check; "
                              "see the Dagster run history.")
         summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
     return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)
@@ -127,7 +120,7 @@ def cmd_gate(args, settings: Settings) -> int:
 
     gates = configured_gates(settings)  # a configuration error stops here, exit 2
     if not gates:
-        raise _cli_error("every quality gate is disabled in config.yaml (quality_gates.gates).")
+        raise CliError("every quality gate is disabled in config.yaml (quality_gates.gates).")
     since = parse_since(args.since) if args.since else None
     day = None if since else _partition_day(args.partition, settings)
     location = open_store(settings)  # an unreachable store stops here, exit 2
@@ -138,7 +131,7 @@ def cmd_gate(args, settings: Settings) -> int:
         else:
             report = run_gate_job(settings, day, gates)
     except psycopg.Error as exc:
-        raise _cli_error(f"the quality gates failed in the store: "
+        raise CliError(f"the quality gates failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
     # One report object feeds every output.
     print(report.to_json() if args.json else format_gate_table(report))

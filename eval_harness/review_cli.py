@@ -10,10 +10,10 @@ import argparse
 import json
 from pathlib import Path
 
+from eval_harness.cli_common import EXIT_FAILED, EXIT_OK
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def cmd_review_export(args, settings: Settings) -> int:

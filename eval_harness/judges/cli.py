@@ -13,9 +13,8 @@ import argparse
 import json
 import sys
 
+from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
-
-EXIT_OK, EXIT_FAILED = 0, 1  # as in eval_harness.cli (which imports this module)
 
 
 def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +42,6 @@ def _positive(text: str) -> int:
 def cmd_judge(args, settings: Settings) -> int:
     from tqdm import tqdm
 
-    from eval_harness.cli import CliError
     from eval_harness.judges.dual import judge_dataset
     from eval_harness.judges.pricing import MissingPrice
     from eval_harness.judges.session import JudgeUnavailable
