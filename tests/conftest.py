@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -36,20 +37,35 @@ def server_url(tmp_path_factory) -> str:
     return url
 
 
+@contextmanager
+def scratch_database(server_url: str, prefix: str):
+    """A new, empty database on the test server, dropped afterwards; yields its location."""
+    dbname = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    try:
+        yield StoreLocation(_with_dbname(server_url, dbname),
+                            f"test database {dbname} on {redact_url(server_url)}")
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dbname)))
+
+
 @pytest.fixture(scope="session")
 def store(server_url) -> StoreLocation:
     """A freshly created, migrated database for this test session."""
-    dbname = f"eh_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-    location = StoreLocation(_with_dbname(server_url, dbname),
-                             f"test database {dbname} on {redact_url(server_url)}")
-    with location.connection() as conn:
-        migrate(conn)
-    yield location
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(dbname)))
+    with scratch_database(server_url, "eh_test") as location:
+        with location.connection() as conn:
+            migrate(conn)
+        yield location
+
+
+@pytest.fixture
+def empty_database(server_url) -> StoreLocation:
+    """An empty, unmigrated database (for migration and doctor tests)."""
+    with scratch_database(server_url, "eh_empty") as location:
+        yield location
 
 
 @pytest.fixture(scope="session")

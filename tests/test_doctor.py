@@ -8,13 +8,10 @@ from __future__ import annotations
 import socket
 import uuid
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from eval_harness.cli import main
 from eval_harness.doctor import run_doctor
-from eval_harness.store import StoreLocation
 from eval_harness.store.migrate import available_migrations
 
 OPENAI_KEY = "sk-doctor-OPENAI-7f3e9a1c5b2d"
@@ -67,17 +64,6 @@ def ingested(store):
 
 
 @pytest.fixture
-def empty_db(server_url):
-    """An empty, unmigrated database."""
-    name = f"eh_doc_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield StoreLocation(psycopg.conninfo.make_conninfo(server_url, dbname=name), name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture
 def fake(server):
     server.reset()
     server.echo_auth_on_error = False
@@ -104,8 +90,8 @@ def test_all_ok_on_the_test_store_with_local_judges(ingested, tmp_path):
     assert f"{DATASET} (1 documents)" in line(lines, "datasets")
 
 
-def test_pending_migrations_are_reported_and_not_applied(empty_db, tmp_path):
-    code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": empty_db.url})
+def test_pending_migrations_are_reported_and_not_applied(empty_database, tmp_path):
+    code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": empty_database.url})
     assert code == 0  # warnings only
     migrations = line(lines, "migrations")
     assert migrations.startswith("warn") and "run `eval-harness migrate`" in migrations
@@ -113,7 +99,7 @@ def test_pending_migrations_are_reported_and_not_applied(empty_db, tmp_path):
     assert available_migrations()[0].name in migrations
     assert line(lines, "pgvector").startswith("warn")
     assert line(lines, "datasets").startswith("warn")
-    with empty_db.connection() as conn:  # the doctor only looked
+    with empty_database.connection() as conn:  # the doctor only looked
         assert conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'"
                             ).fetchone()[0] == 0

@@ -6,13 +6,11 @@ import json
 import threading
 import uuid
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from beir_factory import write_beir
 from eval_harness.datasets import DatasetError
-from eval_harness.store import MigrationError, StoreLocation, migrate
+from eval_harness.store import MigrationError, migrate
 from eval_harness.store import ingest as ingest_module
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.migrate import available_migrations
@@ -35,19 +33,8 @@ def counts(conn, name):
                         {"n": name}).fetchone()
 
 
-@pytest.fixture
-def fresh_db(server_url):
-    """An empty, unmigrated database (for migration tests)."""
-    name = f"eh_mig_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield StoreLocation(psycopg.conninfo.make_conninfo(server_url, dbname=name), name)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def test_migrations_apply_once_and_are_idempotent(fresh_db):
-    with fresh_db.connection() as conn:
+def test_migrations_apply_once_and_are_idempotent(empty_database):
+    with empty_database.connection() as conn:
         first = migrate(conn)
         second = migrate(conn)
         recorded = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
@@ -56,12 +43,12 @@ def test_migrations_apply_once_and_are_idempotent(fresh_db):
     assert recorded == len(first)
 
 
-def test_concurrent_migrations_apply_each_file_once(fresh_db):
+def test_concurrent_migrations_apply_each_file_once(empty_database):
     results, errors = [], []
 
     def worker():
         try:
-            with fresh_db.connection() as conn:
+            with empty_database.connection() as conn:
                 results.append(migrate(conn))
         except Exception as exc:  # collected and asserted below
             errors.append(exc)
@@ -76,8 +63,8 @@ def test_concurrent_migrations_apply_each_file_once(fresh_db):
     assert sorted(applied) == [m.name for m in available_migrations()]
 
 
-def test_edited_migration_is_refused(fresh_db):
-    with fresh_db.connection() as conn:
+def test_edited_migration_is_refused(empty_database):
+    with empty_database.connection() as conn:
         migrate(conn)
         conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")
         conn.commit()
