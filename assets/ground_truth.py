@@ -6,7 +6,7 @@ from typing import Optional
 import dagster as dg
 
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.embeddings import make_embedder
+from eval_harness.embeddings import embedder_factory
 from eval_harness.store.ingest import ingest_beir
 
 GROUP = "ground_truth"
@@ -33,9 +33,7 @@ def ingested_dataset(context: dg.AssetExecutionContext, config: IngestConfig,
         report = ingest_beir(
             conn, dataset.path, name=dataset.name, language=dataset.language, split=dataset.split,
             embeddings=dataset.embeddings,
-            embedder_factory=lambda: make_embedder(
-                cfg.embedder_model, provider=cfg.embedder_provider,
-                openai_api_key=cfg.openai_api_key, openai_base_url=cfg.openai_base_url))
+            embedder_factory=embedder_factory(cfg))
     yield dg.MaterializeResult(asset_key="corpus", metadata={
         "dataset": dataset.name, "language": dataset.language,
         "documents_new": report.documents.inserted, "documents_updated": report.documents.updated,

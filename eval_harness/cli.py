@@ -17,19 +17,12 @@ from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError, root_cause
 from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.datasets import DatasetError
 from eval_harness.doctor import add_doctor_command
-from eval_harness.embeddings import EmbedderUnavailable, make_embedder
+from eval_harness.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.judges.cli import add_judge_command
 from eval_harness.gate_cli import add_gate_commands
 from eval_harness.review_cli import add_review_commands
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
-
-def _embedder_factory(settings: Settings, model: str | None = None):
-    return lambda: make_embedder(model or settings.embedder_model,
-                                 provider=settings.embedder_provider,
-                                 openai_api_key=settings.openai_api_key,
-                                 openai_base_url=settings.openai_base_url)
-
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -49,7 +42,7 @@ def cmd_ingest(args, settings: Settings) -> int:
     print(f"store: {location.description}")
     with location.connection() as conn:
         report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
-                             split=args.split, embedder_factory=_embedder_factory(settings),
+                             split=args.split, embedder_factory=embedder_factory(settings),
                              embeddings=args.embeddings)
     print(f"dataset '{report.dataset}': documents {report.documents}; "
           f"queries {report.queries}; embeddings {report.embeddings}")
@@ -71,7 +64,7 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
         return None
     model = dataset_info(conn, dataset).embedding_model
     try:
-        embedder = _embedder_factory(settings, model)()
+        embedder = embedder_factory(settings, model)()
     except EmbedderUnavailable as exc:
         raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
     return embedder.embed([text])[0]

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from eval_harness.settings import Settings
 
 EMBEDDINGS_FILE = "embeddings.npz"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -145,3 +148,11 @@ def make_embedder(model: str, *, provider: str = "auto", openai_api_key: str | N
     if provider == "openai":
         return OpenAIEmbedder(model, api_key=openai_api_key, base_url=openai_base_url)
     raise EmbedderUnavailable(f"Unknown embedder '{provider}' (use local, openai or auto).")
+
+
+def embedder_factory(settings: "Settings", model: str | None = None) -> Callable[[], Embedder]:
+    """A deferred :func:`make_embedder` for the configured provider (built only when needed)."""
+    return lambda: make_embedder(model or settings.embedder_model,
+                                 provider=settings.embedder_provider,
+                                 openai_api_key=settings.openai_api_key,
+                                 openai_base_url=settings.openai_base_url)
