@@ -97,10 +97,16 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame, settings: EvalSettings) -> dg
     severity = dg.AssetCheckSeverity.ERROR if verdict == "failure" else dg.AssetCheckSeverity.WARN
     return dg.AssetCheckResult(
         passed=verdict == "full_success", severity=severity,
-        description=verdict_sentence(verdict, p_at_5, bands),
+        description=verdict_sentence(verdict, p_at_5, bands, _ceiling(calibration_grid)),
         metadata={"p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
                   "full_success": bands.full_success, "partial_success": bands.partial_success,
                   "semantic_weight": float(calibrated_row(calibration_grid)["semantic_weight"])})
+
+
+def _ceiling(grid: pd.DataFrame) -> Optional[float]:
+    """The P@5 ceiling of the ground truth, when the grid carries it."""
+    value = calibrated_row(grid).get("p_at_5_ceiling")
+    return None if value is None or pd.isna(value) else float(value)
 
 
 calibration_job = dg.define_asset_job(  # upstream: ingest (a no-op on unchanged data)

@@ -81,7 +81,13 @@ def build_answers_asset(partitions: dg.PartitionsDefinition) -> dg.AssetsDefinit
                          f"answer(s) in {run.seconds:.2f} s")
         metadata = {"window_start": window.start.isoformat(), "window_end": window.end.isoformat(),
                     "answers_evaluated_now": run.answers_read, "seconds": run.seconds}
-        for gate in gates:
+        with store.location().connection() as conn:  # pass rates: the UI plots them per day
+            summaries = summarize_gates(conn, window, gates,
+                                        relation=cfg.quality_gates.answers_relation,
+                                        run_id=context.run_id)
+        metadata["answers"] = summaries[0].answers if summaries else 0
+        for gate, summary in zip(gates, summaries):
+            metadata[f"{gate.name}_pass_rate"] = _number(summary.pass_rate)
             metadata[f"{gate.name}_evaluated_now"] = run.evaluated.get(gate.name, 0)
             metadata[f"{gate.name}_unscored_now"] = run.unscored.get(gate.name, 0)
         return dg.MaterializeResult(metadata=metadata)

@@ -22,7 +22,7 @@ use each judge's own scores, never the overridden labels, so they measure the ju
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -246,6 +246,23 @@ def kappa_gate(*, lower_bound: float | None, kappa: float | None, floor: float, 
     return KappaGate(True, lower_bound, kappa, floor, n_scored,
                      f"The lower {level} bound of pooled kappa is {_fmt(lower_bound)} "
                      f"(kappa {_fmt(kappa)}), at or above the floor {floor:.2f}.")
+
+
+def stand_in_note(configured: tuple[str, str], used: tuple[Sequence[str], Sequence[str]]
+                  ) -> str | None:
+    """Why the labels say nothing about the configured judges, or ``None``.
+
+    A slot is a stand-in when it is configured with an API judge but every label it wrote
+    came from a local judge (its API key was unset and ``judges.fallback_to_local`` swapped
+    one in). Agreement of stand-ins is no evidence about the judges that were configured.
+    """
+    swapped = [f"{', '.join(models)} for {spec}" for spec, models in zip(configured, used)
+               if not spec.startswith("local:") and models
+               and all(m.startswith("local:") for m in models)]
+    if not swapped:
+        return None
+    return ("the labels come from local stand-ins (" + "; ".join(swapped) + ") because the "
+            "API keys are unset")
 
 
 def dataset_agreement(conn: psycopg.Connection, dataset: str,

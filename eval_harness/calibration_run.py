@@ -303,15 +303,23 @@ def summary_lines(result: CalibrationResult) -> list[str]:
         lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
                      f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
                      f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
-    lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands))
+    lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
+                                  result.p_at_5_ceiling))
     return lines
 
 
-def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands) -> str:
+def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands,
+                     ceiling: float | None = None) -> str:
+    """The verdict in one sentence; with the P@5 ``ceiling`` of the ground truth, a band
+    that no ranking can reach is said too (e.g. one relevant document per query)."""
     label = VERDICT_LABELS[verdict].upper()
-    return (f"Verdict: {label} (P@5 {p_at_5:.4f} at the calibrated weights; full success "
+    text = (f"Verdict: {label} (P@5 {p_at_5:.4f} at the calibrated weights; full success "
             f">= {bands.full_success:g}, partial success >= {bands.partial_success:g}): "
             f"{VERDICT_MEANING[verdict]}")
+    if ceiling is not None and verdict != "full_success" and ceiling < bands.full_success:
+        text += (f". Even a perfect ranking reaches only P@5 {ceiling:.4f} on this ground "
+                 "truth (too few relevant documents per query), so these bands do not fit it")
+    return text
 
 
 def _same(a: float, b: float) -> bool:

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from eval_harness.calibrate_cli import add_calibrate_command
-from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError, root_cause
-from eval_harness.dagster_home import prepare_dagster_home
+from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError
 from eval_harness.datasets import DatasetError
 from eval_harness.doctor import add_doctor_command
 from eval_harness.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.judges.cli import add_judge_command
 from eval_harness.gate_cli import add_gate_commands
 from eval_harness.review_cli import add_review_commands
+from eval_harness.run_cli import add_run_command
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 
@@ -114,62 +113,6 @@ def cmd_report(args, settings: Settings) -> int:
     return EXIT_OK
 
 
-def cmd_run(args, settings: Settings) -> int:
-    """Materialize the main job in-process, with run history in the project DAGSTER_HOME."""
-    prepare_dagster_home(settings)
-    import dagster as dg
-
-    from pipelines.definitions import MAIN_JOB, defs
-
-    if args.config:  # the job's resources read the same config file
-        os.environ["EVAL_HARNESS_CONFIG"] = str(Path(args.config).resolve())
-    dataset = args.dataset or settings.default_dataset
-    settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
-    location = open_store(settings)
-    print(f"store: {location.description}")
-    run_config = {"ops": {"ingested_dataset": {"config": {"dataset": dataset}},
-                          "retrieval_report_asset": {"config": {"dataset": dataset}}}}
-    run_config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
-    with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def(MAIN_JOB).execute_in_process(
-            instance=instance, run_config=run_config, raise_on_error=False)
-    if not result.success:
-        failures = [root_cause(e.event_specific_data.error)
-                    for e in result.all_events if e.is_step_failure]
-        raise CliError(f"the main job failed: {failures[0] if failures else 'see the Dagster logs'}")
-    for event in result.get_asset_materialization_events():
-        materialization = event.step_materialization_data.materialization
-        key = materialization.asset_key.to_user_string()
-        if key == "retrieval_report":
-            print(materialization.metadata["report"].value.strip("`\n"))
-            print(f"\nreport: {materialization.metadata['report_path'].value}")
-        else:
-            counts = {k: v.value for k, v in materialization.metadata.items()
-                      if isinstance(v.value, int)}
-            print(f"{key}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()))
-    _import_sample_answers(location, settings)
-    print(f"run {result.run_id} is in the Dagster run history; open the UI with "
-          f"`DAGSTER_HOME={os.environ['DAGSTER_HOME']} .venv/bin/dagster dev -w workspace.yaml`")
-    return EXIT_OK
-
-
-def _import_sample_answers(location, settings: Settings) -> None:
-    """Load the configured answers file (idempotent) so the quality gates have input."""
-    from psycopg import sql
-
-    from eval_harness.answers import import_configured_answers, relation_sql
-
-    with location.connection() as conn:
-        report = import_configured_answers(conn, settings)
-        if report is None:
-            return
-        latest = conn.execute(sql.SQL(
-            "SELECT max((created_at AT TIME ZONE 'UTC')::date)::text FROM {}").format(
-                relation_sql(settings.quality_gates.answers_relation))).fetchone()[0]
-    print(f"answers: {report} (from {report.path}); check them with "
-          f"`eval-harness gate --partition {latest or 'YYYY-MM-DD'}`")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eval-harness", description=(
         "Offline evaluation and calibration harness for RAG systems on Postgres + pgvector."))
@@ -177,9 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "EVAL_HARNESS_CONFIG)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the main job (ingest + retrieval report) via Dagster")
-    run.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
-    run.set_defaults(func=cmd_run)
+    add_run_command(sub)
 
     migrate = sub.add_parser("migrate", help="apply pending schema migrations")
     migrate.set_defaults(func=cmd_migrate)

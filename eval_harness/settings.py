@@ -49,6 +49,10 @@ class AgreementSettings:
     relevance_threshold: float = 0.5      # a score strictly above it is "relevant"
     bootstrap_resamples: int = 2000       # resamples of the query bootstrap interval
     confidence: float = 0.95              # level of that interval
+    # When the labels come from local stand-ins for configured API judges (their keys are
+    # unset), a failed gate warns ("warn") instead of blocking ("block"): agreement of the
+    # stand-ins says nothing about the judges that were configured.
+    stand_in_judges: str = "warn"
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,10 @@ def _agreement(raw: Mapping[str, Any]) -> AgreementSettings:
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise ConfigError(
             "config.yaml: 'agreement.bootstrap_resamples' must be a positive integer.")
-    return AgreementSettings(floor, disagreement, relevance, resamples, confidence)
+    stand_in = section.get("stand_in_judges", defaults.stand_in_judges)
+    if stand_in not in ("warn", "block"):
+        raise ConfigError("config.yaml: 'agreement.stand_in_judges' must be warn or block.")
+    return AgreementSettings(floor, disagreement, relevance, resamples, confidence, stand_in)
 
 
 def _calibration(raw: Mapping[str, Any]) -> CalibrationSettings:

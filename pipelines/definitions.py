@@ -6,7 +6,8 @@ from datetime import timedelta, timezone
 
 import dagster as dg
 
-from assets import agreement, calibration, ground_truth, judging, quality_gates, retrieval
+from assets import (agreement, calibration, ground_truth, judging, quality_gates, reports,
+                    retrieval)
 from assets.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 from eval_harness.settings import load_settings
 
@@ -17,15 +18,18 @@ main_job = dg.define_asset_job(
     selection=dg.AssetSelection.all() - dg.AssetSelection.groups(agreement.GROUP)
     - dg.AssetSelection.groups(calibration.GROUP)  # calibration_job: it rewrites config.yaml
     - dg.AssetSelection.groups(quality_gates.GROUP)  # partitioned: quality_gate_job
-    - dg.AssetSelection.groups(judging.GROUP),  # may call paid APIs: judging_job
+    - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
+    - dg.AssetSelection.groups(reports.GROUP),
     description="Ingest the default dataset and report retrieval quality at the configured weights.")
 
 NIGHTLY_JOB = "nightly_job"
 
-# Everything except the partitioned answers: ingest -> retrieval report; ground truth ->
-# judges -> agreement (blocking kappa check) -> calibration (P@5 verdict check).
+# Everything except the partitioned answers and the report: ingest -> retrieval report;
+# ground truth -> judges -> agreement (blocking kappa check) -> calibration (P@5 verdict
+# check). The report follows every nightly run, failed or not, through a sensor.
 nightly_job = dg.define_asset_job(
-    NIGHTLY_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(quality_gates.GROUP),
+    NIGHTLY_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(quality_gates.GROUP)
+    - dg.AssetSelection.groups(reports.GROUP),
     description="The nightly pipeline: ingest, retrieval report, dual judges, agreement gate, "
                 "calibration and the P@5 verdict.")
 
@@ -54,8 +58,11 @@ defs = dg.Definitions.merge(
     calibration.defs,
     quality_gates.defs,
     judging.defs,
+    reports.defs,
     dg.Definitions(jobs=[main_job, nightly_job],
                    schedules=[nightly_schedule, quality_gate_schedule],
+                   sensors=reports.report_sensors(nightly_job),
                    resources=default_resources()),
-    dg.Definitions(resources={DUCKDB_IO_MANAGER_KEY: duckdb_io_manager()}),
+    dg.Definitions(resources={DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(
+        str(_settings.history_duckdb_path))}),
 )

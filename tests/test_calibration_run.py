@@ -507,3 +507,44 @@ def test_agreement_check_gates_calibration(tmp_path, store, corpus, kappa_floor,
     assert kappa_check.passed is calibrated
     assert ("calibration_grid" in materialized) is calibrated
     assert result.success is calibrated
+
+
+@pytest.mark.parametrize("stand_in_judges, calibrated", [("warn", True), ("block", False)])
+def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
+        tmp_path, store, corpus, monkeypatch, stand_in_judges, calibrated):
+    """API judges without keys fall back to local ones; their failed kappa gate warns (the
+    stand-ins' agreement says nothing about the configured judges) unless told to block."""
+    from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from assets.judging import dual_judge_scores
+
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
+                     "EVAL_HARNESS_JUDGE2"):
+        monkeypatch.delenv(variable, raising=False)
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    config.write_text(config.read_text().replace("kappa_floor: 0.70", "kappa_floor: 1.0")
+                      .replace("agreement:\n", f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
+                      + "\njudges:\n  judge1: openai:gpt-4o\n  judge2: anthropic:claude-haiku-4-5\n")
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
+    result = dg.materialize(
+        [dual_judge_scores, judge_agreement, kappa_lower_bound_above_floor, calibration_grid,
+         calibrated_weights, p_at_5_verdict], resources=resources, raise_on_error=False)
+    materialized = {e.step_materialization_data.materialization.asset_key.to_user_string()
+                    for e in result.get_asset_materialization_events()}
+    kappa_check = [c for c in result.get_asset_check_evaluations()
+                   if c.check_name == "kappa_lower_bound_above_floor"][0]
+    assert kappa_check.passed is False
+    assert "local:lexical for openai:gpt-4o" in kappa_check.metadata["stand_in_judges"].value
+    expected = dg.AssetCheckSeverity.WARN if calibrated else dg.AssetCheckSeverity.ERROR
+    assert kappa_check.severity == expected
+    assert ("calibration_grid" in materialized) is calibrated
+
+
+def test_verdict_sentence_names_an_unreachable_band():
+    from eval_harness.calibration_run import VerdictBands, verdict_sentence
+
+    bands = VerdictBands(0.75, 0.70)
+    low_ceiling = verdict_sentence("failure", 0.17, bands, ceiling=0.226)
+    assert "perfect ranking reaches only P@5 0.2260" in low_ceiling
+    assert "perfect ranking" not in verdict_sentence("failure", 0.17, bands, ceiling=0.9)
+    assert "perfect ranking" not in verdict_sentence("failure", 0.17, bands)

@@ -1,0 +1,213 @@
+"""``eval-harness run``: the whole graph in-process, then the report.
+
+Steps, each a Dagster run in the project's DAGSTER_HOME (so the UI shows them in its run
+history): ``nightly_job`` (ingest, retrieval report, dual judges, agreement with its kappa
+check, calibration with the P@5 verdict); the configured answers file is imported; then
+``quality_gate_job`` for every day that file covers (or the latest day with answers); then
+``report_job``. A failed check does not stop the later steps, and neither does a failed
+step: what ran is kept and the report says what is missing. Exit code: 0 when every step
+ran (checks are reported, and with ``--strict`` a failed blocking check exits 1), 2 when a
+step could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.dagster_home import prepare_dagster_home
+from eval_harness.settings import Settings
+from eval_harness.store import StoreLocation, open_store
+
+CHECK_FAILED_ERROR = "DagsterAssetCheckFailedError"  # a blocking check failed, not a crash
+
+
+@dataclass
+class CheckLine:
+    name: str
+    partition: str | None
+    passed: bool
+    blocking: bool  # failed with ERROR severity (a warning check fails with WARN)
+    description: str
+
+    def format(self) -> str:
+        status = "PASS" if self.passed else ("FAIL" if self.blocking else "WARN")
+        where = f" [{self.partition}]" if self.partition else ""
+        return f"  {status:<4}  {self.name}{where}: {self.description}"
+
+
+@dataclass
+class RunOutcome:
+    """What the steps of one ``eval-harness run`` did."""
+
+    run_ids: list[str] = field(default_factory=list)
+    checks: list[CheckLine] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # steps that could not run
+
+    @property
+    def blocking_failures(self) -> list[CheckLine]:
+        return [c for c in self.checks if not c.passed and c.blocking]
+
+
+def add_run_command(sub) -> None:
+    run = sub.add_parser(
+        "run", help="run the whole pipeline (ingest, judges, agreement, calibration, quality "
+                    "gates) via Dagster and write the report")
+    run.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    run.add_argument("--strict", action="store_true",
+                     help="exit 1 when a blocking check fails (default: report it, exit 0)")
+    run.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    # The definitions read config.yaml when imported (schedules, gate partitions), so the
+    # file must be chosen before the import below.
+    if args.config:
+        os.environ["EVAL_HARNESS_CONFIG"] = str(Path(args.config).resolve())
+    prepare_dagster_home(settings)
+    import dagster as dg
+
+    from assets.quality_gates import QUALITY_GATE_JOB
+    from assets.reports import REPORT_JOB
+    from pipelines.definitions import NIGHTLY_JOB, defs
+
+    dataset = args.dataset or settings.default_dataset
+    settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    outcome = RunOutcome()
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+    def execute(job: str, step: str, ops: dict, partition: str | None = None):
+        print(step, flush=True)
+        with dg.DagsterInstance.get() as instance:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
+                raise_on_error=False)
+        outcome.run_ids.append(result.run_id)
+        _collect(result, outcome, partition)
+        return result
+
+    nightly_ops = {op: {"config": {"dataset": dataset}} for op in (
+        "ingested_dataset", "retrieval_report_asset", "dual_judge_scores", "judge_agreement",
+        "calibration_grid")}
+    nightly = execute(NIGHTLY_JOB, "[1/3] nightly pipeline: ingest, retrieval report, dual "
+                      "judges, agreement, calibration", nightly_ops)
+    _print_materializations(nightly)
+
+    days = _answer_days(location, settings)
+    first = settings.quality_gates.partition_start
+    for day in days:
+        if day < first:
+            print(f"  answers of {day} are before quality_gates.partition_start ({first}); "
+                  "not gated")
+            continue
+        gates = execute(QUALITY_GATE_JOB, f"[2/3] quality gates for the answers of {day}", {},
+                        partition=day.isoformat())
+        _print_materializations(gates)
+    if not days:
+        print("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
+              "answers_relation)")
+
+    report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
+                     "days": [d.isoformat() for d in days if d >= first] or None}
+    report = execute(REPORT_JOB, "[3/3] report", {"run_report": {"config": report_config}})
+
+    print("\nchecks:")
+    for line in outcome.checks:
+        print(line.format())
+    for error in outcome.errors:
+        print(f"  ERROR {error}")
+    _print_report_location(report)
+    home = os.environ["DAGSTER_HOME"]
+    config = os.environ.get("EVAL_HARNESS_CONFIG")
+    env = f"DAGSTER_HOME={shlex.quote(home)}" + (
+        f" EVAL_HARNESS_CONFIG={shlex.quote(config)}" if config else "")
+    print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
+          f"{env} .venv/bin/dagster dev -w workspace.yaml, then open http://127.0.0.1:3000")
+    if outcome.errors:
+        raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
+                       f"{outcome.errors[0]}")
+    if args.strict and outcome.blocking_failures:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
+    import dagster as dg
+
+    for evaluation in result.get_asset_check_evaluations():
+        outcome.checks.append(CheckLine(
+            name=evaluation.check_name, partition=partition, passed=evaluation.passed,
+            blocking=evaluation.severity == dg.AssetCheckSeverity.ERROR,
+            description=(evaluation.description or "").strip()))
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.event_specific_data.error
+        if error is not None and error.cls_name == CHECK_FAILED_ERROR:
+            continue  # already listed with the checks
+        outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
+
+
+def _print_materializations(result) -> None:
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        key = materialization.asset_key.to_user_string()
+        values = {k: v.value for k, v in materialization.metadata.items()}
+        if key == "retrieval_report":
+            print("  " + str(values["report"]).strip("`\n").replace("\n", "\n  "))
+            continue
+        if key == "answers":  # one partition: its size and each gate's pass rate
+            rates = ", ".join(f"{k.removesuffix('_pass_rate')} {_fmt(v)}"
+                              for k, v in values.items() if k.endswith("_pass_rate"))
+            print(f"  answers: {values.get('answers', 0)} (evaluated now "
+                  f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
+            continue
+        numbers = {k: v for k, v in values.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and not k.startswith("dagster/")}
+        shown = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in list(numbers.items())[:8])
+        print(f"  {key}: {shown}" if shown else f"  {key}: materialized")
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _print_report_location(result) -> None:
+    for event in result.get_asset_materialization_events():
+        metadata = event.step_materialization_data.materialization.metadata
+        if "html_path" in metadata:
+            print(f"\nreport: {metadata['html_path'].value}")
+            print(f"        {metadata['markdown_path'].value}")
+            return
+    print("\nreport: not written (see the ERROR lines above)")
+
+
+def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
+    """Import the configured answers file (idempotent) and return the UTC days to gate: the
+    days the file covers, or the latest day with answers when no file is configured."""
+    from psycopg import sql
+
+    from eval_harness.answers import import_configured_answers, read_answers_file, relation_sql
+
+    relation = relation_sql(settings.quality_gates.answers_relation)
+    day = sql.SQL("(created_at AT TIME ZONE 'UTC')::date")
+    with location.connection() as conn:
+        report = import_configured_answers(conn, settings)
+        if report is not None:
+            print(f"answers: {report} (from {report.path})")
+            ids = [record.id for record in read_answers_file(report.path)]
+            rows = conn.execute(sql.SQL("SELECT DISTINCT {} FROM {} WHERE id = ANY(%s) "
+                                        "ORDER BY 1").format(day, relation), (ids,)).fetchall()
+        else:
+            rows = conn.execute(sql.SQL("SELECT max({}) FROM {}").format(day, relation)
+                                ).fetchall()
+    return [row[0] for row in rows if row[0] is not None]
+

@@ -1,0 +1,146 @@
+"""`eval-harness run` materializes the whole graph on a real store with local judges.
+
+The command runs in a subprocess, as a user runs it: the Dagster definitions read the config
+file when they are imported, so a fresh process is the honest test of a project's own config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from conftest import scratch_database
+from eval_harness.store import migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
+                 "EVAL_HARNESS_JUDGE2", "DAGSTER_HOME", "EVAL_HARNESS_CONFIG",
+                 "DAGSTER_POSTGRES_URL")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, server_url):
+    """A project folder whose config.yaml is the bundled one, with the bundled SciFact and
+    sample answers, its own Dagster home and DuckDB history, on a scratch database."""
+    root = tmp_path_factory.mktemp("project")
+    text = (ROOT / "config.yaml").read_text(encoding="utf-8")
+    text = text.replace("path: datasets/scifact", f"path: {ROOT / 'datasets' / 'scifact'}")
+    text = text.replace("answers_file: datasets/answers/sample_answers.jsonl",
+                        f"answers_file: {ROOT / 'datasets' / 'answers' / 'sample_answers.jsonl'}")
+    text = text.replace("bootstrap_resamples: 10000", "bootstrap_resamples: 1000")
+    config = root / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    with scratch_database(server_url, "eh_run") as location:
+        with location.connection() as conn:
+            migrate(conn)
+        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+        env["DATABASE_URL"] = location.url
+        yield {"root": root, "config": config, "env": env, "location": location}
+
+
+def run(project, *argv):
+    return subprocess.run([str(EVAL_HARNESS), "--config", str(project["config"]), "run", *argv],
+                          cwd=project["root"], env=project["env"], capture_output=True,
+                          text=True, timeout=600)
+
+
+class _Headings(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.headings, self.images, self._in = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h1", "h2"):
+            self._in = tag
+            self.headings.append("")
+        if tag == "img":
+            self.images.append(dict(attrs).get("src", ""))
+
+    def handle_endtag(self, tag):
+        if tag == self._in:
+            self._in = None
+
+    def handle_data(self, data):
+        if self._in:
+            self.headings[-1] += data
+
+
+def counts(conn):
+    tables = ("l2_insights", "ground_truth", "judge_cache", "api_cost_log", "answers",
+              "gate_results", "evaluation_log", "episode_memory", "regeneration_queue",
+              "review_queue")
+    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+@pytest.fixture(scope="module")
+def first_run(project):
+    return run(project)
+
+
+def test_run_materializes_every_asset_and_check(project, first_run):
+    assert first_run.returncode == 0, first_run.stderr + first_run.stdout
+    out = first_run.stdout
+    from pipelines.definitions import defs
+
+    home = project["root"] / ".eval-harness" / "dagster"
+    with dg.DagsterInstance.from_ref(dg.InstanceRef.from_dir(str(home))) as instance:
+        for key in defs.resolve_all_asset_keys():
+            assert instance.get_latest_materialization_event(key) is not None, key
+        runs = instance.get_runs()
+        assert {r.job_name for r in runs} == {"nightly_job", "quality_gate_job", "report_job"}
+        partitions = instance.get_materialized_partitions(dg.AssetKey("answers"))
+    days = {json.loads(line)["created_at"][:10] for line in
+            (ROOT / "datasets/answers/sample_answers.jsonl").read_text().splitlines() if line}
+    assert partitions == days and len(days) == 3
+    checks = re.findall(r"^  (PASS|FAIL|WARN)\s+(\S+)", out, flags=re.M)
+    names = [name for _, name in checks]
+    assert names.count("format_compliance") == 3 and names.count("grounding") == 3
+    assert "kappa_lower_bound_above_floor" in names and "p_at_5_verdict" in names
+    # the local judges stand in for the configured API judges: their gate warns, not blocks
+    assert ("WARN", "kappa_lower_bound_above_floor") in checks
+    # SciFact's P@5 cannot reach the bands: a blocking failure, reported, exit 0 without --strict
+    assert ("FAIL", "p_at_5_verdict") in checks
+    assert "perfect ranking reaches only" in out
+    assert "dagster dev -w workspace.yaml" in out and "DAGSTER_HOME=" in out
+
+
+def test_run_writes_the_report_with_every_section(project, first_run):
+    match = re.search(r"^report: (\S+\.html)$", first_run.stdout, flags=re.M)
+    assert match, first_run.stdout
+    html = Path(match.group(1))
+    assert html.is_file() and html.parent.parent.name == "runs"
+    parser = _Headings()
+    parser.feed(html.read_text(encoding="utf-8"))
+    text = " ".join(parser.headings).lower()
+    for section in ("agreement", "calibration", "verdict", "quality gates", "cost", "trends"):
+        assert section in text, (section, parser.headings)
+    assert parser.images and all(src.startswith("data:image/png;base64,")
+                                 for src in parser.images)
+    assert (project["root"] / "reports" / "latest.html").is_file()
+    assert html.with_name("report.md").is_file()
+
+
+def test_second_run_adds_nothing_and_strict_exits_1(project, first_run):
+    with project["location"].connection() as conn:
+        before = counts(conn)
+    again = run(project, "--strict")
+    assert again.returncode == 1, again.stderr + again.stdout  # the P@5 verdict fails
+    with project["location"].connection() as conn:
+        after = counts(conn)
+    assert after == before  # no duplicate rows, no repeated judge calls
+    assert "answers: 0 new, 0 updated, 30 unchanged" in again.stdout
+
+
+def test_run_with_an_unknown_dataset_exits_2_in_one_sentence(project):
+    result = run(project, "--dataset", "nope")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
