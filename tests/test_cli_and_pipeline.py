@@ -180,3 +180,34 @@ def test_nightly_schedules_resolve_to_their_jobs():
         scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc))
     requests = list(gates.evaluate_tick(context).run_requests)
     assert [r.partition_key for r in requests] == ["2026-11-21"]  # yesterday's answers
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_report_sensors_request_the_report_of_each_nightly_run(fails):
+    """After nightly_job, failed (e.g. a blocking check) or not, report_job runs on it."""
+    from pipelines.definitions import defs
+
+    @dg.op
+    def step():
+        if fails:
+            raise RuntimeError("a blocking check failed")
+
+    @dg.job(name="nightly_job")
+    def stand_in_nightly():
+        step()
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = stand_in_nightly.execute_in_process(instance=instance, raise_on_error=False)
+        run = instance.get_run_by_id(result.run_id)
+        status = "PIPELINE_FAILURE" if fails else "PIPELINE_SUCCESS"
+        event = next(entry.dagster_event for entry in instance.all_logs(result.run_id)
+                     if entry.dagster_event and entry.dagster_event.event_type_value == status)
+        name = "report_after_failed_nightly" if fails else "report_after_nightly"
+        sensor = defs.resolve_sensor_def(name)
+        context = dg.build_run_status_sensor_context(
+            sensor_name=name, dagster_event=event, dagster_instance=instance, dagster_run=run)
+        request = sensor(context.for_run_failure() if fails else context)
+    assert sensor.job_name == "report_job"
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert request.run_key == f"report-{result.run_id}"
+    assert request.run_config["ops"]["run_report"]["config"]["source_run_id"] == result.run_id

@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.instance.ref import InstanceRef
 import pytest
 
 from conftest import scratch_database
@@ -77,7 +78,7 @@ class _Headings(HTMLParser):
 def counts(conn):
     tables = ("l2_insights", "ground_truth", "judge_cache", "api_cost_log", "answers",
               "gate_results", "evaluation_log", "episode_memory", "regeneration_queue",
-              "review_queue")
+              "judge_review")
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
 
@@ -92,7 +93,7 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     from pipelines.definitions import defs
 
     home = project["root"] / ".eval-harness" / "dagster"
-    with dg.DagsterInstance.from_ref(dg.InstanceRef.from_dir(str(home))) as instance:
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         for key in defs.resolve_all_asset_keys():
             assert instance.get_latest_materialization_event(key) is not None, key
         runs = instance.get_runs()
@@ -101,7 +102,7 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     days = {json.loads(line)["created_at"][:10] for line in
             (ROOT / "datasets/answers/sample_answers.jsonl").read_text().splitlines() if line}
     assert partitions == days and len(days) == 3
-    checks = re.findall(r"^  (PASS|FAIL|WARN)\s+(\S+)", out, flags=re.M)
+    checks = re.findall(r"^  (PASS|FAIL|WARN)\s+(\w+)", out, flags=re.M)
     names = [name for _, name in checks]
     assert names.count("format_compliance") == 3 and names.count("grounding") == 3
     assert "kappa_lower_bound_above_floor" in names and "p_at_5_verdict" in names
