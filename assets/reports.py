@@ -14,6 +14,7 @@ from typing import Optional
 import dagster as dg
 
 from assets.resources import EvalSettings, LiveStore
+from eval_harness.run_report import build_run_report
 
 GROUP = "reports"
 REPORT_JOB = "report_job"
@@ -24,6 +25,7 @@ class RunReportConfig(dg.Config):
     dataset: Optional[str] = None        # default_dataset if unset
     days: Optional[list[str]] = None      # answers partitions (YYYY-MM-DD); default: latest
     source_run_id: Optional[str] = None   # the run the report describes; default: this one
+    related_run_ids: Optional[list[str]] = None  # runs whose cost counts as the source run's
 
 
 def _metadata_value(value):
@@ -42,13 +44,12 @@ def _metadata_value(value):
                       "runs (reports/latest.html).")
 def run_report(context: dg.AssetExecutionContext, config: RunReportConfig,
                settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
-    from eval_harness.run_report import build_run_report  # TODO top-level once it exists
-
     cfg = settings.load()
     days = [date.fromisoformat(day) for day in config.days] if config.days else None
     with store.location().connection() as conn:
         report = build_run_report(conn, cfg, run_id=config.source_run_id or context.run_id,
-                                  dataset=config.dataset, days=days)
+                                  dataset=config.dataset, days=days,
+                                  related_run_ids=config.related_run_ids or ())
     context.log.info(f"report: {report.html_path}")
     metadata = {key: _metadata_value(value) for key, value in report.metrics.items()}
     metadata.update({"html_path": dg.MetadataValue.path(str(report.html_path)),

@@ -115,6 +115,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
               "answers_relation)")
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
+                     "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
                      "days": [d.isoformat() for d in days if d >= first] or None}
     report = execute(REPORT_JOB, "[3/3] report", {"run_report": {"config": report_config}})
 

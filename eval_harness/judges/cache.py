@@ -3,6 +3,10 @@
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
   and writes no cost row.
+* ``api_cache_hit_log`` (migration 0005): the hits, counted per (provider, model, operation)
+  and written as one aggregated row per key on each flush, with ``saved_cost``: what the
+  replies would have cost as live calls at list price. A batch result reaching its own judge
+  through the cache is the batch being delivered (paid in ``api_cost_log``), not a hit.
 * ``api_cost_log``: one row per billed provider call (batch results included, flagged).
 * ``api_retry_log``: one row per retry, written when the call ends, ``success`` telling whether
   the call finally succeeded.
@@ -39,6 +43,8 @@ class JudgeLedger:
         self._pending_cache: dict[str, tuple] = {}
         self._costs: list[tuple] = []
         self._retries: list[tuple] = []
+        self._hits: dict[tuple[str, str, str], list] = {}  # (provider, model, op) -> [n, USD]
+        self._batch_replies: set[str] = set()  # keys a batch of this ledger filled, undelivered
 
     # -- cache ---------------------------------------------------------------------------
 
@@ -59,6 +65,21 @@ class JudgeLedger:
                                   (list(set(keys) - found),)).fetchall()
         return found | {r[0] for r in rows}
 
+    def record_cache_hit(self, request: ChatRequest, *, saved_cost: float) -> None:
+        """A call answered by the cache (or by an identical call in flight): count it.
+
+        ``saved_cost`` is the reply's usage at list price. The first hit on a reply that a
+        batch of this ledger wrote is that batch being delivered, already paid: not counted.
+        """
+        key = request.cache_key()
+        if key in self._batch_replies:
+            self._batch_replies.discard(key)
+            return
+        entry = self._hits.setdefault((request.provider, request.model, request.operation),
+                                      [0, 0.0])
+        entry[0] += 1
+        entry[1] += max(0.0, saved_cost)
+
     # -- recording -----------------------------------------------------------------------
 
     def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
@@ -69,6 +90,8 @@ class JudgeLedger:
             request.cache_key(), request.provider, request.model, request.operation,
             request.prompt_version, completion.text, usage.input_tokens, usage.output_tokens,
             usage.cached_tokens, batch, self.run_id)
+        if batch:
+            self._batch_replies.add(request.cache_key())
         self._costs.append((self.run_id, request.provider, request.model, request.operation,
                             usage.input_tokens, usage.output_tokens, usage.cached_tokens, cost,
                             batch, query_id))
@@ -87,7 +110,7 @@ class JudgeLedger:
             self.flush()
 
     def flush(self) -> None:
-        if not (self._pending_cache or self._costs or self._retries):
+        if not (self._pending_cache or self._costs or self._retries or self._hits):
             return
         with self._conn.cursor() as cur:
             if self._pending_cache:
@@ -108,7 +131,14 @@ class JudgeLedger:
                     "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, "
                     "status_code, retry_count, wait_seconds, success) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", self._retries)
+            if self._hits:
+                cur.executemany(
+                    "INSERT INTO api_cache_hit_log (run_id, api_name, model, operation, hits, "
+                    "saved_cost) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [(self.run_id, *key, hits, saved)
+                     for key, (hits, saved) in self._hits.items()])
         self._conn.commit()
         self._pending_cache.clear()
         self._costs.clear()
         self._retries.clear()
+        self._hits.clear()

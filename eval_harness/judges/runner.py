@@ -18,7 +18,8 @@
 * **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
 * **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache;
-  every retry becomes one ``api_retry_log`` row.
+  every retry becomes one ``api_retry_log`` row; cache hits are counted, with the list price
+  they saved, into ``api_cache_hit_log``.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ class CallPipeline:
         cached = self.ledger.cached(key)
         if cached is not None:  # free, so answered even after the budget stopped the run
             self.stats.cache_hits += 1
+            self.ledger.record_cache_hit(
+                request, saved_cost=self.prices.cost(request.model, cached.usage))
             return CallOutcome(cached, cache_hit=True)
         if self.stopped:
             raise BudgetExhausted(self.stop_reason)
@@ -159,6 +162,8 @@ class CallPipeline:
             outcome = await asyncio.shield(shared)
             if outcome.ok:
                 self.stats.cache_hits += 1
+                self.ledger.record_cache_hit(
+                    request, saved_cost=self.prices.cost(request.model, outcome.completion.usage))
                 return CallOutcome(outcome.completion, cache_hit=True)
             return CallOutcome(None, outcome.error)  # its attempts are the other call's
         future: asyncio.Future = asyncio.get_running_loop().create_future()
