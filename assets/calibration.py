@@ -87,7 +87,7 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
 
 @dg.asset_check(asset=calibrated_weights, blocking=True,
                 additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
-                description="Story 2.9: P@5 at the calibrated weights on the complete ground "
+                description="P@5 at the calibrated weights on the complete ground "
                             "truth. Failure is an ERROR and blocks; partial success warns.")
 def p_at_5_verdict(calibration_grid: pd.DataFrame, settings: EvalSettings) -> dg.AssetCheckResult:
     calibration = settings.load().calibration

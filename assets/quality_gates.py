@@ -103,7 +103,10 @@ def build_gate_check(gate_name: str,
         # blocking=True on every gate: Dagster blocks only on ERROR severity, which the
         # configured `blocking` decides at run time; a warning gate fails with WARN.
         @dg.asset_check(asset=ANSWERS_ASSET, name=gate_name, blocking=True,
-                        partitions_def=partitions, description=GATE_DESCRIPTIONS[gate_name])
+                        partitions_def=partitions, description=(
+                            f"{GATE_DESCRIPTIONS[gate_name]} Blocks only when "
+                            f"quality_gates.gates.{gate_name}.blocking is true; otherwise a "
+                            "failure is a warning (WARN severity)."))
         def gate_check(context: dg.AssetCheckExecutionContext, settings: EvalSettings,
                        store: LiveStore) -> dg.AssetCheckResult:
             cfg = settings.load()
