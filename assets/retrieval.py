@@ -1,4 +1,4 @@
-"""Retrieval domain: hybrid-search quality at the configured weights."""
+"""Validation domain: hybrid-search quality at the configured weights (the retrieval report)."""
 
 
 from typing import Optional
@@ -10,11 +10,14 @@ from eval_harness.retrieval.report import METRIC_LABELS, format_report, retrieva
 from eval_harness.reports import write_report
 
 
+GROUP = "validation"
+
+
 class RetrievalReportConfig(dg.Config):
     dataset: Optional[str] = None
 
 
-@dg.asset(group_name="retrieval", deps=["ground_truth"],
+@dg.asset(group_name=GROUP, deps=["ground_truth"],
           description="P@5, Recall@5, nDCG@10, MRR@10 of hybrid search at the configured weights.")
 def retrieval_report_asset(context: dg.AssetExecutionContext, config: RetrievalReportConfig,
                            settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
