@@ -7,6 +7,11 @@ which is flushed to disk and then renamed over the original (``os.replace`` is a
 POSIX and Windows), so a reader or a crash sees either the old file or the new one, never a
 half-written one. A crash between write and rename leaves the original untouched and at
 most a hidden ``.config.yaml.*.tmp`` file, which the next write does not depend on.
+
+Writers take turns: the read-modify-rename runs under an exclusive ``flock`` on the config
+file (POSIX), so two calibrations finishing at once both succeed, the later one re-reading
+what the earlier one wrote. Anyone else changing the file meanwhile (an editor takes no lock)
+is still caught by comparing the file before and after, and nothing is written then.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +62,41 @@ def write_calibrated_weights(config_path: Path | str, semantic_weight: float) ->
     if not 0.0 <= semantic_weight <= 1.0:
         raise ConfigWriteError(f"semantic weight must lie in [0, 1], got {semantic_weight}.")
     path = Path(config_path)
+    with _writers_take_turns(path):
+        return _write_weights(path, semantic_weight)
+
+
+@contextmanager
+def _writers_take_turns(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (no lock where flock does not exist, or when the
+    file cannot be opened: reading it then fails with the proper message)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the before/after comparison alone guards the file
+        yield
+        return
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = None
+            # The writer we waited for renamed a new file into place; the lock we hold is on
+            # the old one, which nobody else locks any more: lock the new one instead.
+            if current == os.fstat(fd).st_ino:
+                yield
+                return
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _write_weights(path: Path, semantic_weight: float) -> WeightsWritten:
     try:
         before = path.stat()
         original = path.read_text(encoding="utf-8")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
+    from eval_harness.progress import ProgressCallback
     from eval_harness.settings import Settings
 
 EMBEDDINGS_FILE = "embeddings.npz"
@@ -130,6 +131,21 @@ class OpenAIEmbedder:
                                                    input=list(texts[start:start + batch_size]))
             rows.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
         return _normalise(np.array(rows, dtype=np.float32))
+
+
+def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, batch_size: int = 256,
+                     progress: "ProgressCallback | None" = None) -> np.ndarray:
+    """``embedder.embed(texts)`` one batch at a time, calling ``progress(done, total)`` after
+    each (see :mod:`eval_harness.progress`); the rows are aligned with ``texts``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        parts.append(np.asarray(embedder.embed(texts[start:start + batch_size]),
+                                dtype=np.float32))
+        if progress is not None:
+            progress(min(start + batch_size, len(texts)), len(texts))
+    return np.concatenate(parts) if parts else np.empty((0, 0), dtype=np.float32)
 
 
 def make_embedder(model: str, *, provider: str = "auto", openai_api_key: str | None = None,

@@ -8,7 +8,8 @@ With ``--partition DAY`` (default: today, UTC) it runs the Dagster ``quality_gat
 that daily partition in-process, so the run and its checks land in the Dagster run history.
 With ``--since TIME`` it runs the same gates through the library over every answer created
 since then, across days (Dagster partitions are single days), and reports the same way; the
-per-answer results are shared, so neither path re-evaluates what the other stored.
+per-answer results are shared, so neither path re-evaluates what the other stored. In a
+terminal, ``--since`` shows a progress bar on stderr (answers evaluated, batch by batch).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def cmd_gate(args, settings: Settings) -> int:
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.report import format_gate_table
     from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.progress import progress_bar
 
     gates = configured_gates(settings)  # a configuration error stops here, exit 2
     if not gates:
@@ -126,8 +128,10 @@ def cmd_gate(args, settings: Settings) -> int:
     location = open_store(settings)  # an unreachable store stops here, exit 2
     try:
         if since is not None:
-            report = run_quality_gates(location, TimeWindow.since(since), gates,
-                                       relation=settings.quality_gates.answers_relation)
+            with progress_bar("gating", unit="answer") as progress:
+                report = run_quality_gates(location, TimeWindow.since(since), gates,
+                                           relation=settings.quality_gates.answers_relation,
+                                           progress=progress)
         else:
             report = run_gate_job(settings, day, gates)
     except psycopg.Error as exc:

@@ -14,10 +14,21 @@ rule in :mod:`eval_harness.gates.report`.
 
 Reading and writing use two connections: the reading one holds the cursor's transaction open
 while the writing one commits batch by batch.
+
+Crashes and concurrent runs. A batch's results and the side effects of its gates (evaluation
+log, reflexions, regeneration queue) commit together, so a killed run leaves whole batches
+and the rerun evaluates only answers without a current result. Two runs of the same window
+(the same day, or the same ``--since``) take turns under a session-level advisory lock on the
+window: the second waits, then finds nothing stale, so no judgement is paid for twice. Runs of
+overlapping but different windows do not wait for each other; there, a result that another
+run stored while this one was evaluating is kept, and this run's result for that answer and
+its side effects are dropped (one result, one log row, one queue entry per answer). Rows are
+upserted in key order, so such runs cannot deadlock on ``gate_results``.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -33,9 +44,12 @@ from eval_harness.answers import (DEFAULT_RELATION, Answer, TimeWindow, content_
 from eval_harness.gates.registry import Gate, GateRun, score_safely
 from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary
 from eval_harness.gates.result import GateResult
+from eval_harness.progress import ProgressCallback
 from eval_harness.store.connection import StoreLocation
 
 EVALUATION_BATCH_SIZE = 1000
+WINDOW_LOCK_PREFIX = "eval_harness.gates:"  # + relation and window: advisory lock key
+log = logging.getLogger("eval_harness.gates")
 
 
 @dataclass(frozen=True)
@@ -78,17 +92,23 @@ _STAGING = """CREATE TEMP TABLE IF NOT EXISTS _gate_results_batch (
     gate_version text NOT NULL, score float8, passed boolean NOT NULL, threshold float8 NOT NULL,
     details jsonb NOT NULL, latency_ms float8 NOT NULL, run_id text) ON COMMIT DELETE ROWS"""
 
+# Rows go in key order (no deadlock between concurrent runs); a stored result that is already
+# current was written by another run meanwhile and is kept. RETURNING names what was written.
 _UPSERT = """
     INSERT INTO gate_results AS r (answer_id, gate, content_hash, gate_version, score, passed,
                                    threshold, details, latency_ms, evaluated_at, run_id)
     SELECT answer_id, gate, content_hash, gate_version, score, passed, threshold, details,
            latency_ms, now(), run_id
     FROM _gate_results_batch
+    ORDER BY answer_id, gate
     ON CONFLICT (answer_id, gate) DO UPDATE SET
         content_hash = EXCLUDED.content_hash, gate_version = EXCLUDED.gate_version,
         score = EXCLUDED.score, passed = EXCLUDED.passed, threshold = EXCLUDED.threshold,
         details = EXCLUDED.details, latency_ms = EXCLUDED.latency_ms,
-        evaluated_at = EXCLUDED.evaluated_at, run_id = EXCLUDED.run_id"""
+        evaluated_at = EXCLUDED.evaluated_at, run_id = EXCLUDED.run_id
+    WHERE NOT (r.content_hash = EXCLUDED.content_hash AND r.gate_version = EXCLUDED.gate_version
+               AND NOT (r.score IS NULL AND r.details @> '{"retry": true}'))
+    RETURNING answer_id, gate"""
 
 
 def _evaluate_gate(gate: Gate, answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
@@ -166,10 +186,12 @@ def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]]
                                     result.score, result.passed, result.threshold,
                                     Jsonb(result.details), max(0.0, result.latency_ms),
                                     run.run_id))
-        conn.execute(_UPSERT)
+        written = set(conn.execute(_UPSERT).fetchall())
         for gate, answers, results in results_by_gate:
             if gate.record is not None:
-                gate.record(conn, answers, results, run)
+                kept = [(a, r) for a, r in zip(answers, results) if (a.id, gate.name) in written]
+                if kept:
+                    gate.record(conn, [a for a, _ in kept], [r for _, r in kept], run)
 
 
 def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate],
@@ -189,13 +211,34 @@ def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[G
                                  "threshold": gate.threshold})
 
 
+def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) -> None:
+    """Wait for (and then hold, until ``conn`` closes) the window's advisory lock."""
+    key = (f"{WINDOW_LOCK_PREFIX}{relation}:{window.start.isoformat()}:"
+           f"{window.end.isoformat() if window.end else ''}")
+    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+        log.warning(f"another quality-gate run of {window.describe()} is in progress; waiting "
+                    "for it to end (its results are kept, so this run then evaluates only what "
+                    "is left)")
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+
+
+def _count_pending(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                   params: dict[str, Any]) -> int:
+    query = sql.SQL("SELECT count(*) FROM ({}) AS pending").format(
+        _pending_query(relation, window))
+    return conn.execute(query, params).fetchone()[0]
+
+
 def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
                     relation: str = DEFAULT_RELATION, run_id: str | None = None,
-                    batch_size: int = EVALUATION_BATCH_SIZE) -> EvaluationRun:
+                    batch_size: int = EVALUATION_BATCH_SIZE,
+                    progress: ProgressCallback | None = None) -> EvaluationRun:
     """Evaluate every answer of ``window`` whose result for some gate is stale; store results.
 
     ``run_id`` (a Dagster run id, or a new UUID) is stored with each result, so a summary can
-    count what this run evaluated.
+    count what this run evaluated. One run per window at a time (see the module docstring).
+    ``progress(done, total)`` is called after each stored batch; passing it costs one count
+    of the stale answers first (see :mod:`eval_harness.progress`).
     """
     run = GateRun(run_id or uuid.uuid4().hex)
     started = perf_counter()
@@ -204,8 +247,15 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
     if gates:
         params = {**window_params(window), "gates": [g.name for g in gates],
                   "versions": [g.version for g in gates]}
+        # write_conn holds the window's lock for the whole run; closing it releases the lock,
+        # also when the process dies.
         with store.connection() as read_conn, store.connection(autocommit=True) as write_conn:
+            _lock_window(write_conn, window, relation)
             write_conn.execute(_STAGING)
+            total = None
+            if progress is not None:
+                total = _count_pending(write_conn, relation, window, params)
+                progress(0, total)
             batch: list[tuple[Answer, list[str]]] = []
             for row in stream_rows(read_conn, _pending_query(relation, window), params,
                                    batch_size=batch_size, relation=relation):
@@ -214,9 +264,13 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
                     _store_batch(write_conn, batch, gates, run, evaluation)
                     read += len(batch)
                     batch = []
+                    if progress is not None:
+                        progress(read, max(read, total or 0))
             if batch:
                 _store_batch(write_conn, batch, gates, run, evaluation)
                 read += len(batch)
+                if progress is not None:
+                    progress(read, max(read, total or 0))
             _rethreshold(write_conn, window, gates, relation)
     return EvaluationRun(run.run_id, window, read,
                          evaluated={name: counts[0] for name, counts in evaluation.items()},
@@ -279,10 +333,11 @@ def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequenc
 
 def run_quality_gates(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
                       relation: str = DEFAULT_RELATION, run_id: str | None = None,
-                      batch_size: int = EVALUATION_BATCH_SIZE) -> GateReport:
+                      batch_size: int = EVALUATION_BATCH_SIZE,
+                      progress: ProgressCallback | None = None) -> GateReport:
     """Evaluate the window (incrementally) and summarize every gate: the library's gate run."""
     run = evaluate_window(store, window, gates, relation=relation, run_id=run_id,
-                          batch_size=batch_size)
+                          batch_size=batch_size, progress=progress)
     with store.connection() as conn:
         summaries = summarize_gates(conn, window, gates, relation=relation, run_id=run.run_id)
     return GateReport(window, tuple(summaries), run.run_id)

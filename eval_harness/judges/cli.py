@@ -1,8 +1,8 @@
 """``eval-harness judge``: dual-judge relevance scores for a dataset's ground truth.
 
-Prints a progress bar (stderr) and a summary: pairs, scored, unscored, failed, provider
-calls, cache hits, retries, tokens, cost and pooled kappa (or one JSON object with
-``--json``). Exit code: 0 when every planned query was written and no judgement failed,
+Prints a progress bar (on stderr, in a terminal only) and a summary: pairs, scored, unscored,
+failed, provider calls, cache hits, retries, tokens, cost and pooled kappa (or one JSON object
+with ``--json``). Exit code: 0 when every planned query was written and no judgement failed,
 1 when the budget stopped the run or a judgement failed (what was done is kept; running again
 costs nothing for it), 2 when it could not run.
 """
@@ -40,25 +40,19 @@ def _positive(text: str) -> int:
 
 
 def cmd_judge(args, settings: Settings) -> int:
-    from tqdm import tqdm
-
     from eval_harness.judges.dual import judge_dataset
     from eval_harness.judges.pricing import MissingPrice
     from eval_harness.judges.session import JudgeUnavailable
+    from eval_harness.progress import progress_bar
     from eval_harness.store import open_store
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings)
     print(f"store: {location.description}", file=sys.stderr)
-
-    def bar(total: int):
-        return tqdm(total=total, unit="pair", desc="judging", file=sys.stderr, leave=False,
-                    disable=None)
-
-    with location.connection() as conn:
+    with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
-                                    progress=bar)
+                                    progress=progress)
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     if args.json:

@@ -11,6 +11,19 @@ each judgement's outcome and the prompt versions. A query is written when all it
 judged; re-judging writes the same row again (an UPDATE, never a duplicate) and, thanks to
 the reply cache, makes no provider call.
 
+Crashes and concurrent runs:
+
+* Before a query's scores are written, the replies, cost rows and retry rows buffered so far
+  are committed, so a run killed at any point leaves no written query whose replies are not
+  cached: the rerun pays only for judgements that have no stored reply.
+* A run holds a session-level advisory lock on its dataset (``eval_harness.judge:<name>``)
+  from planning to the end. A second run of the same dataset waits for it (saying so once on
+  the ``eval_harness.judges`` logger), then finds every reply in the cache: each pair is paid
+  for once, and the ground truth and the cache cannot disagree.
+* A query is written only if its text, expected documents and embedding are still those it
+  was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
+  given scores judged on its old text; the run reports it and a rerun judges it anew.
+
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 """
@@ -18,9 +31,11 @@ Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Coroutine, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import numpy as np
 import psycopg
@@ -30,16 +45,17 @@ from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
 from eval_harness.judges.runner import BudgetExhausted
 from eval_harness.judges.session import JudgeSession
 from eval_harness.metrics.agreement import cohen_kappa
+from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector, dataset_info, hybrid_search
 from eval_harness.settings import Settings
 
 T = TypeVar("T")
+log = logging.getLogger("eval_harness.judges")
+JUDGE_LOCK_PREFIX = "eval_harness.judge:"  # + dataset name: advisory lock key (hashtext)
 
 
-class Progress(Protocol):
-    def update(self, n: int = 1) -> Any: ...
-
-    def close(self) -> Any: ...
+class QueryChanged(RuntimeError):
+    """The ground-truth query was changed (re-ingested) after it was planned; not written."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,7 @@ class PlannedQuery:
     text: str
     embedding: np.ndarray | None
     doc_ids: tuple[int, ...]
+    expected: tuple[int, ...] = ()  # expected_docs when planned (doc_ids starts with them)
 
 
 @dataclass
@@ -88,6 +105,7 @@ class JudgeRunSummary:
     pooled_kappa: float | None = None
     stopped: str | None = None      # "budget" when the budget ended the run early
     stop_reason: str | None = None
+    changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
     elapsed_s: float = 0.0
     batch: BatchReport | None = None
 
@@ -127,6 +145,7 @@ class JudgeRunSummary:
                 "retries": self.retries, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
+                "changed_meanwhile": self.changed_meanwhile,
                 "elapsed_s": round(self.elapsed_s, 3)}
 
     def format(self) -> str:
@@ -152,6 +171,9 @@ class JudgeRunSummary:
         ]
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")
+        if self.changed_meanwhile:
+            lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
+                         "(re-ingested) and were not written; run the judges again for them")
         return "\n".join(lines)
 
 
@@ -179,7 +201,8 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
                                  keyword_weight=weights.keyword if vector is not None else 1.0,
                                  candidate_depth=weights.candidate_depth)
         doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits)]))
-        planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids)))
+        planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids),
+                                    tuple(expected)))
     return planned
 
 
@@ -247,21 +270,37 @@ def pair_kappa(scores1: Sequence[float | None], scores2: Sequence[float | None],
 def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Sequence[int],
                            results1: Sequence[JudgeResult[float]],
                            results2: Sequence[JudgeResult[float]], *, judge1: str, judge2: str,
-                           threshold: float, run_id: str) -> float | None:
-    """Write one query's judgements into ``ground_truth`` (and commit); returns its kappa."""
+                           threshold: float, run_id: str,
+                           planned: PlannedQuery | None = None) -> float | None:
+    """Write one query's judgements into ``ground_truth`` (and commit); returns its kappa.
+
+    With ``planned``, the row is written only while its query text, expected documents and
+    embedding are still the planned ones; otherwise :class:`QueryChanged` is raised and
+    nothing is written (an ingest changed the query and cleared its scores meanwhile).
+    """
     scores1, scores2 = [_score(r) for r in results1], [_score(r) for r in results2]
     kappa = pair_kappa(scores1, scores2, threshold=threshold)
     versions = [next((r.prompt_version for r in results if r.prompt_version), None)
                 for results in (results1, results2)]
-    conn.execute("""
+    unchanged = ""
+    guard: tuple = ()
+    if planned is not None:  # the embedding as text: after a re-ingest its width may differ
+        unchanged = (" AND query = %s AND expected_docs = %s::int[] "
+                     "AND query_embedding::text IS NOT DISTINCT FROM %s::vector::text")
+        guard = (planned.text, list(planned.expected), planned.embedding)
+    written = conn.execute("""
         UPDATE ground_truth SET judged_docs = %s::int[], judge1_score = %s::float8[],
                judge2_score = %s::float8[], judge1_model = %s, judge2_model = %s, kappa = %s,
                judge1_status = %s::text[], judge2_status = %s::text[],
                judge_prompt_versions = %s::text[], judge_run_id = %s, judged_at = now()
-        WHERE id = %s""", (list(doc_ids), scores1, scores2, judge1, judge2, kappa,
-                           [r.outcome.value for r in results1], [r.outcome.value for r in results2],
-                           versions, run_id, query_id))
+        WHERE id = %s""" + unchanged,
+                           (list(doc_ids), scores1, scores2, judge1, judge2, kappa,
+                            [r.outcome.value for r in results1],
+                            [r.outcome.value for r in results2], versions, run_id, query_id,
+                            *guard)).rowcount
     conn.commit()
+    if planned is not None and not written:
+        raise QueryChanged(f"ground-truth query {planned.external_id} changed during the run")
     return kappa
 
 
@@ -275,16 +314,50 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
                        "of this function instead")
 
 
+@contextmanager
+def judge_run_lock(conn: psycopg.Connection, dataset: str) -> Iterator[None]:
+    """Hold the dataset's judge-run advisory lock (session level) while the block runs.
+
+    Waits for another run of the same dataset to end; the lock also ends with the connection,
+    so a killed run never leaves it behind. Commits ``conn`` (the run commits per query anyway).
+    """
+    key = JUDGE_LOCK_PREFIX + dataset
+    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+        log.warning(f"another judge run of dataset '{dataset}' is in progress; waiting for it "
+                    "to end (its replies are cached, so they cost this run nothing)")
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    conn.commit()
+    try:
+        yield
+    finally:
+        if not conn.closed:
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                conn.rollback()
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            conn.commit()
+
+
 async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, dataset: str, *,
                               limit: int | None = None, batch: bool = False,
                               run_id: str | None = None,
-                              progress: Callable[[int], Progress] | None = None,
+                              progress: ProgressCallback | None = None,
                               session_options: dict | None = None) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
-    ``progress(total)`` may return a progress bar (``update``/``close``, e.g. tqdm).
-    ``session_options`` go to :class:`JudgeSession` (tests inject ``sleep``/``clock``).
+    One run per dataset at a time (:func:`judge_run_lock`). ``progress(done, total)`` is
+    called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
+    :class:`JudgeSession` (tests inject ``sleep``/``clock``).
     """
+    with judge_run_lock(conn, dataset):
+        return await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
+                                    run_id=run_id, progress=progress,
+                                    session_options=session_options)
+
+
+async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str, *,
+                         limit: int | None, batch: bool, run_id: str | None,
+                         progress: ProgressCallback | None,
+                         session_options: dict | None) -> JudgeRunSummary:
     started = time.monotonic()
     planned = plan_queries(conn, dataset, settings, limit=limit)
     threshold = settings.agreement.relevance_threshold
@@ -299,7 +372,16 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
             summary.batch = await prefill_cache_by_batch(
                 session.pipeline, _batch_plan(session, planned, documents), settings.judges.batch,
                 **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
-        bar = progress(summary.pairs) if progress else None
+        judged = 0
+
+        def pair_done() -> None:
+            nonlocal judged
+            judged += 1
+            if progress is not None:
+                progress(judged, summary.pairs)
+
+        if progress is not None:
+            progress(0, summary.pairs)
         pooled1: list[float | None] = []
         pooled2: list[float | None] = []
         window = asyncio.Semaphore(max(4, 4 * settings.judges.concurrency))
@@ -309,7 +391,7 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                 query = Passage(plan.text, plan.query_id, plan.embedding)
                 docs = [documents.get(d) or Passage("", d) for d in plan.doc_ids]
                 return plan, await judge_pairs(session, query, docs, query_id=plan.query_id,
-                                               on_pair=(bar.update if bar else lambda: None))
+                                               on_pair=pair_done)
 
         tasks = [asyncio.ensure_future(one(plan)) for plan in planned]
         try:
@@ -318,9 +400,15 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                     plan, (results1, results2) = await next_done
                 except BudgetExhausted:
                     continue  # the pipeline is stopped: the rest finish from cache or fail fast
-                store_query_judgements(conn, plan.query_id, plan.doc_ids, results1, results2,
-                                       judge1=session.judge1.spec, judge2=session.judge2.spec,
-                                       threshold=threshold, run_id=session.run_id)
+                session.ledger.flush()  # the replies are stored before the scores built on them
+                try:
+                    store_query_judgements(conn, plan.query_id, plan.doc_ids, results1,
+                                           results2, judge1=session.judge1.spec,
+                                           judge2=session.judge2.spec, threshold=threshold,
+                                           run_id=session.run_id, planned=plan)
+                except QueryChanged:
+                    summary.changed_meanwhile += 1
+                    continue
                 summary.queries_written += 1
                 summary.pairs_written += len(plan.doc_ids)
                 for result in results1:
@@ -333,8 +421,6 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if bar is not None:
-                bar.close()
         stats = session.stats
         summary.pooled_kappa = pair_kappa(pooled1, pooled2, threshold=threshold)
         summary.stopped = session.pipeline.stopped

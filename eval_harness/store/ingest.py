@@ -1,10 +1,23 @@
 """Load a BEIR dataset into the live store: corpus -> l2_insights, queries -> ground_truth.
 
-The dataset is read and validated in full first; then one transaction (holding an advisory
-lock on the dataset name) bulk-loads it with binary COPY into staging tables and merges:
-new rows are inserted, changed rows updated, rows no longer in the folder deleted, identical
-rows left untouched. Re-ingesting the same folder therefore changes nothing, and a failure
-anywhere leaves the store exactly as it was.
+The dataset is read and validated in full first; then one transaction bulk-loads it with
+binary COPY into staging tables and merges: new rows are inserted, changed rows updated, rows
+no longer in the folder deleted, identical rows left untouched. Re-ingesting the same folder
+therefore changes nothing, and a failure anywhere (a killed process included) leaves the store
+exactly as it was.
+
+Ingests take turns: the transaction first takes :data:`INGEST_LOCK`, one advisory lock for
+every dataset. Per dataset would not do: each ingest inserts into ``l2_insights`` and then
+builds its dataset's HNSW index, which needs a SHARE lock on the whole table, so two ingests of
+different datasets at once would each wait for the other's uncommitted rows (a deadlock).
+A second ingest of the same folder waits, then finds every row unchanged. Readers (search,
+judges, gates) are not blocked.
+
+Without ``embeddings.npz`` the vectors are computed by the configured embedder (a paid call
+for ``openai``), inside the transaction (other ingests wait meanwhile), for new and changed
+texts only: a document or query whose id and text are already stored, embedded by the same
+model, keeps its stored vector. A rerun of an unchanged folder, or an ingest that waited for an
+identical one, embeds nothing; a killed ingest stored nothing, so its rerun embeds everything.
 """
 
 from __future__ import annotations
@@ -21,9 +34,11 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.datasets import BeirDataset, DatasetError, read_beir
 from eval_harness.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
-                                     load_precomputed)
+                                     embed_in_batches, load_precomputed)
+from eval_harness.progress import ProgressCallback
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+INGEST_LOCK = "eval_harness.ingest"  # advisory lock key (hashtext) held by every ingest
 
 
 @dataclass(frozen=True)
@@ -67,27 +82,76 @@ def hnsw_index_name(dataset: str, dim: int) -> str:
     return f"l2_insights_hnsw_{digest}_{dim}"
 
 
-def _vectors_for(data: BeirDataset, precomputed: PrecomputedEmbeddings | None,
-                 embedder: Embedder | None,
-                 file: Path) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """Document and query vectors aligned with the dataset, their model and their source."""
-    if precomputed is not None:
-        doc_index = {doc_id: i for i, doc_id in enumerate(precomputed.doc_ids)}
-        query_index = {qid: i for i, qid in enumerate(precomputed.query_ids)}
-        for doc in data.documents:
-            if doc.external_id not in doc_index:
-                raise DatasetError(f"{file}: no embedding for document '{doc.external_id}'")
-        for query in data.queries:
-            if query.external_id not in query_index:
-                raise DatasetError(f"{file}: no embedding for query '{query.external_id}'")
-        docs = precomputed.docs[[doc_index[d.external_id] for d in data.documents]]
-        queries = precomputed.queries[[query_index[q.external_id] for q in data.queries]]
-        return docs, queries, precomputed.model, f"precomputed ({file.name}, {precomputed.model})"
-    if embedder is None:
-        raise DatasetError(f"{data.path}: no {EMBEDDINGS_FILE} and no embedder was given")
-    docs = embedder.embed([d.content for d in data.documents])
-    queries = embedder.embed([q.text for q in data.queries])
-    return docs, queries, embedder.model, f"computed by {embedder.model}"
+@dataclass
+class _Vectors:
+    """Vectors aligned with the dataset's documents and queries; None: keep the stored one."""
+
+    docs: list[np.ndarray | None]
+    queries: list[np.ndarray | None]
+    model: str
+    dim: int
+    source: str  # where the vectors came from, for the report
+
+
+def _precomputed_vectors(data: BeirDataset, precomputed: PrecomputedEmbeddings,
+                         file: Path) -> _Vectors:
+    doc_index = {doc_id: i for i, doc_id in enumerate(precomputed.doc_ids)}
+    query_index = {qid: i for i, qid in enumerate(precomputed.query_ids)}
+    for doc in data.documents:
+        if doc.external_id not in doc_index:
+            raise DatasetError(f"{file}: no embedding for document '{doc.external_id}'")
+    for query in data.queries:
+        if query.external_id not in query_index:
+            raise DatasetError(f"{file}: no embedding for query '{query.external_id}'")
+    docs = precomputed.docs[[doc_index[d.external_id] for d in data.documents]]
+    queries = precomputed.queries[[query_index[q.external_id] for q in data.queries]]
+    return _Vectors(list(docs), list(queries), precomputed.model, precomputed.dim,
+                    f"precomputed ({file.name}, {precomputed.model})")
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
+                      embedder: Embedder, progress: ProgressCallback | None) -> _Vectors:
+    """Embed the texts the store does not hold yet with ``embedder.model`` (module docstring).
+
+    Runs under the ingest lock, so what is stored cannot change before the merge."""
+    stored = conn.execute("SELECT embedding_dim FROM datasets WHERE name = %s "
+                          "AND embedding_model = %s", (name, embedder.model)).fetchone()
+    stored_docs: dict[str, str] = {}
+    stored_queries: dict[str, str] = {}
+    if stored is not None:  # compared by hash: the corpus text need not travel
+        stored_docs = dict(conn.execute("SELECT external_id, md5(content) FROM l2_insights "
+                                        "WHERE dataset = %s", (name,)).fetchall())
+        stored_queries = dict(conn.execute(
+            "SELECT external_id, md5(query) FROM ground_truth WHERE dataset = %s "
+            "AND query_embedding IS NOT NULL", (name,)).fetchall())
+    new_docs = [i for i, d in enumerate(data.documents)
+                if stored_docs.get(d.external_id) != _md5(d.content)]
+    new_queries = [i for i, q in enumerate(data.queries)
+                   if stored_queries.get(q.external_id) != _md5(q.text)]
+    texts = ([data.documents[i].content for i in new_docs]
+             + [data.queries[i].text for i in new_queries])
+    docs: list[np.ndarray | None] = [None] * len(data.documents)
+    queries: list[np.ndarray | None] = [None] * len(data.queries)
+    if texts:
+        vectors = embed_in_batches(embedder, texts, progress=progress)
+        for row, i in enumerate(new_docs):
+            docs[i] = vectors[row]
+        for row, i in enumerate(new_queries, start=len(new_docs)):
+            queries[i] = vectors[row]
+        dim = int(vectors.shape[1])
+    elif stored is not None:
+        dim = int(stored[0])
+    else:
+        raise DatasetError(f"{data.path}: the dataset has no documents or queries to embed")
+    reused = len(data.documents) + len(data.queries) - len(texts)
+    source = f"computed by {embedder.model} for {len(texts)} texts"
+    if reused:
+        source += f", {reused} unchanged texts keep their stored vectors"
+    return _Vectors(docs, queries, embedder.model, dim, source)
 
 
 def check_language(conn: psycopg.Connection, language: str) -> None:
@@ -99,12 +163,15 @@ def check_language(conn: psycopg.Connection, language: str) -> None:
 
 def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
                 language: str = "english", split: str = "test",
-                embedder_factory=None, embeddings: Path | str | None = None) -> IngestReport:
+                embedder_factory=None, embeddings: Path | str | None = None,
+                progress: ProgressCallback | None = None) -> IngestReport:
     """Ingest the BEIR folder ``path`` as dataset ``name`` (idempotent, one transaction).
 
     ``embedder_factory`` is called (with the model name wanted, or None) only when the folder
     has no ``embeddings.npz``; it returns an :class:`~eval_harness.embeddings.Embedder`.
     ``embeddings`` names a precomputed file elsewhere (e.g. for a read-only dataset folder).
+    ``progress(done, total)`` follows the texts being embedded, batch by batch (only when
+    embeddings are computed; see :mod:`eval_harness.progress`).
     """
     validate_dataset_name(name)
     data = read_beir(path, split=split)
@@ -122,13 +189,14 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
         if embedder_factory is None:
             raise DatasetError(f"{path}: no {EMBEDDINGS_FILE} and no embedder configured")
         embedder = embedder_factory()
-    doc_vectors, query_vectors, model, source = _vectors_for(data, precomputed, embedder,
-                                                             emb_file)
-    dim = int(doc_vectors.shape[1])
+    vectors = (_precomputed_vectors(data, precomputed, emb_file)
+               if precomputed is not None else None)
 
     with conn.transaction():
         check_language(conn, language)
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('eval_harness.ingest:' || %s))", (name,))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
+        if vectors is None:
+            vectors = _computed_vectors(conn, name, data, embedder, progress)
         conn.execute("""
             INSERT INTO datasets (name, language, embedding_model, embedding_dim, source_path)
             VALUES (%(name)s, %(lang)s::regconfig, %(model)s, %(dim)s, %(path)s)
@@ -140,20 +208,20 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
                    datasets.source_path)
                   IS DISTINCT FROM (EXCLUDED.language, EXCLUDED.embedding_model,
                                     EXCLUDED.embedding_dim, EXCLUDED.source_path)""",
-                     {"name": name, "lang": language, "model": model, "dim": dim,
-                      "path": str(Path(path).resolve())})
-        documents = _merge_documents(conn, name, language, data, doc_vectors)
-        _ensure_hnsw_index(conn, name, dim)
-        queries = _merge_queries(conn, name, data, query_vectors)
+                     {"name": name, "lang": language, "model": vectors.model,
+                      "dim": vectors.dim, "path": str(Path(path).resolve())})
+        documents = _merge_documents(conn, name, language, data, vectors.docs)
+        _ensure_hnsw_index(conn, name, vectors.dim)
+        queries = _merge_queries(conn, name, data, vectors.queries)
         if documents.changed or queries.changed:
             # Fresh statistics, or the planner misjudges the dataset's size and skips the
             # HNSW index in favour of sorting every row by distance.
             conn.execute("ANALYZE l2_insights, ground_truth")
-    return IngestReport(name, documents, queries, data.skipped_queries, source)
+    return IngestReport(name, documents, queries, data.skipped_queries, vectors.source)
 
 
 def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: BeirDataset,
-                     vectors: np.ndarray) -> MergeCounts:
+                     vectors: list[np.ndarray | None]) -> MergeCounts:
     conn.execute("""CREATE TEMP TABLE _ingest_docs (
                         external_id text PRIMARY KEY, content text, metadata jsonb,
                         embedding vector) ON COMMIT DROP""")
@@ -164,10 +232,13 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
             if doc.title:
                 metadata.setdefault("title", doc.title)
             copy.write_row((doc.external_id, doc.content, Jsonb(metadata), vector))
+    # A NULL staged vector means "unchanged text": the stored vector is taken over.
     rows = conn.execute("""
         INSERT INTO l2_insights AS d (dataset, external_id, content, metadata, embedding, language)
-        SELECT %(name)s, s.external_id, s.content, s.metadata, s.embedding, %(lang)s::regconfig
+        SELECT %(name)s, s.external_id, s.content, s.metadata,
+               coalesce(s.embedding, e.embedding), %(lang)s::regconfig
         FROM _ingest_docs s
+        LEFT JOIN l2_insights e ON e.dataset = %(name)s AND e.external_id = s.external_id
         ON CONFLICT (dataset, external_id) DO UPDATE SET
             content = EXCLUDED.content, metadata = EXCLUDED.metadata,
             embedding = EXCLUDED.embedding, language = EXCLUDED.language
@@ -201,7 +272,7 @@ def _ensure_hnsw_index(conn: psycopg.Connection, name: str, dim: int) -> None:
 
 
 def _merge_queries(conn: psycopg.Connection, name: str, data: BeirDataset,
-                   vectors: np.ndarray) -> MergeCounts:
+                   vectors: list[np.ndarray | None]) -> MergeCounts:
     doc_ids = dict(conn.execute("SELECT external_id, id FROM l2_insights WHERE dataset = %s",
                                 (name,)).fetchall())
     conn.execute("""CREATE TEMP TABLE _ingest_queries (
@@ -218,9 +289,10 @@ def _merge_queries(conn: psycopg.Connection, name: str, data: BeirDataset,
     rows = conn.execute("""
         INSERT INTO ground_truth AS g (dataset, external_id, query, query_embedding,
                                        expected_docs, relevance_grades)
-        SELECT %(name)s, s.external_id, s.query, s.query_embedding, s.expected_docs,
-               s.relevance_grades
+        SELECT %(name)s, s.external_id, s.query, coalesce(s.query_embedding, e.query_embedding),
+               s.expected_docs, s.relevance_grades
         FROM _ingest_queries s
+        LEFT JOIN ground_truth e ON e.dataset = %(name)s AND e.external_id = s.external_id
         ON CONFLICT (dataset, external_id) DO UPDATE SET
             query = EXCLUDED.query, query_embedding = EXCLUDED.query_embedding,
             expected_docs = EXCLUDED.expected_docs, relevance_grades = EXCLUDED.relevance_grades,
