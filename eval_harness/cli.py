@@ -11,12 +11,15 @@ import json
 import sys
 from pathlib import Path
 
+import psycopg
+
 from eval_harness.calibrate_cli import add_calibrate_command
 from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError
 from eval_harness.datasets import DatasetError
 from eval_harness.doctor import add_doctor_command
 from eval_harness.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.judges.cli import add_judge_command
+from eval_harness.progress import progress_bar
 from eval_harness.gate_cli import add_gate_commands
 from eval_harness.review_cli import add_review_commands
 from eval_harness.run_cli import add_run_command
@@ -39,10 +42,10 @@ def cmd_ingest(args, settings: Settings) -> int:
 
     location = open_store(settings)
     print(f"store: {location.description}")
-    with location.connection() as conn:
+    with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
         report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
                              split=args.split, embedder_factory=embedder_factory(settings),
-                             embeddings=args.embeddings)
+                             embeddings=args.embeddings, progress=progress)
     print(f"dataset '{report.dataset}': documents {report.documents}; "
           f"queries {report.queries}; embeddings {report.embeddings}")
     if report.skipped_queries:
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
         print(f"eval-harness: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        print(f"eval-harness: error: the store reported: {lines[0]}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("eval-harness: interrupted; completed work is kept", file=sys.stderr)

@@ -30,10 +30,8 @@ from typing import Callable, Iterator, Mapping
 
 import psycopg
 
-from eval_harness.judges.config import JudgeSettings
+from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
-from eval_harness.judges.retry import sanitize
-from eval_harness.judges.session import KEY_VARIABLES, JudgeUnavailable, resolve_judge_specs
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store.connection import StoreUnavailable, locate_store, redact_url
 from eval_harness.store.migrate import MigrationError, available_migrations
@@ -190,6 +188,8 @@ def _quiet_judge_notices() -> Iterator[None]:
 def effective_judges(settings: Settings) -> dict[str, str | None]:
     """The judge each slot will use, by the session's own fallback rules; ``None`` for a
     slot that cannot be built (its key is missing and fallback is off)."""
+    from eval_harness.judges.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
+
     config: JudgeSettings = settings.judges
     try:
         with _quiet_judge_notices():
@@ -251,8 +251,10 @@ def _provider_message(exc: Exception) -> str:
 def _probe_failure(provider: str, exc: Exception, where: str, timeout: float,
                    secrets: tuple[str | None, ...]) -> Check:
     """One sanitised line for a failed probe: rejected keys FAIL, busy providers warn."""
-    import anthropic
+    import anthropic  # the SDKs load only when a probe ran: the CLI starts fast
     import openai
+
+    from eval_harness.judges.retry import sanitize
 
     message = sanitize(_provider_message(exc), secrets)[:160]
     status = getattr(exc, "status_code", None)

@@ -211,3 +211,28 @@ def test_report_sensors_request_the_report_of_each_nightly_run(fails):
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert request.run_key == f"report-{result.run_id}"
     assert request.run_config["ops"]["run_report"]["config"]["source_run_id"] == result.run_id
+
+
+def test_a_store_error_is_one_sentence_not_a_traceback(server_url, tmp_path, monkeypatch,
+                                                       capsys):
+    import psycopg
+    from psycopg import sql
+
+    from conftest import scratch_database
+    from eval_harness.store import migrate
+
+    folder = write_beir(tmp_path / "data", DOCS, QUERIES, QRELS,
+                        doc_vectors=np.eye(len(DOCS), 8, dtype=np.float32),
+                        query_vectors=np.eye(len(DOCS), 8, dtype=np.float32)[[0, 1, 4]])
+    with scratch_database(server_url, "eh_ro") as location:
+        with location.connection() as conn:
+            migrate(conn)
+        dbname = psycopg.conninfo.conninfo_to_dict(location.url)["dbname"]
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on")
+                          .format(sql.Identifier(dbname)))
+        monkeypatch.setenv("DATABASE_URL", location.url)
+        code, out, err = run_cli(capsys, "ingest", str(folder), "--name", "ro")
+    assert code == 2
+    assert err.startswith("eval-harness: error: the store reported: ") and "read-only" in err
+    assert "Traceback" not in err and err.count("\n") == 1

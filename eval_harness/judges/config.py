@@ -23,6 +23,8 @@ PROVIDERS = ("openai", "anthropic", "local")
 LOCAL_JUDGES = ("lexical", "embedding")
 DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7}
 DEFAULT_MAX_TOKENS = {"relevance": 100, "evaluation": 500, "grounding": 500, "reflexion": 1000}
+# The environment variable holding each paid provider's API key.
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 @dataclass(frozen=True)

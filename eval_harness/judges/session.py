@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from eval_harness.judges.cache import JudgeLedger
-from eval_harness.judges.config import validate_judge_spec
+from eval_harness.judges.config import KEY_VARIABLES, validate_judge_spec
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
 from eval_harness.judges.pricing import PriceTable
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from eval_harness.settings import Settings
 
 log = logging.getLogger("eval_harness.judges")
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 _announced: set[str] = set()
 
 
