@@ -525,3 +525,15 @@ def test_sentence_ends_after_markers_digits_and_abbreviations():
 def test_thematic_breaks_and_list_items_that_look_alike():
     answer = "- - -\n\n- item one is here -\n\n* * *\n\n* item two is here *"
     assert split_sentences(answer) == ["item one is here -", "item two is here *"]
+
+
+@pytest.mark.parametrize("answer", [
+    "\n- ```[1]e.g.e.g.",                                   # found by Hypothesis
+    "- ```\n  Aspirin lowers the risk of attack [1].\n  ```",
+    "> ```\n> Aspirin lowers the risk of attack [1].\n> ```",
+    "1. ~~~ text\n   Aspirin lowers the risk of attack [1].\n   ~~~",
+])
+def test_a_fence_after_a_list_or_quote_marker_is_code(answer):
+    assert not any("[1]" in unit for unit in split_sentences(answer))
+    assert extract_citations(answer) == []
+    assert citation_coverage(answer, sources(3)).details["claim_sentences"] == 0

@@ -13,7 +13,8 @@ A marker that is also a link's text, ``[1](url)``, still counts. Not markers: fo
 
 Units. The answer is cut into units before anything is counted:
 
-- fenced code blocks (``` or ~~~ at any indentation; an unclosed fence runs to the end) and
+- fenced code blocks (``` or ~~~ at any indentation, also right after a list-item or
+  blockquote marker; an unclosed fence runs to the end) and
   inline code spans are removed first, so code never holds citations, words or boundaries;
 - headings (``#`` lines and setext underlines) are dropped: a heading is not a claim;
 - each list item (``-``, ``*``, ``+``, ``1.``, ``1)``) with its continuation lines is one unit;
@@ -80,10 +81,13 @@ _LIST_SEPARATOR = re.compile(r"[,;]")
 
 # Code. Both patterns start with a literal so that the regex engine can skip ahead; the fence
 # pattern runs on "\n" + text so that a fence on the first line also follows a newline.
+# A fence may follow blockquote and list-item markers ("> ```", "- ```"), as in CommonMark.
+_CONTAINERS = r"(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t])))*"
 _FENCED_CODE = re.compile(
-    r"\n[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})(?:(?<=`)[^`\n]*|(?<=~)[^\n]*)$"
+    r"\n" + _CONTAINERS +
+    r"[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})(?:(?<=`)[^`\n]*|(?<=~)[^\n]*)$"
     r".*?"
-    r"(?:\n[ \t]*(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
+    r"(?:\n" + _CONTAINERS + r"[ \t]*(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
     re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"(`(?<!``)`*+)[^\n]*?(?<!`)\1(?!`)")
 
