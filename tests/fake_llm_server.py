@@ -19,7 +19,14 @@ Behaviour is configurable per test:
 * ``responder``: a function ``(api, system, first_user_text, body) -> reply text``; the default
   answers each of the judges' prompts plausibly and deterministically;
 * batch endpoints of both APIs (create, poll, results), ``batch_polls`` polls before a batch
-  ends and ``batch_errors`` requests of each batch reported as errored.
+  ends and ``batch_errors`` requests of each batch reported as errored; an unknown batch id
+  gets a 404 in the API's error format. ``end_batches()`` ends every batch at its next poll,
+  ``forget_batches()`` makes the server forget them (a provider that no longer knows the
+  id), ``batch_submissions()`` lists the batch creations and ``batch_polls_of(id)`` the polls
+  of one batch (``batch_polls = 10**6`` keeps new batches in progress);
+* ``hold_replies_after(n)``: the first ``n`` chat requests are answered, later ones are held
+  (recorded with ``held=True``, unanswered) until ``release_replies()`` or ``hold_seconds``;
+  a test can then kill the client at a known point: exactly ``n`` replies delivered.
 * ``GET /v1/models`` of both APIs (the doctor's probe); scripted faults apply to it too.
 """
 
@@ -66,6 +73,7 @@ class Recorded:
     status: int = 0
     fault: str | None = None
     at: float = field(default_factory=time.monotonic)
+    held: bool = False  # held by hold_replies_after(): not answered before release
 
 
 def _words(text: str) -> set[str]:
@@ -99,7 +107,7 @@ class FakeLLMServer:
                  fault_kinds: tuple[str, ...] = ("429", "503"), seed: int = 0,
                  responder: Responder | None = None, hang_seconds: float = 1.0,
                  retry_after: float = 1.0, batch_polls: int = 1, batch_errors: int = 0,
-                 echo_auth_on_error: bool = False,
+                 echo_auth_on_error: bool = False, hold_seconds: float = 30.0,
                  fault_rule: Callable[[str, str], str | None] | None = None) -> None:
         # reset() restores these, so one server can be shared by many tests
         self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
@@ -107,7 +115,8 @@ class FakeLLMServer:
                            fault_kinds=fault_kinds, responder=responder or default_reply,
                            hang_seconds=hang_seconds, retry_after=retry_after,
                            batch_polls=batch_polls, batch_errors=batch_errors,
-                           echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule)
+                           echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule,
+                           hold_seconds=hold_seconds)
         self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
         self.in_flight = 0
@@ -122,6 +131,9 @@ class FakeLLMServer:
         self._openai_batches: dict[str, dict] = {}
         self._files: dict[str, bytes] = {}
         self._server: ThreadingHTTPServer | None = None
+        self._hold_after: int | None = None  # see hold_replies_after()
+        self._let_through = 0
+        self._released = threading.Event()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -174,8 +186,52 @@ class FakeLLMServer:
     def chat_requests(self) -> int:
         return len(self.chat_records())
 
+    def hold_replies_after(self, n: int) -> None:
+        """Answer the next ``n`` chat requests; hold later ones until release_replies()."""
+        with self._lock:
+            self._hold_after, self._let_through = n, 0
+            self._released.clear()
+
+    def release_replies(self) -> None:
+        with self._lock:
+            self._hold_after = None
+            self._released.set()
+
+    def batch_submissions(self, api: str | None = None) -> list[Recorded]:
+        """Batch creations (``api``: "anthropic-batch" or "openai-batch"), in order."""
+        with self._lock:
+            return [r for r in self.records if r.method == "POST"
+                    and r.api in ("anthropic-batch", "openai-batch")
+                    and (api is None or r.api == api)]
+
+    def batch_polls_of(self, batch_id: str) -> list[Recorded]:
+        """The state polls of one batch (retrieve requests), answered or 404."""
+        with self._lock:
+            return [r for r in self.records if r.method == "GET" and r.api.endswith("-batch")
+                    and r.path.split("?", 1)[0].endswith(f"/{batch_id}")]
+
+    def batch_custom_ids(self, batch_id: str) -> list[str]:
+        """The custom ids a batch was created with."""
+        with self._lock:
+            if batch_id in self._anthropic_batches:
+                return [r["custom_id"] for r in self._anthropic_batches[batch_id]["requests"]]
+            return [line["custom_id"] for line in self._openai_batches[batch_id]["lines"]]
+
+    def end_batches(self) -> None:
+        """Every batch created so far ends at its next poll."""
+        with self._lock:
+            for batch in [*self._anthropic_batches.values(), *self._openai_batches.values()]:
+                batch["polls_left"] = 0
+
+    def forget_batches(self) -> None:
+        """The provider no longer knows any batch created so far: their ids get 404."""
+        with self._lock:
+            self._anthropic_batches.clear()
+            self._openai_batches.clear()
+
     def reset(self) -> None:
         """Forget requests and queued faults; every knob back to its constructor value."""
+        self.release_replies()
         with self._lock:
             self.records.clear()
             self._faults.clear()
@@ -209,6 +265,15 @@ class FakeLLMServer:
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
+
+    def _should_hold(self) -> bool:
+        with self._lock:
+            if self._hold_after is None:
+                return False
+            if self._let_through < self._hold_after:
+                self._let_through += 1
+                return False
+            return True
 
 
 def _flatten(content: Any) -> str:
@@ -340,7 +405,10 @@ class _Handler(BaseHTTPRequestHandler):
         system, user, input_tokens = _conversation(api, body)
         fault = fake._next_fault(api, user)
         record.fault = None if fault is None else "over_limit" if fault.over_limit else fault.kind
+        record.held = fake._should_hold()
         fake._record(record)
+        if record.held:
+            fake._released.wait(fake.hold_seconds)
         if fake.latency:
             time.sleep(fake.latency)
         model = body.get("model", "unknown")
@@ -425,7 +493,28 @@ class _Handler(BaseHTTPRequestHandler):
         fake._anthropic_batches[batch["id"]] = batch
         self._send(200, self._anthropic_batch_view(batch))
 
+    def _unknown_batch(self, api: str, batch_id: str) -> bool:
+        """Record a batch poll or results request; answer 404 (True) if the id is unknown."""
+        fake = self.fake
+        batches = fake._anthropic_batches if api == "anthropic" else fake._openai_batches
+        known = batch_id in batches
+        fake._record(Recorded(f"{api}-batch", "GET", self.path, self._headers(), None,
+                              200 if known else 404))
+        if known:
+            return False
+        message = f"no batch with id {batch_id}"
+        if api == "anthropic":
+            payload = {"type": "error",
+                       "error": {"type": "not_found_error", "message": message}}
+        else:
+            payload = {"error": {"message": message, "type": "invalid_request_error",
+                                 "code": "not_found"}}
+        self._send(404, payload)
+        return True
+
     def _anthropic_batch_retrieve(self, batch_id: str) -> None:
+        if self._unknown_batch("anthropic", batch_id):
+            return
         batch = self.fake._anthropic_batches[batch_id]
         view = self._anthropic_batch_view(batch)
         batch["polls_left"] -= 1
@@ -433,6 +522,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _anthropic_batch_results(self, batch_id: str) -> None:
         fake = self.fake
+        if self._unknown_batch("anthropic", batch_id):
+            return
         lines = []
         for position, item in enumerate(fake._anthropic_batches[batch_id]["requests"]):
             params = item["params"]
@@ -511,6 +602,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, self._openai_batch_view(batch))
 
     def _openai_batch_retrieve(self, batch_id: str) -> None:
+        if self._unknown_batch("openai", batch_id):
+            return
         batch = self.fake._openai_batches[batch_id]
         view = self._openai_batch_view(batch)
         batch["polls_left"] -= 1

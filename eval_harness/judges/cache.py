@@ -1,4 +1,5 @@
-"""The Postgres side of the call pipeline: the reply cache, the cost log and the retry log.
+"""The Postgres side of the call pipeline: the reply cache, the cost log, the retry log and
+the register of submitted batches.
 
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
@@ -10,20 +11,49 @@
 * ``api_cost_log``: one row per billed provider call (batch results included, flagged).
 * ``api_retry_log``: one row per retry, written when the call ends, ``success`` telling whether
   the call finally succeeded.
+* ``judge_batches`` (migration 0006): each batch a provider accepted, its requests' keys and
+  whether it is still open, so a later run resumes it instead of paying for it again.
 
-Writes are buffered and committed every ``flush_every`` records and on :meth:`flush`, so a
-run that stops (budget, interrupt) keeps everything it paid for up to the last flush; the
-pipeline flushes when a run ends, however it ends. All methods run on the event loop's
-thread, one at a time, so one psycopg connection is enough.
+**What is durable when.** A paid reply is written through: :meth:`JudgeLedger.record_call`
+inserts its cache row and its cost row and commits before it returns, so a run killed at any
+moment has lost no reply it paid for (the rerun asks only for what is not cached, and the
+cost log is complete). A batch's results are written in one transaction that also marks the
+batch ended, and only by the run that flips it from open to ended, so they are stored once
+even if two runs collect the same batch. Retry rows and cache-hit counts are buffered: they
+go out with the next paid reply (retries), every ``flush_every`` buffered retries, and on
+:meth:`flush`, which the pipeline calls when a run ends, however it ends.
+
+All methods run on the event loop's thread, one at a time, so one psycopg connection is
+enough. Every write commits that connection.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
+
+_INSERT_CACHE = (
+    "INSERT INTO judge_cache (key, provider, model, operation, prompt_version, reply, "
+    "input_tokens, output_tokens, cached_tokens, batch, run_id) VALUES "
+    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING")
+# query_id may name a query deleted meanwhile; the row is kept without it
+_INSERT_COST = (
+    "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
+    "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, (SELECT id FROM ground_truth WHERE id = %s)")
+_INSERT_RETRY = (
+    "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, status_code, "
+    "retry_count, wait_seconds, success) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+_INSERT_HITS = (
+    "INSERT INTO api_cache_hit_log (run_id, api_name, model, operation, hits, saved_cost) "
+    "VALUES (%s, %s, %s, %s, %s, %s)")
+BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)
 
 
 @dataclass(frozen=True)
@@ -34,13 +64,48 @@ class RetryEvent:
     wait_seconds: float
 
 
+@dataclass(frozen=True)
+class BatchedRequest:
+    """What storing one batch reply needs besides the reply (the request may not be planned
+    by the run that collects the batch)."""
+
+    model: str
+    operation: str
+    prompt_version: str
+    query_id: int | None = None
+
+    @classmethod
+    def of(cls, request: ChatRequest, query_id: int | None) -> "BatchedRequest":
+        return cls(request.model, request.operation, request.prompt_version, query_id)
+
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """A batch registered in ``judge_batches`` and not yet ended or abandoned."""
+
+    provider: str
+    batch_id: str
+    requests: dict[str, BatchedRequest]  # cache key (the batch's custom id) -> request
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class BatchReply:
+    """One successful batch result, priced."""
+
+    key: str
+    request: BatchedRequest
+    completion: Completion
+    cost: float
+
+
 class JudgeLedger:
     def __init__(self, conn: psycopg.Connection, *, run_id: str | None,
                  flush_every: int = 25) -> None:
         self._conn = conn
         self.run_id = run_id
         self._flush_every = flush_every
-        self._pending_cache: dict[str, tuple] = {}
+        self._pending_cache: dict[str, tuple] = {}  # only while a failed write is retried
         self._costs: list[tuple] = []
         self._retries: list[tuple] = []
         self._hits: dict[tuple[str, str, str], list] = {}  # (provider, model, op) -> [n, USD]
@@ -84,18 +149,20 @@ class JudgeLedger:
 
     def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
                     batch: bool = False, query_id: int | None = None) -> None:
-        """A billed call: its cost row, and its reply into the cache."""
+        """A billed call: its cost row, and its reply into the cache, committed before this
+        returns (with the retry rows buffered so far)."""
         usage = completion.usage
-        self._pending_cache[request.cache_key()] = (
-            request.cache_key(), request.provider, request.model, request.operation,
-            request.prompt_version, completion.text, usage.input_tokens, usage.output_tokens,
-            usage.cached_tokens, batch, self.run_id)
+        key = request.cache_key()
+        self._pending_cache[key] = (
+            key, request.provider, request.model, request.operation, request.prompt_version,
+            completion.text, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
+            batch, self.run_id)
         if batch:
-            self._batch_replies.add(request.cache_key())
+            self._batch_replies.add(key)
         self._costs.append((self.run_id, request.provider, request.model, request.operation,
                             usage.input_tokens, usage.output_tokens, usage.cached_tokens, cost,
                             batch, query_id))
-        self._maybe_flush()
+        self._write(with_hits=False)
 
     def record_retries(self, request: ChatRequest, events: list[RetryEvent], *,
                        success: bool) -> None:
@@ -103,42 +170,123 @@ class JudgeLedger:
             self._retries.append((self.run_id, request.provider, request.model,
                                   request.operation, event.error_type, event.status_code,
                                   event.retry_count, event.wait_seconds, success))
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        if len(self._pending_cache) + len(self._costs) + len(self._retries) >= self._flush_every:
-            self.flush()
+        if len(self._retries) >= self._flush_every:
+            self._write(with_hits=False)
 
     def flush(self) -> None:
-        if not (self._pending_cache or self._costs or self._retries or self._hits):
+        """Commit everything buffered: retry rows and cache-hit counts (paid replies are
+        written as they come, see :meth:`record_call`)."""
+        self._write(with_hits=True)
+
+    def _write(self, *, with_hits: bool) -> None:
+        hits = self._hits if with_hits else {}
+        if not (self._pending_cache or self._costs or self._retries or hits):
             return
-        with self._conn.cursor() as cur:
-            if self._pending_cache:
-                cur.executemany(
-                    "INSERT INTO judge_cache (key, provider, model, operation, prompt_version, "
-                    "reply, input_tokens, output_tokens, cached_tokens, batch, run_id) VALUES "
-                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                    list(self._pending_cache.values()))
-            if self._costs:
-                # query_id may name a query deleted meanwhile; the row is kept without it
-                cur.executemany(
-                    "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
-                    "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
-                    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                    "(SELECT id FROM ground_truth WHERE id = %s)", self._costs)
-            if self._retries:
-                cur.executemany(
-                    "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, "
-                    "status_code, retry_count, wait_seconds, success) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", self._retries)
-            if self._hits:
-                cur.executemany(
-                    "INSERT INTO api_cache_hit_log (run_id, api_name, model, operation, hits, "
-                    "saved_cost) VALUES (%s, %s, %s, %s, %s, %s)",
-                    [(self.run_id, *key, hits, saved)
-                     for key, (hits, saved) in self._hits.items()])
-        self._conn.commit()
+        try:
+            with self._conn.cursor() as cur:
+                if self._pending_cache:
+                    cur.executemany(_INSERT_CACHE, list(self._pending_cache.values()))
+                if self._costs:
+                    cur.executemany(_INSERT_COST, self._costs)
+                if self._retries:
+                    cur.executemany(_INSERT_RETRY, self._retries)
+                if hits:
+                    cur.executemany(_INSERT_HITS, [(self.run_id, *key, n, saved)
+                                                   for key, (n, saved) in hits.items()])
+            self._conn.commit()
+        except BaseException:
+            # nothing of this write is stored: keep the rows buffered for the next write
+            if not self._conn.closed:
+                self._conn.rollback()
+            raise
         self._pending_cache.clear()
         self._costs.clear()
         self._retries.clear()
-        self._hits.clear()
+        if with_hits:
+            self._hits.clear()
+
+    # -- batches -------------------------------------------------------------------------
+
+    @contextmanager
+    def batch_submission(self, provider: str) -> Iterator[None]:
+        """Hold ``provider``'s batch-submission advisory lock (session level) while the block
+        looks up open batches and submits: two runs can then never both submit a request that
+        neither saw registered. The lock ends with the connection if the process dies."""
+        key = BATCH_LOCK_PREFIX + provider
+        self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+        self._conn.commit()
+        try:
+            yield
+        finally:
+            if not self._conn.closed:
+                if self._conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    self._conn.rollback()
+                self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+                self._conn.commit()
+
+    def open_batches(self, provider: str, keys: Sequence[str]) -> list[OpenBatch]:
+        """Open (submitted, not ended) batches of ``provider`` holding any of ``keys``,
+        oldest first."""
+        if not keys:
+            return []
+        rows = self._conn.execute(
+            "SELECT batch_id, requests, run_id FROM judge_batches WHERE provider = %s "
+            "AND status = 'submitted' AND keys && %s::text[] ORDER BY submitted_at, id",
+            (provider, list(keys))).fetchall()
+        self._conn.commit()
+        return [OpenBatch(provider, batch_id,
+                          {key: BatchedRequest(**meta) for key, meta in requests.items()},
+                          run_id) for batch_id, requests, run_id in rows]
+
+    def register_batch(self, provider: str, batch_id: str,
+                       requests: dict[str, BatchedRequest]) -> None:
+        """A batch the provider has just accepted: recorded and committed at once."""
+        self._conn.execute(
+            "INSERT INTO judge_batches (provider, batch_id, models, keys, requests, run_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, batch_id) DO NOTHING",
+            (provider, batch_id, sorted({r.model for r in requests.values()}), list(requests),
+             Jsonb({key: {"model": r.model, "operation": r.operation,
+                          "prompt_version": r.prompt_version, "query_id": r.query_id}
+                    for key, r in requests.items()}), self.run_id))
+        self._conn.commit()
+
+    def abandon_batch(self, provider: str, batch_id: str) -> None:
+        """The provider no longer knows the batch (or it expired unanswered): not polled again."""
+        self._conn.execute(
+            "UPDATE judge_batches SET status = 'abandoned', ended_at = now() "
+            "WHERE provider = %s AND batch_id = %s AND status = 'submitted'",
+            (provider, batch_id))
+        self._conn.commit()
+
+    def record_batch_results(self, provider: str, batch_id: str, replies: Sequence[BatchReply],
+                             *, status: str = "ended") -> bool:
+        """Close an open batch and store its paid replies (cache and cost rows), in one
+        transaction. Returns False, storing nothing, when the batch is no longer open: another
+        run collected it (its replies are then in the cache)."""
+        try:
+            claimed = self._conn.execute(
+                "UPDATE judge_batches SET status = %s, ended_at = now() WHERE provider = %s "
+                "AND batch_id = %s AND status = 'submitted'",
+                (status, provider, batch_id)).rowcount
+            if not claimed:
+                self._conn.rollback()
+                return False
+            with self._conn.cursor() as cur:
+                if replies:
+                    cur.executemany(_INSERT_CACHE, [
+                        (r.key, provider, r.request.model, r.request.operation,
+                         r.request.prompt_version, r.completion.text,
+                         r.completion.usage.input_tokens, r.completion.usage.output_tokens,
+                         r.completion.usage.cached_tokens, True, self.run_id) for r in replies])
+                    cur.executemany(_INSERT_COST, [
+                        (self.run_id, provider, r.request.model, r.request.operation,
+                         r.completion.usage.input_tokens, r.completion.usage.output_tokens,
+                         r.completion.usage.cached_tokens, r.cost, True, r.request.query_id)
+                        for r in replies])
+            self._conn.commit()
+        except BaseException:
+            if not self._conn.closed:
+                self._conn.rollback()
+            raise
+        self._batch_replies.update(r.key for r in replies)
+        return True

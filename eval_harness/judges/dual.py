@@ -171,6 +171,10 @@ class JudgeRunSummary:
         ]
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")
+        if self.batch is not None and self.batch.pending_batch_ids:
+            lines.append(f"{self.batch.unfinished} judgements wait in provider batches still "
+                         f"running ({', '.join(self.batch.pending_batch_ids)}); run the batch "
+                         "judge again later to collect them (they are not paid again)")
         if self.changed_meanwhile:
             lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
                          "(re-ingested) and were not written; run the judges again for them")

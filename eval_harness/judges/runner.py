@@ -17,9 +17,12 @@
   waiting out a backoff does not hold a slot.
 * **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
-* **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache;
-  every retry becomes one ``api_retry_log`` row; cache hits are counted, with the list price
-  they saved, into ``api_cache_hit_log``.
+* **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
+  committed before the call returns; every retry becomes one ``api_retry_log`` row; cache
+  hits are counted, with the list price they saved, into ``api_cache_hit_log``.
+* **Open batches**: a request whose reply a still-running provider batch will deliver
+  (:attr:`CallPipeline.awaiting_batch`, set by batch mode) is not sent live: that would pay
+  for it twice. It fails at once with kind ``batch_pending``; a later batch run collects it.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class Budget:
         self.reserved_usd += amount
         self.pending += 1
         return True
+
+    def charge(self, amount: float) -> None:
+        """A cost nothing was reserved for: the results of a batch an earlier run submitted."""
+        self.spent_usd += amount
 
     def settle(self, reserved: float, actual: float) -> None:
         self.pending -= 1
@@ -135,6 +142,8 @@ class CallPipeline:
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
+        # cache key -> why its reply is not here yet (a provider batch still running)
+        self.awaiting_batch: dict[str, str] = {}
 
     def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
         self.providers[provider.name] = provider
@@ -155,6 +164,9 @@ class CallPipeline:
             self.ledger.record_cache_hit(
                 request, saved_cost=self.prices.cost(request.model, cached.usage))
             return CallOutcome(cached, cache_hit=True)
+        if key in self.awaiting_batch:
+            return CallOutcome(None, ErrorInfo("batch_pending", False, None, None,
+                                               self.awaiting_batch[key]))
         if self.stopped:
             raise BudgetExhausted(self.stop_reason)
         shared = self._inflight.get(key)
