@@ -101,6 +101,19 @@ def default_reply(api: str, system: str, user: str, body: dict) -> str:
     return "0.5"
 
 
+def poor_verdicts_for(marker: str):
+    """A responder: a poor answer evaluation (a reflexion and a regeneration entry follow)
+    for answers containing ``marker``, :func:`default_reply` otherwise."""
+    def responder(api: str, system: str, user: str, body: dict) -> str:
+        if "quality of an AI-generated answer" in system and marker in user:
+            return json.dumps({"relevance": 0.2, "accuracy": 0.1, "completeness": 0.1,
+                               "reasoning": "Off topic.", "issues": ["ignores the question"],
+                               "improvement_hint": "Answer the question asked."})
+        return default_reply(api, system, user, body)
+
+    return responder
+
+
 class FakeLLMServer:
     def __init__(self, *, latency: float = 0.0, rpm_limit: float | None = None,
                  burst_seconds: float = 2.0, fault_rate: float = 0.0,

@@ -484,16 +484,12 @@ def test_definitions_hold_the_calibration_job():
     assert weight_label(0.7) == "0.70" and weight_label(0.125) == "0.125"
 
 
-@pytest.mark.parametrize("kappa_floor, calibrated", [(-1.0, True), (1.0, False)])
-def test_agreement_check_gates_calibration(tmp_path, store, corpus, kappa_floor, calibrated):
-    """judging -> judge_agreement (blocking kappa check) -> calibration, with local judges:
-    an agreement below the floor stops calibration; above it, calibration runs."""
+def materialize_judged_calibration(config, store, tmp_path):
+    """judging -> agreement (+ kappa check) -> calibration (+ verdict) on ``config``: the
+    result, the materialized asset names and the kappa check's evaluation."""
     from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
     from assets.judging import dual_judge_scores
 
-    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
-    config.write_text(config.read_text().replace("kappa_floor: 0.70", f"kappa_floor: {kappa_floor}")
-                      + "\njudges:\n  judge1: local:lexical\n  judge2: local:embedding\n")
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
                      **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
     result = dg.materialize(
@@ -503,6 +499,17 @@ def test_agreement_check_gates_calibration(tmp_path, store, corpus, kappa_floor,
                     for e in result.get_asset_materialization_events()}
     kappa_check = [c for c in result.get_asset_check_evaluations()
                    if c.check_name == "kappa_lower_bound_above_floor"][0]
+    return result, materialized, kappa_check
+
+
+@pytest.mark.parametrize("kappa_floor, calibrated", [(-1.0, True), (1.0, False)])
+def test_agreement_check_gates_calibration(tmp_path, store, corpus, kappa_floor, calibrated):
+    """judging -> judge_agreement (blocking kappa check) -> calibration, with local judges:
+    an agreement below the floor stops calibration; above it, calibration runs."""
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    config.write_text(config.read_text().replace("kappa_floor: 0.70", f"kappa_floor: {kappa_floor}")
+                      + "\njudges:\n  judge1: local:lexical\n  judge2: local:embedding\n")
+    result, materialized, kappa_check = materialize_judged_calibration(config, store, tmp_path)
     assert {"dual_judge_scores", "judge_agreement"} <= materialized
     assert kappa_check.passed is calibrated
     assert ("calibration_grid" in materialized) is calibrated
@@ -514,9 +521,6 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
         tmp_path, store, corpus, monkeypatch, stand_in_judges, calibrated):
     """API judges without keys fall back to local ones; their failed kappa gate warns (the
     stand-ins' agreement says nothing about the configured judges) unless told to block."""
-    from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from assets.judging import dual_judge_scores
-
     for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
                      "EVAL_HARNESS_JUDGE2"):
         monkeypatch.delenv(variable, raising=False)
@@ -524,15 +528,7 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
     config.write_text(config.read_text().replace("kappa_floor: 0.70", "kappa_floor: 1.0")
                       .replace("agreement:\n", f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
                       + "\njudges:\n  judge1: openai:gpt-4o\n  judge2: anthropic:claude-haiku-4-5\n")
-    resources = dict(default_resources(config_path=str(config), database_url=store.url),
-                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
-    result = dg.materialize(
-        [dual_judge_scores, judge_agreement, kappa_lower_bound_above_floor, calibration_grid,
-         calibrated_weights, p_at_5_verdict], resources=resources, raise_on_error=False)
-    materialized = {e.step_materialization_data.materialization.asset_key.to_user_string()
-                    for e in result.get_asset_materialization_events()}
-    kappa_check = [c for c in result.get_asset_check_evaluations()
-                   if c.check_name == "kappa_lower_bound_above_floor"][0]
+    _, materialized, kappa_check = materialize_judged_calibration(config, store, tmp_path)
     assert kappa_check.passed is False
     assert "local:lexical for openai:gpt-4o" in kappa_check.metadata["stand_in_judges"].value
     expected = dg.AssetCheckSeverity.WARN if calibrated else dg.AssetCheckSeverity.ERROR

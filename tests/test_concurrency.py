@@ -435,16 +435,9 @@ GATES = ("format_compliance", "citation_coverage", "grounding", "answer_reward")
 @pytest.fixture
 def gate_fake(fake):
     """The fake provider, judging answers marked POOR poorly (a reflexion and a queue entry)."""
-    from fake_llm_server import default_reply
+    from fake_llm_server import poor_verdicts_for
 
-    def responder(api, system, user, body):
-        if "quality of an AI-generated answer" in system and POOR in user:
-            return json.dumps({"relevance": 0.2, "accuracy": 0.1, "completeness": 0.1,
-                               "reasoning": "Off topic.", "issues": ["ignores the question"],
-                               "improvement_hint": "Answer the question asked."})
-        return default_reply(api, system, user, body)
-
-    fake.responder = responder
+    fake.responder = poor_verdicts_for(POOR)
     return fake
 
 

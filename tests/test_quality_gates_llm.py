@@ -24,7 +24,7 @@ from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, build_gates, 
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.judges.config import RetrySettings
 from eval_harness.settings import GateSettings
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import default_reply, judge_settings, poor_verdicts_for
 
 POOR = "POOR-ANSWER"
 _days = iter(date(2024, 8, 1) + timedelta(days=i) for i in range(60))
@@ -34,16 +34,7 @@ _days = iter(date(2024, 8, 1) + timedelta(days=i) for i in range(60))
 def fake(server):
     server.reset()
     server.latency, server.fault_rate = 0.0, 0.0
-
-    def responder(api, system, user, body):
-        # A poor verdict for answers marked POOR; the default plausible replies otherwise.
-        if "quality of an AI-generated answer" in system and POOR in user:
-            return json.dumps({"relevance": 0.2, "accuracy": 0.1, "completeness": 0.1,
-                               "reasoning": "Off topic.", "issues": ["ignores the question"],
-                               "improvement_hint": "Answer the question asked."})
-        return default_reply(api, system, user, body)
-
-    server.responder = responder
+    server.responder = poor_verdicts_for(POOR)  # a poor verdict for answers marked POOR
     yield server
     server.responder = default_reply
 
