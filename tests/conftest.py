@@ -68,6 +68,15 @@ def empty_database(server_url) -> StoreLocation:
         yield location
 
 
+@pytest.fixture
+def fresh(server_url) -> StoreLocation:
+    """A new, migrated database for this test only (tests that count every row)."""
+    with scratch_database(server_url, "eh_fresh") as location:
+        with location.connection() as conn:
+            migrate(conn)
+        yield location
+
+
 @pytest.fixture(scope="session")
 def server():
     """The fake LLM HTTP server (tests/fake_llm_server.py), shared; tests reset() it."""

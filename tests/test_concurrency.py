@@ -39,13 +39,6 @@ _SCRUBBED = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPI
 # Processes, databases and lock-step
 
 
-@pytest.fixture
-def fresh(server_url):
-    """A new migrated database for this test only."""
-    with scratch_database(server_url, "eh_conc") as location:
-        with location.connection() as conn:
-            migrate(conn)
-        yield location
 
 
 def child_env(location, **extra: str) -> dict[str, str]:

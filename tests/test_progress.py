@@ -26,7 +26,6 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from beir_factory import write_beir
-from conftest import scratch_database
 from eval_harness import cli
 from eval_harness.answers import TimeWindow
 from eval_harness.embeddings import embed_in_batches
@@ -34,7 +33,6 @@ from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window
 from eval_harness.progress import is_terminal, progress_bar
 from eval_harness.settings import QualityGateSettings
-from eval_harness.store import migrate
 from eval_harness.store.ingest import ingest_beir
 
 BAR_MARKS = ("%|", "\r", "\x1b[")  # tqdm's bar, its carriage returns, cursor movements
@@ -137,12 +135,6 @@ def test_embedding_in_batches_reports_each_batch_and_keeps_the_order():
     assert embed_in_batches(embedder, [], progress=progress).shape == (0, 0)
 
 
-@pytest.fixture
-def fresh(server_url):
-    with scratch_database(server_url, "eh_progress") as location:
-        with location.connection() as conn:
-            migrate(conn)
-        yield location
 
 
 def test_ingest_reports_the_texts_it_embeds_and_nothing_when_none_changed(fresh, tmp_path):
