@@ -1,6 +1,7 @@
 """Resources shared by every domain: settings and the live store, injected by name."""
 
 
+from pathlib import Path
 from typing import Optional
 
 import dagster as dg
@@ -43,11 +44,19 @@ DUCKDB_IO_MANAGER_KEY = "duckdb_io_manager"
 DEFAULT_DUCKDB_PATH = ".eval-harness/history.duckdb"  # history.duckdb_path's default
 
 
-def duckdb_io_manager(database: Optional[str] = None) -> DuckDBPandasIOManager:
-    """Dagster's DuckDB I/O manager for analysis artefacts (pandas frames become tables).
+class HistoryDuckDBIOManager(DuckDBPandasIOManager):
+    """Dagster's DuckDB I/O manager (pandas frames become tables) that creates the folder of
+    its file first: with DATABASE_URL set nothing else creates ``.eval-harness/``."""
 
-    The default file is ``history.duckdb_path``'s default, relative to the working directory
-    (the project root under run.sh and ``dagster dev``). DuckDB allows one writing process at
-    a time; the I/O manager retries while another holds the file.
+    def create_io_manager(self, context):
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        return super().create_io_manager(context)
+
+
+def duckdb_io_manager(database: Optional[str] = None) -> HistoryDuckDBIOManager:
+    """The DuckDB I/O manager for analysis artefacts, on ``database`` (the definitions pass
+    ``history.duckdb_path``; the default is its default, relative to the working directory).
+    DuckDB allows one writing process at a time; the I/O manager retries while another
+    holds the file.
     """
-    return DuckDBPandasIOManager(database=database or DEFAULT_DUCKDB_PATH)
+    return HistoryDuckDBIOManager(database=database or DEFAULT_DUCKDB_PATH)

@@ -74,6 +74,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     from assets.quality_gates import QUALITY_GATE_JOB
     from assets.reports import REPORT_JOB
+    from assets.resources import DUCKDB_IO_MANAGER_KEY, duckdb_io_manager
     from pipelines.definitions import NIGHTLY_JOB, defs
 
     dataset = args.dataset or settings.default_dataset
@@ -82,13 +83,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store: {location.description}")
     outcome = RunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    # this run's history file, also when the definitions were imported under another config
+    resources = {DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(settings.history_duckdb_path))}
 
     def execute(job: str, step: str, ops: dict, partition: str | None = None):
         print(step, flush=True)
         with dg.DagsterInstance.get() as instance:
             result = defs.resolve_job_def(job).execute_in_process(
                 instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
-                raise_on_error=False)
+                resources=resources, raise_on_error=False)
         outcome.run_ids.append(result.run_id)
         _collect(result, outcome, partition)
         return result
