@@ -16,7 +16,7 @@ import argparse
 import os
 import shlex
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
@@ -105,11 +105,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     days = _answer_days(location, settings)
     first = settings.quality_gates.partition_start
+    today = datetime.now(timezone.utc).date()
+    days = [day for day in days if _gateable(day, first, today)]
     for day in days:
-        if day < first:
-            print(f"  answers of {day} are before quality_gates.partition_start ({first}); "
-                  "not gated")
-            continue
         gates = execute(QUALITY_GATE_JOB, f"[2/3] quality gates for the answers of {day}", {},
                         partition=day.isoformat())
         _print_materializations(gates)
@@ -119,7 +117,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
                      "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
-                     "days": [d.isoformat() for d in days if d >= first] or None}
+                     "days": [d.isoformat() for d in days] or None}
     report = execute(REPORT_JOB, "[3/3] report", {"run_report": {"config": report_config}})
 
     print("\nchecks:")
@@ -140,6 +138,16 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.strict and outcome.blocking_failures:
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _gateable(day: date, first: date, today: date) -> bool:
+    """Whether ``day`` is a partition of the answers asset (partition_start .. today, UTC)."""
+    if first <= day <= today:
+        return True
+    where = (f"before quality_gates.partition_start ({first})" if day < first
+             else f"after today ({today}, UTC)")
+    print(f"  answers of {day} are {where}; not gated")
+    return False
 
 
 def _collect(result, outcome: RunOutcome, partition: str | None) -> None:

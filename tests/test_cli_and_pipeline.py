@@ -132,16 +132,19 @@ def test_assets_materialize_on_the_real_store(project, store):
 def test_run_command_runs_the_main_job(project, capsys):
     answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
               "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
-    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
+    future = dict(answer, id=f"f-{project['name']}", created_at="2099-01-01T10:00:00Z")
+    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n"
+                                                   + json.dumps(future) + "\n")
     with project["config"].open("a") as config:
         config.write("quality_gates:\n  answers_file: answers.jsonl\n")
     code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
     assert code == 0, err
     assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
-    assert "answers: 1 new" in out
+    assert "answers: 2 new" in out
     assert "answers of 2019-06-01 are before quality_gates.partition_start" in out
+    assert "answers of 2099-01-01 are after today" in out  # not a partition yet: not gated
     code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
-    assert code == 0 and "answers: 0 new, 0 updated, 1 unchanged" in out
+    assert code == 0 and "answers: 0 new, 0 updated, 2 unchanged" in out
     assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
 
 
