@@ -82,12 +82,12 @@ _LIST_SEPARATOR = re.compile(r"[,;]")
 # Code. Both patterns start with a literal so that the regex engine can skip ahead; the fence
 # pattern runs on "\n" + text so that a fence on the first line also follows a newline.
 # A fence may follow blockquote and list-item markers ("> ```", "- ```"), as in CommonMark.
-_CONTAINERS = r"(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t])))*"
+_CONTAINERS = r"(?:[ \t]*+(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t])))*+"  # possessive: no backtracking
 _FENCED_CODE = re.compile(
     r"\n" + _CONTAINERS +
-    r"[ \t]*(?P<fence>(?P<char>[`~])(?P=char){2,})(?:(?<=`)[^`\n]*|(?<=~)[^\n]*)$"
+    r"[ \t]*+(?P<fence>(?P<char>[`~])(?P=char){2,})(?:(?<=`)[^`\n]*|(?<=~)[^\n]*)$"
     r".*?"
-    r"(?:\n" + _CONTAINERS + r"[ \t]*(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
+    r"(?:\n" + _CONTAINERS + r"[ \t]*+(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
     re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"(`(?<!``)`*+)[^\n]*?(?<!`)\1(?!`)")
 
