@@ -132,20 +132,33 @@ def test_assets_materialize_on_the_real_store(project, store):
 def test_run_command_runs_the_main_job(project, capsys):
     answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
               "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
-    future = dict(answer, id=f"f-{project['name']}", created_at="2099-01-01T10:00:00Z")
-    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n"
-                                                   + json.dumps(future) + "\n")
+    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
     with project["config"].open("a") as config:
         config.write("quality_gates:\n  answers_file: answers.jsonl\n")
     code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
     assert code == 0, err
     assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
-    assert "answers: 2 new" in out
+    assert "answers: 1 new" in out
     assert "answers of 2019-06-01 are before quality_gates.partition_start" in out
-    assert "answers of 2099-01-01 are after today" in out  # not a partition yet: not gated
     code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
-    assert code == 0 and "answers: 0 new, 0 updated, 2 unchanged" in out
+    assert code == 0 and "answers: 0 new, 0 updated, 1 unchanged" in out
     assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
+
+
+def test_run_gates_only_days_that_are_answers_partitions(capsys):
+    """Answers dated before partition_start or after today (UTC) are named and skipped
+    (the shared test store must not get such answers: other tests gate --since)."""
+    from datetime import date
+
+    from eval_harness.run_cli import _gateable
+
+    first, today = date(2024, 1, 1), date(2026, 11, 22)
+    assert _gateable(date(2025, 3, 4), first, today) and _gateable(today, first, today)
+    assert not _gateable(date(2023, 12, 31), first, today)
+    assert not _gateable(date(2026, 11, 23), first, today)
+    out = capsys.readouterr().out
+    assert "answers of 2023-12-31 are before quality_gates.partition_start (2024-01-01)" in out
+    assert "answers of 2026-11-23 are after today (2026-11-22, UTC); not gated" in out
 
 
 def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project, capsys,
