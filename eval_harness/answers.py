@@ -111,6 +111,7 @@ class ImportReport:
     inserted: int
     updated: int
     unchanged: int
+    days: tuple[date, ...] = ()  # the UTC days (answers partitions) the file's answers are in
 
     @property
     def total(self) -> int:
@@ -297,6 +298,9 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
                 FROM _import_answers s
                 WHERE NOT EXISTS (SELECT 1 FROM {target} a WHERE a.id = s.id)
                 """).format(target=target)).rowcount
+            days = tuple(row[0] for row in conn.execute(sql.SQL("""
+                SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {target} a
+                JOIN _import_answers s USING (id) ORDER BY 1""").format(target=target)))
             # ON COMMIT DROP does not fire when the caller's transaction is still open.
             conn.execute("DROP TABLE _import_answers")
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
@@ -306,7 +310,7 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
             f"Cannot write answers into '{relation}' ({_first_line(exc)}); import needs a table "
             "(or an updatable view) with the answers columns: run `eval-harness migrate` or "
             "check quality_gates.answers_relation.") from None
-    return ImportReport(path, relation, inserted, updated, total - inserted - updated)
+    return ImportReport(path, relation, inserted, updated, total - inserted - updated, days)
 
 
 def import_configured_answers(conn: psycopg.Connection,

@@ -69,7 +69,7 @@ def verdict_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> tuple[Verdict
 def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:
     """Append ``frame`` (see :func:`grid_frame`) to ``calibration_grid_history``; rows written."""
     columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
-    with _open_for_writing(Path(path)) as con:
+    with open_history(Path(path)) as con:
         con.execute("BEGIN TRANSACTION")
         con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
         con.register("grid_rows", frame[list(GRID_COLUMNS)])
@@ -83,7 +83,7 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=list(GRID_COLUMNS))
-    with _open_for_writing(path) as con:  # a read-only open would also wait for the lock
+    with open_history(path) as con:  # a read-only open would also wait for the lock
         tables = {row[0] for row in
                   con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if HISTORY_TABLE not in tables:
@@ -93,7 +93,7 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
             f"ORDER BY run_at, dataset, semantic_weight", [dataset, dataset]).df()
 
 
-def _open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
+def open_history(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -207,19 +207,14 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     days the file covers, or the latest day with answers when no file is configured."""
     from psycopg import sql
 
-    from eval_harness.answers import import_configured_answers, read_answers_file, relation_sql
+    from eval_harness.answers import import_configured_answers, relation_sql
 
-    relation = relation_sql(settings.quality_gates.answers_relation)
-    day = sql.SQL("(created_at AT TIME ZONE 'UTC')::date")
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:
             print(f"answers: {report} (from {report.path})")
-            ids = [record.id for record in read_answers_file(report.path)]
-            rows = conn.execute(sql.SQL("SELECT DISTINCT {} FROM {} WHERE id = ANY(%s) "
-                                        "ORDER BY 1").format(day, relation), (ids,)).fetchall()
-        else:
-            rows = conn.execute(sql.SQL("SELECT max({}) FROM {}").format(day, relation)
-                                ).fetchall()
-    return [row[0] for row in rows if row[0] is not None]
-
+            return list(report.days)
+        latest = conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) "
+                                      "FROM {}").format(relation_sql(
+                                          settings.quality_gates.answers_relation))).fetchone()[0]
+    return [] if latest is None else [latest]

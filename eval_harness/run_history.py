@@ -25,8 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval_harness.calibration_history import HistoryUnavailable
-from eval_harness.calibration_history import _open_for_writing as open_history
+from eval_harness.calibration_history import HistoryUnavailable, open_history
 from eval_harness.calibration_run import VerdictBands
 
 RUN_HISTORY_TABLE = "run_history"

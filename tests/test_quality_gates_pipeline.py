@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 import json
 import uuid
-from datetime import date, timedelta
+from datetime import date, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -151,6 +151,9 @@ def test_import_is_idempotent_by_id_and_reports_changes(conn, tmp_path):
     assert (first.inserted, first.updated, first.unchanged) == (3, 0, 0)
     stamped = conn.execute("SELECT created_at FROM answers WHERE id = %s",
                            (f"{tag}-3",)).fetchone()[0]
+    # the UTC days the file's answers fall on (the run command gates exactly these)
+    assert first.days == tuple(sorted({date(2024, 6, 1),
+                                       stamped.astimezone(timezone.utc).date()}))
     again = import_answers(conn, path)
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
     rows[1]["answer"] = "Statins lower LDL cholesterol in most adults [1]."
