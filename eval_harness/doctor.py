@@ -2,7 +2,7 @@
 
     ok    config       /work/main/config.yaml
     ok    store        embedded PostgreSQL with pgvector in ... (PostgreSQL 18.3)
-    ok    pgvector     extension vector 0.8.1 installed
+    ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index build work
     warn  migrations   3 of 4 applied; pending: 0004_gate_results.sql: run `eval-harness migrate`
     ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact
     ok    judge1       openai:gpt-4o: OPENAI_API_KEY set
@@ -33,8 +33,10 @@ import psycopg
 from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store.connection import StoreUnavailable, locate_store, redact_url
+from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
+                                           redact_url)
 from eval_harness.store.migrate import MigrationError, available_migrations
+from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -73,10 +75,26 @@ def _exists(conn: psycopg.Connection, relation: str) -> bool:
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()[0]
 
 
-def check_pgvector(conn: psycopg.Connection) -> Check:
+def check_pgvector(conn: psycopg.Connection, location: StoreLocation | None = None) -> Check:
+    """Installed, and proven: a distance and a tiny HNSW index in a rolled-back transaction."""
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     if row:
-        return Check(OK, "pgvector", f"extension vector {row[0]} installed")
+        try:
+            probe_pgvector(conn)
+        except VectorProbeFailed as exc:
+            return Check(FAIL, "pgvector", f"extension vector {row[0]} gives wrong answers: {exc}")
+        except psycopg.errors.InsufficientPrivilege:
+            return Check(OK, "pgvector", f"extension vector {row[0]} installed (not proven: "
+                         "this role may not create temporary tables)")
+        except psycopg.Error as exc:
+            crashed = location.failure_message(exc) if location else None
+            if crashed:
+                return Check(FAIL, "pgvector", f"extension vector {row[0]} crashed the server "
+                             f"on a distance query or HNSW build: {crashed}")
+            return Check(FAIL, "pgvector", f"extension vector {row[0]} failed a distance query "
+                         f"or HNSW build: {_first_line(exc)}")
+        return Check(OK, "pgvector", f"extension vector {row[0]} installed; a distance query "
+                     "and an HNSW index build work")
     available = conn.execute("SELECT default_version FROM pg_available_extensions "
                              "WHERE name = 'vector'").fetchone()
     if available:
@@ -152,8 +170,12 @@ def store_checks(settings: Settings) -> Iterator[Check]:
             yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
             return
         yield Check(OK, "store", f"{location.description} (PostgreSQL {version})")
-        for name, check in (("pgvector", check_pgvector), ("migrations", check_migrations),
+        for name, check in (("pgvector", lambda c: check_pgvector(c, location)),
+                            ("migrations", check_migrations),
                             ("datasets", lambda c: check_datasets(c, settings))):
+            if conn.broken or conn.closed:  # a crashed backend takes the session with it
+                yield Check(SKIP, name, "the server went away (see the pgvector line)")
+                continue
             try:
                 yield check(conn)
             except psycopg.Error as exc:  # e.g. permission denied on a table

