@@ -25,6 +25,7 @@ from eval_harness.review_cli import add_review_commands
 from eval_harness.run_cli import add_run_command
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store.connection import server_failure
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -51,6 +52,8 @@ def cmd_ingest(args, settings: Settings) -> int:
     if report.skipped_queries:
         print(f"{report.skipped_queries} queries of the split had no relevant document "
               "and were left out")
+    if report.empty_documents_note:
+        print(report.empty_documents_note)
     return EXIT_OK
 
 
@@ -162,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    settings = None
     try:
         # doctor loads the config itself: a bad one is one of its FAIL lines
         own = getattr(args, "loads_own_settings", False)
@@ -174,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
-        print(f"eval-harness: error: the store reported: {lines[0]}", file=sys.stderr)
+        crashed = server_failure(settings, exc) if settings is not None else None
+        print(f"eval-harness: error: {crashed or 'the store reported: ' + lines[0]}",
+              file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("eval-harness: interrupted; completed work is kept", file=sys.stderr)

@@ -7,6 +7,12 @@ embeddings (see :mod:`eval_harness.embeddings`).
 
 Everything is parsed and validated before the store is touched, so a malformed line stops the
 ingest with ``file:line: what is wrong`` and nothing is written.
+
+A document with neither title nor text (``"text": ""``, missing or null) is kept: real
+collections have a few (Cranfield has two, one of them in the qrels) and the ground truth may
+point at them. It is an *empty document* (:attr:`Document.is_empty`): stored and findable by
+id, but it gets no embedding and matches no keyword, so search never returns it. A title
+without text is not empty.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ class Document:
     def content(self) -> str:
         return document_content(self.title, self.text)
 
+    @property
+    def is_empty(self) -> bool:
+        """No title and no text: nothing to embed or to match (module docstring)."""
+        return not self.content
+
 
 @dataclass(frozen=True)
 class Query:
@@ -50,6 +61,11 @@ class BeirDataset:
     documents: list[Document]
     queries: list[Query]  # only queries of the split that have at least one relevant doc
     skipped_queries: int  # queries in the split without any relevant document
+
+    @property
+    def empty_documents(self) -> list[str]:
+        """Ids of the documents with no title and no text, in file order."""
+        return [d.external_id for d in self.documents if d.is_empty]
 
 
 def document_content(title: str, text: str) -> str:
@@ -91,14 +107,16 @@ def _as_id(value, path: Path, line_no: int) -> str:
 def read_corpus(path: Path) -> list[Document]:
     documents: list[Document] = []
     seen: dict[str, int] = {}
-    for line_no, record in _read_jsonl(path, ("_id", "text")):
+    for line_no, record in _read_jsonl(path, ("_id",)):
         doc_id = _as_id(record["_id"], path, line_no)
         if doc_id in seen:
             raise DatasetError(f"{path}:{line_no}: duplicate document id '{doc_id}' "
                                f"(first seen on line {seen[doc_id]})")
         seen[doc_id] = line_no
         title = record.get("title") or ""
-        text = record["text"]
+        text = record.get("text")
+        if text is None:  # missing or null, like "": an empty document unless it has a title
+            text = ""
         metadata = record.get("metadata") or {}
         if not isinstance(text, str) or not isinstance(title, str):
             raise DatasetError(f"{path}:{line_no}: 'title' and 'text' must be strings")
@@ -106,8 +124,6 @@ def read_corpus(path: Path) -> list[Document]:
             raise DatasetError(f"{path}:{line_no}: 'metadata' must be a JSON object")
         if "\x00" in text or "\x00" in title:
             raise DatasetError(f"{path}:{line_no}: text contains a NUL character")
-        if not document_content(title, text):
-            raise DatasetError(f"{path}:{line_no}: document '{doc_id}' has no text")
         documents.append(Document(doc_id, title, text, metadata))
     if not documents:
         raise DatasetError(f"{path}: the corpus is empty")

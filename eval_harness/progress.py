@@ -27,6 +27,13 @@ def is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def draws_bars(stream: TextIO | None = None) -> bool:
+    """Whether progress bars belong on ``stream`` (default: stderr, read now, so a redirected
+    ``sys.stderr`` counts): only when it is a terminal. Our own bars and those of libraries
+    we load (model loading, embedding batches) follow this one rule."""
+    return is_terminal(sys.stderr if stream is None else stream)
+
+
 @contextmanager
 def progress_bar(description: str, *, unit: str = "it",
                  stream: TextIO | None = None) -> Iterator[ProgressCallback | None]:
@@ -34,7 +41,7 @@ def progress_bar(description: str, *, unit: str = "it",
     None when ``stream`` is not a terminal. The bar is removed when the block ends, so the
     command's own output follows on a clean line."""
     stream = sys.stderr if stream is None else stream
-    if not is_terminal(stream):
+    if not draws_bars(stream):
         yield None
         return
     from tqdm import tqdm

@@ -10,6 +10,8 @@ Every candidate gets both raw scores: semantic = 1 - cosine distance, keyword = 
 no term matches). Fusion and tie-breaking are defined in :mod:`eval_harness.retrieval.fusion`;
 :func:`hybrid_search` evaluates that rule in SQL, :func:`candidate_scores` returns the raw
 candidate scores of many ground-truth queries at once so calibration can sweep weights in numpy.
+An empty document (no text: NULL embedding, empty tsvector) is on neither list, so it is never
+a candidate; a document with a title and no text is an ordinary one.
 """
 
 from __future__ import annotations
@@ -95,8 +97,11 @@ def _candidates_fragment(info: DatasetInfo, depth: int, *, semantic: bool) -> sq
     """``WHERE d.id IN (...)`` body: the candidate union for the lateral query row ``q``."""
     parts = []
     if semantic:
+        # An empty document has no embedding: the index leaves it out, but a plan that sorts
+        # would put its NULL distance last and make it a candidate with no semantic score.
         parts.append(sql.SQL(
             "(SELECT s.id FROM l2_insights s WHERE s.dataset = {name} "
+            "AND s.embedding IS NOT NULL "
             "ORDER BY s.embedding::vector({dim}) <=> q.emb LIMIT {depth})"))
     # q is computed once per query (OFFSET 0 / MATERIALIZED): if the planner inlined it,
     # eh_or_tsquery would run for every document row, several times slower.

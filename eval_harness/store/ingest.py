@@ -18,6 +18,12 @@ for ``openai``), inside the transaction (other ingests wait meanwhile), for new 
 texts only: a document or query whose id and text are already stored, embedded by the same
 model, keeps its stored vector. A rerun of an unchanged folder, or an ingest that waited for an
 identical one, embeds nothing; a killed ingest stored nothing, so its rerun embeds everything.
+
+An empty document (no title, no text; see :mod:`eval_harness.datasets`) is stored with a NULL
+embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: ground truth
+points at it and it is findable by id, but neither side of hybrid search can return it. The
+report counts such documents. A dataset in another language than English embedded with the
+English-only local model gets one warning (:func:`eval_harness.embeddings.warn_if_english_only`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.datasets import BeirDataset, DatasetError, read_beir
 from eval_harness.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
-                                     embed_in_batches, load_precomputed)
+                                     embed_in_batches, load_precomputed, warn_if_english_only)
 from eval_harness.progress import ProgressCallback
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -64,10 +70,21 @@ class IngestReport:
     queries: MergeCounts
     skipped_queries: int
     embeddings: str  # where the vectors came from
+    empty_documents: tuple[str, ...] = ()  # ids of documents with no title and no text
 
     @property
     def changed(self) -> bool:
         return self.documents.changed or self.queries.changed
+
+    @property
+    def empty_documents_note(self) -> str | None:
+        """One line for the user about the empty documents, None when there are none."""
+        count = len(self.empty_documents)
+        if not count:
+            return None
+        shown = ", ".join(self.empty_documents[:5]) + (", ..." if count > 5 else "")
+        subject = "1 document has" if count == 1 else f"{count} documents have"
+        return (f"{subject} no text ({shown}); kept, findable by id, never retrieved by text")
 
 
 def validate_dataset_name(name: str) -> str:
@@ -93,19 +110,28 @@ class _Vectors:
     source: str  # where the vectors came from, for the report
 
 
+def _precomputed_row(vectors: np.ndarray, index: dict[str, int], item_id: str, what: str,
+                     file: Path) -> np.ndarray:
+    if item_id not in index:
+        raise DatasetError(f"{file}: no embedding for {what} '{item_id}'")
+    row = vectors[index[item_id]]
+    if not row.any():  # cosine similarity with a zero vector is NaN
+        raise DatasetError(f"{file}: the embedding of {what} '{item_id}' is all zeros; "
+                           "recompute the file (an empty document needs no row)")
+    return row
+
+
 def _precomputed_vectors(data: BeirDataset, precomputed: PrecomputedEmbeddings,
                          file: Path) -> _Vectors:
+    """The file's vectors in dataset order; None for an empty document (never embedded)."""
     doc_index = {doc_id: i for i, doc_id in enumerate(precomputed.doc_ids)}
     query_index = {qid: i for i, qid in enumerate(precomputed.query_ids)}
-    for doc in data.documents:
-        if doc.external_id not in doc_index:
-            raise DatasetError(f"{file}: no embedding for document '{doc.external_id}'")
-    for query in data.queries:
-        if query.external_id not in query_index:
-            raise DatasetError(f"{file}: no embedding for query '{query.external_id}'")
-    docs = precomputed.docs[[doc_index[d.external_id] for d in data.documents]]
-    queries = precomputed.queries[[query_index[q.external_id] for q in data.queries]]
-    return _Vectors(list(docs), list(queries), precomputed.model, precomputed.dim,
+    docs = [None if d.is_empty else
+            _precomputed_row(precomputed.docs, doc_index, d.external_id, "document", file)
+            for d in data.documents]
+    queries = [_precomputed_row(precomputed.queries, query_index, q.external_id, "query", file)
+               for q in data.queries]
+    return _Vectors(docs, queries, precomputed.model, precomputed.dim,
                     f"precomputed ({file.name}, {precomputed.model})")
 
 
@@ -129,7 +155,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
             "SELECT external_id, md5(query) FROM ground_truth WHERE dataset = %s "
             "AND query_embedding IS NOT NULL", (name,)).fetchall())
     new_docs = [i for i, d in enumerate(data.documents)
-                if stored_docs.get(d.external_id) != _md5(d.content)]
+                if not d.is_empty and stored_docs.get(d.external_id) != _md5(d.content)]
     new_queries = [i for i, q in enumerate(data.queries)
                    if stored_queries.get(q.external_id) != _md5(q.text)]
     texts = ([data.documents[i].content for i in new_docs]
@@ -147,7 +173,8 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
         dim = int(stored[0])
     else:
         raise DatasetError(f"{data.path}: the dataset has no documents or queries to embed")
-    reused = len(data.documents) + len(data.queries) - len(texts)
+    embeddable = len(data.documents) - len(data.empty_documents) + len(data.queries)
+    reused = embeddable - len(texts)
     source = f"computed by {embedder.model} for {len(texts)} texts"
     if reused:
         source += f", {reused} unchanged texts keep their stored vectors"
@@ -189,6 +216,9 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
         if embedder_factory is None:
             raise DatasetError(f"{path}: no {EMBEDDINGS_FILE} and no embedder configured")
         embedder = embedder_factory()
+    # before any embedding, so a wrong model can be stopped early
+    warn_if_english_only(precomputed.model if precomputed is not None else embedder.model,
+                         language, dataset=name)
     vectors = (_precomputed_vectors(data, precomputed, emb_file)
                if precomputed is not None else None)
 
@@ -217,7 +247,8 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
             # Fresh statistics, or the planner misjudges the dataset's size and skips the
             # HNSW index in favour of sorting every row by distance.
             conn.execute("ANALYZE l2_insights, ground_truth")
-    return IngestReport(name, documents, queries, data.skipped_queries, vectors.source)
+    return IngestReport(name, documents, queries, data.skipped_queries, vectors.source,
+                        tuple(data.empty_documents))
 
 
 def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: BeirDataset,
@@ -232,11 +263,13 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
             if doc.title:
                 metadata.setdefault("title", doc.title)
             copy.write_row((doc.external_id, doc.content, Jsonb(metadata), vector))
-    # A NULL staged vector means "unchanged text": the stored vector is taken over.
+    # A NULL staged vector means "unchanged text": the stored vector is taken over, except
+    # for an empty document, which has none (not even one its text had before).
     rows = conn.execute("""
         INSERT INTO l2_insights AS d (dataset, external_id, content, metadata, embedding, language)
         SELECT %(name)s, s.external_id, s.content, s.metadata,
-               coalesce(s.embedding, e.embedding), %(lang)s::regconfig
+               CASE WHEN s.content <> '' THEN coalesce(s.embedding, e.embedding) END,
+               %(lang)s::regconfig
         FROM _ingest_docs s
         LEFT JOIN l2_insights e ON e.dataset = %(name)s AND e.external_id = s.external_id
         ON CONFLICT (dataset, external_id) DO UPDATE SET
