@@ -10,6 +10,10 @@ With ``--since TIME`` it runs the same gates through the library over every answ
 since then, across days (Dagster partitions are single days), and reports the same way; the
 per-answer results are shared, so neither path re-evaluates what the other stored. In a
 terminal, ``--since`` shows a progress bar on stderr (answers evaluated, batch by batch).
+
+``--junit-xml`` and ``--summary`` are written on every exit: when the gates could not run
+(exit 2) they say why, so a CI job shows the reason rather than a missing report. ``gate``
+loads its own settings for that reason: a bad config is one of the reasons reported.
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ from __future__ import annotations
 import argparse
 from datetime import date, datetime, time, timezone
 from pathlib import Path
+from time import perf_counter
 
 import psycopg
 
 from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
-from eval_harness.settings import Settings
-from eval_harness.store import open_store
+from eval_harness.settings import Settings, load_settings
+from eval_harness.store import MigrationError, StoreUnavailable, open_store
 
-_EXPECTED_CHECK_FAILURE = "DagsterAssetCheckFailedError"  # a blocking check failed: exit 1
+# a blocking check failed (assets.check_outcomes, or Dagster's own error): exit 1, not 2
+_EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
@@ -100,7 +106,7 @@ def run_gate_job(settings: Settings, day: date, gates):
     for event in result.all_events:
         if event.is_step_failure:
             error = event.event_specific_data.error
-            if error.cls_name != _EXPECTED_CHECK_FAILURE:
+            if error.cls_name not in _EXPECTED_CHECK_FAILURE:
                 raise CliError(f"the quality-gate job failed: {root_cause(error)}")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     summaries = []
@@ -113,44 +119,88 @@ def run_gate_job(settings: Settings, day: date, gates):
     return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)
 
 
-def cmd_gate(args, settings: Settings) -> int:
+def cmd_gate(args, settings: Settings | None = None) -> int:
+    from eval_harness.gates.report import format_gate_table
+
+    started, clock = datetime.now(timezone.utc), perf_counter()
+    try:
+        settings = settings or load_settings(args.config)
+        report = gate_report(args, settings)
+    except Exception as exc:  # exit 2 (or a crash): CI still gets both files, saying why
+        _write_ci_error(args, _reason(exc), started, perf_counter() - clock)
+        raise
+    # One report object feeds every output.
+    print(report.to_json() if args.json else format_gate_table(report))
+    _write_ci_outputs(report, args, started, perf_counter() - clock)
+    return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def gate_report(args, settings: Settings):
+    """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
     from eval_harness.answers import TimeWindow
     from eval_harness.gates.registry import configured_gates
-    from eval_harness.gates.report import format_gate_table
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.progress import progress_bar
 
     gates = configured_gates(settings)  # a configuration error stops here, exit 2
     if not gates:
-        raise CliError("every quality gate is disabled in config.yaml (quality_gates.gates).")
+        raise CliError(f"{settings.config_path or 'the default configuration'}: every quality "
+                       "gate is disabled (quality_gates.gates); enable one.")
     since = parse_since(args.since) if args.since else None
     day = None if since else _partition_day(args.partition, settings)
     location = open_store(settings)  # an unreachable store stops here, exit 2
     try:
         if since is not None:
             with progress_bar("gating", unit="answer") as progress:
-                report = run_quality_gates(location, TimeWindow.since(since), gates,
-                                           relation=settings.quality_gates.answers_relation,
-                                           progress=progress)
-        else:
-            report = run_gate_job(settings, day, gates)
+                return run_quality_gates(location, TimeWindow.since(since), gates,
+                                         relation=settings.quality_gates.answers_relation,
+                                         progress=progress)
+        return run_gate_job(settings, day, gates)
     except psycopg.Error as exc:
         raise CliError(f"the quality gates failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
-    # One report object feeds every output.
-    print(report.to_json() if args.json else format_gate_table(report))
-    _write_ci_outputs(report, args)
-    return EXIT_OK if report.passed else EXIT_FAILED
 
 
-def _write_ci_outputs(report, args) -> None:
+_USER_ERRORS = (CliError, ValueError, LookupError, StoreUnavailable, MigrationError)
+
+
+def _reason(exc: Exception) -> str:
+    """The one-line reason the gates could not run, as the command prints it."""
+    if isinstance(exc, psycopg.Error):
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return f"the store reported: {lines[0]}"
+    if isinstance(exc, LookupError) and exc.args:
+        text = str(exc.args[0])
+    else:
+        text = str(exc)
+    line = (text.strip().splitlines() or [""])[0]
+    if isinstance(exc, _USER_ERRORS) and line:
+        return line
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _write_ci_outputs(report, args, started: datetime, seconds: float) -> None:
     from eval_harness.gates.ci_output import junit_xml, markdown_summary
+
+    _write(args.junit_xml, junit_xml(report, seconds=seconds, started=started))
+    _write(args.summary, markdown_summary(report))
+
+
+def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> None:
+    from eval_harness.gates.ci_output import junit_error_xml, markdown_error_summary
+
+    window = args.partition or (f"since {args.since}" if args.since else None)
+    _write(args.junit_xml, junit_error_xml(reason, window=window, seconds=seconds,
+                                           started=started))
+    _write(args.summary, markdown_error_summary(reason, window=window))
+
+
+def _write(path: str | None, text: str) -> None:
     from eval_harness.reports import write_report
 
-    for path, render in ((args.junit_xml, junit_xml), (args.summary, markdown_summary)):
-        if path:
-            target = Path(path).resolve()
-            write_report(target.parent, target.name, render(report))
+    if path:
+        target = Path(path).resolve()
+        write_report(target.parent, target.name, text)
 
 
 def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -173,7 +223,10 @@ def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
     gate.add_argument("--json", action="store_true",
                       help="print one JSON object with every check and the failing answer ids")
     gate.add_argument("--junit-xml", metavar="FILE",
-                      help="also write JUnit XML: one test case per check, failures with figures")
+                      help="also write JUnit XML: one test case per check and day, failures "
+                           "with figures; when the gates cannot run, one <error> with why")
     gate.add_argument("--summary", metavar="FILE",
-                      help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY)")
-    gate.set_defaults(func=cmd_gate)
+                      help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
+                           "the gates cannot run, why")
+    # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
+    gate.set_defaults(func=cmd_gate, loads_own_settings=True)

@@ -5,12 +5,13 @@ This is the only module that reads the environment; everything else receives a `
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -21,7 +22,41 @@ TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-sear
 
 
 class ConfigError(ValueError):
-    """The configuration is invalid; the message names the key and what to do."""
+    """The configuration is invalid; the message names the file, the key and what to do."""
+
+
+# Every key config.yaml may hold, section by section: any other key is an error (a typo must
+# not silently keep a default). Sections parsed from a dataclass list its fields instead.
+TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_search",
+                  "agreement", "calibration", "history", "quality_gates", "judges", "dagster")
+STORE_KEYS = ("embedded_pgdata",)
+DATASET_KEYS = ("path", "language", "split", "embeddings")
+EMBEDDER_KEYS = ("provider", "model")
+HYBRID_SEARCH_KEYS = ("semantic", "keyword", "candidate_depth")
+HISTORY_KEYS = ("duckdb_path",)
+DAGSTER_KEYS = ("home", "nightly")
+NIGHTLY_KEYS = ("cron", "timezone")
+
+
+def reject_unknown_keys(section: Mapping[str, Any], where: str, known: Sequence[str]) -> None:
+    """Raise a :class:`ConfigError` naming every key of ``section`` not in ``known``.
+
+    ``where`` is the section's dotted key ("" for the top level). Each unknown key is named in
+    full with the nearest known key when one is close (``difflib.get_close_matches``), then
+    the known keys are listed. The message carries no file name: the caller adds it.
+    """
+    prefix = f"{where}." if where else ""
+    unknown = [str(key) for key in section if str(key) not in known]
+    if not unknown:
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, list(known), n=1)
+        named.append(f"'{prefix}{key}'" + (f" (did you mean '{prefix}{close[0]}'?)"
+                                             if close else ""))
+    owner = f"known keys of '{where}'" if where else "known top-level keys"
+    raise ConfigError(f"unknown key{'s' if len(named) > 1 else ''} {', '.join(named)}; "
+                      f"{owner}: {', '.join(known)}.")
 
 
 @dataclass(frozen=True)
@@ -140,47 +175,49 @@ class Settings:
             return self.datasets[name]
         except KeyError:
             known = ", ".join(sorted(self.datasets)) or "none"
-            raise ConfigError(f"Dataset '{name}' is not configured in config.yaml "
+            source = (str(self.config_path) if self.config_path
+                      else f"{self.root / DEFAULT_CONFIG_NAME} (not found, defaults apply)")
+            raise ConfigError(f"{source}: dataset '{name}' is not configured under datasets "
                               f"(configured: {known}).") from None
 
     def with_overrides(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
 
 
-def _section(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _section(raw: Mapping[str, Any], key: str, known: Sequence[str] | None = None, *,
+             where: str = "") -> Mapping[str, Any]:
+    """``raw[key]`` as a mapping ({} when absent); with ``known``, unknown keys are refused."""
+    dotted = f"{where}.{key}" if where else key
     value = raw.get(key) or {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"config.yaml: '{key}' must be a mapping.")
+        raise ConfigError(f"'{dotted}' must be a mapping.")
+    if known is not None:
+        reject_unknown_keys(value, dotted, known)
     return value
 
 
 def _number(section: Mapping[str, Any], key: str, default: float, where: str) -> float:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"config.yaml: '{where}.{key}' must be a number, got {value!r}.")
+        raise ConfigError(f"'{where}.{key}' must be a number, got {value!r}.")
     return float(value)
 
 
 def _hybrid(raw: Mapping[str, Any]) -> HybridWeights:
-    section = _section(raw, "hybrid_search")
+    section = _section(raw, "hybrid_search", HYBRID_SEARCH_KEYS)
     semantic = _number(section, "semantic", 0.7, "hybrid_search")
     keyword = _number(section, "keyword", round(1.0 - semantic, 10), "hybrid_search")
     depth = section.get("candidate_depth", 50)
     if not 0.0 <= semantic <= 1.0 or not 0.0 <= keyword <= 1.0:
-        raise ConfigError("config.yaml: hybrid_search weights must lie in [0, 1].")
+        raise ConfigError("hybrid_search weights must lie in [0, 1].")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ConfigError("config.yaml: 'hybrid_search.candidate_depth' must be a positive integer.")
+        raise ConfigError("'hybrid_search.candidate_depth' must be a positive integer.")
     return HybridWeights(semantic, keyword, depth)
 
 
 def _agreement(raw: Mapping[str, Any]) -> AgreementSettings:
-    section = _section(raw, "agreement")
+    section = _section(raw, "agreement", tuple(AgreementSettings.__dataclass_fields__))
     defaults = AgreementSettings()
-    known = list(AgreementSettings.__dataclass_fields__)
-    unknown = sorted(set(map(str, section)) - set(known))
-    if unknown:  # a typo would otherwise silently keep the default gate
-        raise ConfigError(f"config.yaml: unknown key 'agreement.{unknown[0]}' "
-                          f"(known: {', '.join(known)}).")
     floor = _number(section, "kappa_floor", defaults.kappa_floor, "agreement")
     disagreement = _number(section, "disagreement_threshold", defaults.disagreement_threshold,
                            "agreement")
@@ -189,64 +226,56 @@ def _agreement(raw: Mapping[str, Any]) -> AgreementSettings:
     confidence = _number(section, "confidence", defaults.confidence, "agreement")
     resamples = section.get("bootstrap_resamples", defaults.bootstrap_resamples)
     if not -1.0 <= floor <= 1.0:
-        raise ConfigError("config.yaml: 'agreement.kappa_floor' must lie in [-1, 1].")
+        raise ConfigError("'agreement.kappa_floor' must lie in [-1, 1].")
     if not 0.0 <= disagreement < 1.0:
-        raise ConfigError("config.yaml: 'agreement.disagreement_threshold' must lie in [0, 1).")
+        raise ConfigError("'agreement.disagreement_threshold' must lie in [0, 1).")
     if not 0.0 <= relevance < 1.0:
-        raise ConfigError("config.yaml: 'agreement.relevance_threshold' must lie in [0, 1).")
+        raise ConfigError("'agreement.relevance_threshold' must lie in [0, 1).")
     if not 0.0 < confidence < 1.0:
-        raise ConfigError("config.yaml: 'agreement.confidence' must lie strictly between 0 and 1.")
+        raise ConfigError("'agreement.confidence' must lie strictly between 0 and 1.")
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
         raise ConfigError(
-            "config.yaml: 'agreement.bootstrap_resamples' must be a positive integer.")
+            "'agreement.bootstrap_resamples' must be a positive integer.")
     stand_in = section.get("stand_in_judges", defaults.stand_in_judges)
     if stand_in not in ("warn", "block"):
-        raise ConfigError("config.yaml: 'agreement.stand_in_judges' must be warn or block.")
+        raise ConfigError("'agreement.stand_in_judges' must be warn or block.")
     return AgreementSettings(floor, disagreement, relevance, resamples, confidence, stand_in)
 
 
 def _calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
     from eval_harness.metrics.calibration import weight_grid  # numpy only; no cycle
 
-    section = _section(raw, "calibration")
-    _reject_unknown(section, "calibration", ("grid", "default_weight", "rrf_k", "cv_folds",
-                                             "seed", "bootstrap_resamples", "verdict"))
-    grid, bands = _section(section, "grid"), _section(section, "verdict")
-    _reject_unknown(grid, "calibration.grid", ("start", "stop", "step"))
-    _reject_unknown(bands, "calibration.verdict", ("full_success", "partial_success"))
+    section = _section(raw, "calibration", ("grid", "default_weight", "rrf_k", "cv_folds",
+                                            "seed", "bootstrap_resamples", "verdict"))
+    grid = _section(section, "grid", ("start", "stop", "step"), where="calibration")
+    bands = _section(section, "verdict", ("full_success", "partial_success"),
+                     where="calibration")
     d = CalibrationSettings()
     start = _number(grid, "start", d.grid_start, "calibration.grid")
     stop = _number(grid, "stop", d.grid_stop, "calibration.grid")
     step = _number(grid, "step", d.grid_step, "calibration.grid")
     if not 0.01 - 1e-12 <= step <= 1.0:
-        raise ConfigError("config.yaml: 'calibration.grid.step' must lie between 0.01 and 1.")
+        raise ConfigError("'calibration.grid.step' must lie between 0.01 and 1.")
     try:
         weight_grid(start, stop, step)
     except ValueError as exc:
-        raise ConfigError(f"config.yaml: calibration.grid: {exc}") from None
+        raise ConfigError(f"calibration.grid: {exc}") from None
     default = _number(section, "default_weight", d.default_weight, "calibration")
     full = _number(bands, "full_success", d.full_success, "calibration.verdict")
     partial = _number(bands, "partial_success", d.partial_success, "calibration.verdict")
     if not 0.0 <= default <= 1.0:
-        raise ConfigError("config.yaml: 'calibration.default_weight' must lie in [0, 1].")
+        raise ConfigError("'calibration.default_weight' must lie in [0, 1].")
     if not 0.0 <= partial <= full <= 1.0:
-        raise ConfigError("config.yaml: calibration.verdict needs 0 <= partial_success <= "
+        raise ConfigError("calibration.verdict needs 0 <= partial_success <= "
                           "full_success <= 1.")
     integers = {}
     for key, low in (("rrf_k", 0), ("cv_folds", 2), ("seed", 0), ("bootstrap_resamples", 1)):
         value = section.get(key, getattr(d, key))
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"config.yaml: 'calibration.{key}' must be an integer >= {low}.")
+            raise ConfigError(f"'calibration.{key}' must be an integer >= {low}.")
         integers[key] = value
     return CalibrationSettings(start, stop, step, default, full_success=full,
                                partial_success=partial, **integers)
-
-
-def _reject_unknown(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
-    unknown = sorted(set(map(str, section)) - set(known))
-    if unknown:  # a typo would otherwise silently keep a default
-        raise ConfigError(f"config.yaml: unknown key '{where}.{unknown[0]}' "
-                          f"(known: {', '.join(known)}).")
 
 
 _RELATION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$")
@@ -255,7 +284,7 @@ _RELATION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9
 def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
     value = section.get(key, default)
     if not isinstance(value, bool):
-        raise ConfigError(f"config.yaml: '{where}.{key}' must be true or false, got {value!r}.")
+        raise ConfigError(f"'{where}.{key}' must be true or false, got {value!r}.")
     return value
 
 
@@ -264,27 +293,26 @@ def _gate(name: str, section: Any, default: GateSettings) -> GateSettings:
     if section is None:
         return default
     if not isinstance(section, Mapping):
-        raise ConfigError(f"config.yaml: '{where}' must be a mapping.")
-    _reject_unknown(section, where, tuple(GateSettings.__dataclass_fields__))
+        raise ConfigError(f"'{where}' must be a mapping.")
+    reject_unknown_keys(section, where, tuple(GateSettings.__dataclass_fields__))
     threshold = _number(section, "threshold", default.threshold, where)
     low = -1.0 if name == "answer_reward" else 0.0  # the reward scale is -1..+1
     if not low <= threshold <= 1.0:
-        raise ConfigError(f"config.yaml: '{where}.threshold' must lie in [{low:g}, 1].")
+        raise ConfigError(f"'{where}.threshold' must lie in [{low:g}, 1].")
     min_pass_rate = _number(section, "min_pass_rate", default.min_pass_rate, where)
     if not 0.0 <= min_pass_rate <= 1.0:
-        raise ConfigError(f"config.yaml: '{where}.min_pass_rate' must lie in [0, 1].")
+        raise ConfigError(f"'{where}.min_pass_rate' must lie in [0, 1].")
     return GateSettings(enabled=_flag(section, "enabled", default.enabled, where),
                         threshold=threshold, min_pass_rate=min_pass_rate,
                         blocking=_flag(section, "blocking", default.blocking, where))
 
 
 def _quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettings:
-    section = _section(raw, "quality_gates")
+    section = _section(raw, "quality_gates", tuple(QualityGateSettings.__dataclass_fields__))
     d = QualityGateSettings()
-    _reject_unknown(section, "quality_gates", tuple(QualityGateSettings.__dataclass_fields__))
     relation = section.get("answers_relation", d.answers_relation)
     if not isinstance(relation, str) or not _RELATION_NAME.match(relation):
-        raise ConfigError("config.yaml: 'quality_gates.answers_relation' must be a table or view "
+        raise ConfigError("'quality_gates.answers_relation' must be a table or view "
                           f"name such as answers or myschema.answers, got {relation!r}.")
     start = section.get("partition_start", d.partition_start)
     if isinstance(start, str):
@@ -293,20 +321,17 @@ def _quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettings:
         except ValueError:
             pass
     if not isinstance(start, date):
-        raise ConfigError("config.yaml: 'quality_gates.partition_start' must be a date "
+        raise ConfigError("'quality_gates.partition_start' must be a date "
                           f"YYYY-MM-DD, got {start!r}.")
     answers_file = section.get("answers_file")
     chars = section.get("grounding_source_chars", d.grounding_source_chars)
     if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
-        raise ConfigError("config.yaml: 'quality_gates.grounding_source_chars' must be a "
+        raise ConfigError("'quality_gates.grounding_source_chars' must be a "
                           "positive integer.")
     reflexion = _number(section, "reflexion_threshold", d.reflexion_threshold, "quality_gates")
     if not -1.0 <= reflexion <= 1.0:
-        raise ConfigError("config.yaml: 'quality_gates.reflexion_threshold' must lie in [-1, 1].")
-    gates = section.get("gates") or {}
-    if not isinstance(gates, Mapping):
-        raise ConfigError("config.yaml: 'quality_gates.gates' must be a mapping.")
-    _reject_unknown(gates, "quality_gates.gates", tuple(DEFAULT_GATES))
+        raise ConfigError("'quality_gates.reflexion_threshold' must lie in [-1, 1].")
+    gates = _section(section, "gates", tuple(DEFAULT_GATES), where="quality_gates")
     return QualityGateSettings(
         answers_relation=relation,
         partition_start=start.date() if hasattr(start, "date") else start,
@@ -319,8 +344,10 @@ def _quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettings:
 def _datasets(raw: Mapping[str, Any], root: Path) -> dict[str, DatasetConfig]:
     result = {}
     for name, entry in _section(raw, "datasets").items():
+        if isinstance(entry, Mapping):  # a misspelt 'path' is named as such, not as missing
+            reject_unknown_keys(entry, f"datasets.{name}", DATASET_KEYS)
         if not isinstance(entry, Mapping) or "path" not in entry:
-            raise ConfigError(f"config.yaml: datasets.{name} needs a 'path'.")
+            raise ConfigError(f"'datasets.{name}' needs a 'path'.")
         embeddings = entry.get("embeddings")
         result[str(name)] = DatasetConfig(
             name=str(name), path=(root / str(entry["path"])).resolve(),
@@ -333,34 +360,62 @@ def load_settings(config_path: Path | str | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
     """Read ``config.yaml`` (explicit path, ``EVAL_HARNESS_CONFIG``, or ./config.yaml) and env.
 
-    A missing config file is not an error when none was asked for: defaults apply.
+    A missing config file is not an error when none was asked for: defaults apply. Every
+    :class:`ConfigError` starts with the path of the file that was read, as it was given.
     """
     env = os.environ if environ is None else environ
     explicit = config_path or env.get("EVAL_HARNESS_CONFIG")
-    path = Path(explicit) if explicit else Path.cwd() / DEFAULT_CONFIG_NAME
-    raw: Mapping[str, Any] = {}
+    path = Path(explicit) if explicit else Path(DEFAULT_CONFIG_NAME)
     if path.is_file():
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc}).") from None
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{path}: the top level must be a mapping of keys.")
+        raw, source = _read_config(path), str(path)
     elif explicit:
         raise ConfigError(f"{path}: config file not found.")
+    else:
+        raw, source = {}, f"{path} (not found, defaults apply)"
+    try:
+        return _settings_from(raw, path, env)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _read_config(path: Path) -> Mapping[str, Any]:
+    """The parsed file; a read or YAML error is one sentence naming ``path:line:column``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot be read ({reason}).") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_error(path, exc)) from None
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys.")
+    return raw
+
+
+def _yaml_error(path: Path, error: yaml.YAMLError) -> str:
+    """``path:line:column: not valid YAML: <problem>.`` (1-based, as editors count)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: not valid YAML: {problem.rstrip('.')}."
+
+
+def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Settings:
+    """The typed settings of a parsed file; errors carry no file name (the caller adds it)."""
+    reject_unknown_keys(raw, "", TOP_LEVEL_KEYS)
     root = path.resolve().parent
-    store = _section(raw, "store")
-    embedder = _section(raw, "embedder")
-    dagster = _section(raw, "dagster")
-    history = _section(raw, "history")
+    store = _section(raw, "store", STORE_KEYS)
+    embedder = _section(raw, "embedder", EMBEDDER_KEYS)
+    dagster = _section(raw, "dagster", DAGSTER_KEYS)
+    history = _section(raw, "history", HISTORY_KEYS)
+    nightly = _section(dagster, "nightly", NIGHTLY_KEYS, where="dagster")
     pgdata = env.get("EVAL_HARNESS_PGDATA") or store.get("embedded_pgdata", ".eval-harness/pgdata")
     dagster_home = env.get("DAGSTER_HOME") or dagster.get("home", ".eval-harness/dagster")
-    nightly = dagster.get("nightly") or {}
-    if not isinstance(nightly, Mapping):
-        raise ConfigError("config.yaml: 'dagster.nightly' must be a mapping (cron, timezone).")
     cron = str(nightly.get("cron", "0 2 * * *"))
     if len(cron.split()) != 5:
-        raise ConfigError(f"config.yaml: 'dagster.nightly.cron' must have five fields, got {cron!r}.")
+        raise ConfigError(f"'dagster.nightly.cron' must have five fields, got {cron!r}.")
     return Settings(
         config_path=path.resolve() if path.is_file() else None,
         root=root,
@@ -382,7 +437,7 @@ def load_settings(config_path: Path | str | None = None,
         dagster_postgres_url=env.get("DAGSTER_POSTGRES_URL") or None,
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
-        judges=parse_judge_settings(_section(raw, "judges"), env),
+        judges=parse_judge_settings(_section(raw, "judges"), env, source=None),
         anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
     )

@@ -562,7 +562,8 @@ def test_a_killed_gate_run_finished_by_two_reruns_at_once_evaluates_each_answer_
     assert evaluated == [(0,) * len(GATES), (8 - kept,) * len(GATES)]
     assert [("quality-gate run of answers since" in err and "waiting" in err)
             for _, _, err in outcomes].count(True) == 1
-    same = [[{**c, "evaluated_now": 0} for c in r["checks"]] for r in reports]
+    # what this run evaluated, and the time it spent on it, differ; every other figure agrees
+    same = [[{**c, "evaluated_now": 0, "seconds": 0.0} for c in r["checks"]] for r in reports]
     assert same[0] == same[1]
     assert gate_fake.chat_requests - sent_before == project["requests"] - cached
     rows = gate_rows(fresh)

@@ -145,7 +145,8 @@ def test_a_bad_config_is_a_fail_line_not_an_error(tmp_path, capsys):
     code = main(["--config", str(config), "doctor"])
     out, err = capsys.readouterr()
     assert code == 1 and err == ""
-    assert out.splitlines() == ["FAIL  config       config.yaml: hybrid_search weights must lie "
+    # the message names the file that was read, not config.yaml
+    assert out.splitlines() == [f"FAIL  config       {config}: hybrid_search weights must lie "
                                 "in [0, 1]."]
 
 

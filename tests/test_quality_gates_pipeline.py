@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from assets.check_outcomes import rounded
 from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
 from assets.resources import default_resources
 from eval_harness import cli
@@ -367,7 +368,10 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
     # 6 of 10 answers of 2025-03-04 have one Markdown defect each (datasets/answers/README.md)
     assert (meta["answers"], meta["passed_answers"], meta["unscored"]) == (10, 4, 0)
     assert meta["pass_rate"] == 0.4 and meta["threshold"] == 0.95
-    assert meta["pass_rate_wilson95_low"] == pytest.approx(wilson_interval(4, 10)[0])
+    # shown to 4 significant digits; the summary (read back by `gate`) keeps the exact bound
+    assert meta["pass_rate_wilson95_low"] == rounded(wilson_interval(4, 10)[0]) == 0.1682
+    assert meta["summary"]["pass_rate_interval"][0] == pytest.approx(wilson_interval(4, 10)[0])
+    assert meta["partition"] == "2025-03-04"
     assert meta["mean_score"] == pytest.approx(0.94)  # (4 * 1.0 + 6 * 0.9) / 10
     assert "sa-0304-01" in meta["worst_answer_ids"] and meta["latency_p95_ms"] >= 0
     assert meta["summary"]["failing_answer_ids"] == [
@@ -439,7 +443,9 @@ def test_gate_command_exit_codes_and_json(project, capsys):
                            "--json")
     rerun = json.loads(out)
     assert code == 1 and [check["evaluated_now"] for check in rerun["checks"]] == [0, 0]
-    assert rerun["checks"] == [{**check, "evaluated_now": 0} for check in report["checks"]]
+    # nothing scored again: no answer evaluated now, no time spent scoring
+    assert rerun["checks"] == [{**check, "evaluated_now": 0, "seconds": 0.0}
+                               for check in report["checks"]]
 
     # --since runs the library across days: 03-05 alone passes, 03-04 onwards fails
     code, out, _ = run_cli(capsys, "--config", project, "gate", "--since", "2025-03-05")
@@ -485,11 +491,12 @@ def test_gate_writes_junit_xml_and_markdown_summary(project, capsys, tmp_path):
     report = json.loads(out)
     suite = ET.parse(junit).getroot()
     cases = {case.get("name"): case for case in suite.iter("testcase")}
-    assert set(cases) == {check["gate"] for check in report["checks"]}
+    assert set(cases) == {f"{check['gate']}[2025-03-04]" for check in report["checks"]}
     assert suite.get("tests") == str(len(cases))
     failed = {name for name, case in cases.items() if case.find("failure") is not None}
-    assert failed == set(report["failed_blocking"]) == {"format_compliance", "citation_coverage"}
-    failure_text = cases["citation_coverage"].find("failure").text
+    assert failed == {f"{gate}[2025-03-04]" for gate in report["failed_blocking"]} == {
+        "format_compliance[2025-03-04]", "citation_coverage[2025-03-04]"}
+    failure_text = cases["citation_coverage[2025-03-04]"].find("failure").text
     assert "pass rate 0.700" in failure_text and "sa-0304-07" in failure_text
     text = summary.read_text()
     assert text.startswith("### Quality gates: FAIL")

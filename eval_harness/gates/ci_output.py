@@ -2,38 +2,76 @@
 
 A blocking check that fails is a JUnit ``<failure>`` carrying its figures; a non-blocking
 check that fails passes as a test case with a ``WARNING`` line in ``<system-out>`` (JUnit has
-no warning state), so CI annotates it without failing the job.
+no warning state), so CI annotates it without failing the job. A test case is named after
+its gate and window (``format_compliance[2024-05-01]``), so two days' reports do not collide
+in a CI dashboard; its ``time`` is the seconds this run spent scoring that gate's answers,
+the suite's ``time`` the seconds the whole gate command took.
+
+When the gates could not run at all (bad config, unreachable store, a partition outside the
+range), :func:`junit_error_xml` and :func:`markdown_error_summary` say why, so CI shows the
+reason instead of a missing file.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from datetime import datetime
 
 from eval_harness.gates.report import GateReport, GateSummary
+
+SUITE_NAME = "quality-gates"
+CLASS_NAME = "eval_harness.quality_gates"
 
 
 def _figures(summary: GateSummary) -> str:
     interval = summary.pass_rate_interval
     rate = "n/a" if summary.pass_rate is None else f"{summary.pass_rate:.3f}"
     ci = "" if interval is None else f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})"
+    mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
     lines = [summary.verdict,
              f"pass rate {rate}{ci}, minimum {summary.min_pass_rate:.2f}",
-             f"threshold {summary.threshold}, answers {summary.answers}, "
-             f"unscored {summary.unscored}"]
+             f"threshold {summary.threshold:g}, mean {mean} ({summary.scale}), "
+             f"answers {summary.answers}, unscored {summary.unscored}"]
     if summary.failing_answer_ids:
         lines.append(f"failing answers ({summary.failing_count}): "
                      + ", ".join(summary.failing_answer_ids))
     return "\n".join(lines)
 
 
-def junit_xml(report: GateReport) -> str:
-    """The report as a JUnit XML document (testsuite ``quality-gates``)."""
+def window_label(report: GateReport) -> str:
+    """The window as a test-case suffix: the day, or ``since <timestamp>``."""
+    window = report.window
+    return window.partition or f"since {window.start.isoformat()}"
+
+
+def _suite(*, tests: int, failures: int, errors: int, seconds: float,
+           started: datetime | None) -> ET.Element:
+    suite = ET.Element("testsuite", name=SUITE_NAME, tests=str(tests), failures=str(failures),
+                       errors=str(errors), skipped="0", time=f"{max(0.0, seconds):.3f}")
+    if started is not None:
+        suite.set("timestamp", started.isoformat(timespec="seconds"))
+    return suite
+
+
+def _document(suite: ET.Element) -> str:
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_xml(report: GateReport, *, seconds: float = 0.0,
+              started: datetime | None = None) -> str:
+    """The report as a JUnit XML document (testsuite ``quality-gates``).
+
+    ``seconds`` is the wall time of the gate run (the suite's ``time``), ``started`` its start
+    (the suite's ``timestamp``).
+    """
     failures = sum(1 for s in report.summaries if s.blocking and not s.passed)
-    suite = ET.Element("testsuite", name="quality-gates", tests=str(len(report.summaries)),
-                       failures=str(failures), errors="0", skipped="0")
+    suite = _suite(tests=len(report.summaries), failures=failures, errors=0, seconds=seconds,
+                   started=started)
+    label = window_label(report)
     for summary in report.summaries:
-        case = ET.SubElement(suite, "testcase", classname="eval_harness.quality_gates",
-                             name=summary.gate)
+        case = ET.SubElement(suite, "testcase", classname=CLASS_NAME,
+                             name=f"{summary.gate}[{label}]", time=f"{summary.seconds:.3f}")
         if summary.passed:
             ET.SubElement(case, "system-out").text = _figures(summary)
         elif summary.blocking:
@@ -42,23 +80,41 @@ def junit_xml(report: GateReport) -> str:
             failure.text = _figures(summary)
         else:
             ET.SubElement(case, "system-out").text = "WARNING: " + _figures(summary)
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+    return _document(suite)
+
+
+def junit_error_xml(reason: str, *, window: str | None = None, seconds: float = 0.0,
+                    started: datetime | None = None) -> str:
+    """A JUnit document for gates that could not run: one test case in ``<error>``.
+
+    ``window`` is the day (or ``since ...``) that was asked for, when one was.
+    """
+    suite = _suite(tests=1, failures=0, errors=1, seconds=seconds, started=started)
+    name = f"quality_gates[{window}]" if window else "quality_gates"
+    case = ET.SubElement(suite, "testcase", classname=CLASS_NAME, name=name,
+                         time=f"{max(0.0, seconds):.3f}")
+    error = ET.SubElement(case, "error", type="QualityGatesCouldNotRun",
+                          message=f"could not run: {reason}")
+    error.text = reason
+    return _document(suite)
 
 
 def markdown_summary(report: GateReport) -> str:
     """A Markdown block for a CI step summary (e.g. $GITHUB_STEP_SUMMARY)."""
     verdict = "PASS" if report.passed else "FAIL"
-    lines = [f"### Quality gates: {verdict}", "",
-             "| gate | result | blocking | pass rate | 95% CI | minimum | answers | unscored |",
-             "|---|---|---|---:|---|---:|---:|---:|"]
+    lines = [f"### Quality gates: {verdict} ({report.window.describe()})", "",
+             "| gate | result | blocking | pass rate | 95% CI | minimum | threshold | answers "
+             "| unscored |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
     for s in report.summaries:
         result = "pass" if s.passed else ("**FAIL**" if s.blocking else "warn")
         rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"
         ci = "n/a" if s.pass_rate_interval is None else \
             f"{s.pass_rate_interval[0]:.3f}-{s.pass_rate_interval[1]:.3f}"
+        threshold = f"{s.threshold:g}" + (f" ({s.measure})" if s.measure != "score" else "")
         lines.append(f"| {s.gate} | {result} | {'yes' if s.blocking else 'no'} | {rate} | "
-                     f"{ci} | {s.min_pass_rate:.2f} | {s.answers} | {s.unscored} |")
+                     f"{ci} | {s.min_pass_rate:.2f} | {threshold} | {s.answers} | "
+                     f"{s.unscored} |")
     failing = [s for s in report.summaries if not s.passed and s.failing_answer_ids]
     if failing:
         lines.append("")
@@ -66,3 +122,9 @@ def markdown_summary(report: GateReport) -> str:
             lines.append(f"- `{s.gate}` failing answers ({s.failing_count}): "
                          + ", ".join(f"`{i}`" for i in s.failing_answer_ids))
     return "\n".join(lines) + "\n"
+
+
+def markdown_error_summary(reason: str, *, window: str | None = None) -> str:
+    """The Markdown summary of gates that could not run: the reason, in one line."""
+    where = f" ({window})" if window else ""
+    return f"### Quality gates: could not run{where}\n\ncould not run: {reason}\n"

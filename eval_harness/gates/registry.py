@@ -107,6 +107,18 @@ def score_threshold(name: str, gate: GateSettings) -> float:
     return reward_to_score(gate.threshold) if name == ANSWER_REWARD else gate.threshold
 
 
+def configured_scale(name: str, score: float | None) -> float | None:
+    """A score (0..1) of gate ``name`` on the scale its threshold is configured in.
+
+    answer_reward's is the judge's reward, ``2 * score - 1`` (the inverse of
+    :func:`reward_to_score`, rounded to 12 places so 0.65 reads 0.3 again); the other gates'
+    scale is the score's own. What reports show, so that they match config.yaml.
+    """
+    if score is None or name != ANSWER_REWARD:
+        return score
+    return round(2.0 * score - 1.0, 12)
+
+
 def score_safely(name: str, threshold: float, score_one: Callable[[Answer], GateResult],
                  answer: Answer) -> GateResult:
     """``score_one(answer)``; an exception becomes an unscored result carrying the error."""

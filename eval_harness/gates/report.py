@@ -13,8 +13,12 @@ those evaluated by this run):
   into the wrong day, must not turn CI green);
 - the gate verdict fails when any blocking check fails; failing non-blocking checks warn.
 
+Figures are reported on the scale each gate is configured in: answer_reward's threshold and
+mean on the judge's reward scale -1..+1 (config.yaml's ``threshold: 0.30``), though its stored
+scores are on 0..1 like every gate's (see :func:`eval_harness.gates.registry.configured_scale`).
+
 :class:`GateReport` is the one object every output is built from: the table and the JSON of
-``eval-harness gate``, and any later format (JUnit XML).
+``eval-harness gate``, JUnit XML and the Markdown summary, the checks' metadata.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from eval_harness.answers import TimeWindow
+from eval_harness.gates.registry import ANSWER_REWARD
 from eval_harness.metrics.proportions import wilson_interval
 
 WORST_LISTED = 10     # worst answer ids shown per gate
@@ -33,23 +38,27 @@ FAILING_LISTED = 100  # failing answer ids listed per gate; failing_count is alw
 
 @dataclass(frozen=True)
 class GateSummary:
-    """The figures of one gate over one window; ``passed`` is the check's verdict."""
+    """The figures of one gate over one window; ``passed`` is the check's verdict.
+
+    ``threshold`` and ``mean_score`` are on the gate's configured scale (:attr:`scale`).
+    """
 
     gate: str
-    threshold: float
+    threshold: float             # as configured: answer_reward's on the reward scale -1..1
     min_pass_rate: float
     blocking: bool
     answers: int                 # answers in the window
     passed_answers: int          # of those, scored and at or above the threshold
     unscored: int                # no score (unscored, or no current result)
     evaluated_now: int           # answers this run evaluated (0 on a rerun without changes)
-    mean_score: float | None     # over scored answers; None when none is scored
+    mean_score: float | None     # over scored answers, on the scale of threshold; None: none
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     worst_answer_ids: tuple[str, ...] = ()      # lowest scores first, unscored before all
     failing_answer_ids: tuple[str, ...] = ()    # at most FAILING_LISTED, worst first
     failing_count: int = 0
     pass_rate_interval: tuple[float, float] | None = field(default=None)
+    seconds: float = 0.0         # time this run spent scoring (sum over the answers it scored)
 
     def __post_init__(self) -> None:
         if self.pass_rate_interval is None and self.answers > 0:
@@ -69,13 +78,24 @@ class GateSummary:
         return "ERROR" if self.blocking else "WARN"
 
     @property
+    def measure(self) -> str:
+        """What ``threshold`` and ``mean_score`` measure: "reward" or "score"."""
+        return "reward" if self.gate == ANSWER_REWARD else "score"
+
+    @property
+    def scale(self) -> str:
+        """The range of ``threshold`` and ``mean_score``, e.g. "reward -1..1"."""
+        return "reward -1..1" if self.measure == "reward" else "score 0..1"
+
+    @property
     def verdict(self) -> str:
         """One sentence for the check's description and the table."""
         if self.answers == 0:
             return "no answers in the window: nothing shows the answers are good"
         comparison = ">=" if self.passed else "<"
-        return (f"{self.passed_answers} of {self.answers} answers reach score {self.threshold:g} "
-                f"(pass rate {self.pass_rate:.3f} {comparison} {self.min_pass_rate:g})")
+        return (f"{self.passed_answers} of {self.answers} answers reach {self.measure} "
+                f"{self.threshold:g} (pass rate {self.pass_rate:.3f} {comparison} "
+                f"{self.min_pass_rate:g})")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -83,7 +103,8 @@ class GateSummary:
         data["failing_answer_ids"] = list(self.failing_answer_ids)
         data["pass_rate_interval"] = (list(self.pass_rate_interval)
                                       if self.pass_rate_interval else None)
-        data.update(pass_rate=self.pass_rate, passed=self.passed, severity=self.severity)
+        data.update(pass_rate=self.pass_rate, passed=self.passed, severity=self.severity,
+                    scale=self.scale)
         return data
 
     @classmethod
@@ -133,7 +154,7 @@ def _figure(value: float | None, digits: int = 3) -> str:
 
 def format_gate_table(report: GateReport) -> str:
     """The human-readable verdict: one row per gate, then the failing answers."""
-    header = (f"{'gate':<18} {'status':<6} {'blocking':<8} {'pass rate':>9} "
+    header = (f"{'gate':<18} {'status':<6} {'blocking':<8} {'threshold':>9} {'pass rate':>9} "
               f"{'95% CI':>15} {'min':>5} {'answers':>7} {'unscored':>8} {'new':>5} "
               f"{'mean':>6} {'p50 ms':>7} {'p95 ms':>7}")
     lines = [f"quality gates: {report.window.describe()}", header]
@@ -143,9 +164,10 @@ def format_gate_table(report: GateReport) -> str:
                     if s.pass_rate_interval else "-")
         lines.append(
             f"{s.gate:<18} {status:<6} {'yes' if s.blocking else 'no':<8} "
-            f"{_figure(s.pass_rate):>9} {interval:>15} {s.min_pass_rate:>5.2f} {s.answers:>7} "
-            f"{s.unscored:>8} {s.evaluated_now:>5} {_figure(s.mean_score):>6} "
-            f"{_figure(s.latency_p50_ms, 2):>7} {_figure(s.latency_p95_ms, 2):>7}")
+            f"{s.threshold:>9g} {_figure(s.pass_rate):>9} {interval:>15} "
+            f"{s.min_pass_rate:>5.2f} {s.answers:>7} {s.unscored:>8} {s.evaluated_now:>5} "
+            f"{_figure(s.mean_score):>6} {_figure(s.latency_p50_ms, 2):>7} "
+            f"{_figure(s.latency_p95_ms, 2):>7}")
     for s in report.summaries:
         if s.answers == 0:
             lines.append(f"{s.gate}: {s.verdict}")
@@ -155,6 +177,9 @@ def format_gate_table(report: GateReport) -> str:
             lines.append(f"{s.gate}: {s.failing_count} failing answer(s): {shown}"
                          + (f" and {more} more (--json lists up to {FAILING_LISTED})"
                             if more > 0 else ""))
+    rewards = [s.gate for s in report.summaries if s.measure == "reward"]
+    if rewards:  # its threshold and mean are not on the 0..1 scale of the other rows
+        lines.append(f"{', '.join(rewards)}: threshold and mean on the reward scale -1..1")
     if report.passed:
         tail = "verdict: PASS"
         if report.warnings:

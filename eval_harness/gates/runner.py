@@ -41,7 +41,7 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.answers import (DEFAULT_RELATION, Answer, TimeWindow, content_hash_sql,
                                   relation_sql, stream_rows, window_condition, window_params)
-from eval_harness.gates.registry import Gate, GateRun, score_safely
+from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
 from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary
 from eval_harness.gates.result import GateResult
 from eval_harness.progress import ProgressCallback
@@ -304,7 +304,9 @@ def _summary_query(relation: str, window: TimeWindow) -> sql.Composable:
             (SELECT coalesce(array_agg(id ORDER BY score ASC NULLS FIRST, id), '{{}}')
              FROM (SELECT id, score FROM failing
                    ORDER BY score ASC NULLS FIRST, id LIMIT %(listed)s) AS f),
-            (SELECT count(*) FROM failing)""").format(
+            (SELECT count(*) FROM failing),
+            (SELECT coalesce(sum(latency_ms), 0) / 1000.0 FROM current
+             WHERE run_id = %(run_id)s)""").format(
         relation=relation_sql(relation), hash=content_hash_sql("a"),
         window=window_condition("a", window))
 
@@ -321,13 +323,15 @@ def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequenc
                                   "run_id": run_id, "worst": WORST_LISTED,
                                   "listed": FAILING_LISTED}
         (answers, passed, unscored, evaluated_now, mean, p50, p95, worst, failing,
-         failing_count) = conn.execute(query, params).fetchone()
-        summaries.append(GateSummary(
-            gate=gate.name, threshold=gate.threshold, min_pass_rate=gate.min_pass_rate,
-            blocking=gate.blocking, answers=answers, passed_answers=passed, unscored=unscored,
-            evaluated_now=evaluated_now, mean_score=None if mean is None else float(mean),
+         failing_count, seconds) = conn.execute(query, params).fetchone()
+        summaries.append(GateSummary(  # threshold and mean as configured (see GateSummary)
+            gate=gate.name, threshold=configured_scale(gate.name, gate.threshold),
+            min_pass_rate=gate.min_pass_rate, blocking=gate.blocking, answers=answers,
+            passed_answers=passed, unscored=unscored, evaluated_now=evaluated_now,
+            mean_score=configured_scale(gate.name, None if mean is None else float(mean)),
             latency_p50_ms=p50, latency_p95_ms=p95, worst_answer_ids=tuple(worst),
-            failing_answer_ids=tuple(failing), failing_count=failing_count))
+            failing_answer_ids=tuple(failing), failing_count=failing_count,
+            seconds=float(seconds)))
     return summaries
 
 

@@ -104,7 +104,8 @@ class JudgeSettings:
 def _error(message: str) -> Exception:
     from eval_harness.settings import ConfigError  # settings imports this module
 
-    return ConfigError(f"config.yaml: {message}")
+    # No file name here: parse_judge_settings (or load_settings) puts the file read in front.
+    return ConfigError(message)
 
 
 def _mapping(section: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -115,9 +116,9 @@ def _mapping(section: Mapping[str, Any], key: str, where: str) -> Mapping[str, A
 
 
 def _reject_unknown(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
-    unknown = sorted(set(map(str, section)) - set(known))
-    if unknown:  # a typo would otherwise silently keep a default
-        raise _error(f"unknown key '{where}.{unknown[0]}' (known: {', '.join(known)}).")
+    from eval_harness.settings import reject_unknown_keys  # settings imports this module
+
+    reject_unknown_keys(section, where, known)  # a typo would otherwise keep a default
 
 
 def _number(value: Any, where: str, *, low: float = 0.0, high: float = math.inf,
@@ -259,15 +260,31 @@ def _local(section: Mapping[str, Any]) -> LocalJudgeSettings:
     return LocalJudgeSettings(**values)
 
 
-def parse_judge_settings(section: Mapping[str, Any],
-                         environ: Mapping[str, str] | None = None) -> JudgeSettings:
-    """The ``judges:`` section (may be empty) with environment overrides applied."""
-    env = environ or {}
+JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
+               "budget_usd", "hybrid_top_k", "temperatures", "max_tokens", "rate_limits",
+               "prices", "send_temperature", "retry", "batch", "local")
+
+
+def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+                         *, source: str | None = "config.yaml") -> JudgeSettings:
+    """The ``judges:`` section (may be empty) with environment overrides applied.
+
+    ``source`` is the file the section was read from; every error message starts with it
+    (None: no prefix, for a caller that adds the file itself, as ``load_settings`` does).
+    """
+    from eval_harness.settings import ConfigError  # settings imports this module
+
+    try:
+        return _judge_settings(section, environ or {})
+    except ConfigError as exc:
+        if source is None:
+            raise
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> JudgeSettings:
     d = JudgeSettings()
-    _reject_unknown(section, "judges", (
-        "judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds", "budget_usd",
-        "hybrid_top_k", "temperatures", "max_tokens", "rate_limits", "prices",
-        "send_temperature", "retry", "batch", "local"))
+    _reject_unknown(section, "judges", JUDGES_KEYS)
     judge1 = env.get("EVAL_HARNESS_JUDGE1") or section.get("judge1", d.judge1)
     judge2 = env.get("EVAL_HARNESS_JUDGE2") or section.get("judge2", d.judge2)
     fallback = section.get("fallback_to_local", d.fallback_to_local)

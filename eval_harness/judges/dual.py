@@ -9,7 +9,9 @@ receives ``judged_docs``, ``judge1_score`` / ``judge2_score`` (float8[] aligned 
 ``score > agreement.relevance_threshold`` over the pairs both judges scored (NULL if none),
 each judgement's outcome and the prompt versions. A query is written when all its pairs are
 judged; re-judging writes the same row again (an UPDATE, never a duplicate) and, thanks to
-the reply cache, makes no provider call.
+the reply cache, makes no provider call. The run counts the queries it wrote and, of those,
+the ones whose stored judgement changed (new, or other documents, scores, outcomes, judges or
+prompt versions): a rerun on unchanged data writes every query and changes none.
 
 Crashes and concurrent runs:
 
@@ -89,7 +91,8 @@ class JudgeRunSummary:
     judge2: str
     notices: tuple[str, ...]
     queries: int = 0                # planned
-    queries_written: int = 0
+    queries_written: int = 0        # judged and stored (a rerun stores the same row again)
+    queries_changed: int = 0        # of those, new or different from what was stored
     pairs: int = 0                  # planned (query, document) pairs
     pairs_written: int = 0
     judge1_counts: JudgeCounts = field(default_factory=JudgeCounts)
@@ -139,6 +142,7 @@ class JudgeRunSummary:
                 "judge1": self.judge1, "judge2": self.judge2,
                 "fallback_notices": "; ".join(self.notices) or "none",
                 "queries": self.queries, "queries_written": self.queries_written,
+                "queries_changed": self.queries_changed,
                 "pairs": self.pairs, "scored": self.scored, "unscored": self.unscored,
                 "failed": self.failed, "provider_calls": self.provider_calls,
                 "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
@@ -158,7 +162,8 @@ class JudgeRunSummary:
         lines = [  # the fallback notices themselves were logged once when the judges were built
             f"judges: judge1 {shown['judge1']}, judge2 {shown['judge2']} ({self.mode} mode, "
             f"run {self.run_id})",
-            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries written, "
+            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries judged, "
+            f"{self.queries_changed} queries changed (new or different scores), "
             f"{self.pairs} pairs",
             f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
             f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
@@ -275,12 +280,15 @@ def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Seq
                            results1: Sequence[JudgeResult[float]],
                            results2: Sequence[JudgeResult[float]], *, judge1: str, judge2: str,
                            threshold: float, run_id: str,
-                           planned: PlannedQuery | None = None) -> float | None:
-    """Write one query's judgements into ``ground_truth`` (and commit); returns its kappa.
+                           planned: PlannedQuery | None = None) -> tuple[float | None, bool]:
+    """Write one query's judgements into ``ground_truth`` (and commit).
 
-    With ``planned``, the row is written only while its query text, expected documents and
-    embedding are still the planned ones; otherwise :class:`QueryChanged` is raised and
-    nothing is written (an ingest changed the query and cleared its scores meanwhile).
+    Returns the query's kappa and whether the stored judgement changed: it was not judged
+    before, or its documents, scores, outcomes, judges or prompt versions differ (the run id
+    and time are always rewritten and do not count). With ``planned``, the row is written only
+    while its query text, expected documents and embedding are still the planned ones;
+    otherwise :class:`QueryChanged` is raised and nothing is written (an ingest changed the
+    query and cleared its scores meanwhile).
     """
     scores1, scores2 = [_score(r) for r in results1], [_score(r) for r in results2]
     kappa = pair_kappa(scores1, scores2, threshold=threshold)
@@ -289,23 +297,32 @@ def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Seq
     unchanged = ""
     guard: tuple = ()
     if planned is not None:  # the embedding as text: after a re-ingest its width may differ
-        unchanged = (" AND query = %s AND expected_docs = %s::int[] "
-                     "AND query_embedding::text IS NOT DISTINCT FROM %s::vector::text")
+        unchanged = (" AND g.query = %s AND g.expected_docs = %s::int[] "
+                     "AND g.query_embedding::text IS NOT DISTINCT FROM %s::vector::text")
         guard = (planned.text, list(planned.expected), planned.embedding)
+    # `old` is the row as it was before this UPDATE (a self-join reads the statement's
+    # snapshot); RETURNING compares it with the new row. Works on every Postgres version.
     written = conn.execute("""
-        UPDATE ground_truth SET judged_docs = %s::int[], judge1_score = %s::float8[],
+        UPDATE ground_truth AS g SET judged_docs = %s::int[], judge1_score = %s::float8[],
                judge2_score = %s::float8[], judge1_model = %s, judge2_model = %s, kappa = %s,
                judge1_status = %s::text[], judge2_status = %s::text[],
                judge_prompt_versions = %s::text[], judge_run_id = %s, judged_at = now()
-        WHERE id = %s""" + unchanged,
+        FROM ground_truth AS old
+        WHERE old.id = g.id AND g.id = %s""" + unchanged + """
+        RETURNING (old.judged_docs, old.judge1_score, old.judge2_score, old.judge1_model,
+                   old.judge2_model, old.judge1_status, old.judge2_status,
+                   old.judge_prompt_versions)
+                  IS DISTINCT FROM
+                  (g.judged_docs, g.judge1_score, g.judge2_score, g.judge1_model,
+                   g.judge2_model, g.judge1_status, g.judge2_status, g.judge_prompt_versions)""",
                            (list(doc_ids), scores1, scores2, judge1, judge2, kappa,
                             [r.outcome.value for r in results1],
                             [r.outcome.value for r in results2], versions, run_id, query_id,
-                            *guard)).rowcount
+                            *guard)).fetchone()
     conn.commit()
-    if planned is not None and not written:
+    if planned is not None and written is None:
         raise QueryChanged(f"ground-truth query {planned.external_id} changed during the run")
-    return kappa
+    return kappa, bool(written and written[0])
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -406,14 +423,15 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     continue  # the pipeline is stopped: the rest finish from cache or fail fast
                 session.ledger.flush()  # the replies are stored before the scores built on them
                 try:
-                    store_query_judgements(conn, plan.query_id, plan.doc_ids, results1,
-                                           results2, judge1=session.judge1.spec,
-                                           judge2=session.judge2.spec, threshold=threshold,
-                                           run_id=session.run_id, planned=plan)
+                    _, changed = store_query_judgements(
+                        conn, plan.query_id, plan.doc_ids, results1, results2,
+                        judge1=session.judge1.spec, judge2=session.judge2.spec,
+                        threshold=threshold, run_id=session.run_id, planned=plan)
                 except QueryChanged:
                     summary.changed_meanwhile += 1
                     continue
                 summary.queries_written += 1
+                summary.queries_changed += changed
                 summary.pairs_written += len(plan.doc_ids)
                 for result in results1:
                     summary.judge1_counts.add(result)
@@ -492,7 +510,7 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
         embedding = None if row[0] is None else as_vector(row[0])
         results1, results2 = await judge_pairs(session, Passage(query, query_id, embedding),
                                                passages, query_id=query_id)
-        kappa = store_query_judgements(
+        kappa, _ = store_query_judgements(
             conn, query_id, doc_ids, results1, results2, judge1=session.judge1.spec,
             judge2=session.judge2.spec, threshold=settings.agreement.relevance_threshold,
             run_id=session.run_id)
