@@ -163,13 +163,31 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
 
 def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
     """SandyBridge has AVX but no AVX2/FMA: the locked pgvector build dies there, which is why
-    the start-up check asks for x86-64-v3 and the README says so."""
+    the start-up check asks for x86-64-v3 and the README says so. `doctor` names the crash."""
     from emulated_server import emulated_postgres
+
+    from eval_harness.doctor import check_pgvector
+    from eval_harness.store import StoreLocation
 
     assert "avx2" in REQUIRED_X86_64_FLAGS
     with emulated_postgres(embedded_install_dir(), "SandyBridge") as (url, log):
-        with pytest.raises(psycopg.OperationalError) as raised:
-            _hnsw_workload(url)
-        message = server_failure_message(raised.value, log)
-    assert message is not None
-    assert "signal 4" in message and "Illegal instruction" in message and str(log) in message
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        location = StoreLocation(url, "emulated SandyBridge", log, log.stat().st_size)
+        with psycopg.connect(url, autocommit=True) as conn:
+            check = check_pgvector(conn, location)
+    assert check.status == "FAIL"
+    assert "crashed" in check.detail and "signal 4: Illegal instruction" in check.detail
+    assert str(log) in check.detail
+
+
+def test_doctor_probe_writes_nothing_and_works_read_only(store):
+    from eval_harness.doctor import check_pgvector
+
+    with store.connection(autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        check = check_pgvector(conn, store)
+        assert check.status == "ok", check.detail
+        assert "distance query and an HNSW index build work" in check.detail
+        assert conn.execute("SELECT to_regclass('pg_temp.eh_vector_probe')").fetchone()[0] is None
+        assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
