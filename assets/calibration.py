@@ -5,15 +5,18 @@ Dagster's DuckDB I/O manager and appended to the DuckDB history); ``calibrated_w
 writes the best weights into config.yaml; the check ``p_at_5_verdict`` grades them on the
 complete ground truth. As in the stories, the weights are written first and then validated:
 a failure verdict (ERROR, blocking) stops whatever runs downstream of the calibrated weights
-and fails the run; a partial success warns.
+and fails the run with the verdict and its figure (``assets.check_outcomes``); a partial
+success warns.
 """
 
 
+from collections.abc import Iterator
 from typing import Optional
 
 import dagster as dg
 import pandas as pd
 
+from assets.check_outcomes import below, check_outcome, readable
 from assets.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
 from eval_harness.calibration_history import (append_grid_history, calibrated_row, grid_frame,
                                               verdict_from_grid)
@@ -55,13 +58,14 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         "uplift_ci_high": uplift.ci_high, "uplift_p_value": uplift.p_value,
         "verdict": VERDICT_LABELS[result.verdict],
         "report": dg.MetadataValue.md(calibration_markdown(result)),
-        "report_path": str(report), "history_path": str(cfg.history_duckdb_path),
+        "report_path": dg.MetadataValue.path(str(report)),
+        "history_path": dg.MetadataValue.path(str(cfg.history_duckdb_path)),
         "dagster/row_count": len(frame)}
     if uplift.relative is not None:
         metadata["uplift_relative"] = uplift.relative
     if cv is not None:
         metadata["p_at_5_cross_validated"] = cv.p_at_5
-    return dg.Output(frame, metadata=metadata)
+    return dg.Output(frame, metadata=readable(metadata))
 
 
 @dg.asset(group_name=GROUP,
@@ -77,30 +81,38 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
     if cfg.config_path is None:
         context.log.warning("No config file is in use, so the calibrated weights were not "
                             "written; set the settings resource's config_path.")
-        return dg.MaterializeResult(metadata=dict(metadata, written=False))
+        return dg.MaterializeResult(metadata=readable(dict(metadata, written=False)))
     change = write_calibrated_weights(cfg.config_path, float(best["semantic_weight"]))
-    return dg.MaterializeResult(metadata=dict(
-        metadata, written=change.changed, config_path=str(change.path),
+    return dg.MaterializeResult(metadata=readable(dict(
+        metadata, written=change.changed, config_path=dg.MetadataValue.path(str(change.path)),
         previous_semantic_weight=dg.MetadataValue.float(change.previous_semantic)
-        if change.previous_semantic is not None else dg.MetadataValue.null()))
+        if change.previous_semantic is not None else dg.MetadataValue.null())))
 
 
 @dg.asset_check(asset=calibrated_weights, blocking=True,
                 additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
-                description="P@5 at the calibrated weights on the complete ground "
-                            "truth. Failure is an ERROR and blocks; partial success warns.")
-def p_at_5_verdict(calibration_grid: pd.DataFrame, settings: EvalSettings) -> dg.AssetCheckResult:
+                description="Blocking: P@5 at the calibrated weights on the complete ground "
+                            "truth. A failure verdict is an ERROR and stops the run with the "
+                            "figure; partial success warns.")
+def p_at_5_verdict(calibration_grid: pd.DataFrame,
+                   settings: EvalSettings) -> Iterator[dg.AssetCheckResult]:
     calibration = settings.load().calibration
     bands = VerdictBands(calibration.full_success, calibration.partial_success)
     verdict, p_at_5 = verdict_from_grid(calibration_grid, bands)
     # A blocking check with WARN severity does not block: partial success only warns.
     severity = dg.AssetCheckSeverity.ERROR if verdict == "failure" else dg.AssetCheckSeverity.WARN
-    return dg.AssetCheckResult(
+    result = dg.AssetCheckResult(
         passed=verdict == "full_success", severity=severity,
         description=verdict_sentence(verdict, p_at_5, bands, _ceiling(calibration_grid)),
-        metadata={"p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
-                  "full_success": bands.full_success, "partial_success": bands.partial_success,
-                  "semantic_weight": float(calibrated_row(calibration_grid)["semantic_weight"])})
+        metadata=readable({
+            "p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
+            "full_success": bands.full_success, "partial_success": bands.partial_success,
+            "semantic_weight": float(calibrated_row(calibration_grid)["semantic_weight"])}))
+    yield from check_outcome(
+        result, name="p_at_5_verdict", blocking=True,
+        figure=f"P@5 {below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
+        figures={"p_at_5": p_at_5, "partial_success": bands.partial_success,
+                 "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
 
 
 def _ceiling(grid: pd.DataFrame) -> Optional[float]:

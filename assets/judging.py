@@ -5,6 +5,7 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.check_outcomes import readable
 from assets.resources import EvalSettings, LiveStore
 from eval_harness.judges.dual import judge_dataset
 
@@ -34,7 +35,7 @@ def dual_judge_scores(context: dg.AssetExecutionContext, config: JudgingConfig,
         context.log.warning(f"judging incomplete: {summary.failed} failed judgements, "
                             f"{summary.queries - summary.queries_written} queries not written"
                             + (f"; {summary.stop_reason}" if summary.stopped else ""))
-    metadata = summary.metadata()
+    metadata = readable(summary.metadata())
     metadata["summary"] = dg.MetadataValue.md(f"```\n{summary.format()}\n```")
     return dg.MaterializeResult(metadata=metadata)
 

@@ -13,6 +13,7 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.check_outcomes import rounded
 from assets.resources import EvalSettings, LiveStore
 from eval_harness.run_report import build_run_report
 
@@ -34,7 +35,7 @@ def _metadata_value(value):
     if isinstance(value, int):
         return dg.MetadataValue.int(value)
     if isinstance(value, float):
-        return dg.MetadataValue.float(value)
+        return dg.MetadataValue.float(rounded(value))
     return dg.MetadataValue.null() if value is None else dg.MetadataValue.text(str(value))
 
 
@@ -54,6 +55,7 @@ def run_report(context: dg.AssetExecutionContext, config: RunReportConfig,
     metadata = {key: _metadata_value(value) for key, value in report.metrics.items()}
     metadata.update({"html_path": dg.MetadataValue.path(str(report.html_path)),
                      "markdown_path": dg.MetadataValue.path(str(report.markdown_path)),
+                     "latest_html_path": dg.MetadataValue.path(str(report.latest_html_path)),
                      "sections": ", ".join(report.sections)})
     return dg.MaterializeResult(metadata=metadata)
 

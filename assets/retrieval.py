@@ -5,8 +5,10 @@ from typing import Optional
 
 import dagster as dg
 
+from assets.check_outcomes import readable
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.retrieval.report import METRIC_LABELS, format_report, retrieval_report
+from eval_harness.retrieval.report import METRIC_LABELS, format_report
+from eval_harness.retrieval.report import retrieval_report as measure_retrieval
 from eval_harness.reports import write_report
 
 
@@ -19,14 +21,14 @@ class RetrievalReportConfig(dg.Config):
 
 @dg.asset(group_name=GROUP, deps=["ground_truth"],
           description="P@5, Recall@5, nDCG@10, MRR@10 of hybrid search at the configured weights.")
-def retrieval_report_asset(context: dg.AssetExecutionContext, config: RetrievalReportConfig,
-                           settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
+def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportConfig,
+                     settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     cfg = settings.load()
     dataset = config.dataset or cfg.default_dataset
     with store.location().connection() as conn:
-        report = retrieval_report(conn, dataset, semantic_weight=cfg.hybrid.semantic,
-                                  keyword_weight=cfg.hybrid.keyword,
-                                  candidate_depth=cfg.hybrid.candidate_depth)
+        report = measure_retrieval(conn, dataset, semantic_weight=cfg.hybrid.semantic,
+                                   keyword_weight=cfg.hybrid.keyword,
+                                   candidate_depth=cfg.hybrid.candidate_depth)
     text = format_report(report)
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")
@@ -37,11 +39,8 @@ def retrieval_report_asset(context: dg.AssetExecutionContext, config: RetrievalR
                      "semantic_weight": report.semantic_weight,
                      "keyword_weight": report.keyword_weight,
                      "report": dg.MetadataValue.md(f"```\n{text}\n```"),
-                     "report_path": str(path)})
-    return dg.MaterializeResult(metadata=metadata)
+                     "report_path": dg.MetadataValue.path(str(path))})
+    return dg.MaterializeResult(metadata=readable(metadata))
 
 
-retrieval_report_asset = retrieval_report_asset.with_attributes(
-    asset_key_replacements={dg.AssetKey("retrieval_report_asset"): dg.AssetKey("retrieval_report")})
-
-defs = dg.Definitions(assets=[retrieval_report_asset])
+defs = dg.Definitions(assets=[retrieval_report])

@@ -24,7 +24,8 @@ from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
-CHECK_FAILED_ERROR = "DagsterAssetCheckFailedError"  # a blocking check failed, not a crash
+# a blocking check failed (assets.check_outcomes, or Dagster's own error), not a crash
+CHECK_FAILED_ERROR = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 
 @dataclass
@@ -97,7 +98,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return result
 
     nightly_ops = {op: {"config": {"dataset": dataset}} for op in (
-        "ingested_dataset", "retrieval_report_asset", "dual_judge_scores", "judge_agreement",
+        "corpus", "retrieval_report", "dual_judge_scores", "judge_agreement",
         "calibration_grid")}
     nightly = execute(NIGHTLY_JOB, "[1/3] nightly pipeline: ingest, retrieval report, dual "
                       "judges, agreement, calibration", nightly_ops)
@@ -162,7 +163,7 @@ def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
         if not event.is_step_failure:
             continue
         error = event.event_specific_data.error
-        if error is not None and error.cls_name == CHECK_FAILED_ERROR:
+        if error is not None and error.cls_name in CHECK_FAILED_ERROR:
             continue  # already listed with the checks
         outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
 
@@ -181,6 +182,9 @@ def _print_materializations(result) -> None:
             print(f"  answers: {values.get('answers', 0)} (evaluated now "
                   f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
             continue
+        if key == "dual_judge_scores" and "queries_changed" in values:
+            print(f"  {_judging_line(values)}")
+            continue
         numbers = {k: v for k, v in values.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and not k.startswith("dagster/")}
@@ -188,18 +192,41 @@ def _print_materializations(result) -> None:
         print(f"  {key}: {shown}" if shown else f"  {key}: materialized")
 
 
+def _judging_line(values: dict) -> str:
+    """The judges' work in words: a rerun on unchanged data reads "0 queries changed"."""
+    kappa = values.get("pooled_kappa")
+    return (f"dual_judge_scores: {values.get('queries_written', 0)} of "
+            f"{values.get('queries', 0)} queries judged, {values['queries_changed']} queries "
+            f"changed; provider calls {values.get('provider_calls', 0)}, cache hits "
+            f"{values.get('cache_hits', 0)}, cost ${float(values.get('cost_usd') or 0):.4f}, "
+            f"pooled kappa {_fmt(kappa) if kappa is not None else 'undefined'}")
+
+
 def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _print_report_location(result) -> None:
+    """This run's report (HTML, Markdown) and ``reports/latest.html``, paths from the cwd."""
     for event in result.get_asset_materialization_events():
         metadata = event.step_materialization_data.materialization.metadata
         if "html_path" in metadata:
-            print(f"\nreport: {metadata['html_path'].value}")
-            print(f"        {metadata['markdown_path'].value}")
+            print(f"\nreport: {shown_path(metadata['html_path'].value)}")
+            print(f"        {shown_path(metadata['markdown_path'].value)}")
+            if "latest_html_path" in metadata:
+                print(f"latest: {shown_path(metadata['latest_html_path'].value)}")
             return
     print("\nreport: not written (see the ERROR lines above)")
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies below it, else absolute:
+    short, and a terminal can open it either way."""
+    absolute = Path(path).resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
 
 
 def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:

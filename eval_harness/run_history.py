@@ -116,25 +116,48 @@ def figure_png(figure) -> bytes:
 
 
 def _png(figure, axes, runs: pd.DataFrame) -> bytes:
-    import matplotlib.dates as mdates
-
-    times = pd.to_datetime(runs.index, utc=True).tz_localize(None)
-    if times.min() == times.max():  # one run: a day either side, so the marker has room
-        axes.set_xlim(times.min() - pd.Timedelta(days=1), times.max() + pd.Timedelta(days=1))
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    axes.set_xlabel("run recorded at (UTC)")
-    axes.legend(loc="best", fontsize="x-small", ncols=2)
+    format_run_axis(axes, runs)
+    # outside the axes, so the legend never covers a point
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                fontsize="x-small")
     return figure_png(figure)
 
 
+MAX_RUN_TICKS = 8
+
+
+def format_run_axis(axes, runs: pd.DataFrame) -> None:
+    """The x axis counts runs (one step per run, oldest left), each tick labelled with the
+    day and time the run was recorded (UTC). Runs minutes apart and runs days apart both
+    read at a glance; a time axis shows bare seconds ("15", "30") for the former."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    labels = run_labels(runs)
+    axes.set_xlim(-0.5, len(labels) - 0.5)
+    axes.xaxis.set_major_locator(MaxNLocator(nbins=MAX_RUN_TICKS, integer=True, min_n_ticks=1))
+    axes.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: labels[int(round(x))] if 0 <= round(x) < len(labels)
+        and abs(x - round(x)) < 1e-9 else ""))
+    years = sorted({time.year for time in pd.to_datetime(runs.index, utc=True)})
+    span = "-".join(str(year) for year in dict.fromkeys((years[0], years[-1]))) if years else ""
+    axes.set_xlabel(f"run, recorded at (UTC, {span})" if span else "run")
+
+
+def run_labels(runs: pd.DataFrame) -> list[str]:
+    """One label per run: "MM-DD\\nHH:MM", with seconds when two runs share a minute."""
+    times = pd.to_datetime(runs.index, utc=True)
+    for layout in ("%m-%d\n%H:%M", "%m-%d\n%H:%M:%S"):
+        labels = [time.strftime(layout) for time in times]
+        if len(set(labels)) == len(labels):
+            return labels
+    return labels
+
+
 def _series(runs: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric`` per run, indexed by the run's position (0 = oldest; see format_run_axis)."""
     if metric not in runs:
         return pd.Series(dtype=float)
-    series = runs[metric].dropna()
-    series.index = pd.to_datetime(series.index, utc=True).tz_localize(None)
-    return series
+    return runs[metric].reset_index(drop=True).dropna()
 
 
 def _line(axes, series: pd.Series, label: str, **style) -> None:

@@ -43,16 +43,19 @@ from eval_harness.answers import (TimeWindow, content_hash_sql, relation_sql, wi
                                   window_params)
 from eval_harness.calibration_history import (HistoryUnavailable, calibrated_row,
                                               read_grid_history, verdict_from_grid)
+from eval_harness.calibration_report import (axis_label, draw_reference, legend_outside,
+                                             zoomed_limits)
 from eval_harness.calibration_run import (VERDICT_LABELS, VerdictBands, verdict_sentence,
                                           weight_label)
 from eval_harness.config_writer import write_file_atomically
-from eval_harness.gates.registry import Gate, configured_gates, enabled_gate_names
+from eval_harness.gates.registry import (Gate, configured_gates, configured_scale,
+                                         enabled_gate_names)
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import summarize_gates
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Usage
 from eval_harness.reports import write_report
-from eval_harness.run_history import (figure_png, new_figure, plot_cost_trend,
+from eval_harness.run_history import (figure_png, plot_cost_trend,
                                       plot_gate_trend, plot_kappa_trend, plot_p_at_5_trend,
                                       read_run_history, record_run, runs_table)
 from eval_harness.settings import Settings
@@ -346,7 +349,9 @@ def _calibration_part(settings: Settings, dataset: str) -> _Part:
                   f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight."),
         table,
         Figure(CALIBRATION_PLOT, plot_calibration_grid(grid, bands),
-               "Ranking metrics against the semantic weight, over the P@5 verdict bands"),
+               "P@5 against the semantic weight in its verdict bands (top) and the other "
+               "ranking metrics, which have no verdict (bottom); both y axes are zoomed to "
+               "the data"),
         Paragraph(f"P@5 ceiling (what a perfect ranker gets on this ground truth: mean of "
                   f"min(5, relevant) / 5): **{ceiling:.4f}**."))
     default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
@@ -359,34 +364,83 @@ def _calibration_part(settings: Settings, dataset: str) -> _Part:
 
 
 def plot_calibration_grid(grid, bands: VerdictBands) -> bytes:
-    """PNG: the history's grid (P@5, Recall@5, nDCG@10, MRR@10 per semantic weight) over the
-    verdict bands, with the ceiling and the best and default weights marked.
+    """PNG bytes of :func:`calibration_grid_figure`."""
+    return figure_png(calibration_grid_figure(grid, bands))
+
+
+BAND_EDGE_REACH = 0.05  # P@5 within this of a verdict band's edge: the edge stays in view
+OTHER_GRID_METRICS = (("recall_at_5", "Recall@5", "--"), ("ndcg_at_10", "nDCG@10", "-."),
+                      ("mrr_at_10", "MRR@10", ":"))
+
+
+def calibration_grid_figure(grid, bands: VerdictBands):
+    """The history's grid in two panels sharing the semantic weight axis.
+
+    Top: P@5, the metric the verdict is about, in its verdict bands, with the ceiling, the
+    best and the default weight; the y axis is zoomed to the P@5 values and any band edge
+    within 0.05 of them (the bands outside the view are named in the legend). Bottom:
+    Recall@5, nDCG@10 and MRR@10 on their own zoomed axis and without bands: they have no
+    verdict, and drawn over the success band they would read as one. Legends sit outside the
+    axes, so they cover no line.
 
     :func:`eval_harness.calibration_report.plot_p_at_5` draws a fresh
     :class:`CalibrationResult` (with the RRF reference, which the history does not keep);
     this one draws what the history holds.
     """
-    figure, axes = new_figure(f"Calibration grid ({len(grid)} weights)")
-    weights = grid["semantic_weight"].to_numpy()
-    axes.axhspan(0.0, bands.partial_success, color="tab:red", alpha=0.08, label="P@5 failure")
-    axes.axhspan(bands.partial_success, bands.full_success, color="tab:orange", alpha=0.12,
-                 label="P@5 partial success")
-    axes.axhspan(bands.full_success, 1.0, color="tab:green", alpha=0.08,
-                 label="P@5 full success")
-    for column, label, style in (("p_at_5", "P@5", "-"), ("recall_at_5", "Recall@5", "--"),
-                                 ("ndcg_at_10", "nDCG@10", "-."), ("mrr_at_10", "MRR@10", ":")):
-        axes.plot(weights, grid[column].to_numpy(), marker="o", linestyle=style, label=label)
-    axes.axhline(float(grid["p_at_5_ceiling"].iloc[0]), color="grey", linestyle="--",
-                 label="P@5 ceiling")
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9.0, 6.0), dpi=100, layout="tight")  # room for the legends
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    figure.suptitle(f"Calibration grid ({len(grid)} weights)")
+    _p_at_5_panel(top, grid, bands)
+    _other_metrics_panel(bottom, grid)
+    return figure
+
+
+def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
+    weights, p_at_5 = grid["semantic_weight"].to_numpy(), grid["p_at_5"].to_numpy()
+    # a band edge close to the data is kept in view: how far P@5 is from the next band
+    edges = [edge for edge in (bands.partial_success, bands.full_success)
+             if p_at_5.min() - BAND_EDGE_REACH <= edge <= p_at_5.max() + BAND_EDGE_REACH]
+    axes.set_ylim(*zoomed_limits([*p_at_5, *edges]))
+    low, high = axes.get_ylim()
+    for start, stop, colour, alpha, name in (
+            (0.0, bands.partial_success, "tab:red", 0.08, "failure"),
+            (bands.partial_success, bands.full_success, "tab:orange", 0.12, "partial success"),
+            (bands.full_success, 1.0, "tab:green", 0.08, "full success")):
+        label = f"{name} {start:g}..{stop:g}"
+        if stop <= low or start >= high:  # outside the view: named, not drawn
+            label += " (above the axis)" if start >= high else " (below the axis)"
+        axes.axhspan(start, stop, color=colour, alpha=alpha, label=label)
+    axes.set_ylim(low, high)  # the spans must not widen the view
+    axes.plot(weights, p_at_5, marker="o", color="tab:blue", label="P@5")
+    ceiling = float(grid["p_at_5_ceiling"].iloc[0])
+    draw_reference(axes, ceiling, f"P@5 ceiling {ceiling:.3f}", color="grey", linestyle="--")
     best, default = grid[grid["is_best"]], grid[grid["is_default"]]
     axes.scatter(default["semantic_weight"], default["p_at_5"], s=90, facecolors="none",
                  edgecolors="black", zorder=3, label="default")
     axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*", color="tab:red",
                  zorder=4, label="best")
+    axes.set_ylabel(axis_label("mean P@5", axes))
+    axes.set_title("P@5 in its verdict bands", fontsize="medium")
+    axes.grid(alpha=0.3)
+    legend_outside(axes)
+
+
+def _other_metrics_panel(axes, grid) -> None:
+    weights = grid["semantic_weight"].to_numpy()
+    others = [grid[column].to_numpy() for column, _, _ in OTHER_GRID_METRICS]
+    for values, (_, label, style) in zip(others, OTHER_GRID_METRICS):
+        axes.plot(weights, values, marker="o", linestyle=style, label=label)
+    axes.set_ylim(*zoomed_limits([v for values in others for v in values]))
+    axes.set_ylabel(axis_label("mean", axes))
+    axes.set_title("Other ranking metrics (no verdict)", fontsize="medium")
     axes.set_xlabel("semantic weight (keyword = 1 - semantic)")
-    axes.set_ylim(0.0, 1.0)
-    axes.legend(loc="lower right", fontsize="x-small", ncols=2)
-    return figure_png(figure)
+    axes.grid(alpha=0.3)
+    legend_outside(axes)
 
 
 # ---------------------------------------------------------------------------- quality gates
@@ -482,8 +536,8 @@ def _gate_day_blocks(conn: psycopg.Connection, relation: str, window: TimeWindow
     for gate, summary in zip(gates, summaries):
         for answer_id, query, score, details in _worst_answers(
                 conn, relation, gate, summary.failing_answer_ids[:WORST_SHOWN]):
-            worst_rows.append((gate.name, answer_id, _num(score), _reason(gate.name, details),
-                               _shorten(query, 80)))
+            worst_rows.append((gate.name, answer_id, _num(configured_scale(gate.name, score)),
+                               _reason(gate.name, details), _shorten(query, 80)))
     if worst_rows:
         blocks.append(Table(("gate", "answer", "score", "reason", "query"), tuple(worst_rows),
                             (False, False, True, False, False),

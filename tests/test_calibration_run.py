@@ -21,6 +21,7 @@ import pytrec_eval
 from ranx import Qrels, Run, evaluate
 
 from assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from assets.check_outcomes import BlockingCheckFailed
 from assets.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
                               duckdb_io_manager)
 from beir_factory import write_beir
@@ -421,12 +422,20 @@ def _grid(p_at_5: float) -> pd.DataFrame:
     (0.6999, False, dg.AssetCheckSeverity.ERROR, "failure")])
 def test_verdict_check_at_the_band_edges(tmp_path, corpus, p_at_5, passed, severity, verdict):
     settings = EvalSettings(config_path=str(write_config(tmp_path / "config.yaml", corpus)))
-    result = p_at_5_verdict(calibration_grid=_grid(p_at_5), settings=settings)
+    outcome = iter(p_at_5_verdict(calibration_grid=_grid(p_at_5), settings=settings))
+    result = next(outcome)  # the result is reported first ...
     assert (result.passed, result.severity) == (passed, severity)
     assert result.metadata["verdict"].value == verdict
     assert result.metadata["p_at_5"].value == p_at_5
     assert result.metadata["full_success"].value == 0.75
     assert result.metadata["partial_success"].value == 0.70
+    if severity == dg.AssetCheckSeverity.ERROR:  # ... then a failure stops with its figure
+        with pytest.raises(BlockingCheckFailed) as failure:
+            next(outcome)
+        assert failure.value.description == (
+            "Blocking check p_at_5_verdict failed: P@5 0.6999 < 0.70 (FAILURE)")
+    else:
+        assert next(outcome, None) is None
 
 
 def test_assets_and_check_materialize(tmp_path, store, corpus):
@@ -533,6 +542,8 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
     assert "local:lexical for openai:gpt-4o" in kappa_check.metadata["stand_in_judges"].value
     expected = dg.AssetCheckSeverity.WARN if calibrated else dg.AssetCheckSeverity.ERROR
     assert kappa_check.severity == expected
+    # the check is declared blocking; each result says whether it blocked this time
+    assert kappa_check.metadata["blocks_downstream"].value is not calibrated
     assert ("calibration_grid" in materialized) is calibrated
 
 

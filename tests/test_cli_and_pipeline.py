@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import uuid
 
 import dagster as dg
 import numpy as np
 import pytest
 
-from assets.ground_truth import ingested_dataset
+from assets.ground_truth import corpus_and_ground_truth
 from assets.resources import default_resources
-from assets.retrieval import retrieval_report_asset
+from assets.retrieval import retrieval_report
 from beir_factory import write_beir
 from eval_harness import cli
 
@@ -114,7 +115,7 @@ def test_definitions_load_and_validate():
 
 def test_assets_materialize_on_the_real_store(project, store):
     resources = default_resources(config_path=str(project["config"]), database_url=store.url)
-    result = dg.materialize([ingested_dataset, retrieval_report_asset], resources=resources)
+    result = dg.materialize([corpus_and_ground_truth, retrieval_report], resources=resources)
     assert result.success
     by_key = {e.step_materialization_data.materialization.asset_key.to_user_string():
               e.step_materialization_data.materialization.metadata
@@ -124,7 +125,7 @@ def test_assets_materialize_on_the_real_store(project, store):
     assert 0.0 <= by_key["retrieval_report"]["P@5"].value <= 1.0
     assert (project["root"] / "reports" / "retrieval-report.md").is_file()
     # materializing again changes nothing in the store
-    again = dg.materialize([ingested_dataset], resources=resources)
+    again = dg.materialize([corpus_and_ground_truth], resources=resources)
     meta = again.get_asset_materialization_events()[0].step_materialization_data.materialization
     assert meta.metadata["documents_unchanged"].value == 6
 
@@ -173,7 +174,10 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
     code, _, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
                            "--name", project["name"])
     assert code == 2
-    assert "pip install torch==2.13.0 -e '.[local-embeddings]'" in err
+    from eval_harness.embeddings import local_embeddings_install_command
+
+    assert f"run `{local_embeddings_install_command()}`" in err
+    assert f"{sys.executable} -m pip install torch==2.13.0 -c " in err  # this venv's own pip
 
 
 def test_nightly_schedules_resolve_to_their_jobs():

@@ -111,13 +111,16 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     # SciFact's P@5 cannot reach the bands: a blocking failure, reported, exit 0 without --strict
     assert ("FAIL", "p_at_5_verdict") in checks
     assert "perfect ranking reaches only" in out
+    assert "dual_judge_scores: 300 of 300 queries judged, 300 queries changed;" in out
     assert "dagster dev -w workspace.yaml" in out and "DAGSTER_HOME=" in out
 
 
 def test_run_writes_the_report_with_every_section(project, first_run):
     match = re.search(r"^report: (\S+\.html)$", first_run.stdout, flags=re.M)
     assert match, first_run.stdout
-    html = Path(match.group(1))
+    html = project["root"] / match.group(1)  # shown relative to the working directory
+    assert not Path(match.group(1)).is_absolute()
+    assert re.search(r"^latest: reports/latest\.html$", first_run.stdout, flags=re.M)
     assert html.is_file() and html.parent.parent.name == "runs"
     parser = _Headings()
     parser.feed(html.read_text(encoding="utf-8"))
@@ -139,6 +142,8 @@ def test_second_run_adds_nothing_and_strict_exits_1(project, first_run):
         after = counts(conn)
     assert after == before  # no duplicate rows, no repeated judge calls
     assert "answers: 0 new, 0 updated, 30 unchanged" in again.stdout
+    # the judges stored every query again, but changed none: the output says so
+    assert "dual_judge_scores: 300 of 300 queries judged, 0 queries changed;" in again.stdout
 
 
 def test_run_with_an_unknown_dataset_exits_2_in_one_sentence(project):
