@@ -17,7 +17,8 @@ Two genuinely different signals, so that their agreement means something:
     relevance threshold 0.5 at cosine 0.6; chosen on SciFact with all-MiniLM-L6-v2, where among
     the judged pairs (expected docs + top 5) it labels 25% relevant (humans: 21%) with kappa
     0.26 against the human labels and 0.37 against ``local:lexical`` (random pairs have a
-    median cosine of 0.10). A pair without stored vectors is "failed", never guessed. Texts
+    median cosine of 0.10). A pair without stored vectors is "failed", never guessed, except
+    for an empty document (no text, hence no vector): it scores 0.0, as lexically. Texts
     without stored vectors (answers, claims) are compared by character-trigram vectors of
     their content words: text support = share of the claim's trigrams found in the source
     window.
@@ -355,6 +356,8 @@ class EmbeddingJudge(_LocalJudge):
                         query_id: int | None = None) -> JudgeResult[float]:
         started = time.monotonic()
         q, d = as_passage(query), as_passage(document)
+        if d.embedding is None and not d.text.strip():  # nothing in it can be relevant
+            return self._result("relevance", 0.0, started, raw="0.000 (the document has no text)")
         missing = [name for name, p in (("query", q), ("document", d)) if p.embedding is None]
         if not missing and np.shape(q.embedding) != np.shape(d.embedding):
             return self._result("relevance", None, started,
