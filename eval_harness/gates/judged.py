@@ -8,9 +8,18 @@ goes through the judge pipeline, so the reply cache, the budget, the retries and
 
 grounding
     The judge (temperature ``judges.temperatures.grounding``, 0 by default) lists the answer's
-    claims and whether the cited sources support each; score = supported claims / claims. Each
-    source is cut to ``quality_gates.grounding_source_chars`` characters first. An answer
-    without claims asserts nothing unsupported and scores 1.0 (recorded in the details).
+    claims and whether the cited sources support each; score = supported claims / claims. For
+    an LLM judge each source is cut to ``quality_gates.grounding_source_chars`` characters first
+    (the numbers of the sources cut are in ``details["sources_cut"]``). An answer without
+    claims asserts nothing unsupported and scores 1.0 (recorded in the details).
+
+    ``local:lexical`` reads each source whole, up to :data:`LOCAL_SOURCE_CHARS` (it aligns each
+    claim with the best sentence or two, so a long source costs time, not accuracy), and keeps
+    each claim's evidence in the details (source, span, support, what the span lacks). Its
+    "cannot tell" (:mod:`eval_harness.judges.grounding_verdicts`) is never passed: an answer
+    whose verdict depends on undecided claims, or with no claim the judge can check, is
+    recorded unscored (``details["error"]`` starts "cannot tell:"; not asked again, the judge
+    being deterministic); otherwise it is scored, undecided claims counted unsupported.
 
 answer_reward
     The judge scores relevance (40%), accuracy (40%) and completeness (20%) against the
@@ -57,12 +66,16 @@ from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, Judg
                                          reward_to_score, score_threshold)
 from eval_harness.gates.result import GateResult
 from eval_harness.judges import prompts
-from eval_harness.judges.local import LOCAL_PROMPT_VERSION
+from eval_harness.judges.grounding_verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
+from eval_harness.judges.local import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.judges.runner import BudgetExhausted
 from eval_harness.judges.session import JudgeSession, resolve_judge_specs
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
+
+ALIGNED_GROUNDING_JUDGES = frozenset({"local:lexical"})  # read sources whole, windowed
+LOCAL_SOURCE_CHARS = 20_000  # the local judge's cut: bounds its time (about linear in length)
 
 
 def gate_judge_spec(settings: Settings) -> str:
@@ -76,9 +89,13 @@ def judged_gate_version(settings: Settings, operation: str,
     ``source_chars`` is the sources' cut (default: ``quality_gates.grounding_source_chars``)."""
     spec = gate_judge_spec(settings)
     judges = settings.judges
-    if spec.startswith("local:"):
+    if spec in ALIGNED_GROUNDING_JUDGES and operation == "grounding":
+        judge = (f"{spec} prompt={GROUNDING_VERSION} support={judges.local.lexical_support:g} "
+                 f"cannot_tell={CANNOT_TELL_MARGIN:g}")
+        source_chars = LOCAL_SOURCE_CHARS if source_chars is None else source_chars
+    elif spec.startswith("local:"):
         local = judges.local
-        threshold = local.lexical_support if spec == "local:lexical" else local.trigram_support
+        threshold = CLAIM_SUPPORT_THRESHOLD if spec == "local:lexical" else local.trigram_support
         judge = f"{spec} prompt={LOCAL_PROMPT_VERSION} support={threshold:g}"
     else:
         judge = (f"{spec} prompt={prompts.VERSIONS[operation]} "
@@ -170,21 +187,46 @@ class _JudgedGateRunner:
         raise NotImplementedError
 
 
+def sources_cut(answer: Answer, limit: int) -> list[int]:
+    """1-based numbers of the answer's sources longer than ``limit`` (cut for the judge)."""
+    return [i for i, source in enumerate(answer.sources, start=1)
+            if len(str(source.get("text", "")).strip()) > limit]
+
+
+def grounding_result(grounding: Any, details: dict[str, Any], threshold: float,
+                     latency_ms: float) -> GateResult:
+    """The gate's result for a judge's grounding (see the module docstring): supported share,
+    1.0 without claims, unscored when a local judge cannot tell."""
+    share = grounding.supported_share
+    bounds = getattr(grounding, "share_bounds", None)
+    why = getattr(grounding, "cannot_tell", None)
+    if why is None and bounds is not None and bounds[0] < threshold <= bounds[1]:
+        why = (f"{grounding.undecided} of {len(grounding.claims)} claims are 'cannot tell' "
+               f"and decide the verdict (supported share {bounds[0]:.2f} to {bounds[1]:.2f})")
+    if why is not None:
+        return GateResult.unscored(GROUNDING, threshold, f"cannot tell: {why}",
+                                   latency_ms=latency_ms, details={**details, "retry": False})
+    if share is None:
+        details["note"] = "the answer makes no claim, so none is unsupported"
+    return GateResult(GROUNDING, 1.0 if share is None else share, False, threshold, details,
+                      latency_ms)
+
+
 class _GroundingRunner(_JudgedGateRunner):
     async def _score(self, session, answer, context, started):
-        sources = source_texts(answer, self.settings.quality_gates.grounding_source_chars)
-        result = await session.judge1.grounding(answer.answer, sources)
+        aligned = session.judge1.spec in ALIGNED_GROUNDING_JUDGES
+        limit = (LOCAL_SOURCE_CHARS if aligned
+                 else self.settings.quality_gates.grounding_source_chars)
+        result = await session.judge1.grounding(answer.answer, source_texts(answer, limit))
         latency = (perf_counter() - started) * 1000.0
         if not result.scored:
             return _failure(GROUNDING, self.threshold, _judge_error(result), latency,
                             retry=result.outcome is Outcome.FAILED)
-        grounding = result.value
-        share = grounding.supported_share
-        details = {**grounding.to_dict(), **_usage(result)}
-        if share is None:
-            details["note"] = "the answer makes no claim, so none is unsupported"
-        return GateResult(GROUNDING, 1.0 if share is None else share, False, self.threshold,
-                          details, latency)
+        details = {**result.value.to_dict(), **_usage(result)}
+        cut = sources_cut(answer, limit)
+        if cut:  # a cut is never silent: a local judge says "cannot tell" for what it hides
+            details.update(sources_cut=cut, source_chars=limit)
+        return grounding_result(result.value, details, self.threshold, latency)
 
 
 class _AnswerRewardRunner(_JudgedGateRunner):

@@ -61,7 +61,7 @@ class BatchSettings:
 class LocalJudgeSettings:
     embedding_floor: float = 0.3     # local:embedding: cosine at or below -> 0.0
     embedding_ceiling: float = 0.9   # cosine at or above -> 1.0 (linear between)
-    lexical_support: float = 0.73    # local:lexical grounding: claim support a source must reach
+    lexical_support: float = 0.66    # local:lexical grounding: a claim's best-span support
     trigram_support: float = 0.5     # cosine of character-trigram vectors for local:embedding
 
 

@@ -6,9 +6,13 @@ Two genuinely different signals, so that their agreement means something:
     Relevance = how well the document covers the query's content words (stopwords dropped,
     light suffix stemming), each query word counted with a saturating term frequency
     ``tf / (tf + 0.5)``; the mean over query words is scaled so that covering every word
-    about twice gives 1.0. Text support (grounding) = the weighted share of a claim's words
-    (content words 1, stopwords 0.5, stemmed) found in one or two consecutive sentences of a
-    source or in the whole source (:func:`claim_support`).
+    about twice gives 1.0. Grounding aligns each claim with the best sentence or two of the
+    sources, with figures, names and negation checked and an honest "cannot tell"
+    (:mod:`eval_harness.judges.grounding_local`, :mod:`~eval_harness.judges.grounding_verdicts`).
+    The accuracy criterion of answer evaluation keeps the simpler text support: the weighted
+    share of a claim's words (content words 1, stopwords 0.5, stemmed) found in one or two
+    consecutive sentences of a source or in the whole source (:func:`claim_support`), at
+    :data:`CLAIM_SUPPORT_THRESHOLD`.
 
 ``local:embedding``
     Relevance = cosine similarity of the stored dense embeddings of query and document
@@ -36,6 +40,7 @@ import math
 import re
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -46,6 +51,9 @@ from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Groundin
                                           Outcome, Passage, Reflexion, as_passage)
 
 LOCAL_PROMPT_VERSION = "local-v3"  # the heuristics' version, stored like a prompt version
+# local:lexical answer evaluation: a claim's claim_support must reach it (chosen for it on BEGIN
+# WoW dev; judges.local.lexical_support is the grounding judge's threshold since local-grounding-v1)
+CLAIM_SUPPORT_THRESHOLD = 0.73
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -292,6 +300,11 @@ class _LocalJudge:
     def threshold(self) -> float:
         raise NotImplementedError
 
+    @property
+    def accuracy_threshold(self) -> float:
+        """The support a claim needs in answer evaluation (accuracy)."""
+        return self.threshold
+
     def _result(self, operation: str, value, started: float, *, error: str | None = None,
                 raw: str | None = None) -> JudgeResult:
         if value is None:
@@ -305,7 +318,8 @@ class _LocalJudge:
     async def evaluate_answer(self, query: str, context: Sequence[str], answer: str, *,
                               query_id: int | None = None) -> JudgeResult[AnswerEvaluation]:
         started = time.monotonic()
-        value = evaluate_answer_locally(query, context, answer, self.support, self.threshold,
+        value = evaluate_answer_locally(query, context, answer, self.support,
+                                        self.accuracy_threshold,
                                         claim_support=self.grounding_support)
         return self._result("evaluation", value, started)
 
@@ -331,6 +345,23 @@ class LexicalJudge(_LocalJudge):
     @property
     def threshold(self) -> float:
         return self.settings.lexical_support
+
+    @property
+    def accuracy_threshold(self) -> float:
+        return CLAIM_SUPPORT_THRESHOLD
+
+    async def grounding(self, answer: str, sources: Sequence[str], *,
+                        query_id: int | None = None) -> JudgeResult[Grounding]:
+        """Claims aligned with the best span of the sources (grounding_verdicts); a source
+        ending in ``[...]`` was cut, and what it may hold is "cannot tell", never unsupported."""
+        # imported here: grounding_local builds on this module's stemmer and stopwords
+        from eval_harness.judges.grounding_verdicts import (GROUNDING_VERSION,
+                                                            check_grounding_aligned)
+
+        started = time.monotonic()
+        value = check_grounding_aligned(answer, sources, self.threshold)
+        result = self._result("grounding", value, started)
+        return replace(result, prompt_version=GROUNDING_VERSION)
 
     async def relevance(self, query: Passage | str, document: Passage | str, *,
                         query_id: int | None = None) -> JudgeResult[float]:
