@@ -8,10 +8,10 @@ import dagster as dg
 
 from assets.check_outcomes import below, check_outcome, readable
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.agreement_data import dataset_agreement, kappa_gate, stand_in_note
-from eval_harness.agreement_report_md import format_agreement_markdown
-from eval_harness.reports import write_report
-from eval_harness.review import queue_disagreements
+from eval_harness.agreement.data import dataset_agreement, kappa_gate, stand_in_note
+from eval_harness.agreement.report import format_agreement_markdown
+from eval_harness.reporting.files import write_report
+from eval_harness.agreement.review import queue_disagreements
 
 GROUP = "agreement"
 REPORT_NAME = "agreement.md"

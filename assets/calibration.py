@@ -18,12 +18,12 @@ import pandas as pd
 
 from assets.check_outcomes import below, check_outcome, readable
 from assets.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
-from eval_harness.calibration_history import (append_grid_history, calibrated_row, grid_frame,
+from eval_harness.calibration.history import (append_grid_history, calibrated_row, grid_frame,
                                               verdict_from_grid)
-from eval_harness.calibration_report import calibration_markdown, write_calibration_report
-from eval_harness.calibration_run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
+from eval_harness.calibration.report import calibration_markdown, write_calibration_report
+from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
                                           format_table, verdict_sentence)
-from eval_harness.config_writer import write_calibrated_weights
+from eval_harness.calibration.weights import write_calibrated_weights
 
 GROUP = "calibration"
 

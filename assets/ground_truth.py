@@ -6,7 +6,7 @@ from typing import Optional
 import dagster as dg
 
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.embeddings import embedder_factory
+from eval_harness.store.embeddings import embedder_factory
 from eval_harness.store.ingest import ingest_beir
 
 GROUP = "ground_truth"

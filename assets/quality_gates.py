@@ -27,7 +27,7 @@ import dagster as dg
 
 from assets.check_outcomes import below, check_outcome, readable
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.answers import TimeWindow
+from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.registry import GATE_DESCRIPTIONS, Gate, configured_gates, enabled_gate_names
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import evaluate_window, summarize_gates

@@ -15,7 +15,7 @@ import dagster as dg
 
 from assets.check_outcomes import rounded
 from assets.resources import EvalSettings, LiveStore
-from eval_harness.run_report import build_run_report
+from eval_harness.reporting.run_report import build_run_report
 
 GROUP = "reports"
 REPORT_JOB = "report_job"

@@ -9,7 +9,7 @@ from assets.check_outcomes import readable
 from assets.resources import EvalSettings, LiveStore
 from eval_harness.retrieval.report import METRIC_LABELS, format_report
 from eval_harness.retrieval.report import retrieval_report as measure_retrieval
-from eval_harness.reports import write_report
+from eval_harness.reporting.files import write_report
 
 
 GROUP = "validation"

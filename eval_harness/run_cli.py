@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
 from eval_harness.dagster_home import prepare_dagster_home
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
@@ -234,7 +234,7 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     days the file covers, or the latest day with answers when no file is configured."""
     from psycopg import sql
 
-    from eval_harness.answers import import_configured_answers, relation_sql
+    from eval_harness.gates.answers import import_configured_answers, relation_sql
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)

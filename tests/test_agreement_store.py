@@ -19,10 +19,10 @@ from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from assets.resources import default_resources
 from beir_factory import write_beir
 from eval_harness import cli
-from eval_harness.agreement_data import (JudgeScoresError, dataset_agreement, final_labels,
+from eval_harness.agreement.data import (JudgeScoresError, dataset_agreement, final_labels,
                                          kappa_gate, load_final_labels, load_judge_pairs)
-from eval_harness.agreement_report_md import format_agreement_markdown
-from eval_harness.review import (CSV_COLUMNS, ReviewFileError, adjudicated_labels,
+from eval_harness.agreement.report import format_agreement_markdown
+from eval_harness.agreement.review import (CSV_COLUMNS, ReviewFileError, adjudicated_labels,
                                  export_review_csv, import_review_csv, queue_disagreements)
 from eval_harness.settings import AgreementSettings, ConfigError, load_settings
 

@@ -26,17 +26,17 @@ from assets.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resou
                               duckdb_io_manager)
 from beir_factory import write_beir
 from eval_harness import cli
-from eval_harness.calibration_history import (append_grid_history, grid_frame,
+from eval_harness.calibration.history import (append_grid_history, grid_frame,
                                               read_grid_history)
-from eval_harness.calibration_run import calibrate_dataset, weight_label
-from eval_harness.config_writer import ConfigWriteError, write_calibrated_weights
+from eval_harness.calibration.run import calibrate_dataset, weight_label
+from eval_harness.calibration.weights import ConfigWriteError, write_calibrated_weights
 from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import normalised_scores, rank_top_k, weight_grid
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import ConfigError, load_settings
 from eval_harness.store.ingest import ingest_beir
-from eval_harness.trec_runs import run_file_name, write_trec_runs
+from eval_harness.calibration.trec_runs import run_file_name, write_trec_runs
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
          "human virus vaccine immune response tumor growth").split()
@@ -373,7 +373,7 @@ def test_process_killed_between_write_and_rename_leaves_the_original(tmp_path, c
     original = path.read_bytes()
     script = textwrap.dedent(f"""
         import os
-        from eval_harness.config_writer import write_calibrated_weights
+        from eval_harness.calibration.weights import write_calibrated_weights
         os.replace = lambda *args: os._exit(9)
         write_calibrated_weights({str(path)!r}, 0.9)
     """)
@@ -548,7 +548,7 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
 
 
 def test_verdict_sentence_names_an_unreachable_band():
-    from eval_harness.calibration_run import VerdictBands, verdict_sentence
+    from eval_harness.calibration.run import VerdictBands, verdict_sentence
 
     bands = VerdictBands(0.75, 0.70)
     low_ceiling = verdict_sentence("failure", 0.17, bands, ceiling=0.226)

@@ -25,7 +25,7 @@ from assets.check_outcomes import rounded
 from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
 from assets.resources import default_resources
 from eval_harness import cli
-from eval_harness.answers import (AnswersFileError, TimeWindow, import_answers,
+from eval_harness.gates.answers import (AnswersFileError, TimeWindow, import_answers,
                                   import_configured_answers, stream_answers)
 from eval_harness.gates.registry import Gate, build_gates, per_answer, reward_to_score
 from eval_harness.gates.result import GateResult

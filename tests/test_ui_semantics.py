@@ -24,7 +24,7 @@ from assets.check_outcomes import BlockingCheckFailed, rounded
 from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
 from assets.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 from beir_factory import write_beir
-from eval_harness.answers import import_configured_answers
+from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from time import perf_counter
 
 import psycopg
 
-from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 
@@ -34,7 +34,7 @@ _EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError"
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
-    from eval_harness.answers import import_answers
+    from eval_harness.gates.answers import import_answers
 
     relation = settings.quality_gates.answers_relation
     location = open_store(settings)
@@ -87,7 +87,7 @@ def run_gate_job(settings: Settings, day: date, gates):
 
     from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from assets.resources import default_resources
-    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.answers import TimeWindow
     from eval_harness.dagster_home import prepare_dagster_home
     from eval_harness.gates.report import GateReport, GateSummary
 
@@ -137,7 +137,7 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
 
 def gate_report(args, settings: Settings):
     """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
-    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.progress import progress_bar
@@ -196,7 +196,7 @@ def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> Non
 
 
 def _write(path: str | None, text: str) -> None:
-    from eval_harness.reports import write_report
+    from eval_harness.reporting.files import write_report
 
     if path:
         target = Path(path).resolve()

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from eval_harness.agreement_data import DatasetAgreement, RaterVsHuman
+from eval_harness.agreement.data import DatasetAgreement, RaterVsHuman
 from eval_harness.metrics.agreement import AgreementReport, QueryKappa, landis_koch_label
 
 WORST_QUERIES = 10

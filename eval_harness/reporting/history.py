@@ -6,7 +6,7 @@ Every run report records its run's headline numbers in the table ``run_history``
 Recording a run again replaces that run's rows (a re-rendered report never duplicates a
 point). Only numbers are kept: a flag is stored as 0 or 1; text, None and NaN are left out.
 
-The file is opened as :mod:`eval_harness.calibration_history` opens it (DuckDB allows one
+The file is opened as :mod:`eval_harness.calibration.history` opens it (DuckDB allows one
 writer at a time: lock retries with capped backoff and jitter, then
 :class:`HistoryUnavailable`), and each write is one transaction.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval_harness.calibration_history import HistoryUnavailable, open_history
-from eval_harness.calibration_run import VerdictBands
+from eval_harness.calibration.history import HistoryUnavailable, open_history
+from eval_harness.calibration.run import VerdictBands
 
 RUN_HISTORY_TABLE = "run_history"
 HISTORY_COLUMNS = {"run_id": "VARCHAR", "recorded_at": "TIMESTAMPTZ", "dataset": "VARCHAR",

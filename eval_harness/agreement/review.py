@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.reports import write_report
+from eval_harness.reporting.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
 VERDICTS = {"relevant": 1, "not relevant": 0}
@@ -284,7 +284,7 @@ class _QueuedPair:
 
 
 def _lock(conn: psycopg.Connection, dataset: str) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext('eval_harness.review:' || %s))",
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('eval_harness.agreement.review:' || %s))",
                  (dataset,))
 
 

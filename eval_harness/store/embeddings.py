@@ -8,7 +8,7 @@ key            dtype / shape        meaning
 =============  ==================  ====================================================
 ``model``      str, shape ()       embedding model name, e.g. ``all-MiniLM-L6-v2``
 ``doc_ids``    str, (n_docs,)      corpus ``_id`` values
-``docs``       float32, (n, dim)   embedding of :func:`eval_harness.datasets.document_content`
+``docs``       float32, (n, dim)   embedding of :func:`eval_harness.store.beir.document_content`
 ``query_ids``  str, (n_queries,)   query ``_id`` values
 ``queries``    float32, (m, dim)   embedding of the query text
 =============  ==================  ====================================================
@@ -49,7 +49,7 @@ ENGLISH_LIKE_LANGUAGES = frozenset({"english", "simple"})
 LOCAL_EMBEDDINGS_LOCK = "requirements-local-embeddings.lock"
 TORCH_VERSION = "2.13.0"  # the version pinned in LOCAL_EMBEDDINGS_LOCK
 
-log = logging.getLogger("eval_harness.embeddings")
+log = logging.getLogger("eval_harness.store.embeddings")
 _announced: set[str] = set()
 
 
@@ -149,7 +149,7 @@ def local_embeddings_install_command(*, python: str | None = None,
     """
     python = python or sys.executable
     if project is None:
-        checkout = Path(__file__).resolve().parents[1]
+        checkout = Path(__file__).resolve().parents[2]
         if (checkout / "pyproject.toml").is_file() and (checkout / LOCAL_EMBEDDINGS_LOCK).is_file():
             project = checkout
     if project is None:  # installed from a wheel: run it in a checkout of the project

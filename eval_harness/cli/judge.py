@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
 
 

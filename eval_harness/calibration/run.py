@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import numpy as np
 import psycopg
 
-from eval_harness.config_writer import keyword_weight_for
+from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CandidateSet, CrossValidation, MethodResult, SweepResult, Uplift,
     Verdict, cross_validated_p_at_5, precision_verdict, reciprocal_rank_fusion, sweep_weights,

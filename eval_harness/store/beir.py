@@ -3,7 +3,7 @@
 A BEIR folder holds ``corpus.jsonl`` (``{"_id", "title", "text", "metadata"}`` per line),
 ``queries.jsonl`` (``{"_id", "text", "metadata"}``) and ``qrels/<split>.tsv`` (a header line,
 then ``query-id<TAB>corpus-id<TAB>score``). Optionally ``embeddings.npz`` holds precomputed
-embeddings (see :mod:`eval_harness.embeddings`).
+embeddings (see :mod:`eval_harness.store.embeddings`).
 
 Everything is parsed and validated before the store is touched, so a malformed line stops the
 ingest with ``file:line: what is wrong`` and nothing is written.

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from eval_harness.cli_common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
 
 
@@ -36,10 +36,10 @@ def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args, settings: Settings) -> int:
-    from eval_harness.calibration_history import HistoryUnavailable
-    from eval_harness.calibration_run import calibrate_with_settings, format_table
+    from eval_harness.calibration.history import HistoryUnavailable
+    from eval_harness.calibration.run import calibrate_with_settings, format_table
     from eval_harness.store import open_store
-    from eval_harness.trec_runs import write_trec_runs
+    from eval_harness.calibration.trec_runs import write_trec_runs
 
     location = open_store(settings)
     with location.connection() as conn:
@@ -69,9 +69,9 @@ def cmd_calibrate(args, settings: Settings) -> int:
 
 def _write_outputs(result, settings: Settings, written: dict) -> list[str]:
     """config.yaml, DuckDB history, report; fills ``written`` and returns one note each."""
-    from eval_harness.calibration_history import append_grid_history, grid_frame
-    from eval_harness.calibration_report import write_calibration_report
-    from eval_harness.config_writer import write_calibrated_weights
+    from eval_harness.calibration.history import append_grid_history, grid_frame
+    from eval_harness.calibration.report import write_calibration_report
+    from eval_harness.calibration.weights import write_calibrated_weights
 
     notes = []
     if settings.config_path is None:

@@ -5,7 +5,7 @@ re-computed or re-evaluated here; a section whose data is missing says what to r
 of failing the report):
 
 1. summary: one line per verdict, with the time its data is from ("as of");
-2. dual-judge agreement (:func:`eval_harness.agreement_data.dataset_agreement`);
+2. dual-judge agreement (:func:`eval_harness.agreement.data.dataset_agreement`);
 3. the latest calibration grid in the history and its P@5 verdict;
 4. quality gates: each enabled gate's figures per day from the stored results, and the
    worst answers with the reason the gate recorded;
@@ -13,7 +13,7 @@ of failing the report):
    (saved = the batch calls' tokens at list price - what was paid) and the judge reply cache
    (``api_cache_hit_log``: hits and the list price of the replies they served);
 6. trends: the run's headline numbers are recorded in the DuckDB history
-   (:mod:`eval_harness.run_history`; a re-rendered run replaces its rows) and plotted over
+   (:mod:`eval_harness.reporting.history`; a re-rendered run replaces its rows) and plotted over
    the earlier runs.
 
 The HTML is one self-contained file (the PNGs are inlined as data URIs, so a CI artifact or
@@ -37,25 +37,25 @@ import psycopg
 from markupsafe import Markup, escape
 from psycopg import sql
 
-from eval_harness.agreement_data import DatasetAgreement, dataset_agreement, stand_in_note
-from eval_harness.agreement_report_md import format_agreement_markdown
-from eval_harness.answers import (TimeWindow, content_hash_sql, relation_sql, window_condition,
+from eval_harness.agreement.data import DatasetAgreement, dataset_agreement, stand_in_note
+from eval_harness.agreement.report import format_agreement_markdown
+from eval_harness.gates.answers import (TimeWindow, content_hash_sql, relation_sql, window_condition,
                                   window_params)
-from eval_harness.calibration_history import (HistoryUnavailable, calibrated_row,
+from eval_harness.calibration.history import (HistoryUnavailable, calibrated_row,
                                               read_grid_history, verdict_from_grid)
-from eval_harness.calibration_report import (axis_label, draw_reference, legend_outside,
+from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
-from eval_harness.calibration_run import (VERDICT_LABELS, VerdictBands, verdict_sentence,
+from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, verdict_sentence,
                                           weight_label)
-from eval_harness.config_writer import write_file_atomically
+from eval_harness.calibration.weights import write_file_atomically
 from eval_harness.gates.registry import (Gate, configured_gates, configured_scale,
                                          enabled_gate_names)
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import summarize_gates
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Usage
-from eval_harness.reports import write_report
-from eval_harness.run_history import (figure_png, plot_cost_trend,
+from eval_harness.reporting.files import write_report
+from eval_harness.reporting.history import (figure_png, plot_cost_trend,
                                       plot_gate_trend, plot_kappa_trend, plot_p_at_5_trend,
                                       read_run_history, record_run, runs_table)
 from eval_harness.settings import Settings
@@ -383,7 +383,7 @@ def calibration_grid_figure(grid, bands: VerdictBands):
     verdict, and drawn over the success band they would read as one. Legends sit outside the
     axes, so they cover no line.
 
-    :func:`eval_harness.calibration_report.plot_p_at_5` draws a fresh
+    :func:`eval_harness.calibration.report.plot_p_at_5` draws a fresh
     :class:`CalibrationResult` (with the RRF reference, which the history does not keep);
     this one draws what the history holds.
     """

@@ -10,14 +10,14 @@ import argparse
 import json
 from pathlib import Path
 
-from eval_harness.cli_common import EXIT_FAILED, EXIT_OK
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
 
 
 def cmd_review_export(args, settings: Settings) -> int:
-    from eval_harness.review import export_review_csv, queue_disagreements
+    from eval_harness.agreement.review import export_review_csv, queue_disagreements
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings).connection() as conn:
@@ -34,7 +34,7 @@ def cmd_review_export(args, settings: Settings) -> int:
 
 
 def cmd_review_import(args, settings: Settings) -> int:
-    from eval_harness.review import import_review_csv
+    from eval_harness.agreement.review import import_review_csv
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings).connection() as conn:
@@ -44,8 +44,8 @@ def cmd_review_import(args, settings: Settings) -> int:
 
 
 def cmd_agreement(args, settings: Settings) -> int:
-    from eval_harness.agreement_data import dataset_agreement
-    from eval_harness.agreement_report_md import format_agreement_markdown
+    from eval_harness.agreement.data import dataset_agreement
+    from eval_harness.agreement.report import format_agreement_markdown
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings).connection() as conn:

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from eval_harness.calibration_run import CalibrationResult, weight_label
-from eval_harness.config_writer import write_file_atomically
+from eval_harness.calibration.run import CalibrationResult, weight_label
+from eval_harness.calibration.weights import write_file_atomically
 from eval_harness.metrics.calibration import normalised_scores
 
 

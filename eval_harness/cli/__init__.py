@@ -13,15 +13,15 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.calibrate_cli import add_calibrate_command
-from eval_harness.cli_common import EXIT_ERROR, EXIT_OK, CliError
-from eval_harness.datasets import DatasetError
-from eval_harness.doctor import add_doctor_command
-from eval_harness.embeddings import EmbedderUnavailable, embedder_factory
-from eval_harness.judges.cli import add_judge_command
+from eval_harness.cli.calibrate import add_calibrate_command
+from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError
+from eval_harness.store.beir import DatasetError
+from eval_harness.cli.doctor import add_doctor_command
+from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
+from eval_harness.cli.judge import add_judge_command
 from eval_harness.progress import progress_bar
-from eval_harness.gate_cli import add_gate_commands
-from eval_harness.review_cli import add_review_commands
+from eval_harness.cli.gate import add_gate_commands
+from eval_harness.cli.review import add_review_commands
 from eval_harness.run_cli import add_run_command
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store

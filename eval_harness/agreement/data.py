@@ -13,7 +13,7 @@ run over them:
 
 **Where an adjudicated label overrides the judges.** :func:`final_labels` is the one place
 that turns two judge scores into the binary label a pair carries downstream: a human verdict
-from the review queue (:func:`eval_harness.review.adjudicated_labels`) wins over both
+from the review queue (:func:`eval_harness.agreement.review.adjudicated_labels`) wins over both
 judges; without one, the label is ``mean(score1, score2) > relevance_threshold``; a pair
 that only one judge scored and nobody adjudicated has no label. Judge-vs-human statistics
 use each judge's own scores, never the overridden labels, so they measure the judges.
@@ -31,7 +31,7 @@ from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.review import adjudicated_labels, review_counts
+from eval_harness.agreement.review import adjudicated_labels, review_counts
 from eval_harness.settings import AgreementSettings
 
 PairKey = tuple[int, int]  # (ground_truth.id, l2_insights.id)

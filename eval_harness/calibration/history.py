@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from eval_harness.calibration_run import CalibrationResult, VerdictBands
+from eval_harness.calibration.run import CalibrationResult, VerdictBands
 from eval_harness.metrics.calibration import Verdict, precision_verdict
 
 HISTORY_TABLE = "calibration_grid_history"
