@@ -17,8 +17,8 @@ import pytest
 from eval_harness.calibration.report import (axis_label, p_at_5_figure, plot_p_at_5,
                                              zoomed_limits)
 from eval_harness.calibration.run import VerdictBands
-from eval_harness.reporting.history import format_run_axis, new_figure, run_labels
-from eval_harness.reporting.run_report import calibration_grid_figure, plot_calibration_grid
+from eval_harness.reporting.plots import (calibration_grid_figure, format_run_axis, new_figure,
+                                          plot_calibration_grid, run_labels)
 
 BANDS = VerdictBands(0.75, 0.70)
 WEIGHTS = [0.5, 0.6, 0.7, 0.8, 0.9]

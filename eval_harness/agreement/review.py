@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.reporting.files import write_report
+from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
 VERDICTS = {"relevant": 1, "not relevant": 0}

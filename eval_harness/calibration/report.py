@@ -9,8 +9,7 @@ import math
 from pathlib import Path
 
 from eval_harness.calibration.run import (CalibrationResult, summary_lines, weight_label)
-from eval_harness.calibration.weights import write_file_atomically
-from eval_harness.reporting.files import write_report
+from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results.md"
 PLOT_NAME = "calibration-p5.png"

@@ -2,7 +2,7 @@
 
 Stories 2.8 and 2.9: fetch every ground-truth query's candidate union with both raw scores
 once (:func:`eval_harness.retrieval.hybrid.candidate_scores`), sweep all semantic weights
-in numpy (:func:`eval_harness.metrics.calibration.sweep_weights`, bit-identical to hybrid
+in numpy (:func:`eval_harness.retrieval.sweep.sweep_weights`, bit-identical to hybrid
 search at each weight, ties by document id), then
 
 * the best weight: highest mean P@5, ties to the weight closest to the configured one;
@@ -30,11 +30,12 @@ import psycopg
 
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
-    DEFAULT_SEMANTIC_WEIGHT, CandidateSet, CrossValidation, MethodResult, SweepResult, Uplift,
-    Verdict, cross_validated_p_at_5, precision_verdict, reciprocal_rank_fusion, sweep_weights,
-    uplift_over_default, weight_grid)
+    DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
+    precision_verdict, uplift_over_default, weight_grid)
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
+from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult,
+                                          reciprocal_rank_fusion, sweep_weights)
 from eval_harness.settings import Settings
 
 VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",

@@ -20,8 +20,9 @@ import numpy as np
 import psycopg
 
 from eval_harness.calibration.run import CalibrationResult, weight_label
-from eval_harness.calibration.weights import write_file_atomically
-from eval_harness.metrics.calibration import normalised_scores
+from eval_harness.files import write_file_atomically
+from eval_harness.retrieval.fusion import fuse_normalised
+from eval_harness.retrieval.sweep import normalised_scores
 
 
 def run_file_name(semantic_weight: float) -> str:
@@ -40,7 +41,7 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
     sem_norm, kw_norm = normalised_scores(candidates)
     for point in result.grid:
         w_sem, w_kw = point.semantic_weight, point.keyword_weight
-        fused = w_sem * sem_norm + w_kw * kw_norm  # the sweep's (and fusion.py's) float order
+        fused = fuse_normalised(sem_norm, kw_norm, w_sem, w_kw)  # the one fusion rule
         fused[~candidates.mask] = -np.inf
         order = np.lexsort((candidates.doc_ids, -fused), axis=1)
         ranked_ids = np.take_along_axis(candidates.doc_ids, order, axis=1)

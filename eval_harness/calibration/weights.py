@@ -1,12 +1,13 @@
-"""Writing the calibrated hybrid weights back into ``config.yaml``, and atomic file writes.
+"""Writing the calibrated hybrid weights back into ``config.yaml``.
 
 The file is edited as a round trip (ruamel.yaml): only ``hybrid_search.semantic`` and
 ``hybrid_search.keyword`` change; every other key, the order, the comments and the
 formatting stay as they were. The new text goes to a temporary file in the same folder,
 which is flushed to disk and then renamed over the original (``os.replace`` is atomic on
 POSIX and Windows), so a reader or a crash sees either the old file or the new one, never a
-half-written one. A crash between write and rename leaves the original untouched and at
-most a hidden ``.config.yaml.*.tmp`` file, which the next write does not depend on.
+half-written one (:func:`eval_harness.files.write_file_atomically`). A crash between
+write and rename leaves the original untouched and at most a hidden
+``.config.yaml.*.tmp`` file, which the next write does not depend on.
 
 Writers take turns: the read-modify-rename runs under an exclusive ``flock`` on the config
 file (POSIX), so two calibrations finishing at once both succeed, the later one re-reading
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +27,8 @@ from pathlib import Path
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+from eval_harness.files import write_file_atomically
 
 WEIGHT_DECIMALS = 10  # keyword = round(1 - semantic, 10): YAML shows 0.2, not 0.19999999999999996
 
@@ -136,38 +138,6 @@ def _write_weights(path: Path, semantic_weight: float) -> WeightsWritten:
                                f"written; nothing was written, run the calibration again.")
     write_file_atomically(path, text.encode("utf-8"))
     return WeightsWritten(path, semantic, keyword, *previous, changed=True)
-
-
-def write_file_atomically(path: Path | str, data: bytes) -> Path:
-    """Replace ``path`` with ``data`` through a flushed temporary file in the same folder.
-
-    The file keeps its permission bits (a new file gets 0644 less the umask). On any error
-    the temporary file is removed and the original is left as it was.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _target_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())  # the bytes are on disk before the rename publishes them
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _target_mode(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _check_written_weights(path: Path, text: str, semantic: float, keyword: float) -> None:

@@ -10,22 +10,22 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
 from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError
-from eval_harness.store.beir import DatasetError
 from eval_harness.cli.doctor import add_doctor_command
-from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
-from eval_harness.cli.judge import add_judge_command
-from eval_harness.progress import progress_bar
 from eval_harness.cli.gate import add_gate_commands
+from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
-from eval_harness.run_cli import add_run_command
+from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store.beir import DatasetError
 from eval_harness.store.connection import server_failure
+from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -119,14 +119,18 @@ def cmd_report(args, settings: Settings) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None = None,
+                 partition_runner=None) -> argparse.ArgumentParser:
+    """The library's commands; ``extend(subparsers)`` adds more (the Dagster layer adds
+    ``run``) and ``partition_runner`` gates ``gate --partition`` days (see
+    :func:`eval_harness.cli.gate.add_gate_commands`)."""
     parser = argparse.ArgumentParser(prog="eval-harness", description=(
         "Offline evaluation and calibration harness for RAG systems on Postgres + pgvector."))
     parser.add_argument("--config", help="config.yaml to use (default: ./config.yaml, or "
                         "EVAL_HARNESS_CONFIG)")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    add_run_command(sub)
+    if extend is not None:
+        extend(sub)
 
     migrate = sub.add_parser("migrate", help="apply pending schema migrations")
     migrate.set_defaults(func=cmd_migrate)
@@ -158,13 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_review_commands(sub)
     add_calibrate_command(sub)
     add_judge_command(sub)
-    add_gate_commands(sub)
+    add_gate_commands(sub, partition_runner=partition_runner)
     add_doctor_command(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command; exit code 0 / 1 (ran, found a failure) / 2 (could not run)."""
+    args = (parser or build_parser()).parse_args(argv)
     settings = None
     try:
         # doctor loads the config itself: a bad one is one of its FAIL lines

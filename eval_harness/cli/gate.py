@@ -4,8 +4,10 @@
 may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
 store, a partition outside the configured range, a crashed step).
 
-With ``--partition DAY`` (default: today, UTC) it runs the Dagster ``quality_gate_job`` for
-that daily partition in-process, so the run and its checks land in the Dagster run history.
+With ``--partition DAY`` (default: today, UTC) it gates that daily partition: the installed
+``eval-harness`` runs the Dagster ``quality_gate_job`` in-process, so the run and its checks land
+in the Dagster run history (:mod:`eval_harness_pipelines.gate`); the library alone
+(``python -m eval_harness.cli``) evaluates the same window without Dagster.
 With ``--since TIME`` it runs the same gates through the library over every answer created
 since then, across days (Dagster partitions are single days), and reports the same way; the
 per-answer results are shared, so neither path re-evaluates what the other stored. In a
@@ -28,9 +30,6 @@ import psycopg
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
-
-# a blocking check failed (assets.check_outcomes, or Dagster's own error): exit 1, not 2
-_EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
@@ -81,42 +80,15 @@ def _partition_day(text: str | None, settings: Settings) -> date:
     return day
 
 
-def run_gate_job(settings: Settings, day: date, gates):
-    """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
-    import dagster as dg
-
-    from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
-    from assets.resources import default_resources
+def run_gate_window(settings: Settings, day: date, gates):
+    """Gate partition ``day`` through the library (the same gates and stored results as the
+    Dagster job; ``eval-harness`` as installed runs the Dagster job instead, see
+    :mod:`eval_harness_pipelines.gate`, so the run lands in the UI's history)."""
     from eval_harness.gates.answers import TimeWindow
-    from eval_harness.dagster_home import prepare_dagster_home
-    from eval_harness.gates.report import GateReport, GateSummary
+    from eval_harness.gates.runner import run_quality_gates
 
-    prepare_dagster_home(settings)
-    resources = default_resources(
-        config_path=str(settings.config_path) if settings.config_path else None,
-        database_url=settings.database_url)
-    defs = dg.Definitions.merge(quality_gate_definitions(settings),
-                                dg.Definitions(resources=resources))
-    # The CLI prints its own one-line errors; a failing blocking check is no crash to log.
-    run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
-            partition_key=day.isoformat(), instance=instance, run_config=run_config,
-            raise_on_error=False)
-    for event in result.all_events:
-        if event.is_step_failure:
-            error = event.event_specific_data.error
-            if error.cls_name not in _EXPECTED_CHECK_FAILURE:
-                raise CliError(f"the quality-gate job failed: {root_cause(error)}")
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    summaries = []
-    for gate in gates:
-        evaluation = evaluations.get(gate.name)
-        if evaluation is None:
-            raise CliError(f"the quality-gate job did not run the {gate.name} check; "
-                             "see the Dagster run history.")
-        summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
-    return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)
+    return run_quality_gates(open_store(settings), TimeWindow.day(day), gates,
+                             relation=settings.quality_gates.answers_relation)
 
 
 def cmd_gate(args, settings: Settings | None = None) -> int:
@@ -155,7 +127,8 @@ def gate_report(args, settings: Settings):
                 return run_quality_gates(location, TimeWindow.since(since), gates,
                                          relation=settings.quality_gates.answers_relation,
                                          progress=progress)
-        return run_gate_job(settings, day, gates)
+        runner = getattr(args, "partition_runner", None) or run_gate_window
+        return runner(settings, day, gates)
     except psycopg.Error as exc:
         raise CliError(f"the quality gates failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
@@ -196,14 +169,17 @@ def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> Non
 
 
 def _write(path: str | None, text: str) -> None:
-    from eval_harness.reporting.files import write_report
+    from eval_harness.files import write_report
 
     if path:
         target = Path(path).resolve()
         write_report(target.parent, target.name, text)
 
 
-def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_gate_commands(subparsers: argparse._SubParsersAction, *,
+                      partition_runner=None) -> None:
+    """``answers import`` and ``gate``; ``partition_runner(settings, day, gates)`` gates a
+    ``--partition`` day (default: the library's :func:`run_gate_window`)."""
     answers = subparsers.add_parser("answers", help="the answers the quality gates read")
     answers_sub = answers.add_subparsers(dest="answers_command", required=True)
     imported = answers_sub.add_parser(
@@ -229,4 +205,4 @@ def add_gate_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
                            "the gates cannot run, why")
     # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
-    gate.set_defaults(func=cmd_gate, loads_own_settings=True)
+    gate.set_defaults(func=cmd_gate, loads_own_settings=True, partition_runner=partition_runner)

@@ -5,11 +5,11 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.check_outcomes import readable
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.retrieval.report import METRIC_LABELS, format_report
 from eval_harness.retrieval.report import retrieval_report as measure_retrieval
-from eval_harness.reporting.files import write_report
+from eval_harness.files import write_report
 
 
 GROUP = "validation"

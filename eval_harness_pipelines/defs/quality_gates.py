@@ -7,8 +7,9 @@ is a partitioned asset check on it, computed from the stored results of every an
 partition; a blocking gate fails with ERROR severity, a warning gate with WARN.
 
 The partitions (their first day), the set of checks and whether each blocks are structure,
-which Dagster needs when it loads the definitions, so they come from the config.yaml read at
-that moment (the same file the resources read: ``EVAL_HARNESS_CONFIG`` or ./config.yaml).
+which Dagster needs when it loads the definitions, so they come from the settings the
+definitions are built with (:func:`quality_gate_definitions`; the resources read the same file
+again at run time).
 Thresholds and pass rates are read at run time. A run whose config.yaml enables, disables
 or (un)blocks a gate since the definitions were loaded stops before it evaluates anything and
 asks for a reload: otherwise the partition would be materialized without a result for a
@@ -25,13 +26,13 @@ from datetime import date
 
 import dagster as dg
 
-from assets.check_outcomes import below, check_outcome, readable
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.registry import GATE_DESCRIPTIONS, Gate, configured_gates, enabled_gate_names
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import evaluate_window, summarize_gates
-from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.settings import ConfigError, Settings
 
 GROUP = "quality_gates"
 ANSWERS_ASSET = "answers"
@@ -199,5 +200,3 @@ def quality_gate_definitions(settings: Settings) -> dg.Definitions:
     answers_asset, checks = quality_gate_assets(settings)
     return dg.Definitions(assets=[answers_asset], asset_checks=checks, jobs=[quality_gate_job])
 
-
-defs = quality_gate_definitions(load_settings())

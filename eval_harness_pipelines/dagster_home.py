@@ -14,6 +14,7 @@ from pathlib import Path
 
 from eval_harness.settings import Settings
 
+# The marker keeps its first wording (files written by earlier versions are still ours).
 MARKER = "# Written by eval-harness (eval_harness/dagster_home.py); edit config.yaml instead."
 
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python
 """Check the Dagster UI of this project in headless Chromium; one line per check.
 
-    .venv/bin/python scripts/check_ui.py [--config config.yaml] [--screenshots DIR]
+    .venv/bin/python -m tools.ui_check [--config config.yaml] [--screenshots DIR]
 
 Starts ``dagster dev`` with a throwaway DAGSTER_HOME, store and config copy (nothing in the
 checkout changes), then checks the asset graph, the asset checks, schedules, sensors and jobs,
 launches main_job with the UI's "Materialize all" button and finds the run in the history.
 Needs the Debian packages chromium and chromium-driver. Exit code 0 when every check passes,
-1 when one fails, 2 when the checks could not run. The logic is eval_harness/ui_check.py.
+1 when one fails, 2 when the checks could not run. The logic is tools/ui_check/check.py.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from eval_harness.ui_check import ROOT, UICheckUnavailable, run_ui_checks  # noqa: E402
+from tools.ui_check.check import ROOT, UICheckUnavailable, run_ui_checks  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,8 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.check_outcomes import readable
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.judges.dual import judge_dataset
 
 GROUP = "judging"

@@ -5,7 +5,7 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.store.embeddings import embedder_factory
 from eval_harness.store.ingest import ingest_beir
 

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "workspace.yaml"
 INSTALL_HINT = "apt-get install chromium chromium-driver"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -70,7 +70,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class DefinitionsSummary:
-    """What the code location defines, read from ``pipelines.definitions`` itself."""
+    """What the code location defines, read from ``eval_harness_pipelines.definitions`` itself."""
 
     assets: tuple[str, ...]
     checks: dict[str, tuple[str, ...]]  # asset -> its check names
@@ -146,7 +146,7 @@ def throwaway_config(config: Path, folder: Path) -> Path:
 
 def throwaway_environment(config: Path, folder: Path) -> dict[str, str]:
     """Environment for ``dagster dev``: the config copy and a fresh DAGSTER_HOME in ``folder``."""
-    from eval_harness.dagster_home import instance_yaml
+    from eval_harness_pipelines.dagster_home import instance_yaml
     from eval_harness.settings import load_settings
 
     env = dict(os.environ)

@@ -13,8 +13,8 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.check_outcomes import rounded
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import rounded
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.reporting.run_report import build_run_report
 
 GROUP = "reports"

@@ -20,12 +20,11 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
-from eval_harness.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
-# a blocking check failed (assets.check_outcomes, or Dagster's own error), not a crash
-CHECK_FAILED_ERROR = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 
 @dataclass
@@ -66,17 +65,14 @@ def add_run_command(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    # The definitions read config.yaml when imported (schedules, gate partitions), so the
-    # file must be chosen before the import below.
-    if args.config:
-        os.environ["EVAL_HARNESS_CONFIG"] = str(Path(args.config).resolve())
     prepare_dagster_home(settings)
     import dagster as dg
 
-    from assets.quality_gates import QUALITY_GATE_JOB
-    from assets.reports import REPORT_JOB
-    from assets.resources import DUCKDB_IO_MANAGER_KEY, duckdb_io_manager
-    from pipelines.definitions import NIGHTLY_JOB, defs
+    from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB
+    from eval_harness_pipelines.defs.reporting import REPORT_JOB
+    from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
+
+    defs = build_defs(settings)  # this command's config, whatever the environment says
 
     dataset = args.dataset or settings.default_dataset
     settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
@@ -84,15 +80,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store: {location.description}")
     outcome = RunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    # this run's history file, also when the definitions were imported under another config
-    resources = {DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(settings.history_duckdb_path))}
 
     def execute(job: str, step: str, ops: dict, partition: str | None = None):
         print(step, flush=True)
         with dg.DagsterInstance.get() as instance:
             result = defs.resolve_job_def(job).execute_in_process(
                 instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
-                resources=resources, raise_on_error=False)
+                raise_on_error=False)
         outcome.run_ids.append(result.run_id)
         _collect(result, outcome, partition)
         return result
@@ -128,7 +122,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  ERROR {error}")
     _print_report_location(report)
     home = os.environ["DAGSTER_HOME"]
-    config = os.environ.get("EVAL_HARNESS_CONFIG")
+    config = str(settings.config_path) if args.config and settings.config_path else None
     env = f"DAGSTER_HOME={shlex.quote(home)}" + (
         f" EVAL_HARNESS_CONFIG={shlex.quote(config)}" if config else "")
     print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
@@ -163,7 +157,7 @@ def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
         if not event.is_step_failure:
             continue
         error = event.event_specific_data.error
-        if error is not None and error.cls_name in CHECK_FAILED_ERROR:
+        if error is not None and error.cls_name in EXPECTED_CHECK_FAILURE:
             continue  # already listed with the checks
         outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
 

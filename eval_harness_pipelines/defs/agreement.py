@@ -6,11 +6,11 @@ from typing import Optional
 
 import dagster as dg
 
-from assets.check_outcomes import below, check_outcome, readable
-from assets.resources import EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.data import dataset_agreement, kappa_gate, stand_in_note
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.reporting.files import write_report
+from eval_harness.files import write_report
 from eval_harness.agreement.review import queue_disagreements
 
 GROUP = "agreement"

@@ -5,7 +5,7 @@ Dagster's DuckDB I/O manager and appended to the DuckDB history); ``calibrated_w
 writes the best weights into config.yaml; the check ``p_at_5_verdict`` grades them on the
 complete ground truth. As in the stories, the weights are written first and then validated:
 a failure verdict (ERROR, blocking) stops whatever runs downstream of the calibrated weights
-and fails the run with the verdict and its figure (``assets.check_outcomes``); a partial
+and fails the run with the verdict and its figure (``eval_harness_pipelines.check_outcomes``); a partial
 success warns.
 """
 
@@ -16,8 +16,8 @@ from typing import Optional
 import dagster as dg
 import pandas as pd
 
-from assets.check_outcomes import below, check_outcome, readable
-from assets.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
 from eval_harness.calibration.history import (append_grid_history, calibrated_row, grid_frame,
                                               verdict_from_grid)
 from eval_harness.calibration.report import calibration_markdown, write_calibration_report
