@@ -21,8 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_harness.metrics.calibration import (  # noqa: E402
-    CandidateSet, best_weight, reciprocal_rank_fusion, sweep_weights, weight_grid)
+from eval_harness.metrics.calibration import best_weight, weight_grid  # noqa: E402
+from eval_harness.retrieval.sweep import (  # noqa: E402
+    CandidateSet, reciprocal_rank_fusion, sweep_weights)
 
 N_QUERIES = 1_000
 POOL_SIZE = 400

@@ -158,7 +158,7 @@ def _load_answers(store, answer_count: int, seed: int) -> float:
 
 def _stream_child(answer_count: int, seed: int, results) -> None:
     """Runs in a fresh process: embedded store, COPY, then the runner over the day."""
-    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.registry import build_gates
     from eval_harness.gates.runner import evaluate_window, summarize_gates
     from eval_harness.settings import QualityGateSettings

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval_harness.embeddings import PrecomputedEmbeddings, save_precomputed
+from eval_harness.store.embeddings import PrecomputedEmbeddings, save_precomputed
 
 
 def write_beir(folder: Path, docs: dict[str, str], queries: dict[str, str],

@@ -28,6 +28,12 @@ Behaviour is configurable per test:
   (recorded with ``held=True``, unanswered) until ``release_replies()`` or ``hold_seconds``;
   a test can then kill the client at a known point: exactly ``n`` replies delivered.
 * ``GET /v1/models`` of both APIs (the doctor's probe); scripted faults apply to it too.
+* ``no_quota``: the account has no quota or credit left: every chat request and batch creation
+  is refused the way each API says so (OpenAI: 429 ``insufficient_quota``; Anthropic: 400
+  "Your credit balance is too low"); models are still listed. The same refusals can be
+  scripted one at a time with ``enqueue("no_quota")``, and Anthropic's newer forms with
+  ``enqueue("billing_402")`` (402 ``billing_error``) and ``enqueue("spend_limit")`` (429 with
+  ``details.error_code`` ``enforced_spend_limit_reached``).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ ANTHROPIC_ERROR_TYPES = {429: "rate_limit_error", 500: "api_error", 502: "api_er
                          503: "api_error", 504: "timeout_error", 529: "overloaded_error",
                          400: "invalid_request_error", 401: "authentication_error"}
 MALFORMED_REPLY = "I would say this is fairly relevant overall."
+QUOTA_FAULTS = ("no_quota", "billing_402", "spend_limit")  # see quota_refusal()
 
 Responder = Callable[[str, str, str, dict], str]
 
@@ -121,7 +128,8 @@ class FakeLLMServer:
                  responder: Responder | None = None, hang_seconds: float = 1.0,
                  retry_after: float = 1.0, batch_polls: int = 1, batch_errors: int = 0,
                  echo_auth_on_error: bool = False, hold_seconds: float = 30.0,
-                 fault_rule: Callable[[str, str], str | None] | None = None) -> None:
+                 fault_rule: Callable[[str, str], str | None] | None = None,
+                 no_quota: bool = False) -> None:
         # reset() restores these, so one server can be shared by many tests
         self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
                            burst=(rpm_limit or 0) / 60.0 * burst_seconds, fault_rate=fault_rate,
@@ -129,7 +137,7 @@ class FakeLLMServer:
                            hang_seconds=hang_seconds, retry_after=retry_after,
                            batch_polls=batch_polls, batch_errors=batch_errors,
                            echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule,
-                           hold_seconds=hold_seconds)
+                           hold_seconds=hold_seconds, no_quota=no_quota)
         self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
         self.in_flight = 0
@@ -258,6 +266,8 @@ class FakeLLMServer:
             self.records.append(record)
 
     def _next_fault(self, api: str, user: str) -> Fault | None:
+        if self.no_quota and api in ("anthropic", "openai"):
+            return Fault("no_quota")
         if self.fault_rule is not None and (kind := self.fault_rule(api, user)):
             return Fault(kind)
         with self._lock:
@@ -324,6 +334,26 @@ def openai_completion(model: str, reply: str, input_tokens: int, fake_id: str) -
                                          "message": {"role": "assistant", "content": reply}}],
             "usage": {"prompt_tokens": input_tokens, "completion_tokens": output,
                       "total_tokens": input_tokens + output}}
+
+
+def quota_refusal(api: str, kind: str = "no_quota") -> tuple[int, dict]:
+    """Status and body with which ``api`` says the account has no quota or credit left."""
+    if api.startswith("openai"):
+        return 429, {"error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+                       "details.", "type": "insufficient_quota", "param": None,
+            "code": "insufficient_quota"}}
+    if kind == "billing_402":
+        return 402, {"type": "error", "error": {
+            "type": "billing_error", "message": "There is an issue with your billing."}}
+    if kind == "spend_limit":
+        return 429, {"type": "error", "error": {
+            "type": "rate_limit_error", "message": "You have reached your API usage limits.",
+            "details": {"error_code": "enforced_spend_limit_reached"}}}
+    return 400, {"type": "error", "error": {
+        "type": "invalid_request_error",
+        "message": "Your credit balance is too low to access the Anthropic API. Please go to "
+                   "Plans & Billing to upgrade or purchase credits."}}
 
 
 def _iso(moment: datetime) -> str:
@@ -436,6 +466,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "bad_json":
             record.status = 200
             return self._send(200, b"<html>upstream proxy error</html>")
+        if fault.kind in QUOTA_FAULTS:
+            record.status, payload = quota_refusal(api, fault.kind)
+            return self._send(record.status, payload)
         record.status = ERROR_STATUS[fault.kind]
         self._send_fault(api, fault)
 
@@ -498,8 +531,20 @@ class _Handler(BaseHTTPRequestHandler):
                 "results_url": (f"{self.fake.anthropic_base_url}/v1/messages/batches/"
                                 f"{batch['id']}/results") if ended else None}
 
+    def _refused_for_quota(self, api: str, body: dict) -> bool:
+        """With ``no_quota``, refuse a batch creation (recorded) as the API would; True then."""
+        if not self.fake.no_quota:
+            return False
+        status, payload = quota_refusal(api, "no_quota")
+        self.fake._record(Recorded(f"{api}-batch", "POST", self.path, self._headers(), body,
+                                   status, fault="no_quota"))
+        self._send(status, payload)
+        return True
+
     def _anthropic_batch_create(self, body: dict) -> None:
         fake = self.fake
+        if self._refused_for_quota("anthropic", body):
+            return
         batch = {"id": fake._new_id("msgbatch_"), "requests": body["requests"],
                  "polls_left": fake.batch_polls, "created": datetime.now(timezone.utc)}
         fake._record(Recorded("anthropic-batch", "POST", self.path, self._headers(), body, 200))
@@ -584,6 +629,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _openai_batch_create(self, body: dict) -> None:
         fake = self.fake
+        if self._refused_for_quota("openai", body):
+            return
         lines = [json.loads(line) for line in
                  fake._files[body["input_file_id"]].decode().splitlines() if line.strip()]
         batch = {"id": fake._new_id("batch_"), "endpoint": body["endpoint"], "lines": lines,

@@ -19,7 +19,6 @@ from sklearn.metrics import cohen_kappa_score
 from eval_harness.metrics.agreement import (
     AgreementInputError,
     BinaryTable,
-    _chance_corrected,
     agreement_report,
     bin_scores,
     binarize_scores,
@@ -34,6 +33,7 @@ from eval_harness.metrics.agreement import (
     score_offset_test,
     weighted_kappa,
 )
+from eval_harness.metrics.agreement.kappa import _chance_corrected
 
 # No example database: the test run must not write into the working tree.
 PROPERTY = settings(max_examples=200, deadline=None, database=None)

@@ -15,14 +15,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-from assets.resources import default_resources
+from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
+from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
-from eval_harness import cli
-from eval_harness.agreement_data import (JudgeScoresError, dataset_agreement, final_labels,
+from eval_harness_pipelines import cli
+from eval_harness.agreement.data import (JudgeScoresError, dataset_agreement, final_labels,
                                          kappa_gate, load_final_labels, load_judge_pairs)
-from eval_harness.agreement_report_md import format_agreement_markdown
-from eval_harness.review import (CSV_COLUMNS, ReviewFileError, adjudicated_labels,
+from eval_harness.agreement.report import format_agreement_markdown
+from eval_harness.agreement.review import (CSV_COLUMNS, ReviewFileError, adjudicated_labels,
                                  export_review_csv, import_review_csv, queue_disagreements)
 from eval_harness.settings import AgreementSettings, ConfigError, load_settings
 
@@ -473,7 +473,8 @@ def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp
 
 
 def test_agreement_is_its_own_job_until_the_judges_feed_it():
-    from pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
     job = defs.resolve_job_def("agreement_job")

@@ -20,23 +20,24 @@ import pytest
 import pytrec_eval
 from ranx import Qrels, Run, evaluate
 
-from assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
-from assets.check_outcomes import BlockingCheckFailed
-from assets.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
+from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from eval_harness_pipelines.check_outcomes import BlockingCheckFailed
+from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
                               duckdb_io_manager)
 from beir_factory import write_beir
-from eval_harness import cli
-from eval_harness.calibration_history import (append_grid_history, grid_frame,
+from eval_harness_pipelines import cli
+from eval_harness.calibration.history import (append_grid_history, grid_frame,
                                               read_grid_history)
-from eval_harness.calibration_run import calibrate_dataset, weight_label
-from eval_harness.config_writer import ConfigWriteError, write_calibrated_weights
+from eval_harness.calibration.run import calibrate_dataset, weight_label
+from eval_harness.calibration.weights import ConfigWriteError, write_calibrated_weights
 from eval_harness.metrics import ranking
-from eval_harness.metrics.calibration import normalised_scores, rank_top_k, weight_grid
+from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.report import retrieval_report
+from eval_harness.retrieval.sweep import normalised_scores, rank_top_k
 from eval_harness.settings import ConfigError, load_settings
 from eval_harness.store.ingest import ingest_beir
-from eval_harness.trec_runs import run_file_name, write_trec_runs
+from eval_harness.calibration.trec_runs import run_file_name, write_trec_runs
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
          "human virus vaccine immune response tumor growth").split()
@@ -373,7 +374,7 @@ def test_process_killed_between_write_and_rename_leaves_the_original(tmp_path, c
     original = path.read_bytes()
     script = textwrap.dedent(f"""
         import os
-        from eval_harness.config_writer import write_calibrated_weights
+        from eval_harness.calibration.weights import write_calibrated_weights
         os.replace = lambda *args: os._exit(9)
         write_calibrated_weights({str(path)!r}, 0.9)
     """)
@@ -480,7 +481,8 @@ def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):
 
 
 def test_definitions_hold_the_calibration_job():
-    from pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
     job = defs.resolve_job_def("calibration_job")
@@ -496,8 +498,8 @@ def test_definitions_hold_the_calibration_job():
 def materialize_judged_calibration(config, store, tmp_path):
     """judging -> agreement (+ kappa check) -> calibration (+ verdict) on ``config``: the
     result, the materialized asset names and the kappa check's evaluation."""
-    from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from assets.judging import dual_judge_scores
+    from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.defs.judging import dual_judge_scores
 
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
                      **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
@@ -548,7 +550,7 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
 
 
 def test_verdict_sentence_names_an_unreachable_band():
-    from eval_harness.calibration_run import VerdictBands, verdict_sentence
+    from eval_harness.calibration.run import VerdictBands, verdict_sentence
 
     bands = VerdictBands(0.75, 0.70)
     low_ceiling = verdict_sentence("failure", 0.17, bands, ceiling=0.226)

@@ -11,11 +11,11 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from assets.ground_truth import corpus_and_ground_truth
-from assets.resources import default_resources
-from assets.retrieval import retrieval_report
+from eval_harness_pipelines.defs.datasets import corpus_and_ground_truth
+from eval_harness_pipelines.resources import default_resources
+from eval_harness_pipelines.defs.retrieval import retrieval_report
 from beir_factory import write_beir
-from eval_harness import cli
+from eval_harness_pipelines import cli
 
 DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
         "d3": "exercise and heart health", "d4": "vitamin d and bones",
@@ -105,7 +105,8 @@ def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
 
 
 def test_definitions_load_and_validate():
-    from pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
@@ -151,7 +152,7 @@ def test_run_gates_only_days_that_are_answers_partitions(capsys):
     (the shared test store must not get such answers: other tests gate --since)."""
     from datetime import date
 
-    from eval_harness.run_cli import _gateable
+    from eval_harness_pipelines.run import _gateable
 
     first, today = date(2024, 1, 1), date(2026, 11, 22)
     assert _gateable(date(2025, 3, 4), first, today) and _gateable(today, first, today)
@@ -174,7 +175,7 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
     code, _, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
                            "--name", project["name"])
     assert code == 2
-    from eval_harness.embeddings import local_embeddings_install_command
+    from eval_harness.store.embeddings import local_embeddings_install_command
 
     assert f"run `{local_embeddings_install_command()}`" in err
     assert f"{sys.executable} -m pip install torch==2.13.0 -c " in err  # this venv's own pip
@@ -183,7 +184,8 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
 def test_nightly_schedules_resolve_to_their_jobs():
     from datetime import datetime, timezone
 
-    from pipelines.definitions import NIGHTLY_JOB, defs
+    from eval_harness_pipelines.definitions import NIGHTLY_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     nightly = defs.resolve_schedule_def("nightly")
     assert nightly.job_name == NIGHTLY_JOB and nightly.cron_schedule == "0 2 * * *"
@@ -205,7 +207,8 @@ def test_nightly_schedules_resolve_to_their_jobs():
 @pytest.mark.parametrize("fails", [False, True])
 def test_report_sensors_request_the_report_of_each_nightly_run(fails):
     """After nightly_job, failed (e.g. a blocking check) or not, report_job runs on it."""
-    from pipelines.definitions import defs
+    from eval_harness_pipelines.definitions import defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     @dg.op
     def step():
@@ -256,3 +259,20 @@ def test_a_store_error_is_one_sentence_not_a_traceback(server_url, tmp_path, mon
     assert code == 2
     assert err.startswith("eval-harness: error: the store reported: ") and "read-only" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_definitions_read_no_config_or_environment_at_import(tmp_path):
+    """Importing the definitions module reads nothing; Dagster's loader (defs()) reads the
+    settings, so a broken config is reported when they load, naming the file."""
+    import os
+    import subprocess
+
+    code = ("import eval_harness_pipelines.definitions as d\n"
+            "print('imported')\n"
+            "d.defs()\n")
+    env = dict(os.environ, EVAL_HARNESS_CONFIG=str(tmp_path / "missing.yaml"),
+               PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, cwd=tmp_path)
+    assert result.stdout.strip() == "imported", result.stderr
+    assert "missing.yaml: config file not found" in result.stderr

@@ -15,12 +15,13 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from assets.judging import dual_judge_scores
-from assets.quality_gates import check_metadata
-from assets.reports import run_report
-from assets.resources import default_resources
+from eval_harness_pipelines.defs.judging import dual_judge_scores
+from eval_harness_pipelines.defs.quality_gates import check_metadata
+from eval_harness_pipelines.defs.reporting import run_report
+from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
-from eval_harness import cli, run_cli
+from eval_harness_pipelines import cli
+from eval_harness_pipelines import run as run_cli
 from eval_harness.gates.report import GateSummary
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.store.ingest import ingest_beir
@@ -271,3 +272,23 @@ def test_a_gate_that_cannot_run_still_writes_why(isolated, tmp_path, capsys, mon
     assert error.text == printed
     assert summary.read_text() == (f"### Quality gates: could not run ({partition})\n\n"
                                    f"could not run: {printed}\n")
+
+
+def test_the_library_alone_gates_a_partition_like_the_dagster_job(gate_project, capsys):
+    """`python -m eval_harness.cli gate --partition DAY` (no Dagster) and the installed
+    command (quality_gate_job) give the same checks: one set of stored results."""
+    from eval_harness import cli as library_cli
+
+    code, dagster_out, err = run(capsys, "--config", gate_project, "gate", "--partition",
+                                 "2025-03-05", "--json")
+    assert code in (0, 1), err
+    library_code = library_cli.main(["--config", str(gate_project), "gate", "--partition",
+                                     "2025-03-05", "--json"])
+    library_out = capsys.readouterr().out
+    assert library_code == code
+    via_dagster = {c["gate"]: (c["passed"], c["pass_rate"], c["answers"])
+                   for c in json.loads(dagster_out)["checks"]}
+    via_library = {c["gate"]: (c["passed"], c["pass_rate"], c["answers"])
+                   for c in json.loads(library_out)["checks"]}
+    assert via_library == via_dagster and "format_compliance" in via_library
+    assert "run" not in library_cli.build_parser()._subparsers._group_actions[0].choices

@@ -489,7 +489,7 @@ def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
     ``source``, in a database of its own."""
     from datetime import datetime, timezone
 
-    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.settings import load_settings
@@ -514,7 +514,7 @@ def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
 GATE_RUN = """
     import os, sys
     from datetime import datetime, timezone
-    from eval_harness.answers import TimeWindow
+    from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.settings import load_settings
@@ -604,7 +604,7 @@ def test_overlapping_gate_windows_at_once_keep_one_result_and_one_log_row_per_an
 
 IMPORT_ANSWERS = """
     import os, sys
-    from eval_harness.answers import import_answers
+    from eval_harness.gates.answers import import_answers
     from eval_harness.store import StoreLocation
     with StoreLocation(os.environ["DATABASE_URL"]).connection() as conn:
         print(import_answers(conn, sys.argv[1]))
@@ -652,7 +652,7 @@ def test_an_import_killed_mid_transaction_leaves_nothing_and_the_rerun_imports_o
 
 REVIEW = """
     import os, sys
-    from eval_harness.review import export_review_csv, import_review_csv, queue_disagreements
+    from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements
     from eval_harness.store import StoreLocation
     with StoreLocation(os.environ["DATABASE_URL"]).connection() as conn:
         if sys.argv[1] == "export":
@@ -713,7 +713,7 @@ def test_two_review_exports_and_two_imports_at_once_queue_and_adjudicate_each_pa
 
 WRITE_WEIGHTS = """
     import sys, time
-    from eval_harness.config_writer import write_calibrated_weights
+    from eval_harness.calibration.weights import write_calibrated_weights
     start = float(sys.argv[2])
     while time.time() < start:  # all writers begin together
         time.sleep(0.001)
@@ -750,7 +750,7 @@ def test_concurrent_config_writes_all_succeed_and_keep_the_file_whole(tmp_path):
 APPEND_GRID = """
     import sys
     import pandas as pd
-    from eval_harness.calibration_history import GRID_COLUMNS, append_grid_history
+    from eval_harness.calibration.history import GRID_COLUMNS, append_grid_history
     for run in range(int(sys.argv[3])):
         frame = pd.DataFrame([{"run_at": pd.Timestamp.now(tz="UTC"), "dataset": sys.argv[2],
                                "semantic_weight": w / 10, "keyword_weight": 1 - w / 10,
@@ -775,7 +775,7 @@ HALF_WRITTEN_GRID = """
 
 
 def test_history_writers_take_turns_and_a_killed_writer_leaves_no_partial_grid(tmp_path):
-    from eval_harness.calibration_history import read_grid_history
+    from eval_harness.calibration.history import read_grid_history
 
     database = tmp_path / "history.duckdb"
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_harness import cli
+from eval_harness_pipelines import cli
 from eval_harness.judges.config import parse_judge_settings
 from eval_harness.settings import ConfigError, load_settings
 

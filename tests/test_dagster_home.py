@@ -9,7 +9,7 @@ import dagster as dg
 import psycopg
 from psycopg import sql
 
-from eval_harness.dagster_home import MARKER, prepare_dagster_home
+from eval_harness_pipelines.dagster_home import MARKER, prepare_dagster_home
 from eval_harness.settings import load_settings
 
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from eval_harness.cli import main
-from eval_harness.doctor import run_doctor
+from eval_harness.cli.doctor import run_doctor
 from eval_harness.store.migrate import available_migrations
 
 OPENAI_KEY = "sk-doctor-OPENAI-7f3e9a1c5b2d"

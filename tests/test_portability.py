@@ -166,7 +166,7 @@ def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
     the start-up check asks for x86-64-v3 and the README says so. `doctor` names the crash."""
     from emulated_server import emulated_postgres
 
-    from eval_harness.doctor import check_pgvector
+    from eval_harness.cli.doctor import check_pgvector
     from eval_harness.store import StoreLocation
 
     assert "avx2" in REQUIRED_X86_64_FLAGS
@@ -182,7 +182,7 @@ def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
 
 
 def test_doctor_probe_writes_nothing_and_works_read_only(store):
-    from eval_harness.doctor import check_pgvector
+    from eval_harness.cli.doctor import check_pgvector
 
     with store.connection(autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")

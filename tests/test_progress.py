@@ -26,9 +26,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from beir_factory import write_beir
-from eval_harness import cli
-from eval_harness.answers import TimeWindow
-from eval_harness.embeddings import embed_in_batches
+from eval_harness_pipelines import cli
+from eval_harness.gates.answers import TimeWindow
+from eval_harness.store.embeddings import embed_in_batches
 from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window
 from eval_harness.progress import is_terminal, progress_bar

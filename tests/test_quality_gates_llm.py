@@ -16,9 +16,9 @@ import dagster as dg
 import pytest
 from psycopg.types.json import Jsonb
 
-from assets.quality_gates import quality_gate_assets
-from assets.resources import default_resources
-from eval_harness.answers import TimeWindow, import_configured_answers
+from eval_harness_pipelines.defs.quality_gates import quality_gate_assets
+from eval_harness_pipelines.resources import default_resources
+from eval_harness.gates.answers import TimeWindow, import_configured_answers
 from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, build_gates, judged_gates,
                                          reward_to_score)
 from eval_harness.gates.runner import run_quality_gates

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assets.check_outcomes import rounded
-from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
-from assets.resources import default_resources
-from eval_harness import cli
-from eval_harness.answers import (AnswersFileError, TimeWindow, import_answers,
+from eval_harness_pipelines.check_outcomes import rounded
+from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
+from eval_harness_pipelines.resources import default_resources
+from eval_harness_pipelines import cli
+from eval_harness.gates.answers import (AnswersFileError, TimeWindow, import_answers,
                                   import_configured_answers, stream_answers)
 from eval_harness.gates.registry import Gate, build_gates, per_answer, reward_to_score
 from eval_harness.gates.result import GateResult
@@ -382,7 +382,8 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
 
 
 def test_definitions_load_with_the_quality_gate_job():
-    from pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
     job = defs.resolve_job_def(QUALITY_GATE_JOB)

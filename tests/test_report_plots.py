@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_harness.calibration_report import (axis_label, p_at_5_figure, plot_p_at_5,
+from eval_harness.calibration.report import (axis_label, p_at_5_figure, plot_p_at_5,
                                              zoomed_limits)
-from eval_harness.calibration_run import VerdictBands
-from eval_harness.run_history import format_run_axis, new_figure, run_labels
-from eval_harness.run_report import calibration_grid_figure, plot_calibration_grid
+from eval_harness.calibration.run import VerdictBands
+from eval_harness.reporting.plots import (calibration_grid_figure, format_run_axis, new_figure,
+                                          plot_calibration_grid, run_labels)
 
 BANDS = VerdictBands(0.75, 0.70)
 WEIGHTS = [0.5, 0.6, 0.7, 0.8, 0.9]

@@ -90,7 +90,8 @@ def first_run(project):
 def test_run_materializes_every_asset_and_check(project, first_run):
     assert first_run.returncode == 0, first_run.stderr + first_run.stdout
     out = first_run.stdout
-    from pipelines.definitions import defs
+    from eval_harness_pipelines.definitions import defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     home = project["root"] / ".eval-harness" / "dagster"
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:

@@ -24,9 +24,9 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from beir_factory import write_beir
-from eval_harness.answers import TimeWindow, import_answers
-from eval_harness.calibration_history import append_grid_history, grid_frame
-from eval_harness.calibration_run import VERDICT_LABELS, calibrate_with_settings
+from eval_harness.gates.answers import TimeWindow, import_answers
+from eval_harness.calibration.history import append_grid_history, grid_frame
+from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.judges.cache import JudgeLedger
@@ -34,8 +34,10 @@ from eval_harness.judges.dual import judge_dataset, judge_dataset_async
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.judges.session import JudgeSession
-from eval_harness.run_history import read_run_history, runs_table
-from eval_harness.run_report import SECTION_TITLES, build_run_report, cost_lines
+from eval_harness.reporting.history import read_run_history, runs_table
+from eval_harness.reporting.blocks import SECTION_TITLES
+from eval_harness.reporting.run_report import build_run_report
+from eval_harness.reporting.sections.cost import cost_lines
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
 from eval_harness.store.ingest import ingest_beir
@@ -437,7 +439,8 @@ def test_ledger_counts_hits_per_provider_model_and_operation(conn):
 
 
 def test_html_escapes_stored_text_and_keeps_only_its_own_markup():
-    from eval_harness.run_report import Paragraph, Section, Table, render_html
+    from eval_harness.reporting.blocks import Paragraph, Section, Table
+    from eval_harness.reporting.render import render_html
 
     sections = [Section("summary", "Summary", (
         Paragraph("run `<b>x</b>` and **bold** <script>alert(1)</script>"),

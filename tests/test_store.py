@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.datasets import DatasetError
+from eval_harness.store.beir import DatasetError
 from eval_harness.store import MigrationError, migrate
 from eval_harness.store import ingest as ingest_module
 from eval_harness.store.ingest import ingest_beir

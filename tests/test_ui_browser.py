@@ -1,4 +1,4 @@
-"""The Dagster UI in headless Chromium, as a person sees it (eval_harness/ui_check.py).
+"""The Dagster UI in headless Chromium, as a person sees it (tools/ui_check/check.py).
 
 The browser test starts ``dagster dev`` in a throwaway environment, checks the asset graph,
 the asset checks, schedules, sensors and jobs, launches main_job with the UI's button and
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_harness.dagster_home import MARKER
+from eval_harness_pipelines.dagster_home import MARKER
 from eval_harness.settings import load_settings
-from eval_harness.ui_check import (ROOT, browser_missing, run_ui_checks, throwaway_config,
+from tools.ui_check.check import (ROOT, browser_missing, run_ui_checks, throwaway_config,
                                    throwaway_environment)
 
 CONFIG = ROOT / "config.yaml"

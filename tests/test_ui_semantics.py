@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from dagster._core.definitions.dependency import NodeHandle
 
-from assets.check_outcomes import BlockingCheckFailed, rounded
-from assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
-from assets.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
+from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
+from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
+from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 from beir_factory import write_beir
-from eval_harness.answers import import_configured_answers
+from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +35,8 @@ JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_
 # ----------------------------------------------------------------------------- structure
 
 def test_every_step_is_named_after_the_asset_it_materializes():
-    from pipelines.definitions import defs
+    from eval_harness_pipelines.definitions import defs
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     steps = {}  # step key -> asset keys it materializes, over every job
     for name in JOBS:
@@ -59,8 +60,8 @@ def _blocking(checks) -> dict[str, bool]:
 
 
 def test_checks_are_declared_blocking_exactly_as_configured(tmp_path):
-    from assets.agreement import kappa_lower_bound_above_floor
-    from assets.calibration import p_at_5_verdict
+    from eval_harness_pipelines.defs.agreement import kappa_lower_bound_above_floor
+    from eval_harness_pipelines.defs.calibration import p_at_5_verdict
 
     settings = load_settings(REPO / "config.yaml", environ={})
     _, checks = quality_gate_assets(settings)
@@ -138,7 +139,7 @@ def serving_weights() -> None:
 
 def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
         tmp_path, store, dataset):
-    from assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
 
     config = write_config(tmp_path / "config.yaml", dataset, full=1.0, partial=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -169,7 +170,7 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
     # ... which is also the error message the UI shows first, for the step and for the run
     assert data.error.cls_name == BlockingCheckFailed.__name__
     assert data.error.message.startswith(
-        "assets.check_outcomes.BlockingCheckFailed: Blocking check p_at_5_verdict failed: P@5")
+        "eval_harness_pipelines.check_outcomes.BlockingCheckFailed: Blocking check p_at_5_verdict failed: P@5")
     assert "DagsterAssetCheckFailedError" not in data.error.to_string()
     (run_failure,) = events["PIPELINE_FAILURE"]
     assert "Blocking check p_at_5_verdict failed" in run_failure.event_specific_data.error.message
@@ -194,9 +195,9 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
 
 
 def test_a_failed_kappa_gate_stops_calibration_with_its_figure(tmp_path, store, dataset):
-    from assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
-    from assets.judging import dual_judge_scores
+    from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.defs.judging import dual_judge_scores
 
     config = write_config(tmp_path / "config.yaml", dataset, full=0.0, partial=0.0, floor=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -243,8 +244,8 @@ def gate_definitions(config: Path, url: str, folder: Path, tag: str):
     module = folder / f"gate_defs_{tag}.py"  # a new name per load, as a reload is
     module.write_text(
         "import dagster as dg\n"
-        "from assets.quality_gates import quality_gate_definitions\n"
-        "from assets.resources import default_resources\n"
+        "from eval_harness_pipelines.defs.quality_gates import quality_gate_definitions\n"
+        "from eval_harness_pipelines.resources import default_resources\n"
         "from eval_harness.settings import load_settings\n"
         f"settings = load_settings({str(config)!r}, environ={{'DATABASE_URL': {url!r}}})\n"
         "defs = dg.Definitions.merge(quality_gate_definitions(settings), dg.Definitions(\n"

@@ -61,7 +61,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from eval_harness.answers import Answer
+from eval_harness.gates.answers import Answer
 from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
                                          reward_to_score, score_threshold)
 from eval_harness.gates.result import GateResult

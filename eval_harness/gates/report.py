@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from eval_harness.answers import TimeWindow
+from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.registry import ANSWER_REWARD
 from eval_harness.metrics.proportions import wilson_interval
 

@@ -39,7 +39,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_harness.answers import (DEFAULT_RELATION, Answer, TimeWindow, content_hash_sql,
+from eval_harness.gates.answers import (DEFAULT_RELATION, Answer, TimeWindow, content_hash_sql,
                                   relation_sql, stream_rows, window_condition, window_params)
 from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
 from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary

@@ -31,7 +31,9 @@ _EXPORTS = {
     "Judge": "protocol", "JudgeResult": "protocol", "Outcome": "protocol", "Passage": "protocol",
     "AnswerEvaluation": "protocol", "Grounding": "protocol", "ClaimCheck": "protocol",
     "Reflexion": "protocol", "reward_from_criteria": "protocol",
+    "FallbackNotices": "session",
     "JudgeSettings": "config", "BudgetExhausted": "runner", "ParseError": "parsing",
+    "QuotaExhausted": "runner", "RunStopped": "runner",
     "judge_dataset": "dual", "judge_dataset_async": "dual", "JudgeRunSummary": "dual",
     "store_dual_judge_scores": "dual", "store_dual_judge_scores_async": "dual",
 }

@@ -13,7 +13,9 @@ requests, :func:`prefill_cache_by_batch`
 3. reserves each remaining request's worst-case batch cost against the run's budget,
    submitting only what fits (the run is then marked stopped by the budget), submits one
    batch per provider (custom id = the request's cache key) and registers it in
-   ``judge_batches``, committed as soon as the provider has accepted it;
+   ``judge_batches``, committed as soon as the provider has accepted it. A provider that
+   refuses the batch because the account has no quota left stops the run (kind ``quota``,
+   see :mod:`.runner`): the live phase then sends nothing either;
 4. polls every batch, resumed or new, every ``judges.batch.poll_interval_seconds`` until it
    ends or ``max_wait_seconds`` pass (a transient error while polling is one more poll);
 5. stores an ended batch's successful results like live calls, one ``api_cost_log`` row
@@ -46,7 +48,7 @@ from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import BatchState, ChatProvider
 from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import CallPipeline
+from eval_harness.judges.runner import CallPipeline, quota_message
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has
@@ -90,7 +92,7 @@ async def prefill_cache_by_batch(pipeline: CallPipeline,
     unique: dict[str, tuple[ChatRequest, int | None]] = {}
     for request, query_id in planned:
         if request.provider in pipeline.providers:
-            unique.setdefault(request.cache_key(), (request, query_id))
+            unique.setdefault(pipeline.cache_key(request), (request, query_id))
     batches: list[_Batch] = []
     for provider_name, provider in pipeline.providers.items():
         mine = [key for key, item in unique.items() if item[0].provider == provider_name]
@@ -146,8 +148,7 @@ async def _submit(pipeline: CallPipeline, provider: ChatProvider,
         reserve = pipeline.prices.worst_case(request, batch=True)
         if pipeline.stopped or not pipeline.budget.try_reserve(reserve):
             if not pipeline.stopped:
-                pipeline.stopped = "budget"
-                pipeline.stop_reason = pipeline.budget.exhausted_message(reserve)
+                pipeline.stop("budget", pipeline.budget.exhausted_message(reserve))
             report.not_submitted_budget += 1
             continue
         items.append((key, request, query_id))
@@ -156,9 +157,14 @@ async def _submit(pipeline: CallPipeline, provider: ChatProvider,
         return None
     try:
         batch_id = await provider.submit_batch([(key, request) for key, request, _ in items])
-    except BaseException:
+    except BaseException as exc:
         for reserve in reserved.values():
             pipeline.budget.settle(reserve, 0.0)
+        error = classify_error(exc) if isinstance(exc, Exception) else None
+        if error is not None and error.kind == "quota":  # the live calls then stop at once
+            pipeline.stop("quota", quota_message(provider.name, pipeline.base_url(provider.name),
+                                                 error))
+            return None
         raise
     requests = {key: BatchedRequest.of(request, query_id) for key, request, query_id in items}
     batch = _Batch(provider.name, batch_id, requests, set(requests), reserved)

@@ -3,7 +3,16 @@ the register of submitted batches.
 
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
-  and writes no cost row.
+  and writes no cost row. The key names the server (the normalised base URL, see
+  :mod:`.endpoints`), so two servers serving a model of the same name (OpenAI and a vLLM
+  server) never answer for each other, and a rerun against the same server, however its URL
+  is spelled, is answered from here.
+
+  Rows written before the server was part of the key (key version 1) are never read again:
+  they do not say which server wrote them, and one written by another server behind
+  ``OPENAI_BASE_URL`` must not pass for the default server's reply. Upgrading therefore pays
+  once more for each request only such a row answered; every reply from then on is cached
+  under its server. Batches registered under old keys are not resumed for the same reason.
 * ``api_cache_hit_log`` (migration 0005): the hits, counted per (provider, model, operation)
   and written as one aggregated row per key on each flush, with ``saved_cost``: what the
   replies would have cost as live calls at list price. A batch result reaching its own judge

@@ -44,7 +44,7 @@ import psycopg
 
 from eval_harness.judges.batch import BatchReport, prefill_cache_by_batch
 from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
-from eval_harness.judges.runner import BudgetExhausted
+from eval_harness.judges.runner import RunStopped
 from eval_harness.judges.session import JudgeSession
 from eval_harness.metrics.agreement import cohen_kappa
 from eval_harness.progress import ProgressCallback
@@ -106,7 +106,8 @@ class JudgeRunSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     pooled_kappa: float | None = None
-    stopped: str | None = None      # "budget" when the budget ended the run early
+    stopped: str | None = None      # "budget" / "quota" when the budget or a provider's
+                                    # exhausted quota ended the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
     elapsed_s: float = 0.0
@@ -240,7 +241,8 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     """Both judges' relevance results for every document (judges in parallel per pair).
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
-    :class:`BudgetExhausted` is raised if the budget stopped the run before all were judged.
+    :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
+    exhausted quota stopped the run before all were judged.
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
@@ -253,8 +255,8 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     pairs = await asyncio.gather(*(pair(d) for d in documents))
     errors = [r for results in pairs for r in results if isinstance(r, BaseException)]
     if errors:
-        budget = [e for e in errors if isinstance(e, BudgetExhausted)]
-        raise (budget or errors)[0]
+        stopped = [e for e in errors if isinstance(e, RunStopped)]
+        raise (stopped or errors)[0]
     return [r[0] for r in pairs], [r[1] for r in pairs]
 
 
@@ -419,7 +421,7 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             for next_done in asyncio.as_completed(tasks):
                 try:
                     plan, (results1, results2) = await next_done
-                except BudgetExhausted:
+                except RunStopped:
                     continue  # the pipeline is stopped: the rest finish from cache or fail fast
                 session.ledger.flush()  # the replies are stored before the scores built on them
                 try:

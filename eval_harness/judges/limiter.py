@@ -9,6 +9,15 @@ and the unused part is given back when the real usage is known.
 
 Waiters are served first come, first served. ``clock`` and ``sleep`` are injectable so tests
 run on a fake clock.
+
+Why not aiolimiter (1.x): its ``AsyncLimiter(max_rate, time_period)`` is one leaky bucket
+whose capacity is a whole period's rate; it refuses an ``acquire(amount)`` above that, serves
+waiters smallest amount first, gives nothing back and reads the event loop's clock. We need
+two buckets taken together (requests and tokens), bursts of one second (a one-second bucket
+at Anthropic's default 50 requests per minute holds less than one request: every acquire
+would be refused), a request larger than the bucket going into debt, first come first
+served, unused tokens given back and a fake clock for exact tests: it would end up wrapping
+this class's logic rather than replacing it.
 """
 
 from __future__ import annotations

@@ -26,9 +26,15 @@ T = TypeVar("T")
 
 
 class LLMJudge:
-    def __init__(self, spec: str, pipeline: CallPipeline, settings: JudgeSettings) -> None:
+    """``base_url``: the normalised base URL of the server the pipeline sends this provider's
+    calls to (``pipeline.base_url(provider)``); None is the provider's default server. It is
+    part of every request's cache key."""
+
+    def __init__(self, spec: str, pipeline: CallPipeline, settings: JudgeSettings, *,
+                 base_url: str | None = None) -> None:
         self.spec = spec
         self.provider, self.model = spec.split(":", 1)
+        self.base_url = base_url
         self._pipeline = pipeline
         self._settings = settings
 
@@ -42,7 +48,8 @@ class LLMJudge:
                            prompt_version=prompt.version, system=prompt.system,
                            messages=(Message("user", prompt.user),),
                            temperature=self._settings.temperatures[operation],
-                           max_tokens=self._settings.max_tokens[operation])
+                           max_tokens=self._settings.max_tokens[operation],
+                           base_url=self.base_url)
 
     def relevance_request(self, query: Passage | str, document: Passage | str) -> ChatRequest:
         return self.request("relevance", prompts.relevance_prompt(as_passage(query).text,

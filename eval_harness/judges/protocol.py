@@ -27,6 +27,8 @@ from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_c
 
 import numpy as np
 
+from eval_harness.judges.endpoints import endpoint_of
+
 Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
 T = TypeVar("T")
@@ -143,9 +145,19 @@ class Message:
     content: str
 
 
+# Version of the cache key's recipe. 2: the server's base URL is part of the key. Rows
+# written under an earlier recipe are never read again (their keys cannot match), so a
+# reply cached from one server is never served as another server's.
+CACHE_KEY_VERSION = 2
+
+
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat call to a provider, complete enough to be sent, cached and priced."""
+    """One chat call to a provider, complete enough to be sent, cached and priced.
+
+    ``base_url`` is the server the call goes to, normalised (see
+    :mod:`eval_harness.judges.endpoints`); ``None`` is the provider's default server.
+    """
 
     provider: str            # "anthropic" | "openai"
     model: str
@@ -155,12 +167,20 @@ class ChatRequest:
     messages: tuple[Message, ...]
     temperature: float
     max_tokens: int
+    base_url: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The normalised base URL of the server this request is for."""
+        return endpoint_of(self.provider, self.base_url)
 
     def cache_key(self) -> str:
         """SHA-256 of exactly what changes the output, and nothing else (no timeouts, no
-        retry settings, no run id): provider, model, prompt version, temperature, max
-        tokens, system prompt and messages, as canonical JSON."""
-        payload = {"provider": self.provider, "model": self.model,
+        retry settings, no run id): the key recipe's version, provider, server (normalised
+        base URL), model, prompt version, temperature, max tokens, system prompt and
+        messages, as canonical JSON."""
+        payload = {"key_version": CACHE_KEY_VERSION, "provider": self.provider,
+                   "base_url": self.endpoint, "model": self.model,
                    "prompt_version": self.prompt_version, "temperature": float(self.temperature),
                    "max_tokens": int(self.max_tokens), "system": self.system,
                    "messages": [[m.role, m.content] for m in self.messages]}

@@ -5,6 +5,7 @@ Classes (both SDKs, by status code and exception type):
 ==============  ===========================================  =========
 kind            what                                         retried
 ==============  ===========================================  =========
+quota           the account has no quota or credit left      no, and the run stops
 rate_limit      429                                          yes
 overloaded      529                                          yes
 server_error    500, 502, 503, 504                           yes
@@ -14,10 +15,30 @@ client_error    any other 4xx (400, 401, 403, 404, ...)      no
 bad_response    a 2xx whose body is not the API's JSON       no
 ==============  ===========================================  =========
 
+``quota`` is checked first, because providers send it with the status of a rate limit:
+OpenAI's 429 ``insufficient_quota`` (also ``billing_hard_limit_reached``,
+``billing_not_active``), Anthropic's 402 / ``billing_error``, its 429 spend limits
+(``enforced_spend_limit_reached``, ``contract_spend_limit_reached``) and its 400 "credit
+balance is too low" (recognised by its wording, the only sign older API versions give).
+Waiting cannot fix any of them, so the pipeline stops the run (see
+:class:`~eval_harness.judges.runner.QuotaExhausted`) instead of failing every later call the
+same way.
+
 Backoff before retry ``n`` (1-based): ``base * 2**(n-1)`` times a uniform jitter factor in
 ``[1 - jitter, 1 + jitter]``, and never less than the server's ``Retry-After`` (or
 ``retry-after-ms``). Attempts are capped at ``1 + max_retries``; a demanded wait longer than
-``max_wait_seconds`` ends the call instead of being shortened.
+``max_wait_seconds`` ends the call instead of being shortened. So a call's total time is
+capped too: at most ``max_retries`` waits of at most ``max_wait_seconds`` each, plus
+``1 + max_retries`` requests of at most ``judges.timeout_seconds`` each (defaults: 4 waits
+of 1, 2, 4, 8 s unless the server asks for more, at most 120 s each; 5 requests of 60 s).
+
+Why not tenacity: the loop is the smallest part of this policy. The classification, the
+Retry-After floor, our +-20 % jitter (tenacity's are full or additive), giving up when the
+server asks for more than ``max_wait_seconds``, an ``api_retry_log`` row per retry, taking
+the rate limiter and a concurrency slot again on every attempt, and stopping the run on
+``quota`` would all be our callbacks around ``AsyncRetrying``; it would replace about fifteen
+lines of loop in :mod:`.runner` with a dependency, its ``RetryError`` wrapping and a clock of
+its own (``stop_after_delay`` reads ``time.monotonic``, not our injected clock).
 """
 
 from __future__ import annotations
@@ -45,6 +66,16 @@ class BadProviderResponse(Exception):
     """A successful HTTP status whose body is not what the API promises (e.g. HTML)."""
 
 
+# Error codes and types (OpenAI ``error.code`` / ``error.type``, Anthropic ``error.type`` /
+# ``error.details.error_code``) saying the account cannot pay for the call.
+QUOTA_CODES = frozenset({
+    "insufficient_quota", "billing_hard_limit_reached", "billing_not_active",  # OpenAI
+    "billing_error", "enforced_spend_limit_reached", "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached", "linked_organization_billing_unavailable",
+})
+_QUOTA_WORDING = ("credit balance is too low",)  # Anthropic's 400 invalid_request_error
+
+
 @dataclass(frozen=True)
 class ErrorInfo:
     kind: str
@@ -52,11 +83,31 @@ class ErrorInfo:
     status_code: int | None
     retry_after: float | None  # seconds the server asked us to wait, if it said
     message: str               # one line, secrets removed
+    code: str | None = None    # the provider's error code, where it matters (kind "quota")
+
+
+def quota_code(exc: BaseException) -> str | None:
+    """The code under which a provider error says the account has no quota or credit left,
+    or None when it says something else."""
+    if not isinstance(exc, _STATUS):
+        return None
+    for value in (getattr(exc, "code", None), getattr(exc, "error_code", None),
+                  getattr(exc, "type", None)):
+        if isinstance(value, str) and value in QUOTA_CODES:
+            return value
+    if int(exc.status_code) == 402:
+        return "payment_required"
+    wording = str(getattr(exc, "api_message", None) or getattr(exc, "message", "")).lower()
+    if 400 <= int(exc.status_code) < 500 and any(w in wording for w in _QUOTA_WORDING):
+        return "credit_balance_too_low"
+    return None
 
 
 def classify_error(exc: BaseException, *, secrets: Iterable[str | None] = ()) -> ErrorInfo:
     """The class of a provider error (see module docstring); ``message`` is sanitised."""
     message = sanitize(_first_line(exc), secrets)
+    if (code := quota_code(exc)) is not None:
+        return ErrorInfo("quota", False, int(exc.status_code), None, message, code)
     if isinstance(exc, _STATUS):
         status = int(exc.status_code)
         kind = RETRYABLE_STATUS.get(status, "client_error" if 400 <= status < 500

@@ -17,6 +17,14 @@
   waiting out a backoff does not hold a slot.
 * **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
+* **No quota**: a provider saying the account has no quota or credit left (error kind
+  ``quota``) stops the run like a used-up budget: that call and every later uncached call
+  raise :class:`QuotaExhausted` with one sentence naming the provider and its server (never
+  the key); calls waiting for a slot or a retry are not sent any more (they would be refused
+  too), calls already sent finish and are logged. Both stops are :class:`RunStopped`.
+* **Cache key**: a request carries the base URL of its provider's server (the key includes
+  it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
+  provider it would be sent to, so a reply is never cached under the wrong server.
 * **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
   committed before the call returns; every retry becomes one ``api_retry_log`` row; cache
   hits are counted, with the list price they saved, into ``api_cache_hit_log``.
@@ -41,8 +49,35 @@ from eval_harness.judges.providers import ChatProvider
 from eval_harness.judges.retry import ErrorInfo, RetryPolicy, classify_error
 
 
-class BudgetExhausted(RuntimeError):
+class RunStopped(RuntimeError):
+    """The run cannot go on: no more calls are sent (cached replies are still answered)."""
+
+    kind = "stopped"
+
+
+class BudgetExhausted(RunStopped):
     """The run's judge budget does not cover the next call; nothing more is sent."""
+
+    kind = "budget"
+
+
+class QuotaExhausted(RunStopped):
+    """A provider refused a call because the account has no quota or credit left; waiting
+    cannot fix it, so nothing more is sent."""
+
+    kind = "quota"
+
+
+_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted)}
+
+
+def quota_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
+    """The one sentence a run stopped by ``error`` (kind ``quota``) ends with."""
+    where = f" at {base_url}" if base_url else ""
+    status = f", HTTP {error.status_code}" if error.status_code else ""
+    return (f"the {provider} account{where} has no quota or credit left ({error.code}{status}), "
+            "which waiting does not fix, so the run stopped; add credit or raise its spend "
+            "limit with the provider and run again (what was judged is kept and cached)")
 
 
 class Budget:
@@ -132,7 +167,7 @@ class CallPipeline:
         self.budget = budget
         self.retry = retry
         self.stats = RunStats()
-        self.stopped: str | None = None  # "budget" once the budget stopped the run
+        self.stopped: str | None = None  # "budget" / "quota" once the run is stopped
         self.stop_reason: str | None = None
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
@@ -152,14 +187,40 @@ class CallPipeline:
                                                     clock=self._clock, sleep=self._sleep)
         self._slots[provider.name] = asyncio.Semaphore(concurrency)
 
+    def base_url(self, provider: str) -> str | None:
+        """The normalised base URL of ``provider``'s server (None if it has no such name)."""
+        return getattr(self.providers.get(provider), "base_url", None)
+
+    def cache_key(self, request: ChatRequest) -> str:
+        """``request``'s cache key, after checking that it is addressed to the server its
+        provider talks to (a key naming another server would cache the reply under it)."""
+        served_by = self.base_url(request.provider)
+        if served_by is not None and request.endpoint != served_by:
+            raise ValueError(f"a request for {request.provider} addressed to "
+                             f"{request.endpoint} would be sent to {served_by}; build it with "
+                             f"base_url=pipeline.base_url({request.provider!r})")
+        return request.cache_key()
+
+    def stop(self, kind: str, reason: str) -> RunStopped:
+        """Stop the run (the first stop and its reason are kept); returns the exception that
+        this stop raises."""
+        if not self.stopped:
+            self.stopped, self.stop_reason = kind, reason
+        return _STOPS.get(kind, RunStopped)(reason)
+
+    def _stopped_error(self) -> RunStopped:
+        return _STOPS.get(self.stopped, RunStopped)(self.stop_reason)
+
     async def call(self, request: ChatRequest, *, query_id: int | None = None) -> CallOutcome:
         """The reply to ``request``: cached, or from the provider with retries.
 
-        Raises :class:`BudgetExhausted` when the budget cannot cover the call.
+        Raises :class:`BudgetExhausted` when the budget cannot cover the call and
+        :class:`QuotaExhausted` when the provider's account has no quota left (for this and
+        every later uncached call).
         """
-        key = request.cache_key()
+        key = self.cache_key(request)
         cached = self.ledger.cached(key)
-        if cached is not None:  # free, so answered even after the budget stopped the run
+        if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
             self.ledger.record_cache_hit(
                 request, saved_cost=self.prices.cost(request.model, cached.usage))
@@ -168,7 +229,7 @@ class CallPipeline:
             return CallOutcome(None, ErrorInfo("batch_pending", False, None, None,
                                                self.awaiting_batch[key]))
         if self.stopped:
-            raise BudgetExhausted(self.stop_reason)
+            raise self._stopped_error()
         shared = self._inflight.get(key)
         if shared is not None:  # the same request is on its way: wait for that reply
             outcome = await asyncio.shield(shared)
@@ -200,11 +261,10 @@ class CallPipeline:
         them to settle (real costs are usually far below the worst case); stop the run only
         when the call cannot fit even with nothing else pending."""
         while not self.budget.try_reserve(amount):
-            if self.stopped or self.budget.pending == 0:
-                if not self.stopped:
-                    self.stopped = "budget"
-                    self.stop_reason = self.budget.exhausted_message(amount)
-                raise BudgetExhausted(self.stop_reason)
+            if self.stopped:
+                raise self._stopped_error()
+            if self.budget.pending == 0:
+                raise self.stop("budget", self.budget.exhausted_message(amount))
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
             await waiter
@@ -227,17 +287,23 @@ class CallPipeline:
         try:
             while True:
                 await self._limiters[provider.name].acquire(estimate)
-                attempts += 1
-                self.stats.provider_calls += 1
                 try:
                     async with self._slots[provider.name]:
+                        if self.stopped == "quota":  # it would only be refused as well
+                            raise self._stopped_error()
+                        attempts += 1
+                        self.stats.provider_calls += 1
                         completion = await provider.complete(request)
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, RunStopped):
                     raise
                 except Exception as exc:  # every provider error is classified, none escapes
                     error = classify_error(exc, secrets=self._secrets)
                 else:
                     break
+                if error.kind == "quota":  # no retry helps, nor would any later call
+                    self.stats.failed_calls += 1
+                    raise self.stop("quota", quota_message(
+                        provider.name, getattr(provider, "base_url", None), error))
                 wait = (self.retry.wait(attempts, error.retry_after)
                         if error.retryable and attempts <= self.retry.max_retries else None)
                 if wait is None:

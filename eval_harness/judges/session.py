@@ -8,8 +8,14 @@
 key (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) is not set is replaced by a local judge:
 judge 1 by ``local:lexical``, judge 2 by ``local:embedding`` (or by whichever local judge the
 other judge does not already use, so the two stay different signals). This is said once per
-process (a warning on the ``eval_harness.judges`` logger) and listed in :attr:`notices`. With
+run (a warning on the ``eval_harness.judges`` logger) and listed in :attr:`notices`. With
 ``fallback_to_local: false`` a missing key is an error naming the variable.
+
+Which notices were said is the state of a :class:`FallbackNotices`, not of the process: each
+session makes its own unless given one (``notices=``), so two runs in one process (tests,
+Dagster's in-process executor) each say theirs. A caller that opens several sessions for one
+run passes them the same :class:`FallbackNotices`. :func:`resolve_judge_specs` called without
+one (the doctor, gate versions) keeps one process-wide record, as before.
 
 Keys come from :class:`~eval_harness.settings.Settings` only; they are passed to the SDK
 clients and never logged, stored or shown (provider error text is sanitised).
@@ -22,12 +28,13 @@ import logging
 import random
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import psycopg
 
 from eval_harness.judges.cache import JudgeLedger
 from eval_harness.judges.config import KEY_VARIABLES, validate_judge_spec
+from eval_harness.judges.endpoints import endpoint_of
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
 from eval_harness.judges.pricing import PriceTable
@@ -39,6 +46,8 @@ if TYPE_CHECKING:
     from eval_harness.settings import Settings
 
 log = logging.getLogger("eval_harness.judges")
+# What resolve_judge_specs said when called outside any session (no FallbackNotices given).
+# Sessions never use it: their notices are their own (see FallbackNotices).
 _announced: set[str] = set()
 
 
@@ -51,18 +60,39 @@ def _api_key(settings: "Settings", provider: str) -> str | None:
             "anthropic": settings.anthropic_api_key}.get(provider)
 
 
-def _announce(notice: str) -> None:
-    if notice not in _announced:
-        _announced.add(notice)
-        log.warning(notice)
+class FallbackNotices:
+    """The fallback notices one run has said: each distinct notice is logged once (a warning
+    on ``logger``) per instance, however many sessions of the run share it.
+
+    ``said`` is the set to record them in (a new one by default).
+    """
+
+    def __init__(self, logger: logging.Logger = log, *, said: set[str] | None = None) -> None:
+        self._log = logger
+        self._said = set() if said is None else said
+
+    @property
+    def said(self) -> frozenset[str]:
+        return frozenset(self._said)
+
+    def announce(self, notices: Iterable[str]) -> None:
+        for notice in notices:
+            if notice not in self._said:
+                self._said.add(notice)
+                self._log.warning(notice)
 
 
-def resolve_judge_specs(settings: "Settings") -> tuple[str, str, tuple[str, ...]]:
-    """The two judges actually used, and one notice per judge that fell back to a local one."""
+def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None = None
+                        ) -> tuple[str, str, tuple[str, ...]]:
+    """The two judges actually used, and one notice per judge that fell back to a local one.
+
+    The notices are announced through ``notices`` (a session's own); without it, through the
+    process-wide record of calls made outside a session.
+    """
     config = settings.judges
     chosen = {"judge1": config.judge1, "judge2": config.judge2}
     preferred = {"judge1": "local:lexical", "judge2": "local:embedding"}
-    notices = []
+    fallbacks = []
     for slot, other in (("judge1", "judge2"), ("judge2", "judge1")):
         spec = chosen[slot]
         provider = spec.split(":", 1)[0]
@@ -77,26 +107,30 @@ def resolve_judge_specs(settings: "Settings") -> tuple[str, str, tuple[str, ...]
         if chosen[other] == fallback:  # keep the two judges different signals
             fallback = "local:embedding" if fallback == "local:lexical" else "local:lexical"
         chosen[slot] = fallback
-        notices.append(f"{slot}: {variable} is not set, so {fallback} judges instead of {spec}")
-    for notice in notices:
-        _announce(notice)
-    return chosen["judge1"], chosen["judge2"], tuple(notices)
+        fallbacks.append(f"{slot}: {variable} is not set, so {fallback} judges instead of "
+                         f"{spec}")
+    (notices if notices is not None else FallbackNotices(said=_announced)).announce(fallbacks)
+    return chosen["judge1"], chosen["judge2"], tuple(fallbacks)
 
 
 class JudgeSession:
     """Both judges of a run and the call pipeline (cache, budget, limits, retries) they share.
 
     ``sleep``, ``clock`` and ``rng`` are injectable so tests check exact retry schedules
-    without waiting.
+    without waiting. ``notices`` records which fallback notices were said: the session's own
+    unless given (pass one :class:`FallbackNotices` to every session of a run).
     """
 
     def __init__(self, settings: "Settings", conn: psycopg.Connection, *,
                  run_id: str | None = None, sleep: Sleep = asyncio.sleep,
-                 clock: Clock = time.monotonic, rng: random.Random | None = None) -> None:
+                 clock: Clock = time.monotonic, rng: random.Random | None = None,
+                 notices: FallbackNotices | None = None) -> None:
         self.settings = settings
         self.run_id = run_id or uuid.uuid4().hex[:12]
         config = settings.judges
-        spec1, spec2, self.notices = resolve_judge_specs(settings)
+        self.fallback_notices = FallbackNotices() if notices is None else notices
+        spec1, spec2, self.notices = resolve_judge_specs(settings,
+                                                         notices=self.fallback_notices)
         self.ledger = JudgeLedger(conn, run_id=self.run_id)
         self.prices = PriceTable(config.prices)
         self.pipeline = CallPipeline(
@@ -138,19 +172,26 @@ class JudgeSession:
         if provider not in self.pipeline.providers:
             self.pipeline.add_provider(self._provider(provider, key), config.rate_limits[provider],
                                        config.concurrency)
-        return LLMJudge(spec, self.pipeline, config)
+        return LLMJudge(spec, self.pipeline, config, base_url=self.pipeline.base_url(provider))
 
     def _provider(self, provider: str, key: str):
         config = self.settings.judges
         options = {"api_key": key, "timeout": config.timeout_seconds,
                    "send_temperature": config.send_temperature[provider]}
+        base_url = {"openai": self.settings.openai_base_url,
+                    "anthropic": self.settings.anthropic_base_url}[provider]
+        try:
+            endpoint_of(provider, base_url)
+        except ValueError as exc:  # the value is not repeated: it may hold credentials
+            raise JudgeUnavailable(f"{provider.upper()}_BASE_URL is not usable ({exc}); fix "
+                                   f"it, or unset it to use {provider}'s own API.") from None
         if provider == "anthropic":
             from eval_harness.judges.providers.anthropic import AnthropicProvider
 
-            return AnthropicProvider(base_url=self.settings.anthropic_base_url, **options)
+            return AnthropicProvider(base_url=base_url, **options)
         from eval_harness.judges.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(base_url=self.settings.openai_base_url, **options)
+        return OpenAIProvider(base_url=base_url, **options)
 
     async def aclose(self) -> None:
         """Write what is buffered (cache, cost and retry rows) and close the HTTP clients."""

@@ -11,7 +11,11 @@ References:
     ``ndcg@k``, ``mrr@k`` (https://github.com/AmenRa/ranx). The tests compare every
     function with both on thousands of random queries.
 
-Degenerate input, for all functions: ``k`` must be >= 1; a ranking shorter than ``k`` is
+The functions at the end score many queries at once, for the calibration sweep
+(:mod:`eval_harness.retrieval.sweep`): same definitions, on matrices of gains, one row per
+query; the sweep's tests check them against the per-query functions.
+
+Degenerate input, for all per-query functions: ``k`` must be >= 1; a ranking shorter than ``k`` is
 scored as if padded with non-relevant documents; an empty ranking scores 0.0; a query
 without any relevant document scores 0.0 (trec_eval and ranx do the same). A document id
 that appears twice in the top ``k`` is a caller error and raises ``ValueError``. Ties in the
@@ -22,8 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 RELEVANT_GRADE = 1  # trec_eval's default relevance level: grade >= 1 is relevant
+PRECISION_CUTOFF = 5  # the headline P@5, and Recall@5
+RANKING_CUTOFF = 10  # nDCG@10 and MRR@10
 
 
 def precision_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
@@ -127,11 +136,63 @@ def mean_metrics(runs: Mapping[Hashable, Sequence[Hashable]],
     totals = {"p_at_5": 0.0, "recall_at_5": 0.0, "ndcg_at_10": 0.0, "mrr_at_10": 0.0}
     for query_id, relevant in qrels.items():
         ranked_ids = runs.get(query_id, ())
-        totals["p_at_5"] += precision_at_k(ranked_ids, relevant, 5)
-        totals["recall_at_5"] += recall_at_k(ranked_ids, relevant, 5)
-        totals["ndcg_at_10"] += ndcg_at_k(ranked_ids, relevant, 10)
-        totals["mrr_at_10"] += reciprocal_rank_at_k(ranked_ids, relevant, 10)
+        totals["p_at_5"] += precision_at_k(ranked_ids, relevant, PRECISION_CUTOFF)
+        totals["recall_at_5"] += recall_at_k(ranked_ids, relevant, PRECISION_CUTOFF)
+        totals["ndcg_at_10"] += ndcg_at_k(ranked_ids, relevant, RANKING_CUTOFF)
+        totals["mrr_at_10"] += reciprocal_rank_at_k(ranked_ids, relevant, RANKING_CUTOFF)
     return {name: total / len(qrels) for name, total in totals.items()}
+
+
+# ------------------------------------------------------------ many queries at once (sweep)
+@dataclass(frozen=True)
+class QueryScores:
+    """Per-query metrics of one ranking of many queries (arrays of length n_queries)."""
+
+    hits_at_5: np.ndarray  # int64; P@5 = hits_at_5 / 5
+    recall_at_5: np.ndarray
+    ndcg_at_10: np.ndarray
+    reciprocal_rank_at_10: np.ndarray
+
+
+def score_top_gains(top_gains: np.ndarray, n_relevant: np.ndarray,
+                    ideal_dcg: np.ndarray) -> QueryScores:
+    """P@5 hits, Recall@5, nDCG@10 and RR@10 of many queries, as the per-query functions.
+
+    ``top_gains`` is ``(n_queries, 10)``: the gains (:func:`relevance_gains`) of each
+    query's ten best documents, best first, 0 past the end of a shorter ranking.
+    ``n_relevant`` and ``ideal_dcg`` (:func:`ideal_dcg_at_k`) come from the qrels, so a
+    relevant document outside the ranking still counts. A query without a relevant
+    document scores 0 on every metric.
+    """
+    relevant = top_gains > 0.0  # gains are 0 below grade 1
+    hits = np.count_nonzero(relevant[:, :PRECISION_CUTOFF], axis=1)
+    recall = np.divide(hits, n_relevant, out=np.zeros(hits.shape), where=n_relevant > 0)
+    dcg = np.sum(top_gains / _discounts(RANKING_CUTOFF), axis=1)
+    ndcg = np.divide(dcg, ideal_dcg, out=np.zeros(dcg.shape), where=ideal_dcg > 0)
+    first = np.argmax(relevant, axis=1)
+    reciprocal_rank = np.where(relevant.any(axis=1), 1.0 / (first + 1), 0.0)
+    return QueryScores(hits, recall, ndcg, reciprocal_rank)
+
+
+def relevance_gains(grades: np.ndarray) -> np.ndarray:
+    """Gain per judged document: its grade when relevant (>= 1), else 0."""
+    return np.where(grades >= RELEVANT_GRADE, grades, 0.0)
+
+
+def ideal_dcg_at_k(gains: np.ndarray, k: int) -> float:
+    """IDCG@k of one query from the gains of all its judged documents (the qrels)."""
+    ideal = np.sort(gains)[::-1][:k]
+    return np.sum(ideal / _discounts(ideal.size))
+
+
+def mean_p_at_k_ceiling(n_relevant: np.ndarray, k: int) -> float:
+    """Mean of :func:`p_at_k_ceiling` over queries with ``n_relevant`` relevant documents."""
+    reachable = np.minimum(n_relevant, k).sum()
+    return float(reachable / (k * n_relevant.size))
+
+
+def _discounts(k: int) -> np.ndarray:
+    return np.log2(np.arange(2, k + 2, dtype=np.float64))
 
 
 def _hits_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],

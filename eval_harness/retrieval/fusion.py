@@ -9,7 +9,12 @@ both raw scores (cosine similarity, and ``ts_rank`` which is 0 when no query ter
 
 Candidates are ranked by ``fused`` descending, ties broken by document id ascending, so a
 ranking is fully deterministic. The SQL in :mod:`eval_harness.retrieval.hybrid` evaluates
-exactly these float8 operations in this order, so both give bit-identical scores.
+exactly these float8 operations in this order, so both give bit-identical scores. The
+vectorised sweep (:mod:`eval_harness.retrieval.sweep`) calls :func:`min_max_normalise` and
+:func:`fuse_normalised` on one row per query, so it computes the same floats.
+
+Reciprocal rank fusion (:func:`reciprocal_rank_fusion_scores`) is the reference method that
+calibration compares the weighted rule with.
 """
 
 from __future__ import annotations
@@ -17,16 +22,42 @@ from __future__ import annotations
 import numpy as np
 
 
-def min_max_normalise(scores: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1] over the array; a constant array (or a single value) maps to 0."""
+def min_max_normalise(scores: np.ndarray, *, present: np.ndarray | None = None,
+                      min_span: float | None = None) -> np.ndarray:
+    """Scale to [0, 1] over the last axis (one query's candidates, or one row per query).
+
+        norm(x) = (x - min) / (max - min); a constant row (or a single value) maps to 0
+
+    ``present`` (bool, same shape) marks the entries that count: the others (padding, a
+    document one retriever did not return) are left out of min and max and come out as 0.
+    Without it every entry counts and a NaN makes its row NaN.
+
+    ``min_span`` switches to the ranx ``norm="min-max"`` variant used only to compare with
+    ranx: divide by ``max(max - min, min_span)`` and never map a constant row to 0.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size == 0:
         return scores
-    low = scores.min()
-    span = scores.max() - low
-    if span == 0:
-        return np.zeros_like(scores)
-    return (scores - low) / span
+    if present is None:
+        low = scores.min(axis=-1, keepdims=True)
+        high = scores.max(axis=-1, keepdims=True)
+    else:
+        low = np.min(scores, axis=-1, keepdims=True, where=present, initial=np.inf)
+        high = np.max(scores, axis=-1, keepdims=True, where=present, initial=-np.inf)
+    span = high - low
+    if min_span is None:
+        constant = span == 0
+        normalised = (scores - low) / np.where(constant, 1.0, span)
+        normalised = np.where(constant, 0.0, normalised)
+    else:
+        normalised = (scores - low) / np.maximum(span, min_span)
+    return normalised if present is None else np.where(present, normalised, 0.0)
+
+
+def fuse_normalised(semantic_norm: np.ndarray, keyword_norm: np.ndarray,
+                    semantic_weight: float, keyword_weight: float) -> np.ndarray:
+    """The weighted sum of already normalised scores, in the rule's float order."""
+    return semantic_weight * semantic_norm + keyword_weight * keyword_norm
 
 
 def fuse_scores(semantic: np.ndarray, keyword: np.ndarray, semantic_weight: float,
@@ -34,7 +65,8 @@ def fuse_scores(semantic: np.ndarray, keyword: np.ndarray, semantic_weight: floa
     """Fused hybrid score per candidate; ``keyword_weight`` defaults to 1 - semantic_weight."""
     if keyword_weight is None:
         keyword_weight = 1.0 - semantic_weight
-    return semantic_weight * min_max_normalise(semantic) + keyword_weight * min_max_normalise(keyword)
+    return fuse_normalised(min_max_normalise(semantic), min_max_normalise(keyword),
+                           semantic_weight, keyword_weight)
 
 
 def rank_candidates(doc_ids: np.ndarray, fused: np.ndarray) -> np.ndarray:
@@ -42,3 +74,28 @@ def rank_candidates(doc_ids: np.ndarray, fused: np.ndarray) -> np.ndarray:
     doc_ids = np.asarray(doc_ids)
     order = np.lexsort((doc_ids, -np.asarray(fused, dtype=np.float64)))
     return doc_ids[order]
+
+
+def reciprocal_rank_fusion_scores(semantic: np.ndarray, keyword: np.ndarray, *,
+                                  k: int = 60) -> np.ndarray:
+    """Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009) per candidate.
+
+        RRF(d) = sum over retrievers r that returned d of 1 / (k + rank_r(d))
+
+    The last axis holds one query's candidates sorted by document id; a NaN raw score means
+    the retriever did not return the document. ``rank_r(d)`` is d's 1-based position among
+    the documents r returned, by raw score descending, ties by doc id ascending. Rank the
+    result with the rule's order (RRF descending, ties by doc id ascending).
+    """
+    if k < 0:
+        raise ValueError(f"RRF constant k must be >= 0, got {k}.")
+    semantic = np.asarray(semantic, dtype=np.float64)
+    rrf = np.zeros(semantic.shape)
+    for raw in (semantic, np.asarray(keyword, dtype=np.float64)):
+        present = ~np.isnan(raw)
+        order = np.argsort(np.where(present, -raw, np.inf), axis=-1, kind="stable")
+        ranks = np.empty(order.shape, dtype=np.float64)
+        np.put_along_axis(ranks, order, np.arange(1, order.shape[-1] + 1, dtype=np.float64),
+                          axis=-1)
+        rrf += np.where(present, 1.0 / (k + ranks), 0.0)
+    return rrf

@@ -19,11 +19,11 @@ texts only: a document or query whose id and text are already stored, embedded b
 model, keeps its stored vector. A rerun of an unchanged folder, or an ingest that waited for an
 identical one, embeds nothing; a killed ingest stored nothing, so its rerun embeds everything.
 
-An empty document (no title, no text; see :mod:`eval_harness.datasets`) is stored with a NULL
+An empty document (no title, no text; see :mod:`eval_harness.store.beir`) is stored with a NULL
 embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: ground truth
 points at it and it is findable by id, but neither side of hybrid search can return it. The
 report counts such documents. A dataset in another language than English embedded with the
-English-only local model gets one warning (:func:`eval_harness.embeddings.warn_if_english_only`).
+English-only local model gets one warning (:func:`eval_harness.store.embeddings.warn_if_english_only`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_harness.datasets import BeirDataset, DatasetError, read_beir
-from eval_harness.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
+from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
+from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
                                      embed_in_batches, load_precomputed, warn_if_english_only)
 from eval_harness.progress import ProgressCallback
 
@@ -195,7 +195,7 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
     """Ingest the BEIR folder ``path`` as dataset ``name`` (idempotent, one transaction).
 
     ``embedder_factory`` is called (with the model name wanted, or None) only when the folder
-    has no ``embeddings.npz``; it returns an :class:`~eval_harness.embeddings.Embedder`.
+    has no ``embeddings.npz``; it returns an :class:`~eval_harness.store.embeddings.Embedder`.
     ``embeddings`` names a precomputed file elsewhere (e.g. for a read-only dataset folder).
     ``progress(done, total)`` follows the texts being embedded, batch by batch (only when
     embeddings are computed; see :mod:`eval_harness.progress`).

@@ -24,6 +24,7 @@ class BatchState:
 
 class ChatProvider(Protocol):
     name: str
+    base_url: str  # normalised (eval_harness.judges.endpoints): the server, in the cache key
 
     async def complete(self, request: ChatRequest) -> Completion: ...
 

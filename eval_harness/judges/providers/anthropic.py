@@ -12,11 +12,12 @@ from typing import Any, Sequence
 
 import anthropic
 
+from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 from eval_harness.judges.providers import BatchState
 from eval_harness.judges.retry import BadProviderResponse
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_BASE_URL = DEFAULT_BASE_URLS["anthropic"]
 
 
 def _usage(usage: Any) -> Usage:
@@ -35,13 +36,14 @@ class AnthropicProvider:
 
     def __init__(self, *, api_key: str, base_url: str | None, timeout: float,
                  send_temperature: bool = False) -> None:
+        self.base_url = endpoint_of(self.name, base_url)  # normalised: part of the cache key
         self._client = anthropic.AsyncAnthropic(api_key=api_key,
                                                 base_url=base_url or DEFAULT_BASE_URL,
                                                 timeout=timeout, max_retries=0)
         self._send_temperature = send_temperature
 
-    def __repr__(self) -> str:  # never the key
-        return f"AnthropicProvider(base_url={str(self._client.base_url)!r})"
+    def __repr__(self) -> str:  # never the key (nor credentials in the URL)
+        return f"AnthropicProvider(base_url={self.base_url!r})"
 
     def params(self, request: ChatRequest) -> dict[str, Any]:
         """The Messages API body for ``request`` (also the ``params`` of a batch request)."""

@@ -13,11 +13,12 @@ from typing import Any, Sequence
 
 import openai
 
+from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 from eval_harness.judges.providers import BatchState
 from eval_harness.judges.retry import BadProviderResponse
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = DEFAULT_BASE_URLS["openai"]
 CHAT_ENDPOINT = "/v1/chat/completions"
 FINAL_BATCH_STATUSES = ("completed", "failed", "expired", "cancelled")
 
@@ -47,12 +48,13 @@ class OpenAIProvider:
 
     def __init__(self, *, api_key: str, base_url: str | None, timeout: float,
                  send_temperature: bool = True) -> None:
+        self.base_url = endpoint_of(self.name, base_url)  # normalised: part of the cache key
         self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url or DEFAULT_BASE_URL,
                                           timeout=timeout, max_retries=0)
         self._send_temperature = send_temperature
 
-    def __repr__(self) -> str:  # never the key
-        return f"OpenAIProvider(base_url={str(self._client.base_url)!r})"
+    def __repr__(self) -> str:  # never the key (nor credentials in the URL)
+        return f"OpenAIProvider(base_url={self.base_url!r})"
 
     def params(self, request: ChatRequest) -> dict[str, Any]:
         messages = [{"role": "system", "content": request.system}] if request.system else []

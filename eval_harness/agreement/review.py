@@ -1,0 +1,436 @@
+"""Human review of judge disagreements: queue, CSV export, CSV import, adjudicated labels.
+
+A pair is *disagreeing* when both judges scored it and ``|score1 - score2| >
+disagreement_threshold`` (the difference rounded to 12 decimals first, so 0.9 vs 0.5 is
+exactly 0.4 and does not count at the default 0.4). Disagreeing pairs are queued in
+``judge_review`` (migration 0003) with the scores and models of the moment.
+
+Re-queuing is idempotent. A queued pair whose scores and models are unchanged is left
+alone, adjudicated or not. A pair the judges re-scored gets the new scores, a higher
+``score_revision`` and goes back to pending (the old verdict judged other scores). Rows of
+pairs that no longer disagree are removed, except an adjudicated row whose scores are
+unchanged (only the threshold moved): a human verdict on the same scores stays valid.
+
+The CSV file has :data:`CSV_COLUMNS`; a person fills in ``verdict`` ("relevant" or "not
+relevant"), optionally ``reviewer`` and ``note``. Import checks every row before writing
+anything and refuses the whole file if any row is wrong; row numbers are those a
+spreadsheet shows (the header is row 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from eval_harness.files import write_report
+from eval_harness.retrieval.hybrid import dataset_info
+
+VERDICTS = {"relevant": 1, "not relevant": 0}
+CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
+               "doc_external_id", "doc_snippet", "judge1_model", "judge1_score",
+               "judge2_model", "judge2_score", "score_diff", "score_revision", "status",
+               "verdict", "reviewer", "note")
+SNIPPET_CHARS = 400
+# Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
+SCORE_TOLERANCE = 1e-9
+_MAX_PROBLEMS_SHOWN = 20
+
+# The current scored pairs of a dataset, one row per (query, document), documents that
+# exist only. Scores that are NULL, NaN or outside [0, 1] are not "scored".
+_SCORED_PAIRS = """
+    SELECT g.id AS ground_truth_id, p.doc_id, p.s1, p.s2,
+           g.judge1_model AS m1, g.judge2_model AS m2
+    FROM ground_truth g
+    CROSS JOIN LATERAL unnest(g.judged_docs, g.judge1_score, g.judge2_score)
+         AS p(doc_id, s1, s2)
+    JOIN l2_insights d ON d.id = p.doc_id
+    WHERE g.dataset = %(dataset)s AND p.s1 BETWEEN 0 AND 1 AND p.s2 BETWEEN 0 AND 1"""
+
+
+class ReviewFileError(ValueError):
+    """A review file cannot be read, written or imported; an import wrote nothing.
+
+    ``problems`` holds (row number, what is wrong) for each wrong row of an import.
+    """
+
+    def __init__(self, message: str, problems: tuple[tuple[int, str], ...] = ()):
+        super().__init__(message)
+        self.problems = problems
+
+    @property
+    def rows(self) -> list[int]:
+        return sorted({row for row, _ in self.problems})
+
+
+def _wrong_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFileError:
+    rows = sorted({row for row, _ in problems})
+    shown = "; ".join(f"row {row}: {text}" for row, text in problems[:_MAX_PROBLEMS_SHOWN])
+    more = len(problems) - _MAX_PROBLEMS_SHOWN
+    return ReviewFileError(
+        f"{path}: nothing was imported because {len(rows)} row(s) are wrong "
+        f"(rows {', '.join(map(str, rows))}): {shown}"
+        + (f"; and {more} more problem(s)" if more > 0 else "")
+        + "; fix them, or export a fresh file with `eval-harness review export`.",
+        tuple(problems))
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    new: int
+    requeued: int  # re-scored since queued: back to pending with the new scores
+    unchanged: int
+    removed: int
+    pending: int
+    adjudicated: int
+
+    def __str__(self) -> str:
+        return (f"{self.new} new, {self.requeued} re-queued, {self.unchanged} unchanged, "
+                f"{self.removed} removed; {self.pending} pending, "
+                f"{self.adjudicated} adjudicated")
+
+
+@dataclass(frozen=True)
+class ExportCounts:
+    path: Path
+    rows: int
+    pending: int
+    adjudicated: int
+
+
+@dataclass(frozen=True)
+class ImportCounts:
+    adjudicated: int  # rows whose verdict, reviewer or note was stored now
+    unchanged: int    # rows with a verdict identical to the stored one
+    blank: int        # rows left without a verdict (they stay as they are)
+
+    def __str__(self) -> str:
+        return (f"{self.adjudicated} verdict(s) stored, {self.unchanged} unchanged, "
+                f"{self.blank} row(s) without a verdict left as they are")
+
+
+def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
+                        threshold: float) -> QueueCounts:
+    """Bring ``judge_review`` of ``dataset`` in line with the current judge scores.
+
+    One transaction under a per-dataset advisory lock; see the module docstring for what
+    happens to existing rows.
+    """
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"disagreement threshold must be in [0, 1), got {threshold}.")
+    params = {"dataset": dataset, "threshold": threshold}
+    with conn.transaction():
+        dataset_info(conn, dataset, with_counts=False)
+        _lock(conn, dataset)
+        _check_no_repeated_documents(conn, dataset)
+        conn.execute("DROP TABLE IF EXISTS _review_pairs")
+        conn.execute("""
+            CREATE TEMP TABLE _review_pairs (
+                ground_truth_id integer, doc_id integer, s1 float8, s2 float8, m1 text,
+                m2 text, disagrees boolean, PRIMARY KEY (ground_truth_id, doc_id))
+            ON COMMIT DROP""")
+        conn.execute(f"""
+            INSERT INTO _review_pairs
+            SELECT s.*, round(abs(s.s1 - s.s2)::numeric, 12) > %(threshold)s::numeric
+            FROM ({_SCORED_PAIRS}) s""", params)
+        upserted = conn.execute("""
+            INSERT INTO judge_review AS r (ground_truth_id, doc_id, judge1_score, judge2_score,
+                                           score_diff, judge1_model, judge2_model)
+            SELECT ground_truth_id, doc_id, s1, s2, round(abs(s1 - s2)::numeric, 12), m1, m2
+            FROM _review_pairs WHERE disagrees
+            ON CONFLICT (ground_truth_id, doc_id) DO UPDATE SET
+                judge1_score = EXCLUDED.judge1_score, judge2_score = EXCLUDED.judge2_score,
+                score_diff = EXCLUDED.score_diff, judge1_model = EXCLUDED.judge1_model,
+                judge2_model = EXCLUDED.judge2_model, score_revision = r.score_revision + 1,
+                status = 'pending', verdict = NULL, reviewer = NULL, note = NULL,
+                adjudicated_at = NULL, queued_at = now(), updated_at = now()
+            WHERE (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)
+                  IS DISTINCT FROM (EXCLUDED.judge1_score, EXCLUDED.judge2_score,
+                                    EXCLUDED.judge1_model, EXCLUDED.judge2_model)
+            RETURNING (xmax = 0)""").fetchall()
+        removed = conn.execute("""
+            DELETE FROM judge_review r USING ground_truth g
+            WHERE g.id = r.ground_truth_id AND g.dataset = %(dataset)s
+              AND NOT EXISTS (SELECT 1 FROM _review_pairs c WHERE c.disagrees
+                              AND (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id))
+              AND NOT (r.status = 'adjudicated' AND EXISTS (
+                  SELECT 1 FROM _review_pairs c
+                  WHERE (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id)
+                    AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
+                        (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)))""",
+                               params).rowcount
+        disagreeing = conn.execute(
+            "SELECT count(*) FROM _review_pairs WHERE disagrees").fetchone()[0]
+        pending, adjudicated = _counts(conn, dataset)
+    new = sum(1 for (is_new,) in upserted if is_new)
+    requeued = len(upserted) - new
+    return QueueCounts(new, requeued, disagreeing - new - requeued, removed, pending,
+                       adjudicated)
+
+
+def review_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
+    """(pending, adjudicated) rows of the review queue of ``dataset``."""
+    with conn.transaction():
+        return _counts(conn, dataset)
+
+
+def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], int]:
+    """Human verdicts of ``dataset``: {(ground_truth id, doc id): 1 relevant / 0 not}.
+
+    Only verdicts whose pair still has the scores the reviewer saw count (a re-scored pair
+    is re-queued and loses its verdict the next time the queue is refreshed; until then its
+    verdict is ignored here, so a stale verdict never overrides new judge scores).
+    """
+    with conn.transaction():
+        rows = conn.execute(f"""
+            SELECT r.ground_truth_id, r.doc_id, r.verdict
+            FROM judge_review r
+            JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
+            WHERE r.status = 'adjudicated'
+              AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
+                  (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)""",
+                            {"dataset": dataset}).fetchall()
+    return {(qid, doc): VERDICTS[verdict] for qid, doc, verdict in rows}
+
+
+def export_review_csv(conn: psycopg.Connection, dataset: str,
+                      path: Path | str) -> ExportCounts:
+    """Write the review queue of ``dataset`` (pending and adjudicated rows) to ``path``.
+
+    Columns are :data:`CSV_COLUMNS`; ``verdict`` is blank for pending rows. Rows are
+    ordered by query then document external id. Query text and snippet are on one line; a
+    cell that a spreadsheet would run as a formula (starting with = + - @) gets a leading
+    apostrophe. The file is written atomically (UTF-8).
+    """
+    with conn.transaction():
+        dataset_info(conn, dataset, with_counts=False)
+        rows = conn.execute("""
+            SELECT g.dataset, g.id, g.external_id, g.query, d.id, d.external_id, d.content,
+                   r.judge1_model, r.judge1_score, r.judge2_model, r.judge2_score,
+                   r.score_diff, r.score_revision, r.status, r.verdict, r.reviewer, r.note
+            FROM judge_review r
+            JOIN ground_truth g ON g.id = r.ground_truth_id
+            JOIN l2_insights d ON d.id = r.doc_id
+            WHERE g.dataset = %s
+            ORDER BY g.external_id, d.external_id""", (dataset,)).fetchall()
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        (name, qid, q_ext, query, doc_id, d_ext, content, m1, s1, m2, s2, diff, revision,
+         status, verdict, reviewer, note) = row
+        writer.writerow([name, qid, q_ext, _cell(_one_line(query)), doc_id, d_ext,
+                         _cell(_snippet(content)), m1 or "", repr(s1), m2 or "", repr(s2),
+                         f"{diff:.6g}", revision, status, verdict or "", reviewer or "",
+                         note or ""])
+    target = Path(path)
+    try:
+        write_report(target.parent.resolve(), target.name, buffer.getvalue())
+    except OSError as exc:
+        raise ReviewFileError(f"{target}: cannot write the review file "
+                              f"({exc.strerror or exc}); choose another path.") from None
+    pending = sum(1 for row in rows if row[13] == "pending")
+    return ExportCounts(target, len(rows), pending, len(rows) - pending)
+
+
+def import_review_csv(conn: psycopg.Connection, dataset: str,
+                      path: Path | str) -> ImportCounts:
+    """Store the verdicts of a review file; all or nothing.
+
+    Every row is checked first (header, dataset, ids known to the queue of ``dataset``,
+    verdict values, duplicates, and staleness of rows that carry a verdict: the file's
+    ``score_revision`` and scores must still be the queue's, and the judges must not have
+    re-scored the pair since it was queued). Any problem raises :class:`ReviewFileError`
+    listing the rows, and nothing is written. Otherwise one transaction stores the
+    verdicts; rows with a blank verdict are left as they are.
+    """
+    records = _read_review_file(Path(path))
+    with conn.transaction():
+        dataset_info(conn, dataset, with_counts=False)
+        _lock(conn, dataset)
+        queue = _queue_state(conn, dataset)
+        updates, problems, blank = _check_records(records, dataset, queue)
+        if problems:
+            raise _wrong_rows(path, problems)
+        changed = 0
+        for key, verdict, reviewer, note in updates:
+            changed += conn.execute("""
+                UPDATE judge_review SET status = 'adjudicated', verdict = %(verdict)s,
+                    reviewer = %(reviewer)s, note = %(note)s, updated_at = now(),
+                    adjudicated_at = CASE WHEN verdict IS DISTINCT FROM %(verdict)s
+                                          THEN now() ELSE adjudicated_at END
+                WHERE (ground_truth_id, doc_id) = (%(qid)s, %(doc)s)
+                  AND (status, verdict, reviewer, note) IS DISTINCT FROM
+                      ('adjudicated', %(verdict)s, %(reviewer)s, %(note)s)""",
+                                    {"verdict": verdict, "reviewer": reviewer, "note": note,
+                                     "qid": key[0], "doc": key[1]}).rowcount
+    return ImportCounts(changed, len(updates) - changed, blank)
+
+
+# ---------------------------------------------------------------------------------------
+# Internals
+
+
+@dataclass(frozen=True)
+class _QueuedPair:
+    revision: int
+    scores: tuple[float, float]
+    rescored: bool  # the judges' current scores or models differ from the queued ones
+
+
+def _lock(conn: psycopg.Connection, dataset: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('eval_harness.agreement.review:' || %s))",
+                 (dataset,))
+
+
+def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None:
+    row = conn.execute("""
+        SELECT external_id FROM ground_truth g
+        WHERE dataset = %s AND cardinality(judged_docs) <>
+              (SELECT count(DISTINCT doc) FROM unnest(g.judged_docs) AS doc)
+        ORDER BY id LIMIT 1""", (dataset,)).fetchone()
+    if row is not None:
+        raise ValueError(f"ground_truth query '{row[0]}' of dataset '{dataset}' lists a "
+                         "document twice in judged_docs; re-run the judges for this query.")
+
+
+def _counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
+    pending, adjudicated = conn.execute("""
+        SELECT count(*) FILTER (WHERE r.status = 'pending'),
+               count(*) FILTER (WHERE r.status = 'adjudicated')
+        FROM judge_review r JOIN ground_truth g ON g.id = r.ground_truth_id
+        WHERE g.dataset = %s""", (dataset,)).fetchone()
+    return int(pending), int(adjudicated)
+
+
+def _queue_state(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], _QueuedPair]:
+    rows = conn.execute(f"""
+        SELECT r.ground_truth_id, r.doc_id, r.score_revision, r.judge1_score, r.judge2_score,
+               (c.doc_id IS NULL OR (c.s1, c.s2, c.m1, c.m2) IS DISTINCT FROM
+                   (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model))
+        FROM judge_review r
+        JOIN ground_truth g ON g.id = r.ground_truth_id
+        LEFT JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
+        WHERE g.dataset = %(dataset)s
+        FOR UPDATE OF r""", {"dataset": dataset}).fetchall()
+    return {(qid, doc): _QueuedPair(revision, (s1, s2), rescored)
+            for qid, doc, revision, s1, s2, rescored in rows}
+
+
+def _read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """(spreadsheet row number, cells) of every non-empty data row; checks the header."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet may add a BOM
+    except FileNotFoundError:
+        raise ReviewFileError(f"{path}: no such file; nothing was imported.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReviewFileError(f"{path}: cannot read the file as UTF-8 text ({exc}); "
+                              "nothing was imported.") from None
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise ReviewFileError(f"{path}: not a readable CSV file ({exc}); nothing was "
+                              "imported.") from None
+    if not rows:
+        raise _wrong_rows(path, [(1, "the file is empty, the header row is missing")])
+    header = [cell.strip() for cell in rows[0]]
+    missing = [c for c in CSV_COLUMNS if c not in header]
+    unexpected = [c for c in header if c not in CSV_COLUMNS]
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if missing or unexpected or duplicated:
+        parts = ([f"missing column(s) {', '.join(missing)}"] if missing else []) \
+            + ([f"unexpected column(s) {', '.join(unexpected)}"] if unexpected else []) \
+            + ([f"repeated column(s) {', '.join(duplicated)}"] if duplicated else [])
+        raise _wrong_rows(path, [(1, "wrong header: " + ", ".join(parts))])
+    records = []
+    for number, cells in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in cells):
+            continue  # spreadsheets leave empty trailing rows
+        if len(cells) != len(header):
+            records.append((number, {"__error__": f"has {len(cells)} cells, the header has "
+                                                  f"{len(header)}"}))
+            continue
+        records.append((number, dict(zip(header, cells))))
+    return records
+
+
+def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
+                   queue: Mapping[tuple[int, int], _QueuedPair]):
+    """(updates, problems, blank count): every problem of every row, nothing written."""
+    updates, problems, blank = [], [], 0
+    seen: dict[tuple[int, int], int] = {}
+    for number, cells in records:
+        if "__error__" in cells:
+            problems.append((number, cells["__error__"]))
+            continue
+        row_problems: list[str] = []
+        if cells["dataset"].strip() != dataset:
+            row_problems.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
+        key = _pair_key(cells, row_problems)
+        verdict_text = " ".join(cells["verdict"].lower().split())
+        if verdict_text and verdict_text not in VERDICTS:
+            row_problems.append(f"verdict '{cells['verdict']}' is not 'relevant' or "
+                                "'not relevant' (leave it blank to skip the row)")
+        if key is not None:
+            if key in seen:
+                row_problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is repeated "
+                                    f"from row {seen[key]}")
+            seen.setdefault(key, number)
+            if key not in queue:
+                row_problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in "
+                                    f"the review queue of dataset '{dataset}'")
+            elif verdict_text:
+                row_problems += _staleness(cells, queue[key])
+        if row_problems:
+            problems += [(number, text) for text in row_problems]
+        elif not verdict_text:
+            blank += 1
+        else:
+            updates.append((key, verdict_text, cells["reviewer"].strip() or None,
+                            cells["note"].strip() or None))
+    return updates, problems, blank
+
+
+def _pair_key(cells: Mapping[str, str], problems: list[str]) -> tuple[int, int] | None:
+    ids = []
+    for column in ("query_id", "doc_id"):
+        try:
+            ids.append(int(cells[column].strip()))
+        except ValueError:
+            problems.append(f"{column} '{cells[column]}' is not a whole number")
+    return (ids[0], ids[1]) if len(ids) == 2 else None
+
+
+def _staleness(cells: Mapping[str, str], queued: _QueuedPair) -> list[str]:
+    stale = ("the row is stale: the judges re-scored this pair after the file was "
+             "exported (or its score columns were edited)")
+    try:
+        revision = int(cells["score_revision"].strip())
+        scores = (float(cells["judge1_score"]), float(cells["judge2_score"]))
+    except ValueError:
+        return ["score_revision, judge1_score or judge2_score was changed and is not a "
+                "number; these columns must stay as exported"]
+    if queued.rescored or revision != queued.revision or not all(
+            math.isclose(a, b, rel_tol=0.0, abs_tol=SCORE_TOLERANCE)
+            for a, b in zip(scores, queued.scores)):
+        return [stale]
+    return []
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _snippet(content: str) -> str:
+    text = _one_line(content)
+    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1].rstrip() + "…"
+
+
+def _cell(text: str) -> str:
+    # A leading = + - @ makes spreadsheets evaluate the cell; these cells are never imported.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text

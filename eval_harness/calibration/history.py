@@ -1,0 +1,118 @@
+"""The calibration grid as a table, and its history in the embedded DuckDB file.
+
+Every calibration appends one row per weight to ``calibration_grid_history`` (run time,
+dataset, weights, all metrics, the P@5 ceiling, best/default flags, the verdict), so nightly
+trends can be plotted with one query. The CLI writes it directly; the Dagster asset writes it
+too and also hands the same frame to Dagster's DuckDB I/O manager (table ``calibration_grid``,
+the latest grid only).
+
+DuckDB lets one process write a database file at a time. Writers here open the file, write
+in one transaction and close it at once; when another process holds the lock they retry with
+capped exponential backoff and jitter (at most ``MAX_LOCK_WAIT_SECONDS`` in all), then fail
+with one sentence. A transaction is all-or-nothing, so a crash never leaves half a grid.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from eval_harness.calibration.run import CalibrationResult, VerdictBands
+from eval_harness.metrics.calibration import Verdict, precision_verdict
+
+HISTORY_TABLE = "calibration_grid_history"
+MAX_LOCK_WAIT_SECONDS = 15.0
+GRID_COLUMNS = {  # column -> DuckDB type, in table order
+    "run_at": "TIMESTAMPTZ", "dataset": "VARCHAR", "semantic_weight": "DOUBLE",
+    "keyword_weight": "DOUBLE", "p_at_5": "DOUBLE", "recall_at_5": "DOUBLE",
+    "ndcg_at_10": "DOUBLE", "mrr_at_10": "DOUBLE", "p_at_5_ceiling": "DOUBLE",
+    "is_best": "BOOLEAN", "is_default": "BOOLEAN", "n_queries": "INTEGER",
+    "candidate_depth": "INTEGER", "verdict": "VARCHAR"}
+
+
+class HistoryUnavailable(RuntimeError):
+    """The DuckDB history file could not be written (locked too long, or not writable)."""
+
+
+def grid_frame(result: CalibrationResult) -> pd.DataFrame:
+    """One row per weight of the grid, with the columns of :data:`GRID_COLUMNS`."""
+    rows = [dict(point.to_dict(), run_at=result.calibrated_at, dataset=result.dataset,
+                 p_at_5_ceiling=result.p_at_5_ceiling, is_best=point == result.best,
+                 is_default=point == result.default, n_queries=result.n_queries,
+                 candidate_depth=result.candidate_depth, verdict=result.verdict)
+            for point in result.grid]
+    frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
+    frame["run_at"] = pd.to_datetime(frame["run_at"], utc=True)
+    return frame.astype({"n_queries": "int32", "candidate_depth": "int32"})
+
+
+def calibrated_row(frame: pd.DataFrame) -> pd.Series:
+    """The grid row of the calibrated (best) weights; ``ValueError`` unless exactly one."""
+    best = frame[frame["is_best"]]
+    if len(best) != 1:
+        raise ValueError(f"the calibration grid marks {len(best)} rows as best; expected one "
+                         f"(re-materialize calibration_grid).")
+    return best.iloc[0]
+
+
+def verdict_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> tuple[Verdict, float]:
+    """The verdict at the calibrated weights under ``bands``, and the P@5 it is based on."""
+    p_at_5 = float(calibrated_row(frame)["p_at_5"])
+    return precision_verdict(p_at_5, full_success=bands.full_success,
+                             partial_success=bands.partial_success), p_at_5
+
+
+def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:
+    """Append ``frame`` (see :func:`grid_frame`) to ``calibration_grid_history``; rows written."""
+    columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
+    with open_history(Path(path)) as con:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
+        con.register("grid_rows", frame[list(GRID_COLUMNS)])
+        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM grid_rows")
+        con.execute("COMMIT")
+    return len(frame)
+
+
+def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFrame:
+    """The recorded grids, oldest first (an empty frame when nothing was recorded yet)."""
+    path = Path(path)
+    if not path.is_file():
+        return pd.DataFrame(columns=list(GRID_COLUMNS))
+    with open_history(path) as con:  # a read-only open would also wait for the lock
+        tables = {row[0] for row in
+                  con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if HISTORY_TABLE not in tables:
+            return pd.DataFrame(columns=list(GRID_COLUMNS))
+        return con.execute(
+            f"SELECT * FROM {HISTORY_TABLE} WHERE ? IS NULL OR dataset = ? "
+            f"ORDER BY run_at, dataset, semantic_weight", [dataset, dataset]).df()
+
+
+def open_history(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HistoryUnavailable(f"{path.parent}: cannot create the history folder "
+                                 f"({exc.strerror}); set history.duckdb_path in "
+                                 f"config.yaml.") from None
+    deadline = time.monotonic() + MAX_LOCK_WAIT_SECONDS
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise HistoryUnavailable(
+                    f"{path}: cannot open the DuckDB history ({exc}).") from None
+            if time.monotonic() + delay > deadline:
+                raise HistoryUnavailable(
+                    f"{path} is locked by another process for more than "
+                    f"{MAX_LOCK_WAIT_SECONDS:g} s; let it finish (DuckDB allows one writer "
+                    f"at a time) and run again.") from None
+            time.sleep(delay * (0.5 + random.random()))  # jitter: writers do not retry in step
+            delay = min(delay * 2, 1.0)

@@ -1,0 +1,141 @@
+"""reports/calibration-results.md and its plot of P@5 against the semantic weight, and the
+helpers the report plots share: a y axis zoomed to the data (and saying it does not start at
+0), reference lines named when they fall outside it, legends outside the plot area."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+from eval_harness.calibration.run import (CalibrationResult, summary_lines, weight_label)
+from eval_harness.files import write_file_atomically, write_report
+
+REPORT_NAME = "calibration-results.md"
+PLOT_NAME = "calibration-p5.png"
+
+
+def write_calibration_report(folder: Path, result: CalibrationResult) -> tuple[Path, Path]:
+    """Write the Markdown report and the PNG plot into ``folder``, each atomically."""
+    plot = write_file_atomically(Path(folder) / PLOT_NAME, plot_p_at_5(result))
+    report = write_report(Path(folder), REPORT_NAME, calibration_markdown(result, PLOT_NAME))
+    return report, plot
+
+
+def calibration_markdown(result: CalibrationResult, plot_name: str = PLOT_NAME) -> str:
+    """The report: setting, grid table, reference method, uplift, cross-validation, verdict."""
+    lines = [
+        "# Hybrid weight calibration", "",
+        f"Dataset `{result.dataset}`: {result.n_queries} ground-truth queries, "
+        f"{result.n_documents} documents, candidate depth {result.candidate_depth}; "
+        f"calibrated {result.calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic "
+        f"weight. Rankings are hybrid search's own (min-max fusion, ties by document id).", "",
+        "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | |",
+        "|---:|---:|---:|---:|---:|---:|---|"]
+    for point in result.grid:
+        marks = [name for name, chosen in (("**best**", point == result.best),
+                                           ("default", point == result.default)) if chosen]
+        lines.append(f"| {weight_label(point.semantic_weight)} | "
+                     f"{weight_label(point.keyword_weight)} | {point.p_at_5:.4f} | "
+                     f"{point.recall_at_5:.4f} | {point.ndcg_at_10:.4f} | "
+                     f"{point.mrr_at_10:.4f} | {', '.join(marks)} |")
+    rrf = result.rrf
+    lines += [f"| RRF k={result.rrf_k} | | {rrf.p_at_5:.4f} | {rrf.recall_at_5:.4f} | "
+              f"{rrf.ndcg_at_10:.4f} | {rrf.mrr_at_10:.4f} | reference method |", "",
+              f"P@5 ceiling (mean of min(5, relevant)/5, what a perfect ranker gets on this "
+              f"ground truth): **{result.p_at_5_ceiling:.4f}**; counting only relevant "
+              f"documents among the candidates: {result.p_at_5_candidate_ceiling:.4f}.", ""]
+    lines += [f"- {line}" for line in summary_lines(result)]
+    lines += ["", f"![P@5 against the semantic weight]({plot_name})", ""]
+    return "\n".join(lines)
+
+
+def plot_p_at_5(result: CalibrationResult) -> bytes:
+    """PNG bytes of :func:`p_at_5_figure`."""
+    figure = p_at_5_figure(result)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def p_at_5_figure(result: CalibrationResult):
+    """P@5 per semantic weight with the default, the best weight and RRF: which weight wins,
+    and by how much. The y axis is zoomed to these values (a 0..1 axis flattens differences
+    of a few thousandths); the P@5 ceiling is drawn when it falls inside that range, else
+    named in the legend. The legend sits outside the plot, so it covers no point."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
+    from matplotlib.figure import Figure
+
+    weights = [point.semantic_weight for point in result.grid]
+    p_at_5 = [point.p_at_5 for point in result.grid]
+    figure = Figure(figsize=(8.0, 4.0), dpi=110, layout="tight")  # room for the legend
+    axes = figure.subplots()
+    axes.plot(weights, p_at_5, marker="o", label="P@5")
+    axes.axhline(result.rrf.p_at_5, linestyle=":", color="tab:green",
+                 label=f"RRF k={result.rrf_k} {result.rrf.p_at_5:.3f}")
+    axes.scatter([result.default.semantic_weight], [result.default.p_at_5], s=80,
+                 facecolors="none", edgecolors="tab:orange", zorder=3,
+                 label=f"default {weight_label(result.default.semantic_weight)}")
+    axes.scatter([result.best.semantic_weight], [result.best.p_at_5], s=120, marker="*",
+                 color="tab:red", zorder=4,
+                 label=f"best {weight_label(result.best.semantic_weight)}")
+    low, high = zoomed_limits([*p_at_5, result.rrf.p_at_5])
+    axes.set_ylim(low, high)
+    draw_reference(axes, result.p_at_5_ceiling, f"ceiling {result.p_at_5_ceiling:.3f}",
+                   color="grey", linestyle="--")
+    axes.set_xlabel("semantic weight (keyword = 1 - semantic)")
+    axes.set_ylabel(axis_label("mean P@5", axes))
+    axes.set_title(f"Calibration of '{result.dataset}' ({result.n_queries} queries)")
+    axes.grid(alpha=0.3)
+    legend_outside(axes)
+    return figure
+
+
+# ---------------------------------------------------------------- shared by the report plots
+
+def zoomed_limits(values, *, margin: float = 0.15, min_span: float = 0.02,
+                  bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
+    """Y limits around ``values`` with ``margin`` (a share of their span) on both sides.
+
+    Values closer together than ``min_span`` get that span, centred on them, so a flat line
+    sits in the middle rather than on an edge; the limits stay inside ``bounds`` (a metric's
+    range). Non-finite values and None are ignored; with nothing left, ``bounds``.
+    """
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return bounds
+    low, high = min(finite), max(finite)
+    if high - low < min_span:
+        middle = (low + high) / 2
+        low, high = middle - min_span / 2, middle + min_span / 2
+    pad = (high - low) * margin
+    lower, upper = max(bounds[0], low - pad), min(bounds[1], high + pad)
+    return lower, upper
+
+
+def axis_label(text: str, axes) -> str:
+    """``text``, saying so when the y axis does not start at 0 (a zoomed axis exaggerates)."""
+    low = axes.get_ylim()[0]
+    return f"{text}\n(axis starts at {low:.3g}, not 0)" if low > 0 else text
+
+
+def draw_reference(axes, value: float | None, label: str, **style) -> bool:
+    """A horizontal reference line at ``value`` when it lies inside the y limits; else its
+    value is named in the legend with where it lies ("above the axis"). True when drawn."""
+    if value is None or not math.isfinite(value):
+        return False
+    low, high = axes.get_ylim()
+    if low <= value <= high:
+        axes.axhline(value, label=label, **style)
+        return True
+    where = "above" if value > high else "below"
+    axes.plot([], [], label=f"{label} ({where} the axis)", **style)  # legend entry only
+    return False
+
+
+def legend_outside(axes, **options) -> None:
+    """The legend to the right of the axes: it can never cover a line or a point."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                fontsize="small", **options)

@@ -1,0 +1,327 @@
+"""Calibrate a dataset's hybrid weights on its ground truth, and give the P@5 verdict.
+
+Stories 2.8 and 2.9: fetch every ground-truth query's candidate union with both raw scores
+once (:func:`eval_harness.retrieval.hybrid.candidate_scores`), sweep all semantic weights
+in numpy (:func:`eval_harness.retrieval.sweep.sweep_weights`, bit-identical to hybrid
+search at each weight, ties by document id), then
+
+* the best weight: highest mean P@5, ties to the weight closest to the configured one;
+* its uplift over the default 0.7 (absolute, relative, paired bootstrap interval, paired
+  randomization p-value) and the k-fold cross-validated P@5 (how much is overfitting);
+* reciprocal rank fusion on the same candidates, as a reference method;
+* the verdict on the complete ground truth at the best weight: ``>= full_success`` full
+  success, ``>= partial_success`` partial success, else failure.
+
+The keyword weight at semantic weight ``w`` is ``round(1 - w, 10)``: the value written to
+config.yaml, so the calibrated P@5 is exactly what hybrid search at the configured weights
+gets afterwards. The default weight is always evaluated; it is added to the grid when the
+grid does not hold it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import psycopg
+
+from eval_harness.calibration.weights import keyword_weight_for
+from eval_harness.metrics.calibration import (
+    DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
+    precision_verdict, uplift_over_default, weight_grid)
+from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
+from eval_harness.retrieval.report import load_qrels
+from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult,
+                                          reciprocal_rank_fusion, sweep_weights)
+from eval_harness.settings import Settings
+
+VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",
+                  "failure": "failure"}
+VERDICT_MEANING = {
+    "full_success": "ready for production",
+    "partial_success": "deploy with monitoring",
+    "failure": "architecture review or more ground truth needed"}
+MIN_GRID_STEP = 0.01
+
+
+@dataclass(frozen=True)
+class VerdictBands:
+    """P@5 thresholds of the story 2.9 verdict."""
+
+    full_success: float = 0.75
+    partial_success: float = 0.70
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """Mean metrics over all ground-truth queries at one pair of weights."""
+
+    semantic_weight: float
+    keyword_weight: float
+    p_at_5: float
+    recall_at_5: float
+    ndcg_at_10: float
+    mrr_at_10: float
+
+    def to_dict(self) -> dict:
+        return {"semantic_weight": self.semantic_weight, "keyword_weight": self.keyword_weight,
+                "p_at_5": self.p_at_5, "recall_at_5": self.recall_at_5,
+                "ndcg_at_10": self.ndcg_at_10, "mrr_at_10": self.mrr_at_10}
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    dataset: str
+    n_queries: int
+    n_documents: int
+    candidate_depth: int
+    grid: tuple[GridPoint, ...]  # ascending semantic weight
+    default_added_to_grid: bool
+    p_at_5_ceiling: float  # mean min(5, relevant) / 5: a perfect ranker on this ground truth
+    p_at_5_candidate_ceiling: float  # same, counting only relevant docs among the candidates
+    current_weight: float  # the configured semantic weight (tie-break target)
+    best: GridPoint
+    default: GridPoint
+    uplift: Uplift
+    bootstrap_resamples: int
+    cross_validation: CrossValidation | None  # None with fewer than 2 queries
+    rrf_k: int
+    rrf: MethodResult
+    verdict: Verdict
+    bands: VerdictBands
+    calibrated_at: datetime
+    seconds: dict[str, float]
+    candidates: CandidateSet = field(repr=False, compare=False)
+    sweep: SweepResult = field(repr=False, compare=False)
+
+    @property
+    def verdict_p_at_5(self) -> float:
+        """P@5 on the complete ground truth at the calibrated (best) weights."""
+        return self.best.p_at_5
+
+    def to_dict(self) -> dict:
+        """JSON-safe (plain floats, no NaN; None where a value does not exist)."""
+        cv = self.cross_validation
+        return {
+            "dataset": self.dataset,
+            "queries": self.n_queries,
+            "documents": self.n_documents,
+            "candidate_depth": self.candidate_depth,
+            "calibrated_at": self.calibrated_at.isoformat(),
+            "current_weight": self.current_weight,
+            "grid": [dict(point.to_dict(), p_at_5_ceiling=self.p_at_5_ceiling)
+                     for point in self.grid],
+            "default_added_to_grid": self.default_added_to_grid,
+            "p_at_5_ceiling": self.p_at_5_ceiling,
+            "p_at_5_candidate_ceiling": self.p_at_5_candidate_ceiling,
+            "best": self.best.to_dict(),
+            "default": self.default.to_dict(),
+            "uplift": {
+                "absolute": self.uplift.absolute, "relative": self.uplift.relative,
+                "ci_low": self.uplift.ci_low, "ci_high": self.uplift.ci_high,
+                "confidence": self.uplift.confidence, "p_value": self.uplift.p_value,
+                "bootstrap_resamples": self.bootstrap_resamples},
+            "cross_validated_p_at_5": None if cv is None else {
+                "p_at_5": cv.p_at_5, "folds": len(cv.fold_sizes),
+                "optimism": self.best.p_at_5 - cv.p_at_5,
+                "fold_weights": list(cv.fold_weights), "fold_p_at_5": list(cv.fold_p_at_5),
+                "fold_sizes": list(cv.fold_sizes)},
+            "rrf": {"k": self.rrf_k, "p_at_5": self.rrf.p_at_5,
+                    "recall_at_5": self.rrf.recall_at_5, "ndcg_at_10": self.rrf.ndcg_at_10,
+                    "mrr_at_10": self.rrf.mrr_at_10},
+            "verdict": {"verdict": self.verdict, "p_at_5": self.verdict_p_at_5,
+                        "semantic_weight": self.best.semantic_weight,
+                        "keyword_weight": self.best.keyword_weight,
+                        "full_success": self.bands.full_success,
+                        "partial_success": self.bands.partial_success},
+            "seconds": dict(self.seconds),
+        }
+
+
+def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
+    """Semantic weights ``start..stop`` (inclusive) by ``step`` within [0, 1], step >= 0.01."""
+    if not MIN_GRID_STEP - 1e-12 <= step <= 1.0:
+        raise ValueError(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
+    return weight_grid(start, stop, step)
+
+
+def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
+                      grid: np.ndarray | list[float] | None = None,
+                      current_weight: float = DEFAULT_SEMANTIC_WEIGHT,
+                      default_weight: float = DEFAULT_SEMANTIC_WEIGHT,
+                      candidate_depth: int = 50, rrf_k: int = 60, cv_folds: int = 5,
+                      seed: int = 0, bands: VerdictBands = VerdictBands(),
+                      bootstrap_resamples: int = 10_000) -> CalibrationResult:
+    """Grid-search the hybrid weights of ``dataset`` on its ground truth (module docstring).
+
+    ``grid`` holds the semantic weights (default 0.5..0.9 step 0.1). Raises ``LookupError``
+    for an unknown dataset and ``ValueError`` when it has no ground-truth query or an
+    option is out of range; reads the store only.
+    """
+    started = time.perf_counter()
+    weights = _grid_with_default(grid, default_weight)
+    if cv_folds < 2:
+        raise ValueError(f"cv_folds must be at least 2, got {cv_folds}.")
+    info = dataset_info(conn, dataset)
+    qrels = load_qrels(conn, dataset)
+    if not qrels:
+        raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
+                         f"ingest it with its qrels first.")
+    fetched = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
+    candidates = CandidateSet.from_queries(
+        [c.doc_ids for c in fetched], [c.semantic for c in fetched],
+        [c.keyword for c in fetched], [qrels[c.query_id] for c in fetched],
+        query_ids=[c.query_id for c in fetched])
+    fetch_seconds = time.perf_counter() - started
+
+    sweep = sweep_weights(candidates, weights,
+                          keyword_weights=[keyword_weight_for(w) for w in weights])
+    sweep_seconds = time.perf_counter() - started - fetch_seconds
+
+    uplift = uplift_over_default(sweep, default_weight=default_weight,
+                                 current_weight=current_weight, n_resamples=bootstrap_resamples,
+                                 seed=seed)
+    folds = min(cv_folds, candidates.n_queries)
+    cross_validation = (cross_validated_p_at_5(sweep, n_folds=folds, seed=seed,
+                                               current_weight=current_weight)
+                        if folds >= 2 else None)
+    rrf = reciprocal_rank_fusion(candidates, k=rrf_k)
+    points = tuple(_grid_point(sweep, i) for i in range(sweep.semantic_weights.size))
+    best = points[sweep.index_of(uplift.best_weight)]
+    verdict = precision_verdict(best.p_at_5, full_success=bands.full_success,
+                                partial_success=bands.partial_success)
+    total = time.perf_counter() - started
+    return CalibrationResult(
+        dataset=dataset, n_queries=candidates.n_queries, n_documents=info.documents,
+        candidate_depth=candidate_depth, grid=points,
+        default_added_to_grid=not np.any(np.isclose(_as_grid(grid), default_weight, atol=1e-9)),
+        p_at_5_ceiling=sweep.p_at_5_ceiling,
+        p_at_5_candidate_ceiling=sweep.p_at_5_candidate_ceiling,
+        current_weight=float(current_weight), best=best,
+        default=points[sweep.index_of(default_weight)], uplift=uplift,
+        bootstrap_resamples=bootstrap_resamples, cross_validation=cross_validation,
+        rrf_k=rrf_k, rrf=rrf, verdict=verdict, bands=bands,
+        calibrated_at=datetime.now(timezone.utc),
+        seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
+                 "statistics": total - fetch_seconds - sweep_seconds, "total": total},
+        candidates=candidates, sweep=sweep)
+
+
+def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
+                            dataset: str | None = None, *,
+                            grid_step: float | None = None) -> CalibrationResult:
+    """:func:`calibrate_dataset` with every option taken from ``settings`` (config.yaml's
+    ``calibration`` and ``hybrid_search`` sections); ``grid_step`` overrides the step."""
+    options = settings.calibration
+    grid = grid_from_range(options.grid_start, options.grid_stop,
+                           options.grid_step if grid_step is None else grid_step)
+    return calibrate_dataset(
+        conn, dataset or settings.default_dataset, grid=grid,
+        current_weight=settings.hybrid.semantic, default_weight=options.default_weight,
+        candidate_depth=settings.hybrid.candidate_depth, rrf_k=options.rrf_k,
+        cv_folds=options.cv_folds, seed=options.seed,
+        bands=VerdictBands(options.full_success, options.partial_success),
+        bootstrap_resamples=options.bootstrap_resamples)
+
+
+def _as_grid(grid) -> np.ndarray:
+    return weight_grid() if grid is None else np.asarray(grid, dtype=np.float64)
+
+
+def _grid_with_default(grid, default_weight: float) -> np.ndarray:
+    weights = _as_grid(grid)
+    if weights.ndim != 1 or weights.size == 0:
+        raise ValueError("the weight grid must hold at least one semantic weight.")
+    if not np.all((weights >= 0.0) & (weights <= 1.0)) or not 0.0 <= default_weight <= 1.0:
+        raise ValueError("semantic weights and the default weight must lie in [0, 1].")
+    weights = np.round(np.append(weights, default_weight), 10)
+    return np.unique(weights)  # sorted; drops the default when the grid already holds it
+
+
+def _grid_point(sweep: SweepResult, i: int) -> GridPoint:
+    return GridPoint(float(sweep.semantic_weights[i]), float(sweep.keyword_weights[i]),
+                     float(sweep.p_at_5[i]), float(sweep.recall_at_5[i]),
+                     float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]))
+
+
+# ---------------------------------------------------------------------------- text output
+def weight_label(weight: float) -> str:
+    """0.7 -> "0.70", 0.05 -> "0.05", 0.125 -> "0.125": at least two decimals, exact."""
+    text = f"{weight:.10f}".rstrip("0")
+    whole, _, decimals = text.partition(".")
+    return f"{whole}.{decimals.ljust(2, '0')}"
+
+
+def format_table(result: CalibrationResult) -> str:
+    """The grid table, the reference method, uplift, cross-validation and the verdict."""
+    lines = [f"Calibration: dataset '{result.dataset}', {result.n_queries} ground-truth queries, "
+             f"{result.n_documents} documents, candidate depth {result.candidate_depth}", "",
+             f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'Recall@5':>8}  {'nDCG@10':>7}"
+             f"  {'MRR@10':>6}"]
+    for point in result.grid:
+        marks = [name for name, chosen in (("best", point == result.best),
+                                           ("default", point == result.default),
+                                           ("current", _same(point.semantic_weight,
+                                                             result.current_weight)))
+                 if chosen]
+        lines.append(f"  {weight_label(point.semantic_weight):>8}  "
+                     f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
+                     f"{point.recall_at_5:8.4f}  {point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
+                     + (f"  <- {', '.join(marks)}" if marks else ""))
+    rrf = result.rrf
+    lines.append(f"  {'RRF k=' + str(result.rrf_k):>17}  {rrf.p_at_5:6.4f}  "
+                 f"{rrf.recall_at_5:8.4f}  {rrf.ndcg_at_10:7.4f}  {rrf.mrr_at_10:6.4f}"
+                 f"  (reference method)")
+    lines += ["", f"P@5 ceiling (a perfect ranker on this ground truth): "
+                  f"{result.p_at_5_ceiling:.4f}; within the candidates: "
+                  f"{result.p_at_5_candidate_ceiling:.4f}"]
+    lines += summary_lines(result)
+    lines.append(f"\n({result.seconds['total']:.2f} s: candidates "
+                 f"{result.seconds['fetch_candidates']:.2f} s, sweep "
+                 f"{result.seconds['sweep']:.3f} s, statistics "
+                 f"{result.seconds['statistics']:.2f} s)")
+    return "\n".join(lines)
+
+
+def summary_lines(result: CalibrationResult) -> list[str]:
+    """Best vs default, uplift with interval, cross-validated P@5, verdict: one line each."""
+    uplift, best, default = result.uplift, result.best, result.default
+    relative = "n/a" if uplift.relative is None else f"{uplift.relative:+.1%}"
+    lines = [f"Best: semantic {weight_label(best.semantic_weight)} / keyword "
+             f"{weight_label(best.keyword_weight)}, P@5 {best.p_at_5:.4f}; default "
+             f"{weight_label(default.semantic_weight)} / {weight_label(default.keyword_weight)}, "
+             f"P@5 {default.p_at_5:.4f}",
+             f"Uplift: {uplift.absolute:+.4f} absolute ({relative} relative), "
+             f"{uplift.confidence:.0%} paired bootstrap interval [{uplift.ci_low:+.4f}, "
+             f"{uplift.ci_high:+.4f}], paired randomization test p = {uplift.p_value:.4f}"]
+    cv = result.cross_validation
+    if cv is None:
+        lines.append("Cross-validated P@5: not computed (fewer than 2 queries)")
+    else:
+        lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
+                     f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
+                     f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
+    lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
+                                  result.p_at_5_ceiling))
+    return lines
+
+
+def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands,
+                     ceiling: float | None = None) -> str:
+    """The verdict in one sentence; with the P@5 ``ceiling`` of the ground truth, a band
+    that no ranking can reach is said too (e.g. one relevant document per query)."""
+    label = VERDICT_LABELS[verdict].upper()
+    text = (f"Verdict: {label} (P@5 {p_at_5:.4f} at the calibrated weights; full success "
+            f">= {bands.full_success:g}, partial success >= {bands.partial_success:g}): "
+            f"{VERDICT_MEANING[verdict]}")
+    if ceiling is not None and verdict != "full_success" and ceiling < bands.full_success:
+        text += (f". Even a perfect ranking reaches only P@5 {ceiling:.4f} on this ground "
+                 "truth (too few relevant documents per query), so these bands do not fit it")
+    return text
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)

@@ -1,0 +1,85 @@
+"""TREC run files of a calibration, one per weight, so trec_eval or ranx can check us.
+
+Each line is ``qid Q0 docid rank score tag`` with the dataset's own (external) query and
+document ids; every candidate of every ground-truth query is listed, best first. ``qrels.trec``
+(``qid 0 docid grade``) is written beside the runs.
+
+trec_eval and ranx rank a run by its score column and break ties their own way, not by our
+document-id rule, and trec_eval holds scores as 32-bit floats. So the score is the fused
+hybrid score rounded to single precision, and within a tie each following document is
+lowered by one single-precision step (~6e-8 near 1): the file then has strictly decreasing
+scores, in single as in double precision, in exactly our order, and trec_eval and ranx
+reproduce our metrics. Scores are printed in the shortest form that reads back exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from eval_harness.calibration.run import CalibrationResult, weight_label
+from eval_harness.files import write_file_atomically
+from eval_harness.retrieval.fusion import fuse_normalised
+from eval_harness.retrieval.sweep import normalised_scores
+
+
+def run_file_name(semantic_weight: float) -> str:
+    return f"run.semantic-{weight_label(semantic_weight)}.trec"
+
+
+def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
+                    folder: Path | str) -> list[Path]:
+    """Write ``qrels.trec`` and one run file per grid weight into ``folder``; their paths."""
+    folder = Path(folder)
+    candidates = result.candidates
+    query_names = _external_ids(conn, "ground_truth", candidates.query_ids)
+    doc_names = _external_ids(conn, "l2_insights", np.unique(candidates.doc_ids[candidates.mask]))
+    qids = [query_names[q] for q in candidates.query_ids]
+    paths = [_write_qrels(conn, result.dataset, folder / "qrels.trec")]
+    sem_norm, kw_norm = normalised_scores(candidates)
+    for point in result.grid:
+        w_sem, w_kw = point.semantic_weight, point.keyword_weight
+        fused = fuse_normalised(sem_norm, kw_norm, w_sem, w_kw)  # the one fusion rule
+        fused[~candidates.mask] = -np.inf
+        order = np.lexsort((candidates.doc_ids, -fused), axis=1)
+        ranked_ids = np.take_along_axis(candidates.doc_ids, order, axis=1)
+        scores = _strictly_decreasing(np.take_along_axis(fused, order, axis=1))
+        tag = f"eval-harness-semantic-{weight_label(w_sem)}"
+        lines = []
+        for row, qid in enumerate(qids):
+            for rank in range(int(candidates.mask[row].sum())):
+                lines.append(f"{qid} Q0 {doc_names[int(ranked_ids[row, rank])]} {rank + 1} "
+                             f"{scores[row, rank]} {tag}\n")
+        paths.append(write_file_atomically(folder / run_file_name(w_sem),
+                                           "".join(lines).encode("utf-8")))
+    return paths
+
+
+def _strictly_decreasing(scores: np.ndarray) -> np.ndarray:
+    """Per row (sorted descending), the scores as float32, each lowered just enough to lie
+    below its predecessor; only ties (also ties created by the rounding) move."""
+    out = scores.astype(np.float32)
+    low = np.float32(-np.inf)
+    for col in range(1, out.shape[1]):
+        out[:, col] = np.minimum(out[:, col], np.nextafter(out[:, col - 1], low))
+    return out
+
+
+def _external_ids(conn: psycopg.Connection, table: str, ids) -> dict[int, str]:
+    ids = [int(i) for i in ids]
+    query = {"ground_truth": "SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
+             "l2_insights": "SELECT id, external_id FROM l2_insights WHERE id = ANY(%s)"}[table]
+    return dict(conn.execute(query, (ids,)).fetchall())
+
+
+def _write_qrels(conn: psycopg.Connection, dataset: str, path: Path) -> Path:
+    rows = conn.execute("""
+        SELECT g.external_id, d.external_id, r.grade
+        FROM ground_truth g
+        CROSS JOIN LATERAL unnest(g.expected_docs, g.relevance_grades) AS r(doc_id, grade)
+        JOIN l2_insights d ON d.id = r.doc_id
+        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""", (dataset,)).fetchall()
+    text = "".join(f"{qid} 0 {docid} {grade}\n" for qid, docid, grade in rows)
+    return write_file_atomically(path, text.encode("utf-8"))

@@ -1,0 +1,196 @@
+"""The ``eval-harness`` command.
+
+Exit codes: 0 success, 1 the work ran and found a failure, 2 it could not run (bad input,
+bad configuration, store unreachable). Errors are one sentence on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+import psycopg
+
+from eval_harness.cli.calibrate import add_calibrate_command
+from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError
+from eval_harness.cli.doctor import add_doctor_command
+from eval_harness.cli.gate import add_gate_commands
+from eval_harness.cli.judge import add_judge_command
+from eval_harness.cli.review import add_review_commands
+from eval_harness.progress import progress_bar
+from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.connection import server_failure
+from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
+
+def cmd_migrate(args, settings: Settings) -> int:
+    from eval_harness.store import locate_store, migrate
+
+    location = locate_store(settings)
+    print(f"store: {location.description}")
+    with location.connection() as conn:
+        applied = migrate(conn)
+    print(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
+    return EXIT_OK
+
+
+def cmd_ingest(args, settings: Settings) -> int:
+    from eval_harness.store.ingest import ingest_beir
+
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
+        report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
+                             split=args.split, embedder_factory=embedder_factory(settings),
+                             embeddings=args.embeddings, progress=progress)
+    print(f"dataset '{report.dataset}': documents {report.documents}; "
+          f"queries {report.queries}; embeddings {report.embeddings}")
+    if report.skipped_queries:
+        print(f"{report.skipped_queries} queries of the split had no relevant document "
+              "and were left out")
+    if report.empty_documents_note:
+        print(report.empty_documents_note)
+    return EXIT_OK
+
+
+def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic_weight: float):
+    """The stored embedding when ``text`` is a ground-truth query, else one from an embedder."""
+    from eval_harness.retrieval.hybrid import dataset_info
+
+    row = conn.execute("SELECT query_embedding FROM ground_truth WHERE dataset = %s "
+                       "AND query = %s LIMIT 1", (dataset, text)).fetchone()
+    if row is not None:
+        return row[0]
+    if semantic_weight == 0:
+        return None
+    model = dataset_info(conn, dataset).embedding_model
+    try:
+        embedder = embedder_factory(settings, model)()
+    except EmbedderUnavailable as exc:
+        raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
+    return embedder.embed([text])[0]
+
+
+def cmd_search(args, settings: Settings) -> int:
+    from eval_harness.retrieval.hybrid import hybrid_search
+
+    weight = settings.hybrid.semantic if args.semantic_weight is None else args.semantic_weight
+    keyword = args.keyword_weight
+    if keyword is None:
+        keyword = settings.hybrid.keyword if args.semantic_weight is None else 1.0 - weight
+    location = open_store(settings)
+    with location.connection() as conn:
+        embedding = _query_embedding(conn, settings, args.dataset, args.text, weight)
+        hits = hybrid_search(conn, args.dataset, query_text=args.text, query_embedding=embedding,
+                             k=args.k, semantic_weight=weight, keyword_weight=keyword,
+                             candidate_depth=args.candidate_depth or settings.hybrid.candidate_depth)
+    if args.json:
+        print(json.dumps({"dataset": args.dataset, "query": args.text, "semantic_weight": weight,
+                          "keyword_weight": keyword,
+                          "hits": [{"rank": i, "id": h.id, "external_id": h.external_id,
+                                    "score": h.score, "semantic": h.semantic,
+                                    "keyword": h.keyword, "content": h.content}
+                                   for i, h in enumerate(hits, start=1)]}, ensure_ascii=False))
+        return EXIT_OK
+    print(f"{'rank':>4}  {'score':>6}  {'sem':>6}  {'kw':>6}  {'doc':<12} text")
+    for i, h in enumerate(hits, start=1):
+        snippet = " ".join(h.content.split())[:70]
+        print(f"{i:>4}  {h.score:6.3f}  {h.semantic:6.3f}  {h.keyword:6.3f}  "
+              f"{h.external_id:<12} {snippet}")
+    if not hits:
+        print("no results")
+    return EXIT_OK
+
+
+def cmd_report(args, settings: Settings) -> int:
+    from eval_harness.retrieval.report import format_report, retrieval_report
+
+    location = open_store(settings)
+    with location.connection() as conn:
+        report = retrieval_report(conn, args.dataset or settings.default_dataset,
+                                  semantic_weight=settings.hybrid.semantic,
+                                  keyword_weight=settings.hybrid.keyword,
+                                  candidate_depth=settings.hybrid.candidate_depth)
+    print(json.dumps(report.to_dict()) if args.json else format_report(report))
+    return EXIT_OK
+
+
+def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None = None,
+                 partition_runner=None) -> argparse.ArgumentParser:
+    """The library's commands; ``extend(subparsers)`` adds more (the Dagster layer adds
+    ``run``) and ``partition_runner`` gates ``gate --partition`` days (see
+    :func:`eval_harness.cli.gate.add_gate_commands`)."""
+    parser = argparse.ArgumentParser(prog="eval-harness", description=(
+        "Offline evaluation and calibration harness for RAG systems on Postgres + pgvector."))
+    parser.add_argument("--config", help="config.yaml to use (default: ./config.yaml, or "
+                        "EVAL_HARNESS_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    if extend is not None:
+        extend(sub)
+
+    migrate = sub.add_parser("migrate", help="apply pending schema migrations")
+    migrate.set_defaults(func=cmd_migrate)
+
+    ingest = sub.add_parser("ingest", help="load a BEIR folder into the store")
+    ingest.add_argument("path")
+    ingest.add_argument("--name", required=True, help="dataset name in the store")
+    ingest.add_argument("--language", default="english",
+                        help="text-search language: english (default), german, simple, ...")
+    ingest.add_argument("--split", default="test", help="qrels split (default: test)")
+    ingest.add_argument("--embeddings", help="precomputed embeddings.npz kept outside the folder")
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = sub.add_parser("search", help="hybrid search one query")
+    search.add_argument("text")
+    search.add_argument("--dataset", required=True)
+    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--semantic-weight", type=float)
+    search.add_argument("--keyword-weight", type=float,
+                        help="default: 1 - semantic weight")
+    search.add_argument("--candidate-depth", type=int)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=cmd_search)
+
+    report = sub.add_parser("report", help="retrieval metrics at the configured weights")
+    report.add_argument("--dataset")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+    add_review_commands(sub)
+    add_calibrate_command(sub)
+    add_judge_command(sub)
+    add_gate_commands(sub, partition_runner=partition_runner)
+    add_doctor_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command; exit code 0 / 1 (ran, found a failure) / 2 (could not run)."""
+    args = (parser or build_parser()).parse_args(argv)
+    settings = None
+    try:
+        # doctor loads the config itself: a bad one is one of its FAIL lines
+        own = getattr(args, "loads_own_settings", False)
+        settings = None if own else load_settings(args.config)
+        return args.func(args, settings)
+    except (CliError, ConfigError, DatasetError, EmbedderUnavailable, StoreUnavailable,
+            MigrationError, LookupError, ValueError) as exc:
+        message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
+        print(f"eval-harness: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        crashed = server_failure(settings, exc) if settings is not None else None
+        print(f"eval-harness: error: {crashed or 'the store reported: ' + lines[0]}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("eval-harness: interrupted; completed work is kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

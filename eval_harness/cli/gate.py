@@ -1,0 +1,208 @@
+"""``eval-harness answers import FILE.jsonl`` and ``eval-harness gate``.
+
+``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
+may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
+store, a partition outside the configured range, a crashed step).
+
+With ``--partition DAY`` (default: today, UTC) it gates that daily partition: the installed
+``eval-harness`` runs the Dagster ``quality_gate_job`` in-process, so the run and its checks land
+in the Dagster run history (:mod:`eval_harness_pipelines.gate`); the library alone
+(``python -m eval_harness.cli``) evaluates the same window without Dagster.
+With ``--since TIME`` it runs the same gates through the library over every answer created
+since then, across days (Dagster partitions are single days), and reports the same way; the
+per-answer results are shared, so neither path re-evaluates what the other stored. In a
+terminal, ``--since`` shows a progress bar on stderr (answers evaluated, batch by batch).
+
+``--junit-xml`` and ``--summary`` are written on every exit: when the gates could not run
+(exit 2) they say why, so a CI job shows the reason rather than a missing report. ``gate``
+loads its own settings for that reason: a bad config is one of the reasons reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date, datetime, time, timezone
+from pathlib import Path
+from time import perf_counter
+
+import psycopg
+
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.settings import Settings, load_settings
+from eval_harness.store import MigrationError, StoreUnavailable, open_store
+
+
+def cmd_answers_import(args, settings: Settings) -> int:
+    from eval_harness.gates.answers import import_answers
+
+    relation = settings.quality_gates.answers_relation
+    location = open_store(settings)
+    try:
+        with location.connection() as conn:
+            report = import_answers(conn, Path(args.file), relation=relation)
+    except psycopg.Error as exc:
+        raise CliError(f"importing {args.file} failed in the store: "
+                         f"{str(exc).strip().splitlines()[0]}") from None
+    print(f"answers from {report.path} into '{relation}': {report}")
+    return EXIT_OK
+
+
+def parse_since(text: str) -> datetime:
+    """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
+    try:
+        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
+                         "timestamp (e.g. 2025-03-03T12:00:00Z).") from None
+    if moment.tzinfo is None:
+        raise CliError(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
+    return moment
+
+
+def _partition_day(text: str | None, settings: Settings) -> date:
+    today = datetime.now(timezone.utc).date()
+    if text is None:
+        return today
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise CliError(f"--partition {text!r} is not a date YYYY-MM-DD.") from None
+    start = settings.quality_gates.partition_start
+    if day < start:
+        raise CliError(f"--partition {day} is before quality_gates.partition_start ({start}): "
+                         f"gate it with --since {day}, or move partition_start back.")
+    if day > today:
+        raise CliError(f"--partition {day} is in the future (today is {today}, UTC).")
+    return day
+
+
+def run_gate_window(settings: Settings, day: date, gates):
+    """Gate partition ``day`` through the library (the same gates and stored results as the
+    Dagster job; ``eval-harness`` as installed runs the Dagster job instead, see
+    :mod:`eval_harness_pipelines.gate`, so the run lands in the UI's history)."""
+    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.runner import run_quality_gates
+
+    return run_quality_gates(open_store(settings), TimeWindow.day(day), gates,
+                             relation=settings.quality_gates.answers_relation)
+
+
+def cmd_gate(args, settings: Settings | None = None) -> int:
+    from eval_harness.gates.report import format_gate_table
+
+    started, clock = datetime.now(timezone.utc), perf_counter()
+    try:
+        settings = settings or load_settings(args.config)
+        report = gate_report(args, settings)
+    except Exception as exc:  # exit 2 (or a crash): CI still gets both files, saying why
+        _write_ci_error(args, _reason(exc), started, perf_counter() - clock)
+        raise
+    # One report object feeds every output.
+    print(report.to_json() if args.json else format_gate_table(report))
+    _write_ci_outputs(report, args, started, perf_counter() - clock)
+    return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def gate_report(args, settings: Settings):
+    """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
+    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.progress import progress_bar
+
+    gates = configured_gates(settings)  # a configuration error stops here, exit 2
+    if not gates:
+        raise CliError(f"{settings.config_path or 'the default configuration'}: every quality "
+                       "gate is disabled (quality_gates.gates); enable one.")
+    since = parse_since(args.since) if args.since else None
+    day = None if since else _partition_day(args.partition, settings)
+    location = open_store(settings)  # an unreachable store stops here, exit 2
+    try:
+        if since is not None:
+            with progress_bar("gating", unit="answer") as progress:
+                return run_quality_gates(location, TimeWindow.since(since), gates,
+                                         relation=settings.quality_gates.answers_relation,
+                                         progress=progress)
+        runner = getattr(args, "partition_runner", None) or run_gate_window
+        return runner(settings, day, gates)
+    except psycopg.Error as exc:
+        raise CliError(f"the quality gates failed in the store: "
+                         f"{str(exc).strip().splitlines()[0]}") from None
+
+
+_USER_ERRORS = (CliError, ValueError, LookupError, StoreUnavailable, MigrationError)
+
+
+def _reason(exc: Exception) -> str:
+    """The one-line reason the gates could not run, as the command prints it."""
+    if isinstance(exc, psycopg.Error):
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return f"the store reported: {lines[0]}"
+    if isinstance(exc, LookupError) and exc.args:
+        text = str(exc.args[0])
+    else:
+        text = str(exc)
+    line = (text.strip().splitlines() or [""])[0]
+    if isinstance(exc, _USER_ERRORS) and line:
+        return line
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def _write_ci_outputs(report, args, started: datetime, seconds: float) -> None:
+    from eval_harness.gates.ci_output import junit_xml, markdown_summary
+
+    _write(args.junit_xml, junit_xml(report, seconds=seconds, started=started))
+    _write(args.summary, markdown_summary(report))
+
+
+def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> None:
+    from eval_harness.gates.ci_output import junit_error_xml, markdown_error_summary
+
+    window = args.partition or (f"since {args.since}" if args.since else None)
+    _write(args.junit_xml, junit_error_xml(reason, window=window, seconds=seconds,
+                                           started=started))
+    _write(args.summary, markdown_error_summary(reason, window=window))
+
+
+def _write(path: str | None, text: str) -> None:
+    from eval_harness.files import write_report
+
+    if path:
+        target = Path(path).resolve()
+        write_report(target.parent, target.name, text)
+
+
+def add_gate_commands(subparsers: argparse._SubParsersAction, *,
+                      partition_runner=None) -> None:
+    """``answers import`` and ``gate``; ``partition_runner(settings, day, gates)`` gates a
+    ``--partition`` day (default: the library's :func:`run_gate_window`)."""
+    answers = subparsers.add_parser("answers", help="the answers the quality gates read")
+    answers_sub = answers.add_subparsers(dest="answers_command", required=True)
+    imported = answers_sub.add_parser(
+        "import", help="load answers from a JSONL file (idempotent by id; a bad line imports "
+                       "nothing)")
+    imported.add_argument("file", help="JSONL: id, query, answer, sources, created_at")
+    imported.set_defaults(func=cmd_answers_import)
+
+    gate = subparsers.add_parser(
+        "gate", help="run the quality gates; exit 0 pass, 1 a blocking gate fails, 2 error")
+    window = gate.add_mutually_exclusive_group()
+    window.add_argument("--partition", metavar="YYYY-MM-DD",
+                        help="the daily partition (UTC) to gate via Dagster (default: today)")
+    window.add_argument("--since", metavar="TIME",
+                        help="gate every answer created since TIME (YYYY-MM-DD or ISO-8601 "
+                             "with timezone), across days, without Dagster")
+    gate.add_argument("--json", action="store_true",
+                      help="print one JSON object with every check and the failing answer ids")
+    gate.add_argument("--junit-xml", metavar="FILE",
+                      help="also write JUnit XML: one test case per check and day, failures "
+                           "with figures; when the gates cannot run, one <error> with why")
+    gate.add_argument("--summary", metavar="FILE",
+                      help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
+                           "the gates cannot run, why")
+    # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
+    gate.set_defaults(func=cmd_gate, loads_own_settings=True, partition_runner=partition_runner)

@@ -1,0 +1,62 @@
+"""``eval-harness judge``: dual-judge relevance scores for a dataset's ground truth.
+
+Prints a progress bar (on stderr, in a terminal only) and a summary: pairs, scored, unscored,
+failed, provider calls, cache hits, retries, tokens, cost and pooled kappa (or one JSON object
+with ``--json``). Exit code: 0 when every planned query was written and no judgement failed,
+1 when the budget stopped the run or a judgement failed (what was done is kept; running again
+costs nothing for it), 2 when it could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.settings import Settings
+
+
+def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "judge", help="score ground-truth (query, document) pairs with both relevance judges")
+    parser.add_argument("--dataset", help="dataset in the store (default: default_dataset)")
+    parser.add_argument("--limit", type=_positive, metavar="N",
+                        help="judge only the first N ground-truth queries (by id)")
+    parser.add_argument("--batch", action="store_true",
+                        help="use the providers' batch APIs (cheaper, can take hours)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=cmd_judge)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def cmd_judge(args, settings: Settings) -> int:
+    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.pricing import MissingPrice
+    from eval_harness.judges.session import JudgeUnavailable
+    from eval_harness.progress import progress_bar
+    from eval_harness.store import open_store
+
+    dataset = args.dataset or settings.default_dataset
+    location = open_store(settings)
+    print(f"store: {location.description}", file=sys.stderr)
+    with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
+        try:
+            summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
+                                    progress=progress)
+        except (JudgeUnavailable, MissingPrice) as exc:
+            raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    if args.json:
+        print(json.dumps(summary.to_dict(), allow_nan=False))
+    else:
+        print(summary.format())
+    return EXIT_OK if summary.complete else EXIT_FAILED

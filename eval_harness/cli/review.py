@@ -1,0 +1,78 @@
+"""``eval-harness review export|import`` and ``eval-harness agreement``.
+
+Exit codes as in :mod:`eval_harness.cli`: ``agreement`` exits 1 when the kappa gate fails
+(the work ran and found the labels untrustworthy); a bad file, dataset or store exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK
+from eval_harness.settings import Settings
+from eval_harness.store import open_store
+
+
+
+def cmd_review_export(args, settings: Settings) -> int:
+    from eval_harness.agreement.review import export_review_csv, queue_disagreements
+
+    dataset = args.dataset or settings.default_dataset
+    with open_store(settings).connection() as conn:
+        # Refresh first, so the file shows the judges' current scores.
+        queued = queue_disagreements(conn, dataset,
+                                     threshold=settings.agreement.disagreement_threshold)
+        exported = export_review_csv(conn, dataset, Path(args.file))
+    print(f"review queue of '{dataset}': {queued}")
+    print(f"exported {exported.rows} pair(s) ({exported.pending} pending, "
+          f"{exported.adjudicated} adjudicated) to {exported.path}; fill in the verdict "
+          "column (relevant / not relevant) and run `eval-harness review import "
+          f"{exported.path}`")
+    return EXIT_OK
+
+
+def cmd_review_import(args, settings: Settings) -> int:
+    from eval_harness.agreement.review import import_review_csv
+
+    dataset = args.dataset or settings.default_dataset
+    with open_store(settings).connection() as conn:
+        imported = import_review_csv(conn, dataset, Path(args.file))
+    print(f"imported {args.file} into the review queue of '{dataset}': {imported}")
+    return EXIT_OK
+
+
+def cmd_agreement(args, settings: Settings) -> int:
+    from eval_harness.agreement.data import dataset_agreement
+    from eval_harness.agreement.report import format_agreement_markdown
+
+    dataset = args.dataset or settings.default_dataset
+    with open_store(settings).connection() as conn:
+        result = dataset_agreement(conn, dataset, settings.agreement)
+    if args.json:
+        print(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
+    else:
+        print(format_agreement_markdown(result))
+    return EXIT_OK if result.gate.passed else EXIT_FAILED
+
+
+def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``review export``, ``review import`` and ``agreement`` on the main parser."""
+    review = subparsers.add_parser("review", help="human review of pairs the judges disagree on")
+    actions = review.add_subparsers(dest="review_command", required=True)
+    export = actions.add_parser("export", help="queue disagreements and write them to a CSV file")
+    export.add_argument("file", help="CSV file to write")
+    export.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    export.set_defaults(func=cmd_review_export)
+    imported = actions.add_parser("import", help="store the verdicts of an edited CSV file "
+                                  "(all rows or none)")
+    imported.add_argument("file", help="CSV file written by `review export`, with verdicts")
+    imported.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    imported.set_defaults(func=cmd_review_import)
+
+    agreement = subparsers.add_parser(
+        "agreement", help="judge agreement report (exit 1 when the kappa gate fails)")
+    agreement.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    agreement.add_argument("--json", action="store_true")
+    agreement.set_defaults(func=cmd_agreement)

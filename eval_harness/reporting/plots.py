@@ -1,0 +1,253 @@
+"""The report's figures as PNG bytes, drawn with matplotlib's Agg backend (no display, no
+pyplot state; safe in Dagster workers and CI).
+
+Trends over the run history, one per headline number: judge agreement against its floor,
+P@5 against the verdict bands, gate pass rates against their minimum, cost per run; a single
+run is drawn as a marker. And the latest calibration grid as the history holds it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+
+import pandas as pd
+
+from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
+                                             zoomed_limits)
+from eval_harness.calibration.run import VerdictBands
+
+__all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "plot_kappa_trend",
+           "plot_p_at_5_trend", "plot_gate_trend", "plot_cost_trend", "plot_calibration_grid",
+           "calibration_grid_figure"]
+
+
+# ------------------------------------------------------------------------------ trends
+
+def new_figure(title: str):
+    """A matplotlib figure and its axes on the Agg backend (no display, no pyplot state)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4, 3.6), dpi=100)
+    axes = figure.subplots()
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    return figure, axes
+
+
+def figure_png(figure) -> bytes:
+    """The figure as PNG bytes (no software tag, so equal plots give equal bytes)."""
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _png(figure, axes, runs: pd.DataFrame) -> bytes:
+    format_run_axis(axes, runs)
+    # outside the axes, so the legend never covers a point
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                fontsize="x-small")
+    return figure_png(figure)
+
+
+MAX_RUN_TICKS = 8
+
+
+def format_run_axis(axes, runs: pd.DataFrame) -> None:
+    """The x axis counts runs (one step per run, oldest left), each tick labelled with the
+    day and time the run was recorded (UTC). Runs minutes apart and runs days apart both
+    read at a glance; a time axis shows bare seconds ("15", "30") for the former."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    labels = run_labels(runs)
+    axes.set_xlim(-0.5, len(labels) - 0.5)
+    axes.xaxis.set_major_locator(MaxNLocator(nbins=MAX_RUN_TICKS, integer=True, min_n_ticks=1))
+    axes.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: labels[int(round(x))] if 0 <= round(x) < len(labels)
+        and abs(x - round(x)) < 1e-9 else ""))
+    years = sorted({time.year for time in pd.to_datetime(runs.index, utc=True)})
+    span = "-".join(str(year) for year in dict.fromkeys((years[0], years[-1]))) if years else ""
+    axes.set_xlabel(f"run, recorded at (UTC, {span})" if span else "run")
+
+
+def run_labels(runs: pd.DataFrame) -> list[str]:
+    """One label per run: "MM-DD\\nHH:MM", with seconds when two runs share a minute."""
+    times = pd.to_datetime(runs.index, utc=True)
+    for layout in ("%m-%d\n%H:%M", "%m-%d\n%H:%M:%S"):
+        labels = [time.strftime(layout) for time in times]
+        if len(set(labels)) == len(labels):
+            return labels
+    return labels
+
+
+def _series(runs: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric`` per run, indexed by the run's position (0 = oldest; see format_run_axis)."""
+    if metric not in runs:
+        return pd.Series(dtype=float)
+    return runs[metric].reset_index(drop=True).dropna()
+
+
+def _line(axes, series: pd.Series, label: str, **style) -> None:
+    axes.plot(series.index, series.values, marker="o", label=label, **style)
+
+
+def plot_kappa_trend(runs: pd.DataFrame, *, floor: float) -> bytes | None:
+    """Pooled kappa and its lower confidence bound per run, against the floor."""
+    kappa, low = _series(runs, "kappa"), _series(runs, "kappa_ci_low")
+    if kappa.empty:
+        return None
+    figure, axes = new_figure("Judge agreement (Cohen's kappa)")
+    _line(axes, kappa, "kappa")
+    if not low.empty:
+        _line(axes, low, "lower bound", linestyle="--")
+    axes.axhline(floor, color="tab:red", linestyle=":", label=f"floor {floor:g}")
+    axes.set_ylim(min(0.0, kappa.min(), low.min() if not low.empty else 0.0) - 0.05, 1.05)
+    axes.set_ylabel("kappa")
+    return _png(figure, axes, runs)
+
+
+def plot_p_at_5_trend(runs: pd.DataFrame, *, bands: VerdictBands) -> bytes | None:
+    """P@5 at the calibrated and at the default weights per run, over the verdict bands."""
+    best, default = _series(runs, "p_at_5_best"), _series(runs, "p_at_5_default")
+    if best.empty:
+        return None
+    figure, axes = new_figure("P@5 at the calibrated weights")
+    axes.axhspan(0.0, bands.partial_success, color="tab:red", alpha=0.08, label="failure")
+    axes.axhspan(bands.partial_success, bands.full_success, color="tab:orange", alpha=0.12,
+                 label="partial success")
+    axes.axhspan(bands.full_success, 1.0, color="tab:green", alpha=0.08, label="full success")
+    _line(axes, best, "P@5 best")
+    if not default.empty:
+        _line(axes, default, "P@5 default", linestyle="--")
+    ceiling = _series(runs, "p_at_5_ceiling")
+    if not ceiling.empty:
+        _line(axes, ceiling, "ceiling", color="grey", linestyle=":")
+    axes.set_ylim(0.0, 1.0)
+    axes.set_ylabel("mean P@5")
+    return _png(figure, axes, runs)
+
+
+def plot_gate_trend(runs: pd.DataFrame, *, min_pass_rates: Mapping[str, float]) -> bytes | None:
+    """Each gate's pass rate per run (one line per gate), with its minimum pass rate."""
+    lines = {gate: _series(runs, f"{gate}_pass_rate") for gate in min_pass_rates}
+    lines = {gate: series for gate, series in lines.items() if not series.empty}
+    if not lines:
+        return None
+    import matplotlib
+
+    figure, axes = new_figure("Quality gate pass rates")
+    colours = matplotlib.colormaps["tab10"].colors
+    for colour, (gate, series) in zip(colours, lines.items()):
+        _line(axes, series, gate, color=colour)
+    minimums: dict[float, list[str]] = {}
+    for gate in lines:  # gates sharing a minimum share its line
+        minimums.setdefault(min_pass_rates[gate], []).append(gate)
+    for minimum, gates in minimums.items():
+        shared = len(gates) == len(lines)
+        axes.axhline(minimum, color="grey" if shared else colours[list(lines).index(gates[0])],
+                     linestyle=":", label=f"min pass rate {minimum:g}"
+                     + ("" if shared else f" ({', '.join(gates)})"))
+    axes.set_ylim(-0.02, 1.02)
+    axes.set_ylabel("pass rate")
+    return _png(figure, axes, runs)
+
+
+def plot_cost_trend(runs: pd.DataFrame) -> bytes | None:
+    """Provider cost (USD) per run, and what the reply cache saved."""
+    cost = _series(runs, "cost_usd")
+    if cost.empty:
+        return None
+    figure, axes = new_figure("Cost per run")
+    _line(axes, cost, "cost USD")
+    saved = _series(runs, "cache_saved_usd")
+    if not saved.empty and (saved > 0).any():
+        _line(axes, saved, "saved by the cache USD", linestyle="--")
+    axes.set_ylim(bottom=0.0)
+    axes.set_ylabel("USD")
+    return _png(figure, axes, runs)
+
+
+# ------------------------------------------------------------------------------ calibration grid
+
+def plot_calibration_grid(grid, bands: VerdictBands) -> bytes:
+    """PNG bytes of :func:`calibration_grid_figure`."""
+    return figure_png(calibration_grid_figure(grid, bands))
+
+
+BAND_EDGE_REACH = 0.05  # P@5 within this of a verdict band's edge: the edge stays in view
+OTHER_GRID_METRICS = (("recall_at_5", "Recall@5", "--"), ("ndcg_at_10", "nDCG@10", "-."),
+                      ("mrr_at_10", "MRR@10", ":"))
+
+
+def calibration_grid_figure(grid, bands: VerdictBands):
+    """The history's grid in two panels sharing the semantic weight axis.
+
+    Top: P@5, the metric the verdict is about, in its verdict bands, with the ceiling, the
+    best and the default weight; the y axis is zoomed to the P@5 values and any band edge
+    within 0.05 of them (the bands outside the view are named in the legend). Bottom:
+    Recall@5, nDCG@10 and MRR@10 on their own zoomed axis and without bands: they have no
+    verdict, and drawn over the success band they would read as one. Legends sit outside the
+    axes, so they cover no line.
+
+    :func:`eval_harness.calibration.report.plot_p_at_5` draws a fresh
+    :class:`CalibrationResult` (with the RRF reference, which the history does not keep);
+    this one draws what the history holds.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9.0, 6.0), dpi=100, layout="tight")  # room for the legends
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    figure.suptitle(f"Calibration grid ({len(grid)} weights)")
+    _p_at_5_panel(top, grid, bands)
+    _other_metrics_panel(bottom, grid)
+    return figure
+
+
+def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
+    weights, p_at_5 = grid["semantic_weight"].to_numpy(), grid["p_at_5"].to_numpy()
+    # a band edge close to the data is kept in view: how far P@5 is from the next band
+    edges = [edge for edge in (bands.partial_success, bands.full_success)
+             if p_at_5.min() - BAND_EDGE_REACH <= edge <= p_at_5.max() + BAND_EDGE_REACH]
+    axes.set_ylim(*zoomed_limits([*p_at_5, *edges]))
+    low, high = axes.get_ylim()
+    for start, stop, colour, alpha, name in (
+            (0.0, bands.partial_success, "tab:red", 0.08, "failure"),
+            (bands.partial_success, bands.full_success, "tab:orange", 0.12, "partial success"),
+            (bands.full_success, 1.0, "tab:green", 0.08, "full success")):
+        label = f"{name} {start:g}..{stop:g}"
+        if stop <= low or start >= high:  # outside the view: named, not drawn
+            label += " (above the axis)" if start >= high else " (below the axis)"
+        axes.axhspan(start, stop, color=colour, alpha=alpha, label=label)
+    axes.set_ylim(low, high)  # the spans must not widen the view
+    axes.plot(weights, p_at_5, marker="o", color="tab:blue", label="P@5")
+    ceiling = float(grid["p_at_5_ceiling"].iloc[0])
+    draw_reference(axes, ceiling, f"P@5 ceiling {ceiling:.3f}", color="grey", linestyle="--")
+    best, default = grid[grid["is_best"]], grid[grid["is_default"]]
+    axes.scatter(default["semantic_weight"], default["p_at_5"], s=90, facecolors="none",
+                 edgecolors="black", zorder=3, label="default")
+    axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*", color="tab:red",
+                 zorder=4, label="best")
+    axes.set_ylabel(axis_label("mean P@5", axes))
+    axes.set_title("P@5 in its verdict bands", fontsize="medium")
+    axes.grid(alpha=0.3)
+    legend_outside(axes)
+
+
+def _other_metrics_panel(axes, grid) -> None:
+    weights = grid["semantic_weight"].to_numpy()
+    others = [grid[column].to_numpy() for column, _, _ in OTHER_GRID_METRICS]
+    for values, (_, label, style) in zip(others, OTHER_GRID_METRICS):
+        axes.plot(weights, values, marker="o", linestyle=style, label=label)
+    axes.set_ylim(*zoomed_limits([v for values in others for v in values]))
+    axes.set_ylabel(axis_label("mean", axes))
+    axes.set_title("Other ranking metrics (no verdict)", fontsize="medium")
+    axes.set_xlabel("semantic weight (keyword = 1 - semantic)")
+    axes.grid(alpha=0.3)
+    legend_outside(axes)

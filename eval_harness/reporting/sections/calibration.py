@@ -1,0 +1,72 @@
+"""Section 3: the latest calibration grid in the DuckDB history and its P@5 verdict."""
+
+from __future__ import annotations
+
+from eval_harness.calibration.history import calibrated_row, read_grid_history, verdict_from_grid
+from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, verdict_sentence,
+                                          weight_label)
+from eval_harness.reporting import formatting as fmt
+from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
+                                           Check, Figure, Metric, Paragraph, Section, Table,
+                                           no_data)
+from eval_harness.reporting.plots import plot_calibration_grid
+from eval_harness.settings import Settings
+
+CALIBRATION_KEYS: dict[str, Metric] = dict.fromkeys(
+    ("p_at_5_best", "best_semantic_weight", "p_at_5_default", "p_at_5_ceiling", "verdict",
+     "calibrated_at"))
+CALIBRATION_PLOT = "calibration-grid.png"
+CHECK_NAME = "P@5 verdict"
+
+
+def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
+    """The newest grid of ``dataset`` in the history: its table, plot and verdict."""
+    title = SECTION_TITLES["calibration"]
+    history = read_grid_history(settings.history_duckdb_path, dataset)
+    if history.empty:
+        hint = (f"No calibration of dataset '{dataset}' in the history "
+                f"({settings.history_duckdb_path}): run `eval-harness calibrate`.")
+        return no_data("calibration", hint, dict(CALIBRATION_KEYS), check=CHECK_NAME)
+    grid = history[history["run_at"] == history["run_at"].max()].sort_values("semantic_weight")
+    bands = VerdictBands(settings.calibration.full_success, settings.calibration.partial_success)
+    verdict, p_at_5 = verdict_from_grid(grid, bands)
+    best = calibrated_row(grid)
+    default = grid[grid["is_default"]]
+    ceiling = float(best["p_at_5_ceiling"])
+    calibrated_at = fmt.utc(best["run_at"])
+    status = {"full_success": PASS, "partial_success": WARN, "failure": FAIL}[verdict]
+    sentence = verdict_sentence(verdict, p_at_5, bands, ceiling)
+    blocks = (
+        Paragraph(f"**{sentence}.**"),
+        Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
+                  f"candidate depth {int(best['candidate_depth'])}, calibrated "
+                  f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight."),
+        _grid_table(grid),
+        Figure(CALIBRATION_PLOT, plot_calibration_grid(grid, bands),
+               "P@5 against the semantic weight in its verdict bands (top) and the other "
+               "ranking metrics, which have no verdict (bottom); both y axes are zoomed to "
+               "the data"),
+        Paragraph(f"P@5 ceiling (what a perfect ranker gets on this ground truth: mean of "
+                  f"min(5, relevant) / 5): **{ceiling:.4f}**."))
+    default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
+    metrics = {"p_at_5_best": p_at_5, "best_semantic_weight": float(best["semantic_weight"]),
+               "p_at_5_default": default_p, "p_at_5_ceiling": ceiling,
+               "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat()}
+    check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: P@5 {p_at_5:.4f} at "
+                  f"semantic {weight_label(float(best['semantic_weight']))}", calibrated_at)
+    return BuiltSection(Section("calibration", title, blocks, status), metrics, (check,))
+
+
+def _grid_table(grid) -> Table:
+    """One row per weight, the best one in bold; the best and the default are named."""
+    rows, marked = [], set()
+    for position, row in enumerate(grid.itertuples(index=False)):
+        marks = [name for name, chosen in (("best", row.is_best), ("default", row.is_default))
+                 if chosen]
+        if row.is_best:
+            marked.add(position)
+        rows.append((weight_label(row.semantic_weight), weight_label(row.keyword_weight),
+                     f"{row.p_at_5:.4f}", f"{row.recall_at_5:.4f}", f"{row.ndcg_at_10:.4f}",
+                     f"{row.mrr_at_10:.4f}", ", ".join(marks)))
+    return Table(("semantic", "keyword", "P@5", "Recall@5", "nDCG@10", "MRR@10", ""),
+                 tuple(rows), (True,) * 6 + (False,), frozenset(marked))

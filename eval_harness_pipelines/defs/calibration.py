@@ -1,0 +1,130 @@
+"""Calibration domain: hybrid-weight grid search (story 2.8) and the P@5 verdict (story 2.9).
+
+``calibration_grid`` sweeps the weights on the ground truth (one row per weight, stored by
+Dagster's DuckDB I/O manager and appended to the DuckDB history); ``calibrated_weights``
+writes the best weights into config.yaml; the check ``p_at_5_verdict`` grades them on the
+complete ground truth. As in the stories, the weights are written first and then validated:
+a failure verdict (ERROR, blocking) stops whatever runs downstream of the calibrated weights
+and fails the run with the verdict and its figure (``eval_harness_pipelines.check_outcomes``); a partial
+success warns.
+"""
+
+
+from collections.abc import Iterator
+from typing import Optional
+
+import dagster as dg
+import pandas as pd
+
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
+from eval_harness.calibration.history import (append_grid_history, calibrated_row, grid_frame,
+                                              verdict_from_grid)
+from eval_harness.calibration.report import calibration_markdown, write_calibration_report
+from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
+                                          format_table, verdict_sentence)
+from eval_harness.calibration.weights import write_calibrated_weights
+
+GROUP = "calibration"
+
+
+class CalibrationConfig(dg.Config):
+    dataset: Optional[str] = None  # a dataset in the store; default_dataset if unset
+    grid_step: Optional[float] = None  # overrides calibration.grid.step (0.01 .. 1)
+
+
+# Downstream of judge_agreement: its blocking kappa check stops calibration on untrustworthy
+# labels.
+@dg.asset(group_name=GROUP, deps=["judge_agreement"], io_manager_key=DUCKDB_IO_MANAGER_KEY,
+          description="P@5, Recall@5, nDCG@10, MRR@10 of hybrid search at every weight of the "
+                      "grid on the ground truth; best weight, uplift, cross-validated P@5.")
+def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfig,
+                     settings: EvalSettings, store: LiveStore) -> dg.Output[pd.DataFrame]:
+    cfg = settings.load()
+    with store.location().connection() as conn:
+        result = calibrate_with_settings(conn, cfg, config.dataset, grid_step=config.grid_step)
+    frame = grid_frame(result)
+    append_grid_history(cfg.history_duckdb_path, frame)
+    report, _ = write_calibration_report(cfg.root / "reports", result)
+    context.log.info(format_table(result))
+    uplift, cv = result.uplift, result.cross_validation
+    metadata = {
+        "dataset": result.dataset, "queries": result.n_queries,
+        "best_semantic_weight": result.best.semantic_weight,
+        "best_keyword_weight": result.best.keyword_weight,
+        "p_at_5_best": result.best.p_at_5, "p_at_5_default": result.default.p_at_5,
+        "p_at_5_ceiling": result.p_at_5_ceiling, "p_at_5_rrf": result.rrf.p_at_5,
+        "uplift_absolute": uplift.absolute, "uplift_ci_low": uplift.ci_low,
+        "uplift_ci_high": uplift.ci_high, "uplift_p_value": uplift.p_value,
+        "verdict": VERDICT_LABELS[result.verdict],
+        "report": dg.MetadataValue.md(calibration_markdown(result)),
+        "report_path": dg.MetadataValue.path(str(report)),
+        "history_path": dg.MetadataValue.path(str(cfg.history_duckdb_path)),
+        "dagster/row_count": len(frame)}
+    if uplift.relative is not None:
+        metadata["uplift_relative"] = uplift.relative
+    if cv is not None:
+        metadata["p_at_5_cross_validated"] = cv.p_at_5
+    return dg.Output(frame, metadata=readable(metadata))
+
+
+@dg.asset(group_name=GROUP,
+          description="The best weights of calibration_grid, written into config.yaml "
+                      "(hybrid_search.semantic / .keyword; other keys and comments kept).")
+def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.DataFrame,
+                       settings: EvalSettings) -> dg.MaterializeResult:
+    cfg = settings.load()
+    best = calibrated_row(calibration_grid)
+    metadata = {"semantic_weight": float(best["semantic_weight"]),
+                "keyword_weight": float(best["keyword_weight"]),
+                "p_at_5": float(best["p_at_5"]), "dataset": str(best["dataset"])}
+    if cfg.config_path is None:
+        context.log.warning("No config file is in use, so the calibrated weights were not "
+                            "written; set the settings resource's config_path.")
+        return dg.MaterializeResult(metadata=readable(dict(metadata, written=False)))
+    change = write_calibrated_weights(cfg.config_path, float(best["semantic_weight"]))
+    return dg.MaterializeResult(metadata=readable(dict(
+        metadata, written=change.changed, config_path=dg.MetadataValue.path(str(change.path)),
+        previous_semantic_weight=dg.MetadataValue.float(change.previous_semantic)
+        if change.previous_semantic is not None else dg.MetadataValue.null())))
+
+
+@dg.asset_check(asset=calibrated_weights, blocking=True,
+                additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
+                description="Blocking: P@5 at the calibrated weights on the complete ground "
+                            "truth. A failure verdict is an ERROR and stops the run with the "
+                            "figure; partial success warns.")
+def p_at_5_verdict(calibration_grid: pd.DataFrame,
+                   settings: EvalSettings) -> Iterator[dg.AssetCheckResult]:
+    calibration = settings.load().calibration
+    bands = VerdictBands(calibration.full_success, calibration.partial_success)
+    verdict, p_at_5 = verdict_from_grid(calibration_grid, bands)
+    # A blocking check with WARN severity does not block: partial success only warns.
+    severity = dg.AssetCheckSeverity.ERROR if verdict == "failure" else dg.AssetCheckSeverity.WARN
+    result = dg.AssetCheckResult(
+        passed=verdict == "full_success", severity=severity,
+        description=verdict_sentence(verdict, p_at_5, bands, _ceiling(calibration_grid)),
+        metadata=readable({
+            "p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
+            "full_success": bands.full_success, "partial_success": bands.partial_success,
+            "semantic_weight": float(calibrated_row(calibration_grid)["semantic_weight"])}))
+    yield from check_outcome(
+        result, name="p_at_5_verdict", blocking=True,
+        figure=f"P@5 {below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
+        figures={"p_at_5": p_at_5, "partial_success": bands.partial_success,
+                 "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
+
+
+def _ceiling(grid: pd.DataFrame) -> Optional[float]:
+    """The P@5 ceiling of the ground truth, when the grid carries it."""
+    value = calibrated_row(grid).get("p_at_5_ceiling")
+    return None if value is None or pd.isna(value) else float(value)
+
+
+calibration_job = dg.define_asset_job(  # upstream: ingest (a no-op on unchanged data)
+    "calibration_job", selection=dg.AssetSelection.groups(GROUP).upstream(),
+    description="Ingest the dataset, grid-search the hybrid weights on its ground truth, "
+                "write them into config.yaml and give the P@5 verdict.")
+
+defs = dg.Definitions(assets=[calibration_grid, calibrated_weights],
+                      asset_checks=[p_at_5_verdict], jobs=[calibration_job])

@@ -1,0 +1,52 @@
+"""``eval-harness gate --partition DAY`` through Dagster: ``quality_gate_job`` in-process.
+
+The run and its checks land in the project's Dagster run history, as runs from the UI do.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from eval_harness.cli.common import CliError, root_cause
+from eval_harness.settings import Settings
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
+
+# a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
+EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
+
+
+def run_gate_job(settings: Settings, day: date, gates):
+    """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
+    import dagster as dg
+
+    from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
+    from eval_harness_pipelines.resources import default_resources
+    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.report import GateReport, GateSummary
+
+    prepare_dagster_home(settings)
+    resources = default_resources(
+        config_path=str(settings.config_path) if settings.config_path else None,
+        database_url=settings.database_url)
+    defs = dg.Definitions.merge(quality_gate_definitions(settings),
+                                dg.Definitions(resources=resources))
+    # The CLI prints its own one-line errors; a failing blocking check is no crash to log.
+    run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
+            partition_key=day.isoformat(), instance=instance, run_config=run_config,
+            raise_on_error=False)
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.event_specific_data.error
+            if error.cls_name not in EXPECTED_CHECK_FAILURE:
+                raise CliError(f"the quality-gate job failed: {root_cause(error)}")
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    summaries = []
+    for gate in gates:
+        evaluation = evaluations.get(gate.name)
+        if evaluation is None:
+            raise CliError(f"the quality-gate job did not run the {gate.name} check; "
+                             "see the Dagster run history.")
+        summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
+    return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)

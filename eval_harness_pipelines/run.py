@@ -1,0 +1,241 @@
+"""``eval-harness run``: the whole graph in-process, then the report.
+
+Steps, each a Dagster run in the project's DAGSTER_HOME (so the UI shows them in its run
+history): ``nightly_job`` (ingest, retrieval report, dual judges, agreement with its kappa
+check, calibration with the P@5 verdict); the configured answers file is imported; then
+``quality_gate_job`` for every day that file covers (or the latest day with answers); then
+``report_job``. A failed check does not stop the later steps, and neither does a failed
+step: what ran is kept and the report says what is missing. Exit code: 0 when every step
+ran (checks are reported, and with ``--strict`` a failed blocking check exits 1), 2 when a
+step could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
+from eval_harness.settings import Settings
+from eval_harness.store import StoreLocation, open_store
+
+
+
+@dataclass
+class CheckLine:
+    name: str
+    partition: str | None
+    passed: bool
+    blocking: bool  # failed with ERROR severity (a warning check fails with WARN)
+    description: str
+
+    def format(self) -> str:
+        status = "PASS" if self.passed else ("FAIL" if self.blocking else "WARN")
+        where = f" [{self.partition}]" if self.partition else ""
+        return f"  {status:<4}  {self.name}{where}: {self.description}"
+
+
+@dataclass
+class RunOutcome:
+    """What the steps of one ``eval-harness run`` did."""
+
+    run_ids: list[str] = field(default_factory=list)
+    checks: list[CheckLine] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # steps that could not run
+
+    @property
+    def blocking_failures(self) -> list[CheckLine]:
+        return [c for c in self.checks if not c.passed and c.blocking]
+
+
+def add_run_command(sub) -> None:
+    run = sub.add_parser(
+        "run", help="run the whole pipeline (ingest, judges, agreement, calibration, quality "
+                    "gates) via Dagster and write the report")
+    run.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    run.add_argument("--strict", action="store_true",
+                     help="exit 1 when a blocking check fails (default: report it, exit 0)")
+    run.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    prepare_dagster_home(settings)
+    import dagster as dg
+
+    from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB
+    from eval_harness_pipelines.defs.reporting import REPORT_JOB
+    from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
+
+    defs = build_defs(settings)  # this command's config, whatever the environment says
+
+    dataset = args.dataset or settings.default_dataset
+    settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    outcome = RunOutcome()
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+    def execute(job: str, step: str, ops: dict, partition: str | None = None):
+        print(step, flush=True)
+        with dg.DagsterInstance.get() as instance:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
+                raise_on_error=False)
+        outcome.run_ids.append(result.run_id)
+        _collect(result, outcome, partition)
+        return result
+
+    nightly_ops = {op: {"config": {"dataset": dataset}} for op in (
+        "corpus", "retrieval_report", "dual_judge_scores", "judge_agreement",
+        "calibration_grid")}
+    nightly = execute(NIGHTLY_JOB, "[1/3] nightly pipeline: ingest, retrieval report, dual "
+                      "judges, agreement, calibration", nightly_ops)
+    _print_materializations(nightly)
+
+    days = _answer_days(location, settings)
+    first = settings.quality_gates.partition_start
+    today = datetime.now(timezone.utc).date()
+    days = [day for day in days if _gateable(day, first, today)]
+    for day in days:
+        gates = execute(QUALITY_GATE_JOB, f"[2/3] quality gates for the answers of {day}", {},
+                        partition=day.isoformat())
+        _print_materializations(gates)
+    if not days:
+        print("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
+              "answers_relation)")
+
+    report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
+                     "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
+                     "days": [d.isoformat() for d in days] or None}
+    report = execute(REPORT_JOB, "[3/3] report", {"run_report": {"config": report_config}})
+
+    print("\nchecks:")
+    for line in outcome.checks:
+        print(line.format())
+    for error in outcome.errors:
+        print(f"  ERROR {error}")
+    _print_report_location(report)
+    home = os.environ["DAGSTER_HOME"]
+    config = str(settings.config_path) if args.config and settings.config_path else None
+    env = f"DAGSTER_HOME={shlex.quote(home)}" + (
+        f" EVAL_HARNESS_CONFIG={shlex.quote(config)}" if config else "")
+    print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
+          f"{env} .venv/bin/dagster dev -w workspace.yaml, then open http://127.0.0.1:3000")
+    if outcome.errors:
+        raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
+                       f"{outcome.errors[0]}")
+    if args.strict and outcome.blocking_failures:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _gateable(day: date, first: date, today: date) -> bool:
+    """Whether ``day`` is a partition of the answers asset (partition_start .. today, UTC)."""
+    if first <= day <= today:
+        return True
+    where = (f"before quality_gates.partition_start ({first})" if day < first
+             else f"after today ({today}, UTC)")
+    print(f"  answers of {day} are {where}; not gated")
+    return False
+
+
+def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
+    import dagster as dg
+
+    for evaluation in result.get_asset_check_evaluations():
+        outcome.checks.append(CheckLine(
+            name=evaluation.check_name, partition=partition, passed=evaluation.passed,
+            blocking=evaluation.severity == dg.AssetCheckSeverity.ERROR,
+            description=(evaluation.description or "").strip()))
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.event_specific_data.error
+        if error is not None and error.cls_name in EXPECTED_CHECK_FAILURE:
+            continue  # already listed with the checks
+        outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
+
+
+def _print_materializations(result) -> None:
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        key = materialization.asset_key.to_user_string()
+        values = {k: v.value for k, v in materialization.metadata.items()}
+        if key == "retrieval_report":
+            print("  " + str(values["report"]).strip("`\n").replace("\n", "\n  "))
+            continue
+        if key == "answers":  # one partition: its size and each gate's pass rate
+            rates = ", ".join(f"{k.removesuffix('_pass_rate')} {_fmt(v)}"
+                              for k, v in values.items() if k.endswith("_pass_rate"))
+            print(f"  answers: {values.get('answers', 0)} (evaluated now "
+                  f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
+            continue
+        if key == "dual_judge_scores" and "queries_changed" in values:
+            print(f"  {_judging_line(values)}")
+            continue
+        numbers = {k: v for k, v in values.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and not k.startswith("dagster/")}
+        shown = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in list(numbers.items())[:8])
+        print(f"  {key}: {shown}" if shown else f"  {key}: materialized")
+
+
+def _judging_line(values: dict) -> str:
+    """The judges' work in words: a rerun on unchanged data reads "0 queries changed"."""
+    kappa = values.get("pooled_kappa")
+    return (f"dual_judge_scores: {values.get('queries_written', 0)} of "
+            f"{values.get('queries', 0)} queries judged, {values['queries_changed']} queries "
+            f"changed; provider calls {values.get('provider_calls', 0)}, cache hits "
+            f"{values.get('cache_hits', 0)}, cost ${float(values.get('cost_usd') or 0):.4f}, "
+            f"pooled kappa {_fmt(kappa) if kappa is not None else 'undefined'}")
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _print_report_location(result) -> None:
+    """This run's report (HTML, Markdown) and ``reports/latest.html``, paths from the cwd."""
+    for event in result.get_asset_materialization_events():
+        metadata = event.step_materialization_data.materialization.metadata
+        if "html_path" in metadata:
+            print(f"\nreport: {shown_path(metadata['html_path'].value)}")
+            print(f"        {shown_path(metadata['markdown_path'].value)}")
+            if "latest_html_path" in metadata:
+                print(f"latest: {shown_path(metadata['latest_html_path'].value)}")
+            return
+    print("\nreport: not written (see the ERROR lines above)")
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies below it, else absolute:
+    short, and a terminal can open it either way."""
+    absolute = Path(path).resolve()
+    try:
+        return str(absolute.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(absolute)
+
+
+def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
+    """Import the configured answers file (idempotent) and return the UTC days to gate: the
+    days the file covers, or the latest day with answers when no file is configured."""
+    from psycopg import sql
+
+    from eval_harness.gates.answers import import_configured_answers, relation_sql
+
+    with location.connection() as conn:
+        report = import_configured_answers(conn, settings)
+        if report is not None:
+            print(f"answers: {report} (from {report.path})")
+            return list(report.days)
+        latest = conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) "
+                                      "FROM {}").format(relation_sql(
+                                          settings.quality_gates.answers_relation))).fetchone()[0]
+    return [] if latest is None else [latest]

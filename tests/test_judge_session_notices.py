@@ -1,0 +1,75 @@
+"""Fallback notices belong to a run, not to the process (issue #12): two sessions in one
+process (tests, Dagster's in-process executor) each say theirs, once per run; sessions of one
+run share a FallbackNotices and say it once between them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+
+from eval_harness.judges import session as session_module
+from eval_harness.judges.session import FallbackNotices, JudgeSession, resolve_judge_specs
+
+NOTICE = "OPENAI_API_KEY is not set"
+
+
+@pytest.fixture
+def keyless(settings):
+    """Paid judges configured, no keys: both fall back to local judges."""
+    return replace(settings, openai_api_key=None, anthropic_api_key=None,
+                   judges=replace(settings.judges, judge1="openai:gpt-4o",
+                                  judge2="anthropic:claude-haiku-4-5"))
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "eval_harness.judges" and r.levelno == logging.WARNING]
+
+
+def test_two_sessions_in_one_process_each_say_their_notices_once(keyless, conn, caplog):
+    before = set(session_module._announced)
+    with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
+        first = JudgeSession(keyless, conn)
+        first_said = _warnings(caplog)
+        second = JudgeSession(keyless, conn)
+    assert (first.judge1.spec, first.judge2.spec) == ("local:lexical", "local:embedding")
+    assert len(first.notices) == 2 and second.notices == first.notices
+    assert sorted(first_said) == sorted(first.notices)  # each notice once in the first run
+    assert sorted(_warnings(caplog)) == sorted(first.notices * 2)  # and once in the second
+    assert first.fallback_notices.said == second.fallback_notices.said == set(first.notices)
+    assert session_module._announced == before  # sessions keep no process-wide record
+
+
+def test_sessions_of_one_run_share_their_notices(keyless, conn, caplog):
+    run_notices = FallbackNotices()
+    with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
+        for _ in range(3):  # e.g. one session per gate and batch of a gate run
+            JudgeSession(keyless, conn, run_id="one-run", notices=run_notices)
+    assert sum(NOTICE in m for m in _warnings(caplog)) == 1
+    assert len(_warnings(caplog)) == 2
+
+
+def test_a_session_does_not_silence_the_next_run_after_a_quiet_resolve(keyless, conn, caplog,
+                                                                       monkeypatch):
+    # The doctor resolves the judges with the logger disabled; before, that used up the
+    # process-wide "said" record and the next run in the process said nothing.
+    monkeypatch.setattr(session_module, "_announced", set())
+    logger = logging.getLogger("eval_harness.judges")
+    monkeypatch.setattr(logger, "disabled", True)
+    resolve_judge_specs(keyless)
+    monkeypatch.setattr(logger, "disabled", False)
+    with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
+        JudgeSession(keyless, conn)
+    assert sum(NOTICE in m for m in _warnings(caplog)) == 1
+
+
+def test_a_given_notifier_decides_where_notices_go(keyless, caplog):
+    quiet = logging.getLogger("test.quiet")
+    quiet.propagate = False
+    notices = FallbackNotices(quiet)
+    with caplog.at_level(logging.WARNING):
+        _, _, said = resolve_judge_specs(keyless, notices=notices)
+    assert notices.said == set(said) and len(said) == 2
+    assert not any(NOTICE in r.getMessage() for r in caplog.records)
