@@ -73,3 +73,27 @@ def test_a_given_notifier_decides_where_notices_go(keyless, caplog):
         _, _, said = resolve_judge_specs(keyless, notices=notices)
     assert notices.said == set(said) and len(said) == 2
     assert not any(NOTICE in r.getMessage() for r in caplog.records)
+
+
+def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkeypatch):
+    """The judged gates of one build share one record: grounding and answer_reward, their
+    version strings and every session they open say each fallback notice once."""
+    from pathlib import Path
+
+    from eval_harness.gates.answers import TimeWindow, import_answers
+    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.runner import run_quality_gates
+
+    sample = Path(__file__).resolve().parents[1] / "datasets/answers/sample_answers.jsonl"
+    relation = keyless.quality_gates.answers_relation
+    with fresh.connection() as conn:
+        import_answers(conn, sample, relation=relation)
+    keyless = replace(keyless, database_url=fresh.url)
+    monkeypatch.setattr(session_module, "_announced", set())
+    with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
+        gates = configured_gates(keyless)
+        assert {"grounding", "answer_reward"} <= {gate.name for gate in gates}
+        run = run_quality_gates(fresh, TimeWindow.day("2025-03-05"), gates, relation=relation)
+    assert run.summaries[0].answers == 10  # the judged gates really ran, in sessions
+    said = [m for m in _warnings(caplog) if NOTICE in m]
+    assert len(said) == 1, said

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from eval_harness.answers import Answer
+from eval_harness.gates.answers import Answer
 from eval_harness.gates.judged import (LOCAL_SOURCE_CHARS, _GroundingRunner, grounding_result,
                                        judged_gate_version)
 from eval_harness.gates.registry import GROUNDING

@@ -70,7 +70,7 @@ from eval_harness.judges.grounding_verdicts import CANNOT_TELL_MARGIN, GROUNDING
 from eval_harness.judges.local import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.judges.runner import BudgetExhausted
-from eval_harness.judges.session import JudgeSession, resolve_judge_specs
+from eval_harness.judges.session import FallbackNotices, JudgeSession, resolve_judge_specs
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
 
@@ -78,16 +78,17 @@ ALIGNED_GROUNDING_JUDGES = frozenset({"local:lexical"})  # read sources whole, w
 LOCAL_SOURCE_CHARS = 20_000  # the local judge's cut: bounds its time (about linear in length)
 
 
-def gate_judge_spec(settings: Settings) -> str:
+def gate_judge_spec(settings: Settings, *, notices: FallbackNotices | None = None) -> str:
     """The judge the LLM gates use: judge 1 after the fallback to a local judge."""
-    return resolve_judge_specs(settings)[0]
+    return resolve_judge_specs(settings, notices=notices)[0]
 
 
 def judged_gate_version(settings: Settings, operation: str,
-                        source_chars: int | None = None) -> str:
+                        source_chars: int | None = None, *,
+                        notices: FallbackNotices | None = None) -> str:
     """What a judged gate's score depends on besides the answer (see the module docstring);
     ``source_chars`` is the sources' cut (default: ``quality_gates.grounding_source_chars``)."""
-    spec = gate_judge_spec(settings)
+    spec = gate_judge_spec(settings, notices=notices)
     judges = settings.judges
     if spec in ALIGNED_GROUNDING_JUDGES and operation == "grounding":
         judge = (f"{spec} prompt={GROUNDING_VERSION} support={judges.local.lexical_support:g} "
@@ -302,7 +303,8 @@ def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer
 
 
 def grounding_gate(settings: Settings, *, session_options: dict | None = None) -> JudgedGate:
-    return JudgedGate(judged_gate_version(settings, "grounding"),
+    notices = (session_options or {}).get("notices")
+    return JudgedGate(judged_gate_version(settings, "grounding", notices=notices),
                       _GroundingRunner(settings, GROUNDING, session_options))
 
 
@@ -313,7 +315,9 @@ def answer_reward_gate(settings: Settings, *,
     def record(conn, answers, results, run) -> None:
         record_answer_evaluations(conn, answers, results, run, reflexion_threshold=threshold)
 
-    version = (f"{judged_gate_version(settings, 'evaluation', prompts.MAX_SOURCE_CHARS)} "
+    notices = (session_options or {}).get("notices")
+    judge = judged_gate_version(settings, "evaluation", prompts.MAX_SOURCE_CHARS, notices=notices)
+    version = (f"{judge} "
                f"reflexion_below={threshold:g}")
     return JudgedGate(version, _AnswerRewardRunner(settings, ANSWER_REWARD, session_options),
                       record)

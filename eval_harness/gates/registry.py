@@ -209,9 +209,12 @@ def judged_gates(settings: Settings) -> dict[str, JudgedGate]:
     a configuration without LLM gates never resolves a judge.
     """
     from eval_harness.gates import judged  # it imports this module
+    from eval_harness.judges.session import FallbackNotices
 
+    # one record of fallback notices for every session of these gates: said once per run
+    options = {"notices": FallbackNotices()}
     builders = {GROUNDING: judged.grounding_gate, ANSWER_REWARD: judged.answer_reward_gate}
-    return {name: build(settings) for name, build in builders.items()
+    return {name: build(settings, session_options=options) for name, build in builders.items()
             if settings.quality_gates.gate(name).enabled}
 
 
