@@ -31,7 +31,6 @@ unsupported). 300 answers per set and kind, Wilson 95% intervals.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grounding_validation import SETS, load_begin  # noqa: E402
+from grounding_validation import SETS, load_begin, parse_args  # noqa: E402
 
 from eval_harness.gates.judged import grounding_result  # noqa: E402
 from eval_harness.judges.config import LocalJudgeSettings  # noqa: E402
@@ -196,12 +195,8 @@ def _fmt(change: tuple[float, float, float] | None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--resamples", type=int, default=RESAMPLES)
-    args = parser.parse_args(argv)
-    missing = [str(p) for p in SETS.values() if not p.exists()]
-    if missing:
-        print(f"{', '.join(missing)} not found: the BEGIN dev splits are read from ../shared.")
+    args = parse_args(argv, __doc__.splitlines()[0])
+    if args is None:
         return 2
     print(f"{'judge':<29} {'set':<4} {'condition':<18} {'TPR':>6} {'FPR':>6} "
           f"{'grounded: failed':>16} {'unscored':>8}  TPR long-short              "

@@ -316,13 +316,21 @@ def report(v: Validation) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str], description: str) -> argparse.Namespace | None:
+    """The benchmarks' common options; None (after saying why) when the data is missing."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
     args = parser.parse_args(argv)
     missing = [str(p) for p in SETS.values() if not p.exists()]
     if missing:
         print(f"{', '.join(missing)} not found: the BEGIN dev splits are read from ../shared.")
+        return None
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv, __doc__.splitlines()[0])
+    if args is None:
         return 2
     validation = validate(resamples=args.resamples)
     print(report(validation))
