@@ -228,7 +228,8 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     days the file covers, or the latest day with answers when no file is configured."""
     from psycopg import sql
 
-    from eval_harness.gates.answers import import_configured_answers, relation_sql
+    from eval_harness.gates.answers import import_configured_answers
+    from eval_harness.gates.queries import relation_sql
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)

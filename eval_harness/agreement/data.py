@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import psycopg
 
+from eval_harness.agreement.queries import count_queries, judged_query_rows
 from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)
@@ -160,13 +161,8 @@ def load_judge_pairs(conn: psycopg.Connection, dataset: str) -> JudgePairs:
     """
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
-        n_queries = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                                 (dataset,)).fetchone()[0]
-        rows = conn.execute("""
-            SELECT id, external_id, query, judged_docs, judge1_score, judge2_score,
-                   judge1_model, judge2_model, expected_docs
-            FROM ground_truth WHERE dataset = %s AND judged_docs IS NOT NULL
-            ORDER BY id""", (dataset,)).fetchall()
+        n_queries = count_queries(conn, dataset)
+        rows = judged_query_rows(conn, dataset)
     columns: dict[str, list] = {k: [] for k in ("query_ids", "doc_ids", "scores1", "scores2",
                                                 "human")}
     queries: dict[int, QueryText] = {}

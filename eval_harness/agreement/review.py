@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psycopg
 
+from eval_harness.agreement import queries
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
@@ -40,17 +41,6 @@ SNIPPET_CHARS = 400
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9
 _MAX_PROBLEMS_SHOWN = 20
-
-# The current scored pairs of a dataset, one row per (query, document), documents that
-# exist only. Scores that are NULL, NaN or outside [0, 1] are not "scored".
-_SCORED_PAIRS = """
-    SELECT g.id AS ground_truth_id, p.doc_id, p.s1, p.s2,
-           g.judge1_model AS m1, g.judge2_model AS m2
-    FROM ground_truth g
-    CROSS JOIN LATERAL unnest(g.judged_docs, g.judge1_score, g.judge2_score)
-         AS p(doc_id, s1, s2)
-    JOIN l2_insights d ON d.id = p.doc_id
-    WHERE g.dataset = %(dataset)s AND p.s1 BETWEEN 0 AND 1 AND p.s2 BETWEEN 0 AND 1"""
 
 
 class ReviewFileError(ValueError):
@@ -123,51 +113,15 @@ def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
     """
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"disagreement threshold must be in [0, 1), got {threshold}.")
-    params = {"dataset": dataset, "threshold": threshold}
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
-        _lock(conn, dataset)
+        queries.lock_review_queue(conn, dataset)
         _check_no_repeated_documents(conn, dataset)
-        conn.execute("DROP TABLE IF EXISTS _review_pairs")
-        conn.execute("""
-            CREATE TEMP TABLE _review_pairs (
-                ground_truth_id integer, doc_id integer, s1 float8, s2 float8, m1 text,
-                m2 text, disagrees boolean, PRIMARY KEY (ground_truth_id, doc_id))
-            ON COMMIT DROP""")
-        conn.execute(f"""
-            INSERT INTO _review_pairs
-            SELECT s.*, round(abs(s.s1 - s.s2)::numeric, 12) > %(threshold)s::numeric
-            FROM ({_SCORED_PAIRS}) s""", params)
-        upserted = conn.execute("""
-            INSERT INTO judge_review AS r (ground_truth_id, doc_id, judge1_score, judge2_score,
-                                           score_diff, judge1_model, judge2_model)
-            SELECT ground_truth_id, doc_id, s1, s2, round(abs(s1 - s2)::numeric, 12), m1, m2
-            FROM _review_pairs WHERE disagrees
-            ON CONFLICT (ground_truth_id, doc_id) DO UPDATE SET
-                judge1_score = EXCLUDED.judge1_score, judge2_score = EXCLUDED.judge2_score,
-                score_diff = EXCLUDED.score_diff, judge1_model = EXCLUDED.judge1_model,
-                judge2_model = EXCLUDED.judge2_model, score_revision = r.score_revision + 1,
-                status = 'pending', verdict = NULL, reviewer = NULL, note = NULL,
-                adjudicated_at = NULL, queued_at = now(), updated_at = now()
-            WHERE (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)
-                  IS DISTINCT FROM (EXCLUDED.judge1_score, EXCLUDED.judge2_score,
-                                    EXCLUDED.judge1_model, EXCLUDED.judge2_model)
-            RETURNING (xmax = 0)""").fetchall()
-        removed = conn.execute("""
-            DELETE FROM judge_review r USING ground_truth g
-            WHERE g.id = r.ground_truth_id AND g.dataset = %(dataset)s
-              AND NOT EXISTS (SELECT 1 FROM _review_pairs c WHERE c.disagrees
-                              AND (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id))
-              AND NOT (r.status = 'adjudicated' AND EXISTS (
-                  SELECT 1 FROM _review_pairs c
-                  WHERE (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id)
-                    AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
-                        (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)))""",
-                               params).rowcount
-        disagreeing = conn.execute(
-            "SELECT count(*) FROM _review_pairs WHERE disagrees").fetchone()[0]
-        pending, adjudicated = _counts(conn, dataset)
-    new = sum(1 for (is_new,) in upserted if is_new)
+        disagreeing = queries.stage_scored_pairs(conn, dataset, threshold)
+        upserted = queries.upsert_disagreeing_pairs(conn)
+        removed = queries.delete_settled_pairs(conn, dataset)
+        pending, adjudicated = queries.review_status_counts(conn, dataset)
+    new = sum(1 for is_new in upserted if is_new)
     requeued = len(upserted) - new
     return QueueCounts(new, requeued, disagreeing - new - requeued, removed, pending,
                        adjudicated)
@@ -176,7 +130,7 @@ def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
 def review_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
     """(pending, adjudicated) rows of the review queue of ``dataset``."""
     with conn.transaction():
-        return _counts(conn, dataset)
+        return queries.review_status_counts(conn, dataset)
 
 
 def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], int]:
@@ -187,14 +141,7 @@ def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int
     verdict is ignored here, so a stale verdict never overrides new judge scores).
     """
     with conn.transaction():
-        rows = conn.execute(f"""
-            SELECT r.ground_truth_id, r.doc_id, r.verdict
-            FROM judge_review r
-            JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
-            WHERE r.status = 'adjudicated'
-              AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
-                  (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)""",
-                            {"dataset": dataset}).fetchall()
+        rows = queries.current_verdicts(conn, dataset)
     return {(qid, doc): VERDICTS[verdict] for qid, doc, verdict in rows}
 
 
@@ -209,15 +156,7 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     """
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
-        rows = conn.execute("""
-            SELECT g.dataset, g.id, g.external_id, g.query, d.id, d.external_id, d.content,
-                   r.judge1_model, r.judge1_score, r.judge2_model, r.judge2_score,
-                   r.score_diff, r.score_revision, r.status, r.verdict, r.reviewer, r.note
-            FROM judge_review r
-            JOIN ground_truth g ON g.id = r.ground_truth_id
-            JOIN l2_insights d ON d.id = r.doc_id
-            WHERE g.dataset = %s
-            ORDER BY g.external_id, d.external_id""", (dataset,)).fetchall()
+        rows = queries.review_export_rows(conn, dataset)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -252,23 +191,15 @@ def import_review_csv(conn: psycopg.Connection, dataset: str,
     records = _read_review_file(Path(path))
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
-        _lock(conn, dataset)
+        queries.lock_review_queue(conn, dataset)
         queue = _queue_state(conn, dataset)
         updates, problems, blank = _check_records(records, dataset, queue)
         if problems:
             raise _wrong_rows(path, problems)
         changed = 0
         for key, verdict, reviewer, note in updates:
-            changed += conn.execute("""
-                UPDATE judge_review SET status = 'adjudicated', verdict = %(verdict)s,
-                    reviewer = %(reviewer)s, note = %(note)s, updated_at = now(),
-                    adjudicated_at = CASE WHEN verdict IS DISTINCT FROM %(verdict)s
-                                          THEN now() ELSE adjudicated_at END
-                WHERE (ground_truth_id, doc_id) = (%(qid)s, %(doc)s)
-                  AND (status, verdict, reviewer, note) IS DISTINCT FROM
-                      ('adjudicated', %(verdict)s, %(reviewer)s, %(note)s)""",
-                                    {"verdict": verdict, "reviewer": reviewer, "note": note,
-                                     "qid": key[0], "doc": key[1]}).rowcount
+            changed += queries.store_verdict(conn, *key, verdict=verdict, reviewer=reviewer,
+                                             note=note)
     return ImportCounts(changed, len(updates) - changed, blank)
 
 
@@ -283,43 +214,17 @@ class _QueuedPair:
     rescored: bool  # the judges' current scores or models differ from the queued ones
 
 
-def _lock(conn: psycopg.Connection, dataset: str) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtext('eval_harness.agreement.review:' || %s))",
-                 (dataset,))
-
-
 def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None:
-    row = conn.execute("""
-        SELECT external_id FROM ground_truth g
-        WHERE dataset = %s AND cardinality(judged_docs) <>
-              (SELECT count(DISTINCT doc) FROM unnest(g.judged_docs) AS doc)
-        ORDER BY id LIMIT 1""", (dataset,)).fetchone()
-    if row is not None:
-        raise ValueError(f"ground_truth query '{row[0]}' of dataset '{dataset}' lists a "
+    external_id = queries.first_query_repeating_a_document(conn, dataset)
+    if external_id is not None:
+        raise ValueError(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
                          "document twice in judged_docs; re-run the judges for this query.")
 
 
-def _counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
-    pending, adjudicated = conn.execute("""
-        SELECT count(*) FILTER (WHERE r.status = 'pending'),
-               count(*) FILTER (WHERE r.status = 'adjudicated')
-        FROM judge_review r JOIN ground_truth g ON g.id = r.ground_truth_id
-        WHERE g.dataset = %s""", (dataset,)).fetchone()
-    return int(pending), int(adjudicated)
-
-
 def _queue_state(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], _QueuedPair]:
-    rows = conn.execute(f"""
-        SELECT r.ground_truth_id, r.doc_id, r.score_revision, r.judge1_score, r.judge2_score,
-               (c.doc_id IS NULL OR (c.s1, c.s2, c.m1, c.m2) IS DISTINCT FROM
-                   (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model))
-        FROM judge_review r
-        JOIN ground_truth g ON g.id = r.ground_truth_id
-        LEFT JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
-        WHERE g.dataset = %(dataset)s
-        FOR UPDATE OF r""", {"dataset": dataset}).fetchall()
     return {(qid, doc): _QueuedPair(revision, (s1, s2), rescored)
-            for qid, doc, revision, s1, s2, rescored in rows}
+            for qid, doc, revision, s1, s2, rescored
+            in queries.queued_pairs_for_update(conn, dataset)}
 
 
 def _read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:

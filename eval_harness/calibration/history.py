@@ -21,17 +21,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from eval_harness.calibration.queries import GRID_COLUMNS, grid_history_rows, insert_grid_rows
 from eval_harness.calibration.run import CalibrationResult, VerdictBands
 from eval_harness.metrics.calibration import Verdict, precision_verdict
 
-HISTORY_TABLE = "calibration_grid_history"
 MAX_LOCK_WAIT_SECONDS = 15.0
-GRID_COLUMNS = {  # column -> DuckDB type, in table order
-    "run_at": "TIMESTAMPTZ", "dataset": "VARCHAR", "semantic_weight": "DOUBLE",
-    "keyword_weight": "DOUBLE", "p_at_5": "DOUBLE", "recall_at_5": "DOUBLE",
-    "ndcg_at_10": "DOUBLE", "mrr_at_10": "DOUBLE", "p_at_5_ceiling": "DOUBLE",
-    "is_best": "BOOLEAN", "is_default": "BOOLEAN", "n_queries": "INTEGER",
-    "candidate_depth": "INTEGER", "verdict": "VARCHAR"}
 
 
 class HistoryUnavailable(RuntimeError):
@@ -68,13 +62,10 @@ def verdict_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> tuple[Verdict
 
 def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:
     """Append ``frame`` (see :func:`grid_frame`) to ``calibration_grid_history``; rows written."""
-    columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
     with open_history(Path(path)) as con:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
-        con.register("grid_rows", frame[list(GRID_COLUMNS)])
-        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM grid_rows")
-        con.execute("COMMIT")
+        con.begin()
+        insert_grid_rows(con, frame)
+        con.commit()
     return len(frame)
 
 
@@ -84,13 +75,8 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
     if not path.is_file():
         return pd.DataFrame(columns=list(GRID_COLUMNS))
     with open_history(path) as con:  # a read-only open would also wait for the lock
-        tables = {row[0] for row in
-                  con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        if HISTORY_TABLE not in tables:
-            return pd.DataFrame(columns=list(GRID_COLUMNS))
-        return con.execute(
-            f"SELECT * FROM {HISTORY_TABLE} WHERE ? IS NULL OR dataset = ? "
-            f"ORDER BY run_at, dataset, semantic_weight", [dataset, dataset]).df()
+        rows = grid_history_rows(con, dataset)
+    return pd.DataFrame(columns=list(GRID_COLUMNS)) if rows is None else rows
 
 
 def open_history(path: Path) -> duckdb.DuckDBPyConnection:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from eval_harness.calibration import queries
 from eval_harness.calibration.run import CalibrationResult, weight_label
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
@@ -34,8 +35,9 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
     """Write ``qrels.trec`` and one run file per grid weight into ``folder``; their paths."""
     folder = Path(folder)
     candidates = result.candidates
-    query_names = _external_ids(conn, "ground_truth", candidates.query_ids)
-    doc_names = _external_ids(conn, "l2_insights", np.unique(candidates.doc_ids[candidates.mask]))
+    query_names = queries.query_external_ids(conn, candidates.query_ids)
+    doc_names = queries.document_external_ids(conn,
+                                              np.unique(candidates.doc_ids[candidates.mask]))
     qids = [query_names[q] for q in candidates.query_ids]
     paths = [_write_qrels(conn, result.dataset, folder / "qrels.trec")]
     sem_norm, kw_norm = normalised_scores(candidates)
@@ -67,19 +69,7 @@ def _strictly_decreasing(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def _external_ids(conn: psycopg.Connection, table: str, ids) -> dict[int, str]:
-    ids = [int(i) for i in ids]
-    query = {"ground_truth": "SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
-             "l2_insights": "SELECT id, external_id FROM l2_insights WHERE id = ANY(%s)"}[table]
-    return dict(conn.execute(query, (ids,)).fetchall())
-
-
 def _write_qrels(conn: psycopg.Connection, dataset: str, path: Path) -> Path:
-    rows = conn.execute("""
-        SELECT g.external_id, d.external_id, r.grade
-        FROM ground_truth g
-        CROSS JOIN LATERAL unnest(g.expected_docs, g.relevance_grades) AS r(doc_id, grade)
-        JOIN l2_insights d ON d.id = r.doc_id
-        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""", (dataset,)).fetchall()
+    rows = queries.external_qrels(conn, dataset)
     text = "".join(f"{qid} 0 {docid} {grade}\n" for qid, docid, grade in rows)
     return write_file_atomically(path, text.encode("utf-8"))

@@ -60,9 +60,9 @@ def cmd_ingest(args, settings: Settings) -> int:
 def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic_weight: float):
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder."""
     from eval_harness.retrieval.hybrid import dataset_info
+    from eval_harness.store.catalog import stored_query_embedding
 
-    row = conn.execute("SELECT query_embedding FROM ground_truth WHERE dataset = %s "
-                       "AND query = %s LIMIT 1", (dataset, text)).fetchone()
+    row = stored_query_embedding(conn, dataset, text)
     if row is not None:
         return row[0]
     if semantic_weight == 0:

@@ -33,9 +33,13 @@ import psycopg
 from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.store.catalog import (available_extension_version, ingested_datasets,
+                                        installed_extension_version, relation_exists,
+                                        server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_url)
-from eval_harness.store.migrate import MigrationError, available_migrations
+from eval_harness.store.migrate import (MigrationError, applied_migrations,
+                                        available_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
@@ -71,34 +75,29 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _exists(conn: psycopg.Connection, relation: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()[0]
-
-
 def check_pgvector(conn: psycopg.Connection, location: StoreLocation | None = None) -> Check:
     """Installed, and proven: a distance and a tiny HNSW index in a rolled-back transaction."""
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-    if row:
+    version = installed_extension_version(conn, "vector")
+    if version is not None:
         try:
             probe_pgvector(conn)
         except VectorProbeFailed as exc:
-            return Check(FAIL, "pgvector", f"extension vector {row[0]} gives wrong answers: {exc}")
+            return Check(FAIL, "pgvector", f"extension vector {version} gives wrong answers: {exc}")
         except psycopg.errors.InsufficientPrivilege:
-            return Check(OK, "pgvector", f"extension vector {row[0]} installed (not proven: "
+            return Check(OK, "pgvector", f"extension vector {version} installed (not proven: "
                          "this role may not create temporary tables)")
         except psycopg.Error as exc:
             crashed = location.failure_message(exc) if location else None
             if crashed:
-                return Check(FAIL, "pgvector", f"extension vector {row[0]} crashed the server "
+                return Check(FAIL, "pgvector", f"extension vector {version} crashed the server "
                              f"on a distance query or HNSW build: {crashed}")
-            return Check(FAIL, "pgvector", f"extension vector {row[0]} failed a distance query "
+            return Check(FAIL, "pgvector", f"extension vector {version} failed a distance query "
                          f"or HNSW build: {_first_line(exc)}")
-        return Check(OK, "pgvector", f"extension vector {row[0]} installed; a distance query "
+        return Check(OK, "pgvector", f"extension vector {version} installed; a distance query "
                      "and an HNSW index build work")
-    available = conn.execute("SELECT default_version FROM pg_available_extensions "
-                             "WHERE name = 'vector'").fetchone()
-    if available:
-        return Check(WARN, "pgvector", f"available ({available[0]}) but not installed in this "
+    available = available_extension_version(conn, "vector")
+    if available is not None:
+        return Check(WARN, "pgvector", f"available ({available}) but not installed in this "
                      "database: run `eval-harness migrate`")
     return Check(FAIL, "pgvector", "this PostgreSQL server has no pgvector extension: install "
                  "pgvector on it, or unset DATABASE_URL to use the embedded server")
@@ -111,8 +110,9 @@ def check_migrations(conn: psycopg.Connection) -> Check:
     except MigrationError as exc:
         return Check(FAIL, "migrations", str(exc))
     applied: dict[int, str] = {}
-    if _exists(conn, "schema_migrations"):
-        applied = dict(conn.execute("SELECT version, checksum FROM schema_migrations"))
+    if relation_exists(conn, "schema_migrations"):
+        applied = {version: checksum
+                   for version, (_, checksum) in applied_migrations(conn).items()}
     changed = [m.name for m in available if m.version in applied
                and applied[m.version] != m.checksum]
     pending = [m.name for m in available if m.version not in applied]
@@ -137,12 +137,10 @@ def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
     if default not in settings.datasets:
         return Check(FAIL, "datasets", f"default_dataset '{default}' is not configured under "
                      f"datasets: in config.yaml (configured: {configured})")
-    if not _exists(conn, "datasets") or not _exists(conn, "l2_insights"):
+    if not relation_exists(conn, "datasets") or not relation_exists(conn, "l2_insights"):
         return Check(WARN, "datasets", "cannot tell which datasets are ingested before the "
                      "schema is migrated: run `eval-harness migrate`")
-    documents = dict(conn.execute(
-        "SELECT d.name, count(i.id) FROM datasets d LEFT JOIN l2_insights i "
-        "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
+    documents = ingested_datasets(conn)
     ingested = ", ".join(f"{name} ({n} documents)" for name, n in documents.items()) or "none"
     if not documents.get(default):
         return Check(WARN, "datasets", f"default dataset '{default}' is not ingested: run "
@@ -165,7 +163,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
     with conn:
         try:
             conn.execute("SET default_transaction_read_only = on")
-            version = conn.execute("SHOW server_version").fetchone()[0].split()[0]
+            version = server_version(conn)
         except psycopg.Error as exc:
             yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
             return

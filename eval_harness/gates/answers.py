@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
+from eval_harness.gates import queries
 from eval_harness.settings import Settings
 
 DEFAULT_RELATION = "answers"
@@ -63,7 +62,7 @@ class Answer:
     answer: str
     sources: Sequence[Mapping[str, Any]]
     created_at: datetime
-    content_hash: str  # of query, answer and sources (CONTENT_HASH_SQL)
+    content_hash: str  # of query, answer and sources (queries.content_hash_sql)
 
 
 @dataclass(frozen=True)
@@ -119,36 +118,6 @@ class ImportReport:
 
     def __str__(self) -> str:
         return f"{self.inserted} new, {self.updated} updated, {self.unchanged} unchanged"
-
-
-def relation_sql(relation: str) -> sql.Composable:
-    """``answers`` or ``schema.answers`` as a quoted SQL identifier."""
-    return sql.Identifier(*relation.split("."))
-
-
-def content_hash_sql(alias: str) -> sql.Composable:
-    """SQL for the hex SHA-256 of an answer's query, answer and sources.
-
-    The jsonb text form is canonical (key order and spacing normalised), so equal content
-    always hashes equal whatever wrote it. ``created_at`` is left out: moving an answer in time
-    does not change what the gates say about it.
-    """
-    a = sql.Identifier(alias)
-    return sql.SQL("encode(sha256(convert_to(jsonb_build_array({a}.query, {a}.answer, "
-                   "{a}.sources::jsonb)::text, 'UTF8')), 'hex')").format(a=a)
-
-
-def window_condition(alias: str, window: TimeWindow) -> sql.Composable:
-    """``created_at`` inside the window, with ``%(start)s`` / ``%(end)s`` placeholders."""
-    column = sql.SQL("{}.created_at").format(sql.Identifier(alias))
-    condition = sql.SQL("{c} >= %(start)s").format(c=column)
-    if window.end is not None:
-        condition = sql.SQL("{} AND {c} < %(end)s").format(condition, c=column)
-    return condition
-
-
-def window_params(window: TimeWindow) -> dict[str, Any]:
-    return {"start": window.start, "end": window.end}
 
 
 # --- reading a file ------------------------------------------------------------------------
@@ -271,38 +240,12 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
     path = Path(path)
     for _ in read_answers_file(path):  # validate everything before touching the store
         pass
-    target = relation_sql(relation)
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_IMPORT_LOCK + relation,))
-            conn.execute("""CREATE TEMP TABLE _import_answers (
-                                id text PRIMARY KEY, query text NOT NULL, answer text NOT NULL,
-                                sources jsonb NOT NULL, created_at timestamptz) ON COMMIT DROP""")
-            with conn.cursor().copy("COPY _import_answers FROM STDIN WITH (FORMAT BINARY)") as copy:
-                copy.set_types(["text", "text", "text", "jsonb", "timestamptz"])
-                for record in read_answers_file(path):
-                    copy.write_row((record.id, record.query, record.answer,
-                                    Jsonb(record.sources), record.created_at))
-            total = conn.execute("SELECT count(*) FROM _import_answers").fetchone()[0]
-            updated = conn.execute(sql.SQL("""
-                UPDATE {target} AS a SET query = s.query, answer = s.answer, sources = s.sources,
-                       created_at = COALESCE(s.created_at, a.created_at)
-                FROM _import_answers s
-                WHERE a.id = s.id
-                  AND (a.query, a.answer, a.sources::jsonb, a.created_at) IS DISTINCT FROM
-                      (s.query, s.answer, s.sources, COALESCE(s.created_at, a.created_at))
-                """).format(target=target)).rowcount
-            inserted = conn.execute(sql.SQL("""
-                INSERT INTO {target} (id, query, answer, sources, created_at)
-                SELECT s.id, s.query, s.answer, s.sources, COALESCE(s.created_at, now())
-                FROM _import_answers s
-                WHERE NOT EXISTS (SELECT 1 FROM {target} a WHERE a.id = s.id)
-                """).format(target=target)).rowcount
-            days = tuple(row[0] for row in conn.execute(sql.SQL("""
-                SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {target} a
-                JOIN _import_answers s USING (id) ORDER BY 1""").format(target=target)))
-            # ON COMMIT DROP does not fire when the caller's transaction is still open.
-            conn.execute("DROP TABLE _import_answers")
+            queries.lock_answers_import(conn, _IMPORT_LOCK + relation)
+            total, updated, inserted, days = queries.merge_answers(conn, relation, (
+                (r.id, r.query, r.answer, r.sources, r.created_at)
+                for r in read_answers_file(path)))
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
             psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.FeatureNotSupported,
             psycopg.errors.WrongObjectType, psycopg.errors.InsufficientPrivilege) as exc:
@@ -328,23 +271,11 @@ def import_configured_answers(conn: psycopg.Connection,
 
 # --- streaming a window ---------------------------------------------------------------------
 
-def stream_rows(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str, Any], *,
-                batch_size: int = STREAM_BATCH_SIZE, relation: str = DEFAULT_RELATION,
-                ) -> Iterator[tuple]:
-    """Rows of ``query`` through a server-side cursor, fetched ``batch_size`` at a time.
-
-    Client memory stays at one batch whatever the result size. The cursor lives in its own
-    transaction (a savepoint when one is open), so ``conn`` must not be used for anything else
-    while the iterator is being consumed.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+def readable_rows(rows: Iterator[tuple], relation: str) -> Iterator[tuple]:
+    """``rows`` read from ``relation``; a relation without the answers columns (or not
+    readable by this role) raises :class:`AnswersRelationError`."""
     try:
-        with conn.transaction():
-            with conn.cursor(name="eval_harness_answers") as cursor:
-                cursor.itersize = batch_size
-                cursor.execute(query, params)
-                yield from cursor
+        yield from rows
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
             psycopg.errors.InsufficientPrivilege) as exc:
         raise AnswersRelationError(
@@ -356,13 +287,14 @@ def stream_rows(conn: psycopg.Connection, query: sql.Composable, params: Mapping
 def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
                    relation: str = DEFAULT_RELATION,
                    batch_size: int = STREAM_BATCH_SIZE) -> Iterator[Answer]:
-    """Every answer of ``window``, in no particular order, with its content hash."""
-    query = sql.SQL("SELECT a.id, a.query, a.answer, a.sources::jsonb, a.created_at, {hash} "
-                    "FROM {relation} AS a WHERE {window}").format(
-        hash=content_hash_sql("a"), relation=relation_sql(relation),
-        window=window_condition("a", window))
-    for row in stream_rows(conn, query, window_params(window), batch_size=batch_size,
-                           relation=relation):
+    """Every answer of ``window``, in no particular order, with its content hash.
+
+    Rows come through a server-side cursor ``batch_size`` at a time, in a transaction of
+    their own (a savepoint when one is open): ``conn`` must not be used for anything else
+    while the iterator is being consumed.
+    """
+    rows = queries.window_answer_rows(conn, relation, window, batch_size=batch_size)
+    for row in readable_rows(rows, relation):
         yield Answer(*row)
 
 

@@ -59,8 +59,8 @@ from time import perf_counter
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
+from eval_harness.gates import queries
 from eval_harness.gates.answers import Answer
 from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
                                          reward_to_score, score_threshold)
@@ -233,9 +233,7 @@ class _GroundingRunner(_JudgedGateRunner):
 class _AnswerRewardRunner(_JudgedGateRunner):
     def _context(self, conn, answers) -> set[str]:
         """Answer ids that already have a reflexion: not reflected on again."""
-        rows = conn.execute("SELECT answer_id FROM episode_memory WHERE answer_id = ANY(%s)",
-                            ([a.id for a in answers],)).fetchall()
-        return {row[0] for row in rows}
+        return queries.reflected_answer_ids(conn, [a.id for a in answers])
 
     async def _score(self, session, answer, reflected, started):
         # the whole context (up to the prompts' cap): completeness needs more than 500 chars
@@ -269,37 +267,24 @@ def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer
         details = result.details
         if result.score is None or "reward" not in details:
             continue  # a failed evaluation has nothing to log; its error is in gate_results
-        conn.execute(
-            "INSERT INTO evaluation_log (run_id, answer_id, query, answer, reward, reasoning, "
-            "criteria, model, prompt_version, input_tokens, output_tokens, cost) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (run.run_id, answer.id, answer.query, answer.answer, details["reward"],
-             details["reasoning"], Jsonb(details["criteria"]), details["judge"],
-             details["prompt_version"], details["input_tokens"], details["output_tokens"],
-             details["cost_usd"]))
+        queries.log_answer_evaluation(
+            conn, run_id=run.run_id, answer_id=answer.id, query=answer.query,
+            answer=answer.answer, reward=details["reward"], reasoning=details["reasoning"],
+            criteria=details["criteria"], model=details["judge"],
+            prompt_version=details["prompt_version"], input_tokens=details["input_tokens"],
+            output_tokens=details["output_tokens"], cost=details["cost_usd"])
         if details["reward"] >= reflexion_threshold:
             continue
         reflexion = details.get("reflexion")
         if reflexion is not None:
-            conn.execute(
-                "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
-                "lesson, model, prompt_version) "
-                "SELECT %(id)s, %(query)s, (SELECT g.query_embedding FROM ground_truth g "
-                "WHERE g.query = %(query)s AND g.query_embedding IS NOT NULL "
-                "ORDER BY g.id LIMIT 1), %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
-                "%(version)s ON CONFLICT (answer_id) DO NOTHING",
-                {"id": answer.id, "query": answer.query, "reward": details["reward"],
-                 "problem": reflexion["problem"], "lesson": reflexion["lesson"],
-                 "model": details["judge"], "version": reflexion["prompt_version"]})
-        conn.execute(
-            "INSERT INTO regeneration_queue AS q (answer_id, content_hash, reward, "
-            "improvement_hint, issues, run_id) VALUES (%s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (answer_id) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
-            "reward = EXCLUDED.reward, improvement_hint = EXCLUDED.improvement_hint, "
-            "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
-            "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
-            (answer.id, answer.content_hash, details["reward"], details["improvement_hint"],
-             Jsonb(list(details["issues"])), run.run_id))
+            queries.remember_reflexion(
+                conn, answer_id=answer.id, query=answer.query, reward=details["reward"],
+                problem=reflexion["problem"], lesson=reflexion["lesson"],
+                model=details["judge"], prompt_version=reflexion["prompt_version"])
+        queries.queue_regeneration(
+            conn, answer_id=answer.id, content_hash=answer.content_hash,
+            reward=details["reward"], improvement_hint=details["improvement_hint"],
+            issues=list(details["issues"]), run_id=run.run_id)
 
 
 def grounding_gate(settings: Settings, *, session_options: dict | None = None) -> JudgedGate:

@@ -33,14 +33,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from time import perf_counter
-from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
-from eval_harness.gates.answers import (DEFAULT_RELATION, Answer, TimeWindow, content_hash_sql,
-                                  relation_sql, stream_rows, window_condition, window_params)
+from eval_harness.gates import queries
+from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
 from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
 from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary
 from eval_harness.gates.result import GateResult
@@ -62,53 +59,6 @@ class EvaluationRun:
     evaluated: dict[str, int] = field(default_factory=dict)  # gate -> answers evaluated now
     unscored: dict[str, int] = field(default_factory=dict)   # gate -> of those, unscored
     seconds: float = 0.0
-
-
-def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
-    """Answers of the window with the names of the gates whose stored result is stale."""
-    return sql.SQL("""
-        SELECT p.id, p.query, p.answer, p.sources, p.created_at, p.content_hash, p.stale
-        FROM (
-            SELECT a.*, ARRAY(
-                SELECT g.gate FROM unnest(%(gates)s::text[], %(versions)s::text[])
-                                   AS g (gate, version)
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM gate_results r
-                    WHERE r.answer_id = a.id AND r.gate = g.gate
-                      AND r.content_hash = a.content_hash AND r.gate_version = g.version
-                      AND NOT (r.score IS NULL AND r.details @> '{{"retry": true}}'))
-                ORDER BY g.gate) AS stale
-            FROM (SELECT x.id, x.query, x.answer, x.sources::jsonb AS sources, x.created_at,
-                         {hash} AS content_hash
-                  FROM {relation} AS x WHERE {window}) AS a
-        ) AS p
-        WHERE cardinality(p.stale) > 0""").format(
-        hash=content_hash_sql("x"), relation=relation_sql(relation),
-        window=window_condition("x", window))
-
-
-_STAGING = """CREATE TEMP TABLE IF NOT EXISTS _gate_results_batch (
-    answer_id text NOT NULL, gate text NOT NULL, content_hash text NOT NULL,
-    gate_version text NOT NULL, score float8, passed boolean NOT NULL, threshold float8 NOT NULL,
-    details jsonb NOT NULL, latency_ms float8 NOT NULL, run_id text) ON COMMIT DELETE ROWS"""
-
-# Rows go in key order (no deadlock between concurrent runs); a stored result that is already
-# current was written by another run meanwhile and is kept. RETURNING names what was written.
-_UPSERT = """
-    INSERT INTO gate_results AS r (answer_id, gate, content_hash, gate_version, score, passed,
-                                   threshold, details, latency_ms, evaluated_at, run_id)
-    SELECT answer_id, gate, content_hash, gate_version, score, passed, threshold, details,
-           latency_ms, now(), run_id
-    FROM _gate_results_batch
-    ORDER BY answer_id, gate
-    ON CONFLICT (answer_id, gate) DO UPDATE SET
-        content_hash = EXCLUDED.content_hash, gate_version = EXCLUDED.gate_version,
-        score = EXCLUDED.score, passed = EXCLUDED.passed, threshold = EXCLUDED.threshold,
-        details = EXCLUDED.details, latency_ms = EXCLUDED.latency_ms,
-        evaluated_at = EXCLUDED.evaluated_at, run_id = EXCLUDED.run_id
-    WHERE NOT (r.content_hash = EXCLUDED.content_hash AND r.gate_version = EXCLUDED.gate_version
-               AND NOT (r.score IS NULL AND r.details @> '{"retry": true}'))
-    RETURNING answer_id, gate"""
 
 
 def _evaluate_gate(gate: Gate, answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
@@ -179,14 +129,12 @@ def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]]
         counts[0] += len(answers)
         counts[1] += sum(1 for result in results if result.score is None)
     with conn.transaction():
-        with conn.cursor().copy("COPY _gate_results_batch FROM STDIN") as copy:
-            for gate, answers, results in results_by_gate:
-                for answer, result in zip(answers, results):
-                    copy.write_row((answer.id, gate.name, answer.content_hash, gate.version,
-                                    result.score, result.passed, result.threshold,
-                                    Jsonb(result.details), max(0.0, result.latency_ms),
-                                    run.run_id))
-        written = set(conn.execute(_UPSERT).fetchall())
+        written = queries.upsert_gate_results(conn, (
+            (answer.id, gate.name, answer.content_hash, gate.version, result.score,
+             result.passed, result.threshold, result.details, max(0.0, result.latency_ms),
+             run.run_id)
+            for gate, answers, results in results_by_gate
+            for answer, result in zip(answers, results)))
         for gate, answers, results in results_by_gate:
             if gate.record is not None:
                 kept = [(a, r) for a, r in zip(answers, results) if (a.id, gate.name) in written]
@@ -197,36 +145,20 @@ def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]]
 def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate],
                  relation: str) -> None:
     """Re-derive ``passed`` of stored results whose gate threshold was changed in config."""
-    query = sql.SQL("""
-        UPDATE gate_results AS r
-        SET threshold = %(threshold)s,
-            passed = (r.score IS NOT NULL AND r.score >= %(threshold)s)
-        FROM {relation} AS a
-        WHERE r.answer_id = a.id AND r.gate = %(gate)s AND r.threshold <> %(threshold)s
-          AND {window}""").format(relation=relation_sql(relation),
-                                  window=window_condition("a", window))
     with conn.transaction():
         for gate in gates:
-            conn.execute(query, {**window_params(window), "gate": gate.name,
-                                 "threshold": gate.threshold})
+            queries.rethreshold_results(conn, relation, window, gate.name, gate.threshold)
 
 
 def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) -> None:
     """Wait for (and then hold, until ``conn`` closes) the window's advisory lock."""
     key = (f"{WINDOW_LOCK_PREFIX}{relation}:{window.start.isoformat()}:"
            f"{window.end.isoformat() if window.end else ''}")
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+    if not queries.try_lock_window(conn, key):
         log.warning(f"another quality-gate run of {window.describe()} is in progress; waiting "
                     "for it to end (its results are kept, so this run then evaluates only what "
                     "is left)")
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-
-
-def _count_pending(conn: psycopg.Connection, relation: str, window: TimeWindow,
-                   params: dict[str, Any]) -> int:
-    query = sql.SQL("SELECT count(*) FROM ({}) AS pending").format(
-        _pending_query(relation, window))
-    return conn.execute(query, params).fetchone()[0]
+        queries.lock_window(conn, key)
 
 
 def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
@@ -245,20 +177,21 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
     read = 0
     evaluation: dict[str, list[int]] = {}
     if gates:
-        params = {**window_params(window), "gates": [g.name for g in gates],
-                  "versions": [g.version for g in gates]}
+        names, versions = [g.name for g in gates], [g.version for g in gates]
         # write_conn holds the window's lock for the whole run; closing it releases the lock,
         # also when the process dies.
         with store.connection() as read_conn, store.connection(autocommit=True) as write_conn:
             _lock_window(write_conn, window, relation)
-            write_conn.execute(_STAGING)
+            queries.create_results_staging(write_conn)
             total = None
             if progress is not None:
-                total = _count_pending(write_conn, relation, window, params)
+                total = queries.count_pending_answers(write_conn, relation, window, names,
+                                                      versions)
                 progress(0, total)
             batch: list[tuple[Answer, list[str]]] = []
-            for row in stream_rows(read_conn, _pending_query(relation, window), params,
-                                   batch_size=batch_size, relation=relation):
+            pending = queries.pending_answer_rows(read_conn, relation, window, names, versions,
+                                                  batch_size=batch_size)
+            for row in readable_rows(pending, relation):
                 batch.append((Answer(*row[:6]), row[6]))
                 if len(batch) >= batch_size:
                     _store_batch(write_conn, batch, gates, run, evaluation)
@@ -278,52 +211,17 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
                          seconds=perf_counter() - started)
 
 
-def _summary_query(relation: str, window: TimeWindow) -> sql.Composable:
-    return sql.SQL("""
-        WITH current AS MATERIALIZED (
-            SELECT a.id, r.score, r.latency_ms, r.run_id
-            FROM {relation} AS a
-            LEFT JOIN gate_results AS r
-              ON r.answer_id = a.id AND r.gate = %(gate)s AND r.gate_version = %(version)s
-             AND r.content_hash = {hash}
-            WHERE {window}),
-        failing AS (
-            SELECT id, score FROM current
-            WHERE score IS NULL OR score < %(threshold)s)
-        SELECT
-            (SELECT count(*) FROM current),
-            (SELECT count(*) FROM current WHERE score >= %(threshold)s),
-            (SELECT count(*) FROM current WHERE score IS NULL),
-            (SELECT count(*) FROM current WHERE run_id = %(run_id)s),
-            (SELECT avg(score) FROM current),
-            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FROM current),
-            (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FROM current),
-            (SELECT coalesce(array_agg(id ORDER BY score ASC NULLS FIRST, id), '{{}}')
-             FROM (SELECT id, score FROM current
-                   ORDER BY score ASC NULLS FIRST, id LIMIT %(worst)s) AS w),
-            (SELECT coalesce(array_agg(id ORDER BY score ASC NULLS FIRST, id), '{{}}')
-             FROM (SELECT id, score FROM failing
-                   ORDER BY score ASC NULLS FIRST, id LIMIT %(listed)s) AS f),
-            (SELECT count(*) FROM failing),
-            (SELECT coalesce(sum(latency_ms), 0) / 1000.0 FROM current
-             WHERE run_id = %(run_id)s)""").format(
-        relation=relation_sql(relation), hash=content_hash_sql("a"),
-        window=window_condition("a", window))
-
-
 def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate], *,
                     relation: str = DEFAULT_RELATION,
                     run_id: str | None = None) -> list[GateSummary]:
     """Each gate's figures over every answer of ``window``, from the current stored results."""
-    query = _summary_query(relation, window)
     summaries = []
     for gate in gates:
-        params: dict[str, Any] = {**window_params(window), "gate": gate.name,
-                                  "version": gate.version, "threshold": gate.threshold,
-                                  "run_id": run_id, "worst": WORST_LISTED,
-                                  "listed": FAILING_LISTED}
         (answers, passed, unscored, evaluated_now, mean, p50, p95, worst, failing,
-         failing_count, seconds) = conn.execute(query, params).fetchone()
+         failing_count, seconds) = queries.gate_summary_row(
+            conn, relation, window, gate=gate.name, version=gate.version,
+            threshold=gate.threshold, run_id=run_id, worst=WORST_LISTED,
+            listed=FAILING_LISTED)
         summaries.append(GateSummary(  # threshold and mean as configured (see GateSummary)
             gate=gate.name, threshold=configured_scale(gate.name, gate.threshold),
             min_pass_rate=gate.min_pass_rate, blocking=gate.blocking, answers=answers,

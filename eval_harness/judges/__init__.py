@@ -34,7 +34,7 @@ _EXPORTS = {
     "FallbackNotices": "session",
     "JudgeSettings": "config", "BudgetExhausted": "runner", "ParseError": "parsing",
     "QuotaExhausted": "runner", "RunStopped": "runner",
-    "judge_dataset": "dual", "judge_dataset_async": "dual", "JudgeRunSummary": "dual",
+    "judge_dataset": "dual", "judge_dataset_async": "dual", "JudgeRunSummary": "dual_summary",
     "store_dual_judge_scores": "dual", "store_dual_judge_scores_async": "dual",
 }
 

@@ -1,5 +1,5 @@
 """The Postgres side of the call pipeline: the reply cache, the cost log, the retry log and
-the register of submitted batches.
+the register of submitted batches (the statements are in :mod:`.queries`).
 
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
@@ -43,25 +43,10 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import psycopg
-from psycopg.types.json import Jsonb
 
+from eval_harness.judges import queries
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
-_INSERT_CACHE = (
-    "INSERT INTO judge_cache (key, provider, model, operation, prompt_version, reply, "
-    "input_tokens, output_tokens, cached_tokens, batch, run_id) VALUES "
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING")
-# query_id may name a query deleted meanwhile; the row is kept without it
-_INSERT_COST = (
-    "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
-    "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, (SELECT id FROM ground_truth WHERE id = %s)")
-_INSERT_RETRY = (
-    "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, status_code, "
-    "retry_count, wait_seconds, success) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-_INSERT_HITS = (
-    "INSERT INTO api_cache_hit_log (run_id, api_name, model, operation, hits, saved_cost) "
-    "VALUES (%s, %s, %s, %s, %s, %s)")
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)
 
 
@@ -125,9 +110,7 @@ class JudgeLedger:
     def cached(self, key: str) -> Completion | None:
         row = self._pending_cache.get(key)
         if row is None:
-            row = self._conn.execute(
-                "SELECT key, provider, model, operation, prompt_version, reply, input_tokens, "
-                "output_tokens, cached_tokens FROM judge_cache WHERE key = %s", (key,)).fetchone()
+            row = queries.cached_reply(self._conn, key)
         if row is None:
             return None
         return Completion(row[5], Usage(row[6], row[7], row[8]))
@@ -135,9 +118,7 @@ class JudgeLedger:
     def cached_keys(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` the cache already answers (one query, for batch planning)."""
         found = {k for k in keys if k in self._pending_cache}
-        rows = self._conn.execute("SELECT key FROM judge_cache WHERE key = ANY(%s)",
-                                  (list(set(keys) - found),)).fetchall()
-        return found | {r[0] for r in rows}
+        return found | queries.cached_keys_among(self._conn, list(set(keys) - found))
 
     def record_cache_hit(self, request: ChatRequest, *, saved_cost: float) -> None:
         """A call answered by the cache (or by an identical call in flight): count it.
@@ -192,16 +173,15 @@ class JudgeLedger:
         if not (self._pending_cache or self._costs or self._retries or hits):
             return
         try:
-            with self._conn.cursor() as cur:
-                if self._pending_cache:
-                    cur.executemany(_INSERT_CACHE, list(self._pending_cache.values()))
-                if self._costs:
-                    cur.executemany(_INSERT_COST, self._costs)
-                if self._retries:
-                    cur.executemany(_INSERT_RETRY, self._retries)
-                if hits:
-                    cur.executemany(_INSERT_HITS, [(self.run_id, *key, n, saved)
-                                                   for key, (n, saved) in hits.items()])
+            if self._pending_cache:
+                queries.store_replies(self._conn, list(self._pending_cache.values()))
+            if self._costs:
+                queries.log_costs(self._conn, self._costs)
+            if self._retries:
+                queries.log_retries(self._conn, self._retries)
+            if hits:
+                queries.log_cache_hits(self._conn, [(self.run_id, *key, n, saved)
+                                                    for key, (n, saved) in hits.items()])
             self._conn.commit()
         except BaseException:
             # nothing of this write is stored: keep the rows buffered for the next write
@@ -238,10 +218,7 @@ class JudgeLedger:
         oldest first."""
         if not keys:
             return []
-        rows = self._conn.execute(
-            "SELECT batch_id, requests, run_id FROM judge_batches WHERE provider = %s "
-            "AND status = 'submitted' AND keys && %s::text[] ORDER BY submitted_at, id",
-            (provider, list(keys))).fetchall()
+        rows = queries.open_batch_rows(self._conn, provider, keys)
         self._conn.commit()
         return [OpenBatch(provider, batch_id,
                           {key: BatchedRequest(**meta) for key, meta in requests.items()},
@@ -250,21 +227,17 @@ class JudgeLedger:
     def register_batch(self, provider: str, batch_id: str,
                        requests: dict[str, BatchedRequest]) -> None:
         """A batch the provider has just accepted: recorded and committed at once."""
-        self._conn.execute(
-            "INSERT INTO judge_batches (provider, batch_id, models, keys, requests, run_id) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (provider, batch_id) DO NOTHING",
-            (provider, batch_id, sorted({r.model for r in requests.values()}), list(requests),
-             Jsonb({key: {"model": r.model, "operation": r.operation,
-                          "prompt_version": r.prompt_version, "query_id": r.query_id}
-                    for key, r in requests.items()}), self.run_id))
+        queries.register_batch(
+            self._conn, provider, batch_id, models=sorted({r.model for r in requests.values()}),
+            keys=list(requests),
+            requests={key: {"model": r.model, "operation": r.operation,
+                            "prompt_version": r.prompt_version, "query_id": r.query_id}
+                      for key, r in requests.items()}, run_id=self.run_id)
         self._conn.commit()
 
     def abandon_batch(self, provider: str, batch_id: str) -> None:
         """The provider no longer knows the batch (or it expired unanswered): not polled again."""
-        self._conn.execute(
-            "UPDATE judge_batches SET status = 'abandoned', ended_at = now() "
-            "WHERE provider = %s AND batch_id = %s AND status = 'submitted'",
-            (provider, batch_id))
+        queries.abandon_batch(self._conn, provider, batch_id)
         self._conn.commit()
 
     def record_batch_results(self, provider: str, batch_id: str, replies: Sequence[BatchReply],
@@ -273,25 +246,20 @@ class JudgeLedger:
         transaction. Returns False, storing nothing, when the batch is no longer open: another
         run collected it (its replies are then in the cache)."""
         try:
-            claimed = self._conn.execute(
-                "UPDATE judge_batches SET status = %s, ended_at = now() WHERE provider = %s "
-                "AND batch_id = %s AND status = 'submitted'",
-                (status, provider, batch_id)).rowcount
-            if not claimed:
+            if not queries.end_batch(self._conn, provider, batch_id, status):
                 self._conn.rollback()
                 return False
-            with self._conn.cursor() as cur:
-                if replies:
-                    cur.executemany(_INSERT_CACHE, [
-                        (r.key, provider, r.request.model, r.request.operation,
-                         r.request.prompt_version, r.completion.text,
-                         r.completion.usage.input_tokens, r.completion.usage.output_tokens,
-                         r.completion.usage.cached_tokens, True, self.run_id) for r in replies])
-                    cur.executemany(_INSERT_COST, [
-                        (self.run_id, provider, r.request.model, r.request.operation,
-                         r.completion.usage.input_tokens, r.completion.usage.output_tokens,
-                         r.completion.usage.cached_tokens, r.cost, True, r.request.query_id)
-                        for r in replies])
+            if replies:
+                queries.store_replies(self._conn, [
+                    (r.key, provider, r.request.model, r.request.operation,
+                     r.request.prompt_version, r.completion.text,
+                     r.completion.usage.input_tokens, r.completion.usage.output_tokens,
+                     r.completion.usage.cached_tokens, True, self.run_id) for r in replies])
+                queries.log_costs(self._conn, [
+                    (self.run_id, provider, r.request.model, r.request.operation,
+                     r.completion.usage.input_tokens, r.completion.usage.output_tokens,
+                     r.completion.usage.cached_tokens, r.cost, True, r.request.query_id)
+                    for r in replies])
             self._conn.commit()
         except BaseException:
             if not self._conn.closed:

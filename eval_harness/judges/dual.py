@@ -28,6 +28,8 @@ Crashes and concurrent runs:
 
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
+Which pairs are judged is :mod:`.dual_plan`; one query's kappa and its write,
+:mod:`.dual_scores`; what a run did, :mod:`.dual_summary`; the statements, :mod:`.queries`.
 """
 
 from __future__ import annotations
@@ -36,193 +38,26 @@ import asyncio
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
-import numpy as np
 import psycopg
 
-from eval_harness.judges.batch import BatchReport, prefill_cache_by_batch
-from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
+from eval_harness.judges import queries
+from eval_harness.judges.batch import prefill_cache_by_batch
+from eval_harness.judges.dual_plan import PlannedQuery, load_documents, plan_queries
+from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair_kappa,
+                                             store_query_judgements)
+from eval_harness.judges.dual_summary import JudgeRunSummary
+from eval_harness.judges.protocol import JudgeResult, Passage
 from eval_harness.judges.runner import RunStopped
 from eval_harness.judges.session import JudgeSession
-from eval_harness.metrics.agreement import cohen_kappa
 from eval_harness.progress import ProgressCallback
-from eval_harness.retrieval.hybrid import as_vector, dataset_info, hybrid_search
+from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
 
 T = TypeVar("T")
 log = logging.getLogger("eval_harness.judges")
 JUDGE_LOCK_PREFIX = "eval_harness.judge:"  # + dataset name: advisory lock key (hashtext)
-
-
-class QueryChanged(RuntimeError):
-    """The ground-truth query was changed (re-ingested) after it was planned; not written."""
-
-
-@dataclass(frozen=True)
-class PlannedQuery:
-    query_id: int
-    external_id: str
-    text: str
-    embedding: np.ndarray | None
-    doc_ids: tuple[int, ...]
-    expected: tuple[int, ...] = ()  # expected_docs when planned (doc_ids starts with them)
-
-
-@dataclass
-class JudgeCounts:
-    scored: int = 0
-    unscored: int = 0
-    failed: int = 0
-
-    def add(self, result: JudgeResult) -> None:
-        setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
-
-
-@dataclass
-class JudgeRunSummary:
-    """What a dual-judge run did; ``to_dict`` is strict JSON, ``metadata`` flat values."""
-
-    dataset: str
-    run_id: str
-    mode: str                       # "live" | "batch"
-    judge1: str
-    judge2: str
-    notices: tuple[str, ...]
-    queries: int = 0                # planned
-    queries_written: int = 0        # judged and stored (a rerun stores the same row again)
-    queries_changed: int = 0        # of those, new or different from what was stored
-    pairs: int = 0                  # planned (query, document) pairs
-    pairs_written: int = 0
-    judge1_counts: JudgeCounts = field(default_factory=JudgeCounts)
-    judge2_counts: JudgeCounts = field(default_factory=JudgeCounts)
-    provider_calls: int = 0
-    billed_calls: int = 0
-    batch_requests: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    pooled_kappa: float | None = None
-    stopped: str | None = None      # "budget" / "quota" when the budget or a provider's
-                                    # exhausted quota ended the run early
-    stop_reason: str | None = None
-    changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
-    elapsed_s: float = 0.0
-    batch: BatchReport | None = None
-
-    @property
-    def scored(self) -> int:
-        return self.judge1_counts.scored + self.judge2_counts.scored
-
-    @property
-    def unscored(self) -> int:
-        return self.judge1_counts.unscored + self.judge2_counts.unscored
-
-    @property
-    def failed(self) -> int:
-        return self.judge1_counts.failed + self.judge2_counts.failed
-
-    @property
-    def complete(self) -> bool:
-        """Every planned query was written and no judgement failed."""
-        return self.stopped is None and self.failed == 0 and self.queries_written == self.queries
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(notices=list(self.notices), scored=self.scored, unscored=self.unscored,
-                    failed=self.failed, complete=self.complete,
-                    cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
-        return data
-
-    def metadata(self) -> dict[str, Any]:
-        """Flat values for Dagster metadata (None stays None; no NaN)."""
-        return {"dataset": self.dataset, "run_id": self.run_id, "mode": self.mode,
-                "judge1": self.judge1, "judge2": self.judge2,
-                "fallback_notices": "; ".join(self.notices) or "none",
-                "queries": self.queries, "queries_written": self.queries_written,
-                "queries_changed": self.queries_changed,
-                "pairs": self.pairs, "scored": self.scored, "unscored": self.unscored,
-                "failed": self.failed, "provider_calls": self.provider_calls,
-                "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
-                "retries": self.retries, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
-                "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
-                "changed_meanwhile": self.changed_meanwhile,
-                "elapsed_s": round(self.elapsed_s, 3)}
-
-    def format(self) -> str:
-        kappa = "undefined" if self.pooled_kappa is None else f"{self.pooled_kappa:.3f}"
-        c1, c2 = self.judge1_counts, self.judge2_counts
-        fallback = {slot for slot in ("judge1", "judge2")
-                    if any(n.startswith(f"{slot}:") for n in self.notices)}
-        shown = {slot: getattr(self, slot) + (" (local fallback)" if slot in fallback else "")
-                 for slot in ("judge1", "judge2")}
-        lines = [  # the fallback notices themselves were logged once when the judges were built
-            f"judges: judge1 {shown['judge1']}, judge2 {shown['judge2']} ({self.mode} mode, "
-            f"run {self.run_id})",
-            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries judged, "
-            f"{self.queries_changed} queries changed (new or different scores), "
-            f"{self.pairs} pairs",
-            f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
-            f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
-            f"{c2.scored}/{c2.unscored}/{c2.failed})",
-            f"provider calls {self.provider_calls} (retries {self.retries}), batch requests "
-            f"{self.batch_requests}, cache hits {self.cache_hits}",
-            f"tokens {self.input_tokens} in / {self.output_tokens} out, cost "
-            f"${self.cost_usd:.4f}",
-            f"pooled kappa {kappa}",
-        ]
-        if self.stopped:
-            lines.append(f"stopped early: {self.stop_reason}")
-        if self.batch is not None and self.batch.pending_batch_ids:
-            lines.append(f"{self.batch.unfinished} judgements wait in provider batches still "
-                         f"running ({', '.join(self.batch.pending_batch_ids)}); run the batch "
-                         "judge again later to collect them (they are not paid again)")
-        if self.changed_meanwhile:
-            lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
-                         "(re-ingested) and were not written; run the judges again for them")
-        return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------
-# Planning: which pairs to judge
-
-
-def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
-                 limit: int | None = None) -> list[PlannedQuery]:
-    """Each ground-truth query of ``dataset`` (by id, at most ``limit``) with its judged docs:
-    expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed."""
-    dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
-    rows = conn.execute("SELECT id, external_id, query, query_embedding, expected_docs "
-                        "FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
-                        (dataset, limit)).fetchall()
-    top_k, weights = settings.judges.hybrid_top_k, settings.hybrid
-    planned = []
-    for query_id, external_id, text, embedding, expected in rows:
-        vector = None if embedding is None else as_vector(embedding)
-        hits = []
-        if top_k > 0:
-            semantic = weights.semantic if vector is not None else 0.0
-            hits = hybrid_search(conn, dataset, query_text=text, query_embedding=vector, k=top_k,
-                                 semantic_weight=semantic,
-                                 keyword_weight=weights.keyword if vector is not None else 1.0,
-                                 candidate_depth=weights.candidate_depth)
-        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits)]))
-        planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids),
-                                    tuple(expected)))
-    return planned
-
-
-def load_documents(conn: psycopg.Connection, doc_ids: Sequence[int], *,
-                   with_embeddings: bool) -> dict[int, Passage]:
-    column = "embedding" if with_embeddings else "NULL"
-    rows = conn.execute(f"SELECT id, content, {column} FROM l2_insights WHERE id = ANY(%s)",
-                        (list(set(doc_ids)),)).fetchall()
-    return {int(i): Passage(content, int(i), None if emb is None else as_vector(emb))
-            for i, content, emb in rows}
 
 
 # ---------------------------------------------------------------------------------------
@@ -258,73 +93,6 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
         stopped = [e for e in errors if isinstance(e, RunStopped)]
         raise (stopped or errors)[0]
     return [r[0] for r in pairs], [r[1] for r in pairs]
-
-
-def _score(result: JudgeResult[float]) -> float | None:
-    return float(result.value) if result.outcome is Outcome.SCORED else None
-
-
-def pair_kappa(scores1: Sequence[float | None], scores2: Sequence[float | None], *,
-               threshold: float) -> float | None:
-    """Cohen's kappa of ``score > threshold`` over the pairs both judges scored; None if none.
-
-    Degenerate cases follow :func:`eval_harness.metrics.agreement.cohen_kappa` (both judges
-    give one and the same label to every pair: 1.0).
-    """
-    both = [(a, b) for a, b in zip(scores1, scores2) if a is not None and b is not None]
-    if not both:
-        return None
-    return cohen_kappa([int(a > threshold) for a, _ in both],
-                       [int(b > threshold) for _, b in both]).value
-
-
-def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Sequence[int],
-                           results1: Sequence[JudgeResult[float]],
-                           results2: Sequence[JudgeResult[float]], *, judge1: str, judge2: str,
-                           threshold: float, run_id: str,
-                           planned: PlannedQuery | None = None) -> tuple[float | None, bool]:
-    """Write one query's judgements into ``ground_truth`` (and commit).
-
-    Returns the query's kappa and whether the stored judgement changed: it was not judged
-    before, or its documents, scores, outcomes, judges or prompt versions differ (the run id
-    and time are always rewritten and do not count). With ``planned``, the row is written only
-    while its query text, expected documents and embedding are still the planned ones;
-    otherwise :class:`QueryChanged` is raised and nothing is written (an ingest changed the
-    query and cleared its scores meanwhile).
-    """
-    scores1, scores2 = [_score(r) for r in results1], [_score(r) for r in results2]
-    kappa = pair_kappa(scores1, scores2, threshold=threshold)
-    versions = [next((r.prompt_version for r in results if r.prompt_version), None)
-                for results in (results1, results2)]
-    unchanged = ""
-    guard: tuple = ()
-    if planned is not None:  # the embedding as text: after a re-ingest its width may differ
-        unchanged = (" AND g.query = %s AND g.expected_docs = %s::int[] "
-                     "AND g.query_embedding::text IS NOT DISTINCT FROM %s::vector::text")
-        guard = (planned.text, list(planned.expected), planned.embedding)
-    # `old` is the row as it was before this UPDATE (a self-join reads the statement's
-    # snapshot); RETURNING compares it with the new row. Works on every Postgres version.
-    written = conn.execute("""
-        UPDATE ground_truth AS g SET judged_docs = %s::int[], judge1_score = %s::float8[],
-               judge2_score = %s::float8[], judge1_model = %s, judge2_model = %s, kappa = %s,
-               judge1_status = %s::text[], judge2_status = %s::text[],
-               judge_prompt_versions = %s::text[], judge_run_id = %s, judged_at = now()
-        FROM ground_truth AS old
-        WHERE old.id = g.id AND g.id = %s""" + unchanged + """
-        RETURNING (old.judged_docs, old.judge1_score, old.judge2_score, old.judge1_model,
-                   old.judge2_model, old.judge1_status, old.judge2_status,
-                   old.judge_prompt_versions)
-                  IS DISTINCT FROM
-                  (g.judged_docs, g.judge1_score, g.judge2_score, g.judge1_model,
-                   g.judge2_model, g.judge1_status, g.judge2_status, g.judge_prompt_versions)""",
-                           (list(doc_ids), scores1, scores2, judge1, judge2, kappa,
-                            [r.outcome.value for r in results1],
-                            [r.outcome.value for r in results2], versions, run_id, query_id,
-                            *guard)).fetchone()
-    conn.commit()
-    if planned is not None and written is None:
-        raise QueryChanged(f"ground-truth query {planned.external_id} changed during the run")
-    return kappa, bool(written and written[0])
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -439,8 +207,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     summary.judge1_counts.add(result)
                 for result in results2:
                     summary.judge2_counts.add(result)
-                pooled1 += [_score(r) for r in results1]
-                pooled2 += [_score(r) for r in results2]
+                pooled1 += [judgement_score(r) for r in results1]
+                pooled2 += [judgement_score(r) for r in results2]
         finally:
             for task in tasks:
                 task.cancel()
@@ -491,8 +259,7 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
     "judge2_model", "judge1_status", "judge2_status", "cost_usd"}``; a score is None where
     the judgement is unscored or failed (see the status lists).
     """
-    row = conn.execute("SELECT query_embedding FROM ground_truth WHERE id = %s",
-                       (query_id,)).fetchone()
+    row = queries.ground_truth_embedding(conn, query_id)
     if row is None:
         raise LookupError(f"Ground-truth query {query_id} does not exist; ingest the dataset "
                           "or pass the id of an existing query.")
@@ -517,8 +284,8 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
             judge2=session.judge2.spec, threshold=settings.agreement.relevance_threshold,
             run_id=session.run_id)
         cost = session.stats.cost_usd
-    return {"query_id": query_id, "judge1_scores": [_score(r) for r in results1],
-            "judge2_scores": [_score(r) for r in results2], "kappa": kappa,
+    return {"query_id": query_id, "judge1_scores": [judgement_score(r) for r in results1],
+            "judge2_scores": [judgement_score(r) for r in results2], "kappa": kappa,
             "judge1_model": session.judge1.spec, "judge2_model": session.judge2.spec,
             "judge1_status": [r.outcome.value for r in results1],
             "judge2_status": [r.outcome.value for r in results2], "cost_usd": cost}

@@ -16,8 +16,9 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
-from eval_harness.gates.answers import (TimeWindow, content_hash_sql, relation_sql,
-                                        window_condition, window_params)
+from eval_harness.gates.answers import TimeWindow
+from eval_harness.gates.queries import (CURRENT_RESULT_JOIN, relation_sql, window_condition,
+                                        window_params)
 from eval_harness.gates.registry import Gate
 
 # ------------------------------------------------------------------------------ agreement
@@ -55,11 +56,9 @@ def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
     rows = conn.execute(sql.SQL("""
         SELECT a.id, a.query, r.score, r.details
         FROM {relation} AS a
-        LEFT JOIN gate_results AS r
-          ON r.answer_id = a.id AND r.gate = %(gate)s AND r.gate_version = %(version)s
-         AND r.content_hash = {hash}
+        {current_result}
         WHERE a.id = ANY(%(ids)s)""").format(relation=relation_sql(relation),
-                                             hash=content_hash_sql("a")),
+                                             current_result=CURRENT_RESULT_JOIN),
         {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
     found = {row[0]: row for row in rows}
     return [found[answer_id] for answer_id in ids if answer_id in found]

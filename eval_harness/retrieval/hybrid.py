@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import psycopg
-from psycopg import sql
+
+from eval_harness.retrieval import queries
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -67,14 +68,9 @@ class QueryCandidates:
 
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
     """The dataset's language and embedding model; document/query counts unless told not to."""
-    counts = ("""(SELECT count(*) FROM l2_insights i WHERE i.dataset = d.name),
-                 (SELECT count(*) FROM ground_truth g WHERE g.dataset = d.name)"""
-              if with_counts else "-1, -1")
-    row = conn.execute(f"""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, {counts}
-        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
+    row = queries.dataset_row(conn, name, with_counts=with_counts)
     if row is None:
-        known = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+        known = queries.dataset_names(conn)
         raise UnknownDataset(
             f"Dataset '{name}' is not in the store (ingested: {', '.join(known) or 'none'}); "
             f"run `eval-harness ingest PATH --name {name}` first.")
@@ -90,34 +86,7 @@ def _set_ef_search(conn: psycopg.Connection, depth: int) -> None:
     # ef_search bounds how many neighbours an HNSW scan can return; twice the depth keeps
     # the approximate top-`depth` close to exact at little cost.
     ef = min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
-    conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
-
-
-def _candidates_fragment(info: DatasetInfo, depth: int, *, semantic: bool) -> sql.Composed:
-    """``WHERE d.id IN (...)`` body: the candidate union for the lateral query row ``q``."""
-    parts = []
-    if semantic:
-        # An empty document has no embedding: the index leaves it out, but a plan that sorts
-        # would put its NULL distance last and make it a candidate with no semantic score.
-        parts.append(sql.SQL(
-            "(SELECT s.id FROM l2_insights s WHERE s.dataset = {name} "
-            "AND s.embedding IS NOT NULL "
-            "ORDER BY s.embedding::vector({dim}) <=> q.emb LIMIT {depth})"))
-    # q is computed once per query (OFFSET 0 / MATERIALIZED): if the planner inlined it,
-    # eh_or_tsquery would run for every document row, several times slower.
-    parts.append(sql.SQL(
-        "(SELECT k.id FROM l2_insights k WHERE k.dataset = {name} AND k.tsv @@ q.tsq "
-        "ORDER BY ts_rank(k.tsv, q.tsq, 1) DESC, k.id LIMIT {depth})"))
-    values = {"name": sql.Literal(info.name), "dim": sql.Literal(info.embedding_dim),
-              "depth": sql.Literal(depth)}
-    return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
-
-
-def _semantic_expr(info: DatasetInfo, semantic: bool) -> sql.Composable:
-    if not semantic:
-        return sql.SQL("0::float8")
-    return sql.SQL("1 - (d.embedding::vector({dim}) <=> q.emb)").format(
-        dim=sql.Literal(info.embedding_dim))
+    queries.set_hnsw_ef_search(conn, ef)
 
 
 def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
@@ -141,36 +110,11 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
         raise ValueError(f"The query embedding has {len(query_embedding)} dimensions; dataset "
                          f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
     _set_ef_search(conn, candidate_depth)
-    query = sql.SQL("""
-        WITH q AS MATERIALIZED (
-            SELECT {emb} AS emb, eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq),
-        cand AS (
-            SELECT d.id, {sem}::float8 AS sem,
-                   coalesce(ts_rank(d.tsv, q.tsq, 1), 0)::float8 AS kw
-            FROM l2_insights d, q
-            WHERE d.id IN ({candidates})),
-        stats AS (SELECT min(sem) AS smin, max(sem) AS smax, min(kw) AS kmin, max(kw) AS kmax
-                  FROM cand),
-        top AS (
-            SELECT c.*,
-                   %(ws)s::float8 * (CASE WHEN smax = smin THEN 0::float8
-                                          ELSE (sem - smin) / (smax - smin) END)
-                 + %(wk)s::float8 * (CASE WHEN kmax = kmin THEN 0::float8
-                                          ELSE (kw - kmin) / (kmax - kmin) END) AS score
-            FROM cand c, stats
-            ORDER BY score DESC, id ASC LIMIT %(k)s)
-        -- content is fetched for the k results only (it is stored out of line)
-        SELECT t.id, d.external_id, t.score, t.sem, t.kw, d.content
-        FROM top t JOIN l2_insights d USING (id)
-        ORDER BY t.score DESC, t.id ASC""").format(
-        emb=(sql.SQL("%(emb)s::vector({dim})").format(dim=sql.Literal(info.embedding_dim))
-             if semantic else sql.SQL("NULL::vector")),
-        lang=sql.Literal(info.language),
-        sem=_semantic_expr(info, semantic),
-        candidates=_candidates_fragment(info, candidate_depth, semantic=semantic))
-    params = {"text": query_text, "ws": float(semantic_weight), "wk": float(keyword_weight),
-              "k": int(k), "emb": query_embedding}
-    rows = conn.execute(query, params, prepare=True).fetchall()
+    rows = queries.search_rows(conn, info.name, info.language, info.embedding_dim,
+                               candidate_depth, query_text=query_text,
+                               query_embedding=query_embedding,
+                               semantic_weight=semantic_weight, keyword_weight=keyword_weight,
+                               k=k)
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
 
 
@@ -181,25 +125,10 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     _check_depth(candidate_depth)
     info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
-    query = sql.SQL("""
-        SELECT g.id, c.doc_ids, c.sem, c.kw
-        FROM ground_truth g
-        CROSS JOIN LATERAL (SELECT g.query_embedding::vector({dim}) AS emb,
-                                   eh_or_tsquery({lang}::regconfig, g.query) AS tsq
-                            OFFSET 0) q
-        CROSS JOIN LATERAL (
-            SELECT array_agg(d.id ORDER BY d.id) AS doc_ids,
-                   array_agg(({sem})::float8 ORDER BY d.id) AS sem,
-                   array_agg(coalesce(ts_rank(d.tsv, q.tsq, 1), 0)::float8 ORDER BY d.id) AS kw
-            FROM l2_insights d
-            WHERE d.id IN ({candidates})) c
-        WHERE g.dataset = {name} AND (%(ids)s::int[] IS NULL OR g.id = ANY(%(ids)s::int[]))
-        ORDER BY g.id""").format(
-        dim=sql.Literal(info.embedding_dim), lang=sql.Literal(info.language),
-        name=sql.Literal(info.name), sem=_semantic_expr(info, True),
-        candidates=_candidates_fragment(info, candidate_depth, semantic=True))
     result = []
-    for query_id, doc_ids, sem, kw in conn.execute(query, {"ids": query_ids}):
+    for query_id, doc_ids, sem, kw in queries.candidate_rows(
+            conn, info.name, info.language, info.embedding_dim, candidate_depth,
+            query_ids=query_ids):
         result.append(QueryCandidates(
             int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
             np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))

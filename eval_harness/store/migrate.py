@@ -48,6 +48,12 @@ def available_migrations() -> list[Migration]:
     return found
 
 
+def applied_migrations(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
+    """The migrations recorded in ``schema_migrations``: {version: (file name, checksum)}."""
+    return {version: (name, checksum) for version, name, checksum in
+            conn.execute("SELECT version, name, checksum FROM schema_migrations")}
+
+
 def migrate(conn: psycopg.Connection) -> list[str]:
     """Apply pending migrations; returns the names applied now (empty when up to date)."""
     applied_now: list[str] = []
@@ -59,8 +65,7 @@ def migrate(conn: psycopg.Connection) -> list[str]:
                 name       text NOT NULL,
                 checksum   text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())""")
-        done = {v: (n, c) for v, n, c in
-                conn.execute("SELECT version, name, checksum FROM schema_migrations")}
+        done = applied_migrations(conn)
         for migration in available_migrations():
             if migration.version in done:
                 name, checksum = done[migration.version]

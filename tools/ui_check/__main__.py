@@ -6,8 +6,9 @@
 Starts ``dagster dev`` with a throwaway DAGSTER_HOME, store and config copy (nothing in the
 checkout changes), then checks the asset graph, the asset checks, schedules, sensors and jobs,
 launches main_job with the UI's "Materialize all" button and finds the run in the history.
-Needs the Debian packages chromium and chromium-driver. Exit code 0 when every check passes,
-1 when one fails, 2 when the checks could not run. The logic is tools/ui_check/check.py.
+Needs the Debian packages chromium and chromium-driver (driven with Selenium, from the test
+extra). Exit code 0 when every check passes, 1 when one fails, 2 when the checks could not
+run. The checks are tools/ui_check/check.py.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.ui_check.check import ROOT, UICheckUnavailable, run_ui_checks  # noqa: E402
+from tools.ui_check.environment import ROOT, UICheckUnavailable  # noqa: E402
+
+SELENIUM_HINT = ("selenium is not installed (it comes with the test extra): run "
+                 "`.venv/bin/python -m pip install -c requirements.lock -e '.[test]'`.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-timeout", type=float, default=300.0,
                         help="seconds to wait for the launched run to finish (default: 300)")
     args = parser.parse_args(argv)
+    try:
+        from tools.ui_check.check import run_ui_checks
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "selenium":
+            raise
+        print(f"error: {SELENIUM_HINT}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
         results = run_ui_checks(config=args.config, screenshots=args.screenshots,

@@ -1,0 +1,74 @@
+"""Every SQL statement of calibration: the Postgres reads behind the TREC files (external
+ids, graded qrels) and the DuckDB grid history table.
+
+Each function runs in the caller's transaction (:mod:`.history` opens and commits the DuckDB
+one). Table names are composed with :class:`psycopg.sql.Identifier`, never formatted in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import pandas as pd
+import psycopg
+from psycopg import sql
+
+# ------------------------------------------------------------------------------ TREC files
+
+def _external_ids(conn: psycopg.Connection, table: str, ids: Sequence[int]) -> dict[int, str]:
+    return dict(conn.execute(
+        sql.SQL("SELECT id, external_id FROM {} WHERE id = ANY(%s)").format(sql.Identifier(table)),
+        ([int(i) for i in ids],)).fetchall())
+
+
+def query_external_ids(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The dataset's own ids of the ground-truth queries ``ids``: {id: external id}."""
+    return _external_ids(conn, "ground_truth", ids)
+
+
+def document_external_ids(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The dataset's own ids of the documents ``ids``: {id: external id}."""
+    return _external_ids(conn, "l2_insights", ids)
+
+
+def external_qrels(conn: psycopg.Connection, dataset: str) -> list[tuple[str, str, int]]:
+    """``(query external id, document external id, grade)`` of every expected document of
+    ``dataset``'s ground truth, by query id, then document id."""
+    return conn.execute("""
+        SELECT g.external_id, d.external_id, r.grade
+        FROM ground_truth g
+        CROSS JOIN LATERAL unnest(g.expected_docs, g.relevance_grades) AS r(doc_id, grade)
+        JOIN l2_insights d ON d.id = r.doc_id
+        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""", (dataset,)).fetchall()
+
+
+# ------------------------------------------------------------------------------ grid history
+
+HISTORY_TABLE = "calibration_grid_history"  # in the DuckDB history file
+GRID_COLUMNS = {  # column -> DuckDB type, in table order
+    "run_at": "TIMESTAMPTZ", "dataset": "VARCHAR", "semantic_weight": "DOUBLE",
+    "keyword_weight": "DOUBLE", "p_at_5": "DOUBLE", "recall_at_5": "DOUBLE",
+    "ndcg_at_10": "DOUBLE", "mrr_at_10": "DOUBLE", "p_at_5_ceiling": "DOUBLE",
+    "is_best": "BOOLEAN", "is_default": "BOOLEAN", "n_queries": "INTEGER",
+    "candidate_depth": "INTEGER", "verdict": "VARCHAR"}
+
+
+def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
+    """Create ``calibration_grid_history`` when missing and insert ``frame``'s
+    :data:`GRID_COLUMNS` (by name)."""
+    columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
+    con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
+    con.register("grid_rows", frame[list(GRID_COLUMNS)])
+    con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM grid_rows")
+
+
+def grid_history_rows(con: duckdb.DuckDBPyConnection, dataset: str | None) -> pd.DataFrame | None:
+    """The rows of ``calibration_grid_history`` (of ``dataset``; None: all), oldest first;
+    None when the file has no such table yet."""
+    tables = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if HISTORY_TABLE not in tables:
+        return None
+    return con.execute(
+        f"SELECT * FROM {HISTORY_TABLE} WHERE ? IS NULL OR dataset = ? "
+        f"ORDER BY run_at, dataset, semantic_weight", [dataset, dataset]).df()

@@ -1,0 +1,347 @@
+"""Every SQL statement of the quality gates: the answers relation (import, window reads),
+``gate_results`` (staging, upsert, re-threshold, summaries), the window lock, and the rows
+the answer_reward gate writes (``evaluation_log``, ``episode_memory``, ``regeneration_queue``).
+
+Each function takes a connection and plain values and returns rows or plain values.
+Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
+:mod:`eval_harness.gates.runner`, :mod:`eval_harness.gates.judged`): a function that writes
+runs in the caller's transaction. The answers relation comes from configuration
+(``quality_gates.answers_relation``) and is composed with :mod:`psycopg.sql`, never formatted
+in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+if TYPE_CHECKING:  # answers imports this module
+    from eval_harness.gates.answers import TimeWindow
+
+# ------------------------------------------------------------------------------ fragments
+
+
+def relation_sql(relation: str) -> sql.Composable:
+    """``answers`` or ``schema.answers`` as a quoted SQL identifier."""
+    return sql.Identifier(*relation.split("."))
+
+
+def content_hash_sql(alias: str) -> sql.Composable:
+    """SQL for the hex SHA-256 of an answer's query, answer and sources.
+
+    The jsonb text form is canonical (key order and spacing normalised), so equal content
+    always hashes equal whatever wrote it. ``created_at`` is left out: moving an answer in time
+    does not change what the gates say about it.
+    """
+    a = sql.Identifier(alias)
+    return sql.SQL("encode(sha256(convert_to(jsonb_build_array({a}.query, {a}.answer, "
+                   "{a}.sources::jsonb)::text, 'UTF8')), 'hex')").format(a=a)
+
+
+def window_condition(alias: str, window: TimeWindow) -> sql.Composable:
+    """``created_at`` inside the window, with ``%(start)s`` / ``%(end)s`` placeholders."""
+    column = sql.SQL("{}.created_at").format(sql.Identifier(alias))
+    condition = sql.SQL("{c} >= %(start)s").format(c=column)
+    if window.end is not None:
+        condition = sql.SQL("{} AND {c} < %(end)s").format(condition, c=column)
+    return condition
+
+
+def window_params(window: TimeWindow) -> dict[str, Any]:
+    return {"start": window.start, "end": window.end}
+
+
+# A stored result (alias r) that a judge failed on without a usable reply: stale, asked again.
+_ASKED_AGAIN = sql.SQL("""r.score IS NULL AND r.details @> '{"retry": true}'""")
+
+# The current result of one gate for answer ``a``, as ``r`` (NULLs when there is none): same
+# gate, gate version and content. Placeholders ``%(gate)s`` and ``%(version)s``.
+CURRENT_RESULT_JOIN = sql.SQL("""LEFT JOIN gate_results AS r
+          ON r.answer_id = a.id AND r.gate = %(gate)s AND r.gate_version = %(version)s
+         AND r.content_hash = {hash}""").format(hash=content_hash_sql("a"))
+
+# ------------------------------------------------------------------------------ answers
+
+
+def _stream(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str, Any],
+            batch_size: int) -> Iterator[tuple]:
+    """Rows of ``query`` through a server-side cursor, fetched ``batch_size`` at a time.
+
+    Client memory stays at one batch whatever the result size. The cursor lives in its own
+    transaction (a savepoint when one is open), so ``conn`` must not be used for anything else
+    while the iterator is being consumed.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    with conn.transaction():
+        with conn.cursor(name="eval_harness_answers") as cursor:
+            cursor.itersize = batch_size
+            cursor.execute(query, params)
+            yield from cursor
+
+
+def window_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWindow, *,
+                       batch_size: int) -> Iterator[tuple]:
+    """``(id, query, answer, sources, created_at, content_hash)`` of every answer of
+    ``window``, streamed (see :func:`_stream`)."""
+    query = sql.SQL("SELECT a.id, a.query, a.answer, a.sources::jsonb, a.created_at, {hash} "
+                    "FROM {relation} AS a WHERE {window}").format(
+        hash=content_hash_sql("a"), relation=relation_sql(relation),
+        window=window_condition("a", window))
+    return _stream(conn, query, window_params(window), batch_size)
+
+
+def lock_answers_import(conn: psycopg.Connection, key: str) -> None:
+    """Wait for the transaction-level advisory lock ``key`` (held until the transaction ends)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+
+
+def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple],
+                  ) -> tuple[int, int, int, tuple[date, ...]]:
+    """Merge ``rows`` ``(id, query, answer, sources, created_at or None)`` into ``relation`` by
+    id, in the caller's transaction: ``(rows, updated, inserted, days)``, ``days`` the UTC
+    days the rows' answers are in. A missing ``created_at`` keeps the stored time (now, for a
+    new answer); identical answers are left untouched."""
+    target = relation_sql(relation)
+    conn.execute("""CREATE TEMP TABLE _import_answers (
+                        id text PRIMARY KEY, query text NOT NULL, answer text NOT NULL,
+                        sources jsonb NOT NULL, created_at timestamptz) ON COMMIT DROP""")
+    with conn.cursor().copy("COPY _import_answers FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["text", "text", "text", "jsonb", "timestamptz"])
+        for answer_id, query, answer, sources, created_at in rows:
+            copy.write_row((answer_id, query, answer, Jsonb(sources), created_at))
+    total = conn.execute("SELECT count(*) FROM _import_answers").fetchone()[0]
+    updated = conn.execute(sql.SQL("""
+        UPDATE {target} AS a SET query = s.query, answer = s.answer, sources = s.sources,
+               created_at = COALESCE(s.created_at, a.created_at)
+        FROM _import_answers s
+        WHERE a.id = s.id
+          AND (a.query, a.answer, a.sources::jsonb, a.created_at) IS DISTINCT FROM
+              (s.query, s.answer, s.sources, COALESCE(s.created_at, a.created_at))
+        """).format(target=target)).rowcount
+    inserted = conn.execute(sql.SQL("""
+        INSERT INTO {target} (id, query, answer, sources, created_at)
+        SELECT s.id, s.query, s.answer, s.sources, COALESCE(s.created_at, now())
+        FROM _import_answers s
+        WHERE NOT EXISTS (SELECT 1 FROM {target} a WHERE a.id = s.id)
+        """).format(target=target)).rowcount
+    days = tuple(row[0] for row in conn.execute(sql.SQL("""
+        SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {target} a
+        JOIN _import_answers s USING (id) ORDER BY 1""").format(target=target)))
+    # ON COMMIT DROP does not fire when the caller's transaction is still open.
+    conn.execute("DROP TABLE _import_answers")
+    return total, updated, inserted, days
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
+    """Answers of the window with the names of the gates whose stored result is stale."""
+    return sql.SQL("""
+        SELECT p.id, p.query, p.answer, p.sources, p.created_at, p.content_hash, p.stale
+        FROM (
+            SELECT a.*, ARRAY(
+                SELECT g.gate FROM unnest(%(gates)s::text[], %(versions)s::text[])
+                                   AS g (gate, version)
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM gate_results r
+                    WHERE r.answer_id = a.id AND r.gate = g.gate
+                      AND r.content_hash = a.content_hash AND r.gate_version = g.version
+                      AND NOT ({asked_again}))
+                ORDER BY g.gate) AS stale
+            FROM (SELECT x.id, x.query, x.answer, x.sources::jsonb AS sources, x.created_at,
+                         {hash} AS content_hash
+                  FROM {relation} AS x WHERE {window}) AS a
+        ) AS p
+        WHERE cardinality(p.stale) > 0""").format(
+        asked_again=_ASKED_AGAIN, hash=content_hash_sql("x"), relation=relation_sql(relation),
+        window=window_condition("x", window))
+
+
+def _pending_params(window: TimeWindow, gates: Sequence[str],
+                    versions: Sequence[str]) -> dict[str, Any]:
+    return {**window_params(window), "gates": list(gates), "versions": list(versions)}
+
+
+def pending_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                        gates: Sequence[str], versions: Sequence[str], *,
+                        batch_size: int) -> Iterator[tuple]:
+    """The answers of ``window`` whose result of some gate (``gates[i]`` at
+    ``versions[i]``) is stale, streamed: the :func:`window_answer_rows` columns, then the
+    names of those gates."""
+    return _stream(conn, _pending_query(relation, window),
+                   _pending_params(window, gates, versions), batch_size)
+
+
+def count_pending_answers(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                          gates: Sequence[str], versions: Sequence[str]) -> int:
+    """How many rows :func:`pending_answer_rows` would give."""
+    query = sql.SQL("SELECT count(*) FROM ({}) AS pending").format(
+        _pending_query(relation, window))
+    return conn.execute(query, _pending_params(window, gates, versions)).fetchone()[0]
+
+
+def try_lock_window(conn: psycopg.Connection, key: str) -> bool:
+    """Take the session-level advisory lock ``key`` if it is free; whether it was."""
+    return conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
+
+
+def lock_window(conn: psycopg.Connection, key: str) -> None:
+    """Wait for the session-level advisory lock ``key`` (held until ``conn`` closes)."""
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+
+
+def create_results_staging(conn: psycopg.Connection) -> None:
+    """The session's staging table for :func:`upsert_gate_results` (emptied at each commit)."""
+    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS _gate_results_batch (
+        answer_id text NOT NULL, gate text NOT NULL, content_hash text NOT NULL,
+        gate_version text NOT NULL, score float8, passed boolean NOT NULL,
+        threshold float8 NOT NULL, details jsonb NOT NULL, latency_ms float8 NOT NULL,
+        run_id text) ON COMMIT DELETE ROWS""")
+
+
+# Rows go in key order (no deadlock between concurrent runs); a stored result that is already
+# current was written by another run meanwhile and is kept. RETURNING names what was written.
+_UPSERT = sql.SQL("""
+    INSERT INTO gate_results AS r (answer_id, gate, content_hash, gate_version, score, passed,
+                                   threshold, details, latency_ms, evaluated_at, run_id)
+    SELECT answer_id, gate, content_hash, gate_version, score, passed, threshold, details,
+           latency_ms, now(), run_id
+    FROM _gate_results_batch
+    ORDER BY answer_id, gate
+    ON CONFLICT (answer_id, gate) DO UPDATE SET
+        content_hash = EXCLUDED.content_hash, gate_version = EXCLUDED.gate_version,
+        score = EXCLUDED.score, passed = EXCLUDED.passed, threshold = EXCLUDED.threshold,
+        details = EXCLUDED.details, latency_ms = EXCLUDED.latency_ms,
+        evaluated_at = EXCLUDED.evaluated_at, run_id = EXCLUDED.run_id
+    WHERE NOT (r.content_hash = EXCLUDED.content_hash AND r.gate_version = EXCLUDED.gate_version
+               AND NOT ({asked_again}))
+    RETURNING answer_id, gate""").format(asked_again=_ASKED_AGAIN)
+
+
+def upsert_gate_results(conn: psycopg.Connection, rows: Iterable[tuple]) -> set[tuple[str, str]]:
+    """Store ``rows`` ``(answer_id, gate, content_hash, gate_version, score, passed,
+    threshold, details, latency_ms, run_id)`` in ``gate_results``, in the caller's
+    transaction (through the staging table of :func:`create_results_staging`); the
+    ``(answer_id, gate)`` written, without those another run stored meanwhile."""
+    with conn.cursor().copy("COPY _gate_results_batch FROM STDIN") as copy:
+        for (answer_id, gate, content_hash, version, score, passed, threshold, details,
+             latency_ms, run_id) in rows:
+            copy.write_row((answer_id, gate, content_hash, version, score, passed, threshold,
+                            Jsonb(details), latency_ms, run_id))
+    return set(conn.execute(_UPSERT).fetchall())
+
+
+def rethreshold_results(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                        gate: str, threshold: float) -> None:
+    """Give the results of ``gate`` for answers of ``window`` stored under another threshold
+    this one, and ``passed`` by it."""
+    query = sql.SQL("""
+        UPDATE gate_results AS r
+        SET threshold = %(threshold)s,
+            passed = (r.score IS NOT NULL AND r.score >= %(threshold)s)
+        FROM {relation} AS a
+        WHERE r.answer_id = a.id AND r.gate = %(gate)s AND r.threshold <> %(threshold)s
+          AND {window}""").format(relation=relation_sql(relation),
+                                  window=window_condition("a", window))
+    conn.execute(query, {**window_params(window), "gate": gate, "threshold": threshold})
+
+
+def gate_summary_row(conn: psycopg.Connection, relation: str, window: TimeWindow, *,
+                     gate: str, version: str, threshold: float, run_id: str | None,
+                     worst: int, listed: int) -> tuple:
+    """One gate's figures over every answer of ``window``, from its current results:
+    ``(answers, passed, unscored, evaluated by run_id, mean score, latency p50, latency p95,
+    the ``worst`` lowest-scored ids, the first ``listed`` failing ids, failing, seconds spent
+    by run_id)``; ids lowest score first, unscored before all."""
+    query = sql.SQL("""
+        WITH current AS MATERIALIZED (
+            SELECT a.id, r.score, r.latency_ms, r.run_id
+            FROM {relation} AS a
+            {current_result}
+            WHERE {window}),
+        failing AS (
+            SELECT id, score FROM current
+            WHERE score IS NULL OR score < %(threshold)s)
+        SELECT
+            (SELECT count(*) FROM current),
+            (SELECT count(*) FROM current WHERE score >= %(threshold)s),
+            (SELECT count(*) FROM current WHERE score IS NULL),
+            (SELECT count(*) FROM current WHERE run_id = %(run_id)s),
+            (SELECT avg(score) FROM current),
+            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FROM current),
+            (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FROM current),
+            (SELECT coalesce(array_agg(id ORDER BY score ASC NULLS FIRST, id), '{{}}')
+             FROM (SELECT id, score FROM current
+                   ORDER BY score ASC NULLS FIRST, id LIMIT %(worst)s) AS w),
+            (SELECT coalesce(array_agg(id ORDER BY score ASC NULLS FIRST, id), '{{}}')
+             FROM (SELECT id, score FROM failing
+                   ORDER BY score ASC NULLS FIRST, id LIMIT %(listed)s) AS f),
+            (SELECT count(*) FROM failing),
+            (SELECT coalesce(sum(latency_ms), 0) / 1000.0 FROM current
+             WHERE run_id = %(run_id)s)""").format(
+        relation=relation_sql(relation), current_result=CURRENT_RESULT_JOIN,
+        window=window_condition("a", window))
+    return conn.execute(query, {**window_params(window), "gate": gate, "version": version,
+                                "threshold": threshold, "run_id": run_id, "worst": worst,
+                                "listed": listed}).fetchone()
+
+
+# ------------------------------------------------------------------------------ answer_reward
+
+
+def reflected_answer_ids(conn: psycopg.Connection, answer_ids: Sequence[str]) -> set[str]:
+    """Those of ``answer_ids`` that already have a reflexion in ``episode_memory``."""
+    rows = conn.execute("SELECT answer_id FROM episode_memory WHERE answer_id = ANY(%s)",
+                        (list(answer_ids),)).fetchall()
+    return {row[0] for row in rows}
+
+
+def log_answer_evaluation(conn: psycopg.Connection, *, run_id: str, answer_id: str,
+                          query: str, answer: str, reward: float, reasoning: str,
+                          criteria: Any, model: str, prompt_version: str,
+                          input_tokens: int, output_tokens: int, cost: float) -> None:
+    """One ``evaluation_log`` row: a scored answer_reward evaluation."""
+    conn.execute(
+        "INSERT INTO evaluation_log (run_id, answer_id, query, answer, reward, reasoning, "
+        "criteria, model, prompt_version, input_tokens, output_tokens, cost) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (run_id, answer_id, query, answer, reward, reasoning, Jsonb(criteria), model,
+         prompt_version, input_tokens, output_tokens, cost))
+
+
+def remember_reflexion(conn: psycopg.Connection, *, answer_id: str, query: str,
+                       reward: float, problem: str, lesson: str, model: str,
+                       prompt_version: str) -> None:
+    """The answer's reflexion into ``episode_memory``, unless it has one; the query
+    embedding is that of a ground truth query with exactly this text, else NULL."""
+    conn.execute(
+        "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
+        "lesson, model, prompt_version) "
+        "SELECT %(id)s, %(query)s, (SELECT g.query_embedding FROM ground_truth g "
+        "WHERE g.query = %(query)s AND g.query_embedding IS NOT NULL "
+        "ORDER BY g.id LIMIT 1), %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
+        "%(version)s ON CONFLICT (answer_id) DO NOTHING",
+        {"id": answer_id, "query": query, "reward": reward, "problem": problem,
+         "lesson": lesson, "model": model, "version": prompt_version})
+
+
+def queue_regeneration(conn: psycopg.Connection, *, answer_id: str, content_hash: str,
+                       reward: float, improvement_hint: str, issues: list,
+                       run_id: str) -> None:
+    """The answer into ``regeneration_queue``; an answer already queued is queued again
+    (pending, with this hint) only when its content changed."""
+    conn.execute(
+        "INSERT INTO regeneration_queue AS q (answer_id, content_hash, reward, "
+        "improvement_hint, issues, run_id) VALUES (%s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (answer_id) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
+        "reward = EXCLUDED.reward, improvement_hint = EXCLUDED.improvement_hint, "
+        "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
+        "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
+        (answer_id, content_hash, reward, improvement_hint, Jsonb(issues), run_id))

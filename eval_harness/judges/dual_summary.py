@@ -1,0 +1,128 @@
+"""What a dual-judge run did (:func:`eval_harness.judges.dual.judge_dataset`): queries and
+pairs planned, written and changed, each judge's outcomes, calls, cache hits, tokens, cost, the
+pooled kappa and why the run stopped early, as text, strict JSON and flat Dagster metadata."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from eval_harness.judges.batch import BatchReport
+from eval_harness.judges.protocol import JudgeResult
+
+
+@dataclass
+class JudgeCounts:
+    scored: int = 0
+    unscored: int = 0
+    failed: int = 0
+
+    def add(self, result: JudgeResult) -> None:
+        setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
+
+
+@dataclass
+class JudgeRunSummary:
+    """What a dual-judge run did; ``to_dict`` is strict JSON, ``metadata`` flat values."""
+
+    dataset: str
+    run_id: str
+    mode: str                       # "live" | "batch"
+    judge1: str
+    judge2: str
+    notices: tuple[str, ...]
+    queries: int = 0                # planned
+    queries_written: int = 0        # judged and stored (a rerun stores the same row again)
+    queries_changed: int = 0        # of those, new or different from what was stored
+    pairs: int = 0                  # planned (query, document) pairs
+    pairs_written: int = 0
+    judge1_counts: JudgeCounts = field(default_factory=JudgeCounts)
+    judge2_counts: JudgeCounts = field(default_factory=JudgeCounts)
+    provider_calls: int = 0
+    billed_calls: int = 0
+    batch_requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    pooled_kappa: float | None = None
+    stopped: str | None = None      # "budget" / "quota" when the budget or a provider's
+                                    # exhausted quota ended the run early
+    stop_reason: str | None = None
+    changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
+    elapsed_s: float = 0.0
+    batch: BatchReport | None = None
+
+    @property
+    def scored(self) -> int:
+        return self.judge1_counts.scored + self.judge2_counts.scored
+
+    @property
+    def unscored(self) -> int:
+        return self.judge1_counts.unscored + self.judge2_counts.unscored
+
+    @property
+    def failed(self) -> int:
+        return self.judge1_counts.failed + self.judge2_counts.failed
+
+    @property
+    def complete(self) -> bool:
+        """Every planned query was written and no judgement failed."""
+        return self.stopped is None and self.failed == 0 and self.queries_written == self.queries
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(notices=list(self.notices), scored=self.scored, unscored=self.unscored,
+                    failed=self.failed, complete=self.complete,
+                    cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
+        return data
+
+    def metadata(self) -> dict[str, Any]:
+        """Flat values for Dagster metadata (None stays None; no NaN)."""
+        return {"dataset": self.dataset, "run_id": self.run_id, "mode": self.mode,
+                "judge1": self.judge1, "judge2": self.judge2,
+                "fallback_notices": "; ".join(self.notices) or "none",
+                "queries": self.queries, "queries_written": self.queries_written,
+                "queries_changed": self.queries_changed,
+                "pairs": self.pairs, "scored": self.scored, "unscored": self.unscored,
+                "failed": self.failed, "provider_calls": self.provider_calls,
+                "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
+                "retries": self.retries, "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
+                "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
+                "changed_meanwhile": self.changed_meanwhile,
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+    def format(self) -> str:
+        kappa = "undefined" if self.pooled_kappa is None else f"{self.pooled_kappa:.3f}"
+        c1, c2 = self.judge1_counts, self.judge2_counts
+        fallback = {slot for slot in ("judge1", "judge2")
+                    if any(n.startswith(f"{slot}:") for n in self.notices)}
+        shown = {slot: getattr(self, slot) + (" (local fallback)" if slot in fallback else "")
+                 for slot in ("judge1", "judge2")}
+        lines = [  # the fallback notices themselves were logged once when the judges were built
+            f"judges: judge1 {shown['judge1']}, judge2 {shown['judge2']} ({self.mode} mode, "
+            f"run {self.run_id})",
+            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries judged, "
+            f"{self.queries_changed} queries changed (new or different scores), "
+            f"{self.pairs} pairs",
+            f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
+            f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
+            f"{c2.scored}/{c2.unscored}/{c2.failed})",
+            f"provider calls {self.provider_calls} (retries {self.retries}), batch requests "
+            f"{self.batch_requests}, cache hits {self.cache_hits}",
+            f"tokens {self.input_tokens} in / {self.output_tokens} out, cost "
+            f"${self.cost_usd:.4f}",
+            f"pooled kappa {kappa}",
+        ]
+        if self.stopped:
+            lines.append(f"stopped early: {self.stop_reason}")
+        if self.batch is not None and self.batch.pending_batch_ids:
+            lines.append(f"{self.batch.unfinished} judgements wait in provider batches still "
+                         f"running ({', '.join(self.batch.pending_batch_ids)}); run the batch "
+                         "judge again later to collect them (they are not paid again)")
+        if self.changed_meanwhile:
+            lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
+                         "(re-ingested) and were not written; run the judges again for them")
+        return "\n".join(lines)
