@@ -187,16 +187,6 @@ def count_pending_answers(conn: psycopg.Connection, relation: str, window: TimeW
     return conn.execute(query, _pending_params(window, gates, versions)).fetchone()[0]
 
 
-def try_lock_window(conn: psycopg.Connection, key: str) -> bool:
-    """Take the session-level advisory lock ``key`` if it is free; whether it was."""
-    return conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]
-
-
-def lock_window(conn: psycopg.Connection, key: str) -> None:
-    """Wait for the session-level advisory lock ``key`` (held until ``conn`` closes)."""
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-
-
 def create_results_staging(conn: psycopg.Connection) -> None:
     """The session's staging table for :func:`upsert_gate_results` (emptied at each commit)."""
     conn.execute("""CREATE TEMP TABLE IF NOT EXISTS _gate_results_batch (

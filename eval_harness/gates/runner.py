@@ -36,6 +36,7 @@ from time import perf_counter
 
 import psycopg
 
+from eval_harness.store.locks import take_session_lock
 from eval_harness.gates import queries
 from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
 from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
@@ -154,11 +155,9 @@ def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) ->
     """Wait for (and then hold, until ``conn`` closes) the window's advisory lock."""
     key = (f"{WINDOW_LOCK_PREFIX}{relation}:{window.start.isoformat()}:"
            f"{window.end.isoformat() if window.end else ''}")
-    if not queries.try_lock_window(conn, key):
-        log.warning(f"another quality-gate run of {window.describe()} is in progress; waiting "
-                    "for it to end (its results are kept, so this run then evaluates only what "
-                    "is left)")
-        queries.lock_window(conn, key)
+    take_session_lock(conn, key, on_wait=lambda: log.warning(
+        f"another quality-gate run of {window.describe()} is in progress; waiting for it to end "
+        "(its results are kept, so this run then evaluates only what is left)"))
 
 
 def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,

@@ -44,6 +44,7 @@ from typing import Iterator, Sequence
 
 import psycopg
 
+from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
@@ -201,17 +202,8 @@ class JudgeLedger:
         """Hold ``provider``'s batch-submission advisory lock (session level) while the block
         looks up open batches and submits: two runs can then never both submit a request that
         neither saw registered. The lock ends with the connection if the process dies."""
-        key = BATCH_LOCK_PREFIX + provider
-        self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-        self._conn.commit()
-        try:
+        with session_lock(self._conn, BATCH_LOCK_PREFIX + provider):
             yield
-        finally:
-            if not self._conn.closed:
-                if self._conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                    self._conn.rollback()
-                self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-                self._conn.commit()
 
     def open_batches(self, provider: str, keys: Sequence[str]) -> list[OpenBatch]:
         """Open (submitted, not ended) batches of ``provider`` holding any of ``keys``,

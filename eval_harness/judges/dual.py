@@ -42,6 +42,7 @@ from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import psycopg
 
+from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
 from eval_harness.judges.batch import prefill_cache_by_batch
 from eval_harness.judges.dual_plan import PlannedQuery, load_documents, plan_queries
@@ -112,20 +113,12 @@ def judge_run_lock(conn: psycopg.Connection, dataset: str) -> Iterator[None]:
     Waits for another run of the same dataset to end; the lock also ends with the connection,
     so a killed run never leaves it behind. Commits ``conn`` (the run commits per query anyway).
     """
-    key = JUDGE_LOCK_PREFIX + dataset
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+    def say_so() -> None:
         log.warning(f"another judge run of dataset '{dataset}' is in progress; waiting for it "
                     "to end (its replies are cached, so they cost this run nothing)")
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    conn.commit()
-    try:
+
+    with session_lock(conn, JUDGE_LOCK_PREFIX + dataset, on_wait=say_so):
         yield
-    finally:
-        if not conn.closed:
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                conn.rollback()
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-            conn.commit()
 
 
 async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, dataset: str, *,

@@ -1,0 +1,44 @@
+"""Session-level advisory locks: what must not run twice at once, across processes.
+
+A session lock ends with its connection, so a killed process never leaves one behind. Keys
+are text (``hashtext`` maps them to Postgres' lock space); each owner names its own prefix.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import psycopg
+
+
+def take_session_lock(conn: psycopg.Connection, key: str, *,
+                      on_wait: Callable[[], None] | None = None) -> None:
+    """Take the advisory lock ``key`` for the session; if another session holds it, call
+    ``on_wait()`` once (to say so) and wait for it."""
+    if on_wait is not None:
+        if conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+            return
+        on_wait()
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+
+
+@contextmanager
+def session_lock(conn: psycopg.Connection, key: str, *,
+                 on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the advisory lock ``key`` while the block runs (see :func:`take_session_lock`).
+
+    Commits ``conn`` after taking and after releasing the lock (a non-autocommit connection
+    would otherwise keep a transaction open around the block); a failed transaction is rolled
+    back before the release.
+    """
+    take_session_lock(conn, key, on_wait=on_wait)
+    conn.commit()
+    try:
+        yield
+    finally:
+        if not conn.closed:
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                conn.rollback()
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            conn.commit()
