@@ -20,6 +20,7 @@ import traceback
 from eval_harness.cli import build_parser as library_parser
 from eval_harness.cli import main as library_main
 from eval_harness.cli.common import EXIT_ERROR
+from eval_harness.store.connection import redact_conninfo
 from eval_harness_pipelines.gate import run_gate_job
 from eval_harness_pipelines.run import add_run_command
 
@@ -37,18 +38,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def internal_error(exc: Exception) -> str:
-    """One sentence for an unexpected exception; its traceback is written to a temporary file."""
+    """One sentence for an unexpected exception; its traceback is written to a temporary file.
+    Both are redacted (:func:`redact_conninfo`): an exception may quote a connection string."""
     lines = str(exc).strip().splitlines()
     what = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     try:
         with tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="eval-harness-error-",
                                          suffix=".txt", delete=False) as out:
-            out.write("".join(traceback.format_exception(exc)))
+            out.write(redact_conninfo("".join(traceback.format_exception(exc))))
         where = f"; traceback: {out.name}"
     except OSError:
         where = ""
-    return (f"internal error ({what}); the command could not run, no check failed{where}; "
-            "please report it.")
+    return redact_conninfo(f"internal error ({what}); the command could not run, no check "
+                           f"failed{where}; please report it.")
 
 
 if __name__ == "__main__":

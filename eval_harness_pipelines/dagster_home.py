@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterator
 from eval_harness.cli.common import CliError
 from eval_harness.files import write_report
 from eval_harness.settings import Settings
+from eval_harness.store.connection import redact_conninfo
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -100,9 +101,11 @@ def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
         try:
             instance = dg.DagsterInstance.get()
         except Exception as exc:  # SQLite, SQLAlchemy, Dagster's own: all mean "cannot open"
+            reason = redact_conninfo(_first_line(exc))  # a storage URL may be quoted
             raise CliError(f"the Dagster instance in DAGSTER_HOME {home} cannot be opened "
-                           f"({type(exc).__name__}: {_first_line(exc)}); check the folder or "
-                           "point DAGSTER_HOME at another one.") from None
+                           f"({type(exc).__name__}: {reason}); check that folder (and "
+                           "DAGSTER_POSTGRES_URL when set), or point DAGSTER_HOME at another "
+                           "one.") from None
     with instance:
         yield instance
 
