@@ -24,6 +24,12 @@ embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: grou
 points at it and it is findable by id, but neither side of hybrid search can return it. The
 report counts such documents. A dataset in another language than English embedded with the
 English-only local model gets one warning (:func:`eval_harness.store.embeddings.warn_if_english_only`).
+
+A vector cosine similarity cannot use (NaN or infinite values, an overflowing length, or all
+zeros), read from ``embeddings.npz`` or computed by the embedder, stops the ingest with one
+sentence naming the document or query id and the file, before anything is stored
+(:func:`eval_harness.store.embeddings.check_vectors`): one such vector would make every fused
+score of the queries it is a candidate for NaN.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
-                                     embed_in_batches, load_precomputed, warn_if_english_only)
+from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
+                                           PrecomputedEmbeddings, check_vectors,
+                                           embed_in_batches, load_precomputed,
+                                           warn_if_english_only)
 from eval_harness.progress import ProgressCallback
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -164,6 +172,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     queries: list[np.ndarray | None] = [None] * len(data.queries)
     if texts:
         vectors = embed_in_batches(embedder, texts, progress=progress)
+        _check_computed(vectors, data, new_docs, new_queries, embedder.model)
         for row, i in enumerate(new_docs):
             docs[i] = vectors[row]
         for row, i in enumerate(new_queries, start=len(new_docs)):
@@ -179,6 +188,22 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     if reused:
         source += f", {reused} unchanged texts keep their stored vectors"
     return _Vectors(docs, queries, embedder.model, dim, source)
+
+
+def _check_computed(vectors: np.ndarray, data: BeirDataset, new_docs: list[int],
+                    new_queries: list[int], model: str) -> None:
+    """Refuse a computed vector cosine similarity cannot use, naming its document or query
+    (the transaction is rolled back: nothing is stored)."""
+    fix = "nothing was stored; check that text and the embedder"
+    try:
+        check_vectors(vectors[:len(new_docs)], [data.documents[i].external_id for i in new_docs],
+                      what="document", source=str(data.path / "corpus.jsonl"), model=model,
+                      fix=fix)
+        check_vectors(vectors[len(new_docs):], [data.queries[i].external_id for i in new_queries],
+                      what="query", source=str(data.path / "queries.jsonl"), model=model,
+                      fix=fix)
+    except InvalidEmbedding as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def check_language(conn: psycopg.Connection, language: str) -> None:
@@ -208,6 +233,8 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
     if emb_file.is_file():
         try:
             precomputed = load_precomputed(emb_file)
+        except InvalidEmbedding as exc:  # already names the file and the item
+            raise DatasetError(str(exc)) from None
         except (ValueError, OSError) as exc:
             raise DatasetError(f"{emb_file}: cannot read embeddings ({exc})") from None
         embedder = None
