@@ -5,17 +5,35 @@ settings change; a file someone wrote by hand is left alone. With ``DAGSTER_POST
 set, Dagster's own run, event and schedule storage goes to that Postgres (dagster-postgres),
 so several machines share one run history. The file names the environment variable, never
 the URL, so no password is written to disk.
+
+Several processes may start on the same folder at once (two ``gate --partition`` jobs in CI,
+``run`` next to a gate). Dagster's SQLite storage creates its tables on first use by checking
+whether they exist and then creating them, and two processes doing that together crash with
+``table ... already exists``. So writing ``dagster.yaml`` and opening the instance happen
+under one inter-process file lock in the folder (:data:`INSTANCE_LOCK`): the second process
+waits until the first has created the tables, then finds them. Only the opening is
+serialised, not the runs.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
+from eval_harness.cli.common import CliError
+from eval_harness.files import write_report
 from eval_harness.settings import Settings
+from eval_harness.store.connection import redact_conninfo
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 # The marker keeps its first wording (files written by earlier versions are still ours).
 MARKER = "# Written by eval-harness (eval_harness/dagster_home.py); edit config.yaml instead."
+INSTANCE_LOCK = ".eval-harness-instance.lock"  # in DAGSTER_HOME; left in place, it is empty
+LOCK_TIMEOUT_SECONDS = 300.0  # creating a new SQLite instance takes seconds, not minutes
 
 
 def instance_yaml(settings: Settings) -> str:
@@ -27,12 +45,78 @@ def instance_yaml(settings: Settings) -> str:
 
 
 def prepare_dagster_home(settings: Settings) -> Path:
-    """Point DAGSTER_HOME at the project folder (unless set) and keep its dagster.yaml current."""
+    """Point DAGSTER_HOME at the project folder (unless set) and keep its dagster.yaml current.
+
+    Raises :class:`CliError` (exit 2, one sentence) when the folder cannot be created or
+    written, or another process holds its lock for longer than :data:`LOCK_TIMEOUT_SECONDS`.
+    """
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home)))
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "dagster.yaml"
-    wanted = instance_yaml(settings)
-    if not path.exists() or (path.read_text(encoding="utf-8").startswith(MARKER)
-                             and path.read_text(encoding="utf-8") != wanted):
-        path.write_text(wanted, encoding="utf-8")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unusable(home, exc) from None
+    with instance_lock(home):
+        path = home / "dagster.yaml"
+        wanted = instance_yaml(settings)
+        try:
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current is None or (current.startswith(MARKER) and current != wanted):
+                write_report(home, path.name, wanted)  # atomic: a reader never sees half
+        except OSError as exc:
+            raise _unusable(home, exc) from None
     return home
+
+
+@contextmanager
+def instance_lock(home: Path) -> Iterator[None]:
+    """Hold the inter-process lock of DAGSTER_HOME ``home`` (module docstring)."""
+    from filelock import FileLock, Timeout  # a dependency of dagster itself
+
+    lock = FileLock(str(home / INSTANCE_LOCK), timeout=LOCK_TIMEOUT_SECONDS)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise CliError(f"another eval-harness process has held the lock of DAGSTER_HOME {home} "
+                       f"for {LOCK_TIMEOUT_SECONDS:g} s ({home / INSTANCE_LOCK}); wait for it "
+                       "to finish or stop it, then try again.") from None
+    except OSError as exc:
+        raise _unusable(home, exc) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
+    """The Dagster instance of DAGSTER_HOME (prepared first), opened under its lock.
+
+    A failure to open it (a damaged or unwritable storage) is a :class:`CliError` naming the
+    folder: exit 2, never the exit 1 of a failed check.
+    """
+    import dagster as dg
+
+    home = prepare_dagster_home(settings)
+    with instance_lock(home):
+        try:
+            instance = dg.DagsterInstance.get()
+        except Exception as exc:  # SQLite, SQLAlchemy, Dagster's own: all mean "cannot open"
+            reason = redact_conninfo(_first_line(exc))  # a storage URL may be quoted
+            raise CliError(f"the Dagster instance in DAGSTER_HOME {home} cannot be opened "
+                           f"({type(exc).__name__}: {reason}); check that folder (and "
+                           "DAGSTER_POSTGRES_URL when set), or point DAGSTER_HOME at another "
+                           "one.") from None
+    with instance:
+        yield instance
+
+
+def _unusable(home: Path, exc: OSError) -> CliError:
+    reason = exc.strerror or type(exc).__name__
+    return CliError(f"DAGSTER_HOME {home} cannot be used as Dagster's instance folder "
+                    f"({reason}); point DAGSTER_HOME (or dagster.home in config.yaml) at a "
+                    "writable folder.")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

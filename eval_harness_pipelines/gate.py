@@ -9,7 +9,7 @@ from datetime import date
 
 from eval_harness.cli.common import CliError, root_cause
 from eval_harness.settings import Settings
-from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.dagster_home import open_instance
 
 # a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
@@ -24,7 +24,6 @@ def run_gate_job(settings: Settings, day: date, gates):
     from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.report import GateReport, GateSummary
 
-    prepare_dagster_home(settings)
     resources = default_resources(
         config_path=str(settings.config_path) if settings.config_path else None,
         database_url=settings.database_url)
@@ -32,7 +31,7 @@ def run_gate_job(settings: Settings, day: date, gates):
                                 dg.Definitions(resources=resources))
     # The CLI prints its own one-line errors; a failing blocking check is no crash to log.
     run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    with dg.DagsterInstance.get() as instance:
+    with open_instance(settings) as instance:
         result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
             partition_key=day.isoformat(), instance=instance, run_config=run_config,
             raise_on_error=False)

@@ -20,7 +20,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
-from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
 from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
@@ -66,8 +66,6 @@ def add_run_command(sub) -> None:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     prepare_dagster_home(settings)
-    import dagster as dg
-
     from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.defs.reporting import REPORT_JOB
     from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
@@ -83,7 +81,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     def execute(job: str, step: str, ops: dict, partition: str | None = None):
         print(step, flush=True)
-        with dg.DagsterInstance.get() as instance:
+        with open_instance(settings) as instance:
             result = defs.resolve_job_def(job).execute_in_process(
                 instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
                 raise_on_error=False)

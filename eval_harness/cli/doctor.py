@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from eval_harness.store.catalog import (available_extension_version, ingested_da
                                         installed_extension_version, relation_exists,
                                         server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
-                                           redact_url)
+                                           redact_conninfo, redact_url)
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
                                         available_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
@@ -60,14 +59,6 @@ class Check:
 
 
 # -- the store -------------------------------------------------------------------------
-
-
-def _scrub_database_url(text: str, settings: Settings) -> str:
-    """``text`` without the store password, however the driver chose to quote the URL."""
-    if settings.database_url:
-        text = text.replace(settings.database_url, redact_url(settings.database_url))
-    text = redact_url(text)
-    return re.sub(r"(?i)(password\s*=\s*)\S+", r"\1***", text)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -156,7 +147,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
         conn = location.connect(autocommit=True)
     except (StoreUnavailable, psycopg.Error) as exc:
         # psycopg may quote a malformed URL back, password included
-        yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
+        yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))
         for name in ("pgvector", "migrations", "datasets"):
             yield Check(SKIP, name, "the store is unreachable")
         return
@@ -165,7 +156,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
             conn.execute("SET default_transaction_read_only = on")
             version = server_version(conn)
         except psycopg.Error as exc:
-            yield Check(FAIL, "store", _scrub_database_url(_first_line(exc), settings))
+            yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))
             return
         yield Check(OK, "store", f"{location.description} (PostgreSQL {version})")
         for name, check in (("pgvector", lambda c: check_pgvector(c, location)),
@@ -177,7 +168,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
             try:
                 yield check(conn)
             except psycopg.Error as exc:  # e.g. permission denied on a table
-                yield Check(FAIL, name, _scrub_database_url(_first_line(exc), settings))
+                yield Check(FAIL, name, redact_conninfo(_first_line(exc)))
 
 
 # -- the judges ------------------------------------------------------------------------

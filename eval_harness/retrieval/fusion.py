@@ -15,11 +15,23 @@ vectorised sweep (:mod:`eval_harness.retrieval.sweep`) calls :func:`min_max_norm
 
 Reciprocal rank fusion (:func:`reciprocal_rank_fusion_scores`) is the reference method that
 calibration compares the weighted rule with.
+
+No metric is ever computed over a NaN score: a NaN raw score (the cosine similarity of an
+all-zero or non-finite embedding is undefined) makes the whole query's min-max row NaN, and a
+NaN ranking would sort by document id alone and score near zero without a word. So
+:func:`fuse_normalised` (which every fused score, the sweep's included, goes through) raises
+:class:`NonFiniteScores` naming the query, when its caller names it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import numpy as np
+
+
+class NonFiniteScores(ValueError):
+    """A fused score is NaN; the message names the query (when known) and the likely cause."""
 
 
 def min_max_normalise(scores: np.ndarray, *, present: np.ndarray | None = None,
@@ -55,18 +67,53 @@ def min_max_normalise(scores: np.ndarray, *, present: np.ndarray | None = None,
 
 
 def fuse_normalised(semantic_norm: np.ndarray, keyword_norm: np.ndarray,
-                    semantic_weight: float, keyword_weight: float) -> np.ndarray:
-    """The weighted sum of already normalised scores, in the rule's float order."""
-    return semantic_weight * semantic_norm + keyword_weight * keyword_norm
+                    semantic_weight: float, keyword_weight: float, *,
+                    query: Hashable | Sequence[Hashable] | None = None) -> np.ndarray:
+    """The weighted sum of already normalised scores, in the rule's float order.
+
+    Raises :class:`NonFiniteScores` when a fused score is NaN. ``query`` names the query
+    of a 1-D row, or holds one name per row of a 2-D matrix, for that message.
+    """
+    if not (np.isfinite(semantic_weight) and np.isfinite(keyword_weight)):
+        raise ValueError(f"fusion weights must be finite numbers, got semantic "
+                         f"{semantic_weight} and keyword {keyword_weight}.")
+    fused = semantic_weight * semantic_norm + keyword_weight * keyword_norm
+    return require_numbers(fused, query=query)
+
+
+def require_numbers(fused: np.ndarray, *, query: Hashable | Sequence[Hashable] | None = None
+                    ) -> np.ndarray:
+    """``fused`` unchanged when no score is NaN; else :class:`NonFiniteScores` naming the
+    first query (row) with one (``query``: see :func:`fuse_normalised`)."""
+    fused = np.asarray(fused)
+    nan = np.isnan(fused)
+    if not nan.any():
+        return fused
+    if fused.ndim >= 2:
+        row = int(np.flatnonzero(nan.reshape(fused.shape[0], -1).any(axis=1))[0])
+        count = int(nan[row].sum())
+        name = f"query {query[row]!r}" if query is not None else f"query row {row}"
+    else:
+        count = int(nan.sum())
+        name = f"query {query!r}" if query is not None else "a query"
+    raise NonFiniteScores(
+        f"the fused hybrid score of {name} is NaN for {count} of its candidates: a semantic "
+        "score is undefined (an all-zero, NaN or infinite embedding of the query or of a "
+        "document) or a keyword score is not finite, so no metric is computed; store valid "
+        "embeddings (re-ingest the dataset) and run again.")
 
 
 def fuse_scores(semantic: np.ndarray, keyword: np.ndarray, semantic_weight: float,
-                keyword_weight: float | None = None) -> np.ndarray:
-    """Fused hybrid score per candidate; ``keyword_weight`` defaults to 1 - semantic_weight."""
+                keyword_weight: float | None = None, *,
+                query: Hashable | None = None) -> np.ndarray:
+    """Fused hybrid score per candidate; ``keyword_weight`` defaults to 1 - semantic_weight.
+
+    Raises :class:`NonFiniteScores` (naming ``query`` when given) when a score is NaN.
+    """
     if keyword_weight is None:
         keyword_weight = 1.0 - semantic_weight
     return fuse_normalised(min_max_normalise(semantic), min_max_normalise(keyword),
-                           semantic_weight, keyword_weight)
+                           semantic_weight, keyword_weight, query=query)
 
 
 def rank_candidates(doc_ids: np.ndarray, fused: np.ndarray) -> np.ndarray:

@@ -41,10 +41,13 @@ from eval_harness.metrics.calibration import DEFAULT_WEIGHTS
 from eval_harness.metrics.ranking import (PRECISION_CUTOFF, RANKING_CUTOFF, QueryScores,
                                           ideal_dcg_at_k, mean_p_at_k_ceiling, relevance_gains,
                                           score_top_gains)
-from eval_harness.retrieval.fusion import (fuse_normalised, min_max_normalise,
+from eval_harness.retrieval.fusion import (NonFiniteScores, fuse_normalised, min_max_normalise,
                                            reciprocal_rank_fusion_scores)
 
 RANX_MIN_SPAN = 1e-9  # ranx min-max divides by max(max - min, 1e-9)
+NAN_CAUSES = {"semantic": "an undefined cosine similarity (an all-zero, NaN or infinite "
+                          "embedding of the query or of a document)",
+              "keyword": "a keyword score that is not a number"}
 
 Normalisation = Literal["candidates", "per_retriever"]
 
@@ -211,8 +214,16 @@ def normalised_scores(candidates: CandidateSet, normalisation: Normalisation = "
             raise ValueError("the candidate set's padding holds scores; build it with "
                              "CandidateSet.from_queries or from_runs.")
         if normalisation == "candidates" and np.any(missing & candidates.mask):
-            raise ValueError(f"some candidates have no {name} score; normalisation="
-                             f"'candidates' needs both scores, use 'per_retriever'.")
+            # In this mode every candidate has both scores, so a NaN is no missing document
+            # but an undefined similarity; fusing it would make the query's scores NaN.
+            q = int(np.flatnonzero((missing & candidates.mask).any(axis=1))[0])
+            count = int((missing & candidates.mask)[q].sum())
+            raise NonFiniteScores(
+                f"query {candidates.query_ids[q]!r} has {count} candidates whose {name} score "
+                f"is NaN, so no metric is computed: in normalisation='candidates' (the fusion "
+                f"rule) every candidate has both scores and a NaN means {NAN_CAUSES[name]}; "
+                f"for runs in which a retriever did not return every candidate, call "
+                f"sweep_weights with normalisation='per_retriever'.")
         if np.isinf(raw).any():
             raise ValueError(f"some {name} scores are infinite; give finite raw scores.")
         if normalisation == "candidates":
@@ -224,8 +235,10 @@ def normalised_scores(candidates: CandidateSet, normalisation: Normalisation = "
 
 
 def _fused_matrix(sem_norm: np.ndarray, kw_norm: np.ndarray, padding: np.ndarray,
-                  semantic_weight: float, keyword_weight: float) -> np.ndarray:
-    fused = fuse_normalised(sem_norm, kw_norm, semantic_weight, keyword_weight)
+                  semantic_weight: float, keyword_weight: float,
+                  query_ids: tuple[Hashable, ...] | None = None) -> np.ndarray:
+    fused = fuse_normalised(sem_norm, kw_norm, semantic_weight, keyword_weight,
+                            query=query_ids)  # raises on a NaN score, naming the query
     np.copyto(fused, -np.inf, where=padding)
     return fused
 
@@ -263,7 +276,8 @@ def rank_top_k(candidates: CandidateSet, semantic_weight: float, *,
     if keyword_weight is None:
         keyword_weight = 1.0 - semantic_weight
     sem_norm, kw_norm = normalised_scores(candidates, normalisation)
-    fused = _fused_matrix(sem_norm, kw_norm, ~candidates.mask, semantic_weight, keyword_weight)
+    fused = _fused_matrix(sem_norm, kw_norm, ~candidates.mask, semantic_weight, keyword_weight,
+                          candidates.query_ids)
     fused = _pad_columns(fused, k)
     columns = _top_columns(fused, k)
     ids = np.take_along_axis(_pad_columns(candidates.doc_ids, k, fill=-1), columns, axis=1)
@@ -336,7 +350,7 @@ def sweep_weights(candidates: CandidateSet, weights: Sequence[float] | np.ndarra
     per_query_hits = np.empty((semantic_weights.size, n_queries), dtype=np.int64)
     means = np.empty((3, semantic_weights.size))
     for i, (w_sem, w_kw) in enumerate(zip(semantic_weights, keyword_weights)):
-        fused = _fused_matrix(sem_norm, kw_norm, padding, w_sem, w_kw)
+        fused = _fused_matrix(sem_norm, kw_norm, padding, w_sem, w_kw, candidates.query_ids)
         scores = _score_top_columns(candidates, _top_columns(fused, RANKING_CUTOFF))
         per_query_hits[i] = scores.hits_at_5
         means[:, i] = (scores.recall_at_5.mean(), scores.ndcg_at_10.mean(),

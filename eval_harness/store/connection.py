@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import unquote
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -26,13 +27,19 @@ from eval_harness.settings import Settings
 
 
 class StoreUnavailable(RuntimeError):
-    """The store cannot be reached or started; the message says which and what to try."""
+    """The store cannot be reached or started; the message says which and what to try.
+
+    The message is passed through :func:`redact_conninfo`, so it never shows a password,
+    whatever error text it quotes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_conninfo(message))
 
 
 @dataclass(frozen=True)
 class StoreLocation:
     url: str = ""
-    description: str = ""  # safe to print: never contains a password
+    description: str = ""  # safe to print: passed through redact_conninfo
     server_log: Path | None = None  # the embedded server's log; unknown for DATABASE_URL
     log_offset: int = 0             # its size when this process attached
 
@@ -42,17 +49,26 @@ class StoreLocation:
 
         where = ("the embedded PostgreSQL" if self.server_log is not None
                  else "the PostgreSQL server (DATABASE_URL)")
-        return server_failure_message(error, self.server_log, where=where,
-                                      since=self.log_offset)
+        message = server_failure_message(error, self.server_log, where=where,
+                                         since=self.log_offset)
+        return None if message is None else redact_conninfo(message)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "description", redact_conninfo(self.description))
+
+    def __repr__(self) -> str:  # a test report or a log may print the object itself
+        return (f"StoreLocation(url={redact_conninfo(self.url)!r}, "
+                f"description={self.description!r}, server_log={self.server_log!r})")
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection:
         """A new connection with pgvector's types registered (after migration 0001)."""
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:  # OperationalError, or a malformed URL (ProgrammingError)
             from eval_harness.store.crash import is_recovering
 
             crashed = self.failure_message(exc) if is_recovering(exc) else None
+            # libpq quotes a malformed URL back, password included: StoreUnavailable redacts
             raise StoreUnavailable(crashed or f"Cannot connect to the store "
                                    f"({self.description}): {_first_line(exc)}") from None
         try:
@@ -75,9 +91,47 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, for printing."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+# A URL anywhere in a text: scheme://... up to whitespace or a double quote (libpq's errors
+# quote a URL in double quotes; a single quote may be part of a password).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"]*")
+# user:password@ in a URL's authority. libpq ends the user information at the first '@'
+# before any '/'; up to the last one is masked, so a raw '@' in a password leaks nothing.
+_URL_PASSWORD = re.compile(r"(://[^:@/]*:)[^/]*@")
+_URL_PARAMETER = re.compile(r"([?&])([^=&#]*)=([^&#]*)")
+# key = value in libpq's keyword/value form: the value is quoted ('a b', with \' and \\
+# escapes; an unterminated quote runs to the end) or runs to the next unescaped whitespace.
+_KEYWORD_PASSWORD = re.compile(
+    r"(?<![\w?&%.-])((?:ssl)?password\s*=\s*)('(?:\\.|[^'\\])*'?|(?:\\.|[^\s\\])+)",
+    re.IGNORECASE)
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})  # libpq's; passfile is a path
+
+
+def redact_conninfo(text: str) -> str:
+    """``text`` with every password libpq would read replaced by ``***``, for printing.
+
+    ``text`` is a connection string or any message that may quote one. Every form libpq
+    accepts is covered: a URL's ``user:password@`` (any scheme, so provider base URLs too),
+    its ``?password=`` / ``&sslpassword=`` parameters (percent-encoded names included), and
+    the keyword/value form ``password=secret``, ``password = 'a b'`` (quoted, with escapes).
+    ``passfile`` names a file, not a secret, and is kept. Anything else is left as it is.
+    """
+    return _KEYWORD_PASSWORD.sub(r"\1***", _URL.sub(_redact_one_url, text))
+
+
+def _redact_one_url(match: re.Match) -> str:
+    url = _URL_PASSWORD.sub(r"\1***@", match.group(0), count=1)
+    head, mark, query = url.partition("?")
+    if not mark:
+        return url
+
+    def parameter(found: re.Match) -> str:
+        secret = unquote(found.group(2)).strip().lower() in SECRET_PARAMETERS
+        return f"{found.group(1)}{found.group(2)}=***" if secret else found.group(0)
+
+    return head + mark + _URL_PARAMETER.sub(parameter, mark + query)[1:]
+
+
+redact_url = redact_conninfo  # the earlier name, for URLs
 
 
 _servers: dict[Path, object] = {}
@@ -164,7 +218,7 @@ def locate_store(settings: Settings) -> StoreLocation:
     """The store to use: ``DATABASE_URL`` if set, else the embedded server (started here)."""
     if settings.database_url:
         return StoreLocation(settings.database_url,
-                             f"PostgreSQL at {redact_url(settings.database_url)} (DATABASE_URL)")
+                             f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)")
     url = start_embedded(settings.embedded_pgdata)
     log = embedded_server_log(settings.embedded_pgdata)
     return StoreLocation(url, f"embedded PostgreSQL with pgvector in {settings.embedded_pgdata}",

@@ -17,6 +17,12 @@ Vectors are L2-normalised; search uses cosine similarity so the norm does not ma
 empty document (no title, no text) needs no row: it is stored without an embedding (a row
 for it is ignored), and no row may be all zeros (its cosine similarity is undefined).
 
+A vector cosine similarity cannot use (NaN or infinite values, a length that overflows
+float32, or all zeros where it is used) is refused, in the file and from an embedder alike, by
+:func:`check_vectors`: one sentence naming the document or query id and where the vector
+came from, before anything is stored. Such a vector would make its similarity NaN, and one
+NaN in a query's candidates would make every fused score of that query NaN.
+
 The local embedder (all-MiniLM-L6-v2) is English-only: ingesting a dataset whose text-search
 language is another one (german, french, ...; not 'simple', which names no language) with it, or
 with an ``embeddings.npz`` made by it, logs one warning that names a multilingual alternative
@@ -55,6 +61,10 @@ _announced: set[str] = set()
 
 class EmbedderUnavailable(RuntimeError):
     """No embedder can produce vectors for this model here; the message says how to get one."""
+
+
+class InvalidEmbedding(ValueError):
+    """A vector cosine similarity cannot use; the message names the item and the source."""
 
 
 class Embedder(Protocol):
@@ -97,9 +107,48 @@ def load_precomputed(path: Path) -> PrecomputedEmbeddings:
     if emb.queries.ndim != 2 or emb.queries.shape[0] != len(emb.query_ids) \
             or emb.queries.shape[1] != emb.docs.shape[1]:
         raise ValueError(f"{path}: 'queries' must have one row per query id and the docs' width")
-    if not (np.isfinite(emb.docs).all() and np.isfinite(emb.queries).all()):
-        raise ValueError(f"{path}: embeddings contain NaN or infinite values")
+    # All-zero rows are allowed here (an empty document's row is ignored); ingest refuses one
+    # that it would use.
+    check_vectors(emb.docs, emb.doc_ids, what="document", source=str(path),
+                  zero_allowed=True, fix="recompute the file")
+    check_vectors(emb.queries, emb.query_ids, what="query", source=str(path),
+                  zero_allowed=True, fix="recompute the file")
     return emb
+
+
+def check_vectors(vectors: np.ndarray, ids: Sequence[str], *, what: str, source: str,
+                  fix: str, model: str | None = None, zero_allowed: bool = False) -> None:
+    """Raise :class:`InvalidEmbedding` naming the first row cosine similarity cannot use.
+
+    A row is refused when a value is NaN or infinite, when its squared length overflows
+    float32 (pgvector computes in float32, so the similarity would be NaN), or, unless
+    ``zero_allowed``, when it is all zeros. ``ids`` names the rows (``what``: "document" or
+    "query"); ``source`` is the file or folder they came from, ``model`` the embedder that
+    computed them (None: a file); the message ends with ``fix``.
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.isfinite(vectors).all(axis=1)
+        squared = np.einsum("ij,ij->i", vectors, vectors)
+    bad = ~finite | ~np.isfinite(squared)
+    if not zero_allowed:
+        bad |= ~vectors.any(axis=1)
+    rows = np.flatnonzero(bad)
+    if rows.size == 0:
+        return
+    row = int(rows[0])
+    if not finite[row]:
+        problem = "contains NaN or infinite values"
+    elif not np.isfinite(squared[row]):
+        problem = "is too large (its squared length overflows float32)"
+    else:
+        problem = "is all zeros (cosine similarity with it is undefined)"
+    more = f" ({rows.size} such vectors in all)" if rows.size > 1 else ""
+    embedding = f"the {model} embedding" if model else "the embedding"
+    raise InvalidEmbedding(f"{source}: {embedding} of {what} '{ids[row]}' {problem}{more}; "
+                           f"{fix}.")
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -236,8 +285,13 @@ def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, batch_size: in
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
     parts = []
     for start in range(0, len(texts), batch_size):
-        parts.append(np.asarray(embedder.embed(texts[start:start + batch_size]),
-                                dtype=np.float32))
+        batch = texts[start:start + batch_size]
+        vectors = np.asarray(embedder.embed(batch), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+            raise EmbedderUnavailable(f"the embedder {embedder.model} returned an array of "
+                                      f"shape {vectors.shape} for {len(batch)} texts (one "
+                                      f"vector per text expected); nothing was stored.")
+        parts.append(vectors)
         if progress is not None:
             progress(min(start + batch_size, len(texts)), len(texts))
     return np.concatenate(parts) if parts else np.empty((0, 0), dtype=np.float32)

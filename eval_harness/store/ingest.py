@@ -24,6 +24,12 @@ embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: grou
 points at it and it is findable by id, but neither side of hybrid search can return it. The
 report counts such documents. A dataset in another language than English embedded with the
 English-only local model gets one warning (:func:`eval_harness.store.embeddings.warn_if_english_only`).
+
+A vector cosine similarity cannot use (NaN or infinite values, an overflowing length, or all
+zeros), read from ``embeddings.npz`` or computed by the embedder, stops the ingest with one
+sentence naming the document or query id and the file, before anything is stored
+(:func:`eval_harness.store.embeddings.check_vectors`): one such vector would make every fused
+score of the queries it is a candidate for NaN.
 """
 
 from __future__ import annotations
@@ -39,12 +45,15 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, PrecomputedEmbeddings,
-                                     embed_in_batches, load_precomputed, warn_if_english_only)
+from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
+                                           PrecomputedEmbeddings, check_vectors,
+                                           embed_in_batches, load_precomputed,
+                                           warn_if_english_only)
 from eval_harness.progress import ProgressCallback
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 INGEST_LOCK = "eval_harness.ingest"  # advisory lock key (hashtext) held by every ingest
+TSVECTOR_PROBES = 50  # longest documents tried when Postgres finds one too long for a tsvector
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class IngestReport:
     skipped_queries: int
     embeddings: str  # where the vectors came from
     empty_documents: tuple[str, ...] = ()  # ids of documents with no title and no text
+    notices: tuple[str, ...] = ()  # what the reader accepted but said (BeirDataset.notices)
 
     @property
     def changed(self) -> bool:
@@ -164,6 +174,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     queries: list[np.ndarray | None] = [None] * len(data.queries)
     if texts:
         vectors = embed_in_batches(embedder, texts, progress=progress)
+        _check_computed(vectors, data, new_docs, new_queries, embedder.model)
         for row, i in enumerate(new_docs):
             docs[i] = vectors[row]
         for row, i in enumerate(new_queries, start=len(new_docs)):
@@ -179,6 +190,22 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     if reused:
         source += f", {reused} unchanged texts keep their stored vectors"
     return _Vectors(docs, queries, embedder.model, dim, source)
+
+
+def _check_computed(vectors: np.ndarray, data: BeirDataset, new_docs: list[int],
+                    new_queries: list[int], model: str) -> None:
+    """Refuse a computed vector cosine similarity cannot use, naming its document or query
+    (the transaction is rolled back: nothing is stored)."""
+    fix = "nothing was stored; check that text and the embedder"
+    try:
+        check_vectors(vectors[:len(new_docs)], [data.documents[i].external_id for i in new_docs],
+                      what="document", source=str(data.path / "corpus.jsonl"), model=model,
+                      fix=fix)
+        check_vectors(vectors[len(new_docs):], [data.queries[i].external_id for i in new_queries],
+                      what="query", source=str(data.path / "queries.jsonl"), model=model,
+                      fix=fix)
+    except InvalidEmbedding as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def check_language(conn: psycopg.Connection, language: str) -> None:
@@ -208,6 +235,8 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
     if emb_file.is_file():
         try:
             precomputed = load_precomputed(emb_file)
+        except InvalidEmbedding as exc:  # already names the file and the item
+            raise DatasetError(str(exc)) from None
         except (ValueError, OSError) as exc:
             raise DatasetError(f"{emb_file}: cannot read embeddings ({exc})") from None
         embedder = None
@@ -248,7 +277,7 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
             # HNSW index in favour of sorting every row by distance.
             conn.execute("ANALYZE l2_insights, ground_truth")
     return IngestReport(name, documents, queries, data.skipped_queries, vectors.source,
-                        tuple(data.empty_documents))
+                        tuple(data.empty_documents), data.notices)
 
 
 def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: BeirDataset,
@@ -265,7 +294,24 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
             copy.write_row((doc.external_id, doc.content, Jsonb(metadata), vector))
     # A NULL staged vector means "unchanged text": the stored vector is taken over, except
     # for an empty document, which has none (not even one its text had before).
-    rows = conn.execute("""
+    try:
+        with conn.transaction():  # a savepoint: the culprit can be looked for after a failure
+            rows = _upsert_documents(conn, name, language)
+    except psycopg.errors.ProgramLimitExceeded as exc:
+        if "tsvector" not in str(exc):
+            raise
+        raise _too_long_for_full_text(conn, language, data, exc) from None
+    inserted = sum(1 for (is_new,) in rows if is_new)
+    deleted = conn.execute("""
+        DELETE FROM l2_insights d WHERE d.dataset = %s
+          AND NOT EXISTS (SELECT 1 FROM _ingest_docs s WHERE s.external_id = d.external_id)""",
+                           (name,)).rowcount
+    return MergeCounts(inserted, len(rows) - inserted, deleted,
+                       len(data.documents) - len(rows))
+
+
+def _upsert_documents(conn: psycopg.Connection, name: str, language: str) -> list[tuple]:
+    return conn.execute("""
         INSERT INTO l2_insights AS d (dataset, external_id, content, metadata, embedding, language)
         SELECT %(name)s, s.external_id, s.content, s.metadata,
                CASE WHEN s.content <> '' THEN coalesce(s.embedding, e.embedding) END,
@@ -279,13 +325,35 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
               IS DISTINCT FROM (EXCLUDED.content, EXCLUDED.metadata, EXCLUDED.embedding,
                                 EXCLUDED.language)
         RETURNING (xmax = 0)""", {"name": name, "lang": language}).fetchall()
-    inserted = sum(1 for (is_new,) in rows if is_new)
-    deleted = conn.execute("""
-        DELETE FROM l2_insights d WHERE d.dataset = %s
-          AND NOT EXISTS (SELECT 1 FROM _ingest_docs s WHERE s.external_id = d.external_id)""",
-                           (name,)).rowcount
-    return MergeCounts(inserted, len(rows) - inserted, deleted,
-                       len(data.documents) - len(rows))
+
+
+def _too_long_for_full_text(conn: psycopg.Connection, language: str, data: BeirDataset,
+                            error: psycopg.Error) -> DatasetError:
+    """The error for Postgres' "string is too long for tsvector", naming the document.
+
+    A tsvector holds at most 1 MB of distinct lexemes, which a long text of many different
+    words (or of hyphenated compounds and URLs, which add their parts) exceeds. Postgres does
+    not say which row; the longest texts are tried one by one, each in a savepoint, until one
+    fails (:data:`TSVECTOR_PROBES` at most).
+    """
+    reason = str(error).strip().splitlines()[0]
+    corpus = data.path / "corpus.jsonl"
+    longest = sorted((d for d in data.documents if not d.is_empty),
+                     key=lambda d: len(d.content.encode("utf-8")), reverse=True)
+    for document in longest[:TSVECTOR_PROBES]:
+        try:
+            with conn.transaction():
+                conn.execute("SELECT to_tsvector(%s::regconfig, %s) IS NULL",
+                             (language, document.content))
+        except psycopg.errors.ProgramLimitExceeded as exc:
+            reason = str(exc).strip().splitlines()[0]
+            where = f"{corpus}:{document.line}" if document.line else str(corpus)
+            return DatasetError(
+                f"{where}: document '{document.external_id}' is too long for Postgres "
+                f"full-text search ({reason}: its distinct words take more than a tsvector "
+                f"holds); split it into smaller documents or shorten it; nothing was stored.")
+    return DatasetError(f"{corpus}: a document is too long for Postgres full-text search "
+                        f"({reason}); split long documents; nothing was stored.")
 
 
 def _ensure_hnsw_index(conn: psycopg.Connection, name: str, dim: int) -> None:
