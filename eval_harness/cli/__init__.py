@@ -15,7 +15,7 @@ from typing import Callable
 import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
-from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError
+from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError, internal_error
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.judge import add_judge_command
@@ -24,7 +24,7 @@ from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 from eval_harness.store.beir import DatasetError
-from eval_harness.store.connection import server_failure
+from eval_harness.store.connection import redact_conninfo, server_failure
 from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
 
 def cmd_migrate(args, settings: Settings) -> int:
@@ -184,12 +184,15 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         crashed = server_failure(settings, exc) if settings is not None else None
-        print(f"eval-harness: error: {crashed or 'the store reported: ' + lines[0]}",
-              file=sys.stderr)
+        message = crashed or "the store reported: " + lines[0]
+        print(f"eval-harness: error: {redact_conninfo(message)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("eval-harness: interrupted; completed work is kept", file=sys.stderr)
         return 130
+    except Exception as exc:  # not SystemExit: argparse's own exit codes stay
+        print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ import this at the top instead of reaching back into ``cli`` at call time.
 
 from __future__ import annotations
 
+import tempfile
+import traceback
+
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2  # success / ran and found a failure / could not run
 
 
@@ -20,3 +23,23 @@ def root_cause(error) -> str:
     lines = error.message.strip().splitlines()
     text = lines[0] if lines else error.cls_name or "unknown error"
     return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
+
+
+def internal_error(exc: Exception) -> str:
+    """One sentence for an unexpected exception (a bug, a library failing inside): exit 1
+    means "the work ran and found a failure" and CI acts on it, so this is exit 2 like any
+    other "could not run". The traceback goes to a temporary file the sentence names; both
+    are redacted (an exception may quote a connection string)."""
+    from eval_harness.store.connection import redact_conninfo
+
+    lines = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", prefix="eval-harness-error-",
+                                         suffix=".txt", delete=False) as out:
+            out.write(redact_conninfo("".join(traceback.format_exception(exc))))
+        where = f"; traceback: {out.name}"
+    except OSError:
+        where = ""
+    return redact_conninfo(f"internal error ({what}); the command could not run, no check "
+                           f"failed{where}; please report it.")

@@ -41,7 +41,8 @@ def fused_runs(candidates: list[QueryCandidates], semantic_weight: float,
                keyword_weight: float, *, depth: int = 10) -> dict[int, list[int]]:
     """Top ``depth`` document ids per query under the fusion rule."""
     return {c.query_id: rank_candidates(c.doc_ids, fuse_scores(
-                c.semantic, c.keyword, semantic_weight, keyword_weight))[:depth].tolist()
+                c.semantic, c.keyword, semantic_weight, keyword_weight,
+                query=c.query_id))[:depth].tolist()
             for c in candidates}
 
 
