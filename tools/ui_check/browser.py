@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,12 +102,33 @@ def headless_chromium(log_path: Path, scratch: Path) -> Iterator[WebDriver]:
     """A Selenium session in a fresh headless Chromium; chromedriver logs to ``log_path``.
 
     Chromium's profile and shared-memory files go to ``scratch`` (its --user-data-dir and
-    TMPDIR), which the caller removes: left to themselves they stay behind in /tmp.
+    TMPDIR), which the caller removes: left to themselves they stay behind in /tmp. Chromium
+    puts Unix sockets there, whose paths may not exceed about 100 bytes, so a longer
+    ``scratch`` is reached through a short symbolic link in the system's temporary folder.
     """
     chromium, chromedriver = chromium_binary(), chromedriver_binary()
     if not chromium or not chromedriver:
         raise UICheckUnavailable(browser_missing() or "chromium is not installed.")
     scratch.mkdir(parents=True, exist_ok=True)
+    with _short_path(scratch) as scratch:
+        yield from _session(log_path, scratch, chromium, chromedriver)
+
+
+@contextmanager
+def _short_path(folder: Path, limit: int = 40) -> Iterator[Path]:
+    if len(str(folder)) <= limit:
+        yield folder
+        return
+    link = Path(tempfile.mkdtemp(prefix="ehui-")) / "s"
+    link.symlink_to(folder, target_is_directory=True)
+    try:
+        yield link
+    finally:
+        shutil.rmtree(link.parent, ignore_errors=True)  # the link only, not its target
+
+
+def _session(log_path: Path, scratch: Path, chromium: str,
+             chromedriver: str) -> Iterator[WebDriver]:
     # start_new_session: chromedriver leads its own process group, which _reaped_group kills
     service = Service(executable_path=chromedriver, log_output=str(log_path),
                       env=dict(os.environ, TMPDIR=str(scratch)),
