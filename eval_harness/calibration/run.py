@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 import numpy as np
 import psycopg
 
+from eval_harness.calibration import queries
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
@@ -226,14 +227,12 @@ def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
         undefined = np.isnan(found.semantic)  # the keyword score is ts_rank or 0, never NaN
         if not undefined.any():
             continue
-        query = conn.execute("SELECT external_id FROM ground_truth WHERE id = %s",
-                             (found.query_id,)).fetchone()[0]
+        query = queries.query_external_ids(conn, [found.query_id])[found.query_id]
         if undefined.all() and undefined.size > 1:
             blame = "the query's own embedding"
         else:
-            ids = [i for (i,) in conn.execute(
-                "SELECT external_id FROM l2_insights WHERE id = ANY(%s) ORDER BY id",
-                (found.doc_ids[undefined].tolist(),))]
+            names = queries.document_external_ids(conn, found.doc_ids[undefined].tolist())
+            ids = [names[i] for i in sorted(names)]
             shown = ", ".join(f"'{i}'" for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
             blame = f"the embedding of document {shown}" if len(ids) == 1 else \
                 f"the embeddings of documents {shown}"

@@ -33,8 +33,8 @@ from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store.catalog import (available_extension_version, ingested_datasets,
-                                        installed_extension_version, relation_exists,
-                                        server_version)
+                                        installed_extension_version, make_session_read_only,
+                                        relation_exists, server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_conninfo, redact_url)
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
@@ -153,7 +153,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
         return
     with conn:
         try:
-            conn.execute("SET default_transaction_read_only = on")
+            make_session_read_only(conn)
             version = server_version(conn)
         except psycopg.Error as exc:
             yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))

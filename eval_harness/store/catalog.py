@@ -52,3 +52,8 @@ def stored_query_embedding(conn: psycopg.Connection, dataset: str,
     (the embedding may be None); None when ``dataset`` has no such query."""
     return conn.execute("SELECT query_embedding FROM ground_truth WHERE dataset = %s "
                         "AND query = %s LIMIT 1", (dataset, text)).fetchone()
+
+
+def make_session_read_only(conn: psycopg.Connection) -> None:
+    """Every later transaction of this session is read-only (the doctor only looks)."""
+    conn.execute("SET default_transaction_read_only = on")
