@@ -29,7 +29,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from eval_harness.store.crash import last_reason, server_failure_message
+from eval_harness.store.crash import last_crash, server_failure_message
 from eval_harness.store.portability import (REQUIRED_X86_64_FLAGS, UnsupportedCpu,
                                             check_cpu_supports_embedded, embedded_install_dir,
                                             scan_install, scan_object)
@@ -130,7 +130,7 @@ def test_embedded_server_runs_on_a_cpu_without_avx512(qemu, tmp_path):
 
     with emulated_postgres(embedded_install_dir(), "EPYC-Milan") as (url, log):
         _hnsw_workload(url)
-        assert last_reason(log) is None, last_reason(log)
+        assert last_crash(log) is None, last_crash(log)
 
 
 def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
@@ -158,7 +158,7 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
                                       candidate_depth=20)
         assert len(hits) == 5
         assert report.queries == 6 and all(0.0 <= v <= 1.0 for v in report.metrics.values())
-        assert last_reason(log) is None, last_reason(log)
+        assert last_crash(log) is None, last_crash(log)
 
 
 def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):

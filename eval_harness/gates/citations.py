@@ -89,7 +89,9 @@ _FENCED_CODE = re.compile(
     r".*?"
     r"(?:\n" + _CONTAINERS + r"[ \t]*+(?P=fence)(?P=char)*+[ \t\r]*$|(?P<unclosed>\Z))",
     re.MULTILINE | re.DOTALL)
-_INLINE_CODE = re.compile(r"(`(?<!``)`*+)[^\n]*?(?<!`)\1(?!`)")
+# A code span may continue over a line break inside its paragraph (CommonMark), not over a
+# blank line.
+_INLINE_CODE = re.compile(r"(`(?<!``)`*+)(?:[^\n]|\n(?![ \t]*+(?:\n|\Z)))*?(?<!`)\1(?!`)")
 
 # Lines, tried on the stripped line.
 _HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")

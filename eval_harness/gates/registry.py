@@ -150,7 +150,7 @@ def _format_gate(cfg: GateSettings) -> Gate:
 
     return Gate(
         FORMAT_COMPLIANCE, threshold, cfg.min_pass_rate, cfg.blocking,
-        version=f"v2 penalty={format_compliance.PENALTY_PER_ISSUE_TYPE}",  # v2: fences in items
+        version=f"v3 penalty={format_compliance.PENALTY_PER_ISSUE_TYPE}",  # v3: code over lines
         evaluate_batch=per_answer(FORMAT_COMPLIANCE, threshold, score_one), score_one=score_one)
 
 
@@ -164,7 +164,7 @@ def _citation_gate(cfg: GateSettings) -> Gate:
 
     return Gate(
         CITATION_COVERAGE, threshold, cfg.min_pass_rate, cfg.blocking,
-        version=(f"v2 min_claim_words={citations.MIN_CLAIM_WORDS} "  # v2: fences in items
+        version=(f"v3 min_claim_words={citations.MIN_CLAIM_WORDS} "  # v3: code over lines
                  f"invalid_factor={citations.INVALID_CITATION_FACTOR}"),
         evaluate_batch=per_answer(CITATION_COVERAGE, threshold, score_one), score_one=score_one)
 
