@@ -14,7 +14,16 @@ unchanged (only the threshold moved): a human verdict on the same scores stays v
 The CSV file has :data:`CSV_COLUMNS`; a person fills in ``verdict`` ("relevant" or "not
 relevant"), optionally ``reviewer`` and ``note``. Import checks every row before writing
 anything and refuses the whole file if any row is wrong; row numbers are those a
-spreadsheet shows (the header is row 1).
+spreadsheet shows (the header is row 1). A file holds one dataset, named in its
+``dataset`` column; import takes it from there unless told otherwise.
+
+Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with = + - @, a
+tab or a carriage return is run as a formula by spreadsheet programs. Export prefixes such
+cells with one apostrophe, as OWASP recommends. So that a text which really starts with
+apostrophes followed by one of those characters (``'=x``) also comes back unchanged, the
+rule is: a text matching ``'*[=+\-@\t\r].*`` is written with one more leading apostrophe,
+and import removes one apostrophe from every cell matching ``'+[=+\-@\t\r].*``. Export
+then import gives back every text byte for byte.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +48,8 @@ CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
                "judge2_model", "judge2_score", "score_diff", "score_revision", "status",
                "verdict", "reviewer", "note")
 SNIPPET_CHARS = 400
+# OWASP's list of characters that make a spreadsheet read a cell as a formula.
+_FORMULA_START = re.compile(r"'*[=+\-@\t\r]")
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9
 _MAX_PROBLEMS_SHOWN = 20
@@ -98,6 +110,7 @@ class ImportCounts:
     adjudicated: int  # rows whose verdict, reviewer or note was stored now
     unchanged: int    # rows with a verdict identical to the stored one
     blank: int        # rows left without a verdict (they stay as they are)
+    dataset: str | None = None  # the queue written to; None: the file had no rows
 
     def __str__(self) -> str:
         return (f"{self.adjudicated} verdict(s) stored, {self.unchanged} unchanged, "
@@ -150,9 +163,9 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     """Write the review queue of ``dataset`` (pending and adjudicated rows) to ``path``.
 
     Columns are :data:`CSV_COLUMNS`; ``verdict`` is blank for pending rows. Rows are
-    ordered by query then document external id. Query text and snippet are on one line; a
-    cell that a spreadsheet would run as a formula (starting with = + - @) gets a leading
-    apostrophe. The file is written atomically (UTF-8).
+    ordered by query then document external id. Query text and snippet are on one line.
+    Every cell that a spreadsheet would run as a formula gets a leading apostrophe, which
+    import removes again (see the module docstring). The file is written atomically (UTF-8).
     """
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
@@ -163,10 +176,10 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     for row in rows:
         (name, qid, q_ext, query, doc_id, d_ext, content, m1, s1, m2, s2, diff, revision,
          status, verdict, reviewer, note) = row
-        writer.writerow([name, qid, q_ext, _cell(_one_line(query)), doc_id, d_ext,
-                         _cell(_snippet(content)), m1 or "", repr(s1), m2 or "", repr(s2),
-                         f"{diff:.6g}", revision, status, verdict or "", reviewer or "",
-                         note or ""])
+        cells = [name, qid, q_ext, _one_line(query), doc_id, d_ext, _snippet(content),
+                 m1 or "", repr(s1), m2 or "", repr(s2), f"{diff:.6g}", revision, status,
+                 verdict or "", reviewer or "", note or ""]
+        writer.writerow([_escape_formula(str(cell)) for cell in cells])
     target = Path(path)
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
@@ -177,11 +190,17 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     return ExportCounts(target, len(rows), pending, len(rows) - pending)
 
 
-def import_review_csv(conn: psycopg.Connection, dataset: str,
+def import_review_csv(conn: psycopg.Connection, dataset: str | None,
                       path: Path | str) -> ImportCounts:
     """Store the verdicts of a review file; all or nothing.
 
-    Every row is checked first (header, dataset, ids known to the queue of ``dataset``,
+    The dataset is the one the file's ``dataset`` column names; ``dataset``, when given,
+    must be that one. A file naming another dataset than ``dataset``, or several datasets,
+    is refused as a whole (export writes one dataset per file, so a mixed file was merged
+    or edited by hand, and one transaction should not write into several queues). A file
+    without rows imports nothing.
+
+    Every row is checked first (header, dataset, ids known to the queue of the dataset,
     verdict values, duplicates, and staleness of rows that carry a verdict: the file's
     ``score_revision`` and scores must still be the queue's, and the judges must not have
     re-scored the pair since it was queued). Any problem raises :class:`ReviewFileError`
@@ -189,6 +208,9 @@ def import_review_csv(conn: psycopg.Connection, dataset: str,
     verdicts; rows with a blank verdict are left as they are.
     """
     records = _read_review_file(Path(path))
+    if not records and dataset is None:
+        return ImportCounts(0, 0, 0)
+    dataset = _file_dataset(path, records, dataset)
     with conn.transaction():
         dataset_info(conn, dataset, with_counts=False)
         queries.lock_review_queue(conn, dataset)
@@ -200,7 +222,7 @@ def import_review_csv(conn: psycopg.Connection, dataset: str,
         for key, verdict, reviewer, note in updates:
             changed += queries.store_verdict(conn, *key, verdict=verdict, reviewer=reviewer,
                                              note=note)
-    return ImportCounts(changed, len(updates) - changed, blank)
+    return ImportCounts(changed, len(updates) - changed, blank, dataset)
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,8 +282,50 @@ def _read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:
             records.append((number, {"__error__": f"has {len(cells)} cells, the header has "
                                                   f"{len(header)}"}))
             continue
-        records.append((number, dict(zip(header, cells))))
+        records.append((number, dict(zip(header, map(_unescape_formula, cells)))))
     return records
+
+
+def _file_dataset(path: Path | str, records: list[tuple[int, dict[str, str]]],
+                  requested: str | None) -> str:
+    """The one dataset the file's rows name; refuses a mixed file or one at odds with
+    ``requested``.
+
+    When ``requested`` is among the datasets named, rows of other datasets (and rows with
+    a blank dataset) are left to the per-row checks, which refuse the file naming each such
+    row and both datasets.
+    """
+    rows_of: dict[str, list[int]] = {}
+    for number, cells in records:
+        name = cells.get("dataset", "").strip()
+        if name:
+            rows_of.setdefault(name, []).append(number)
+    if requested is not None and requested in rows_of:
+        return requested
+    if len(rows_of) > 1:
+        named = ", ".join(f"'{name}' ({_row_list(rows)})" for name, rows in rows_of.items())
+        raise ReviewFileError(
+            f"{path}: nothing was imported because the file mixes datasets {named}; a "
+            "review file holds one dataset: keep the rows of one, or export a fresh file "
+            "per dataset with `eval-harness review export --dataset NAME`.")
+    if not rows_of:
+        if requested is None:
+            raise ReviewFileError(
+                f"{path}: nothing was imported because no row names a dataset in the "
+                "dataset column; fill it in, or pass --dataset NAME.")
+        return requested
+    (named,) = rows_of
+    if requested is not None and requested != named:
+        raise ReviewFileError(
+            f"{path}: nothing was imported because the file's dataset column says "
+            f"'{named}' but the import was asked for dataset '{requested}' (--dataset); "
+            f"drop --dataset to import into '{named}', or export a fresh file of "
+            f"'{requested}'.")
+    return named
+
+
+def _row_list(rows: list[int]) -> str:
+    return ("row " if len(rows) == 1 else "rows ") + ", ".join(map(str, rows))
 
 
 def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
@@ -336,6 +400,11 @@ def _snippet(content: str) -> str:
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1].rstrip() + "…"
 
 
-def _cell(text: str) -> str:
-    # A leading = + - @ makes spreadsheets evaluate the cell; these cells are never imported.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+def _escape_formula(text: str) -> str:
+    # One more apostrophe also on texts that already start with apostrophes before a
+    # formula character, so that import can always remove exactly one.
+    return "'" + text if _FORMULA_START.match(text) else text
+
+
+def _unescape_formula(cell: str) -> str:
+    return cell[1:] if cell[:1] == "'" and _FORMULA_START.match(cell) else cell

@@ -36,10 +36,14 @@ def cmd_review_export(args, settings: Settings) -> int:
 def cmd_review_import(args, settings: Settings) -> int:
     from eval_harness.agreement.review import import_review_csv
 
-    dataset = args.dataset or settings.default_dataset
+    # The file names its dataset; --dataset only confirms it (default_dataset plays no part).
     with open_store(settings).connection() as conn:
-        imported = import_review_csv(conn, dataset, Path(args.file))
-    print(f"imported {args.file} into the review queue of '{dataset}': {imported}")
+        imported = import_review_csv(conn, args.dataset, Path(args.file))
+    if imported.dataset is None:
+        print(f"{args.file} has no rows: nothing to import")
+    else:
+        print(f"imported {args.file} into the review queue of '{imported.dataset}': "
+              f"{imported}")
     return EXIT_OK
 
 
@@ -68,7 +72,8 @@ def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
     imported = actions.add_parser("import", help="store the verdicts of an edited CSV file "
                                   "(all rows or none)")
     imported.add_argument("file", help="CSV file written by `review export`, with verdicts")
-    imported.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    imported.add_argument("--dataset", help="dataset the file must belong to (default: the "
+                          "one its dataset column names)")
     imported.set_defaults(func=cmd_review_import)
 
     agreement = subparsers.add_parser(
