@@ -6,9 +6,13 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
+from beir_factory import write_beir
 from eval_harness.gates.answers import AnswersFileError, import_answers, read_answers_file
+from eval_harness.retrieval.hybrid import hybrid_search
+from eval_harness_pipelines import cli
 
 
 def answer_line(answer_id: str, created_at: str | None = "2024-06-02T10:00:00Z") -> str:
@@ -83,3 +87,86 @@ def test_future_tolerance_is_one_day_of_clock_skew(tmp_path):
     path = write_lines(tmp_path / "late.jsonl", [answer_line("a", later).encode()])
     with pytest.raises(AnswersFileError, match=r":1: 'created_at' .* is in the future"):
         list(read_answers_file(path))
+
+
+# --- 5b/6b: search --k and --candidate-depth -------------------------------------------------
+
+DOCS = {f"d{n}": f"heart health note number {n}" for n in range(1, 9)}
+QUERIES = {"q1": "heart health"}
+
+
+@pytest.fixture
+def project(tmp_path, store, monkeypatch):
+    """A config with candidate_depth 3 and an ingested eight-document dataset."""
+    name = f"k{uuid.uuid4().hex[:8]}"
+    vectors = np.eye(len(DOCS), 8, dtype=np.float32)
+    write_beir(tmp_path / "data", DOCS, QUERIES, [("q1", "d1", 1)], doc_vectors=vectors,
+               query_vectors=vectors[[0]])
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+default_dataset: {name}
+datasets:
+  {name}:
+    path: data
+hybrid_search:
+  semantic: 0.7
+  keyword: 0.3
+  candidate_depth: 3
+dagster:
+  home: dagster-home
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
+    code = cli.main(["--config", str(config), "ingest", str(tmp_path / "data"), "--name", name])
+    assert code == 0
+    return {"config": str(config), "name": name}
+
+
+def search(capsys, project, *extra):
+    code = cli.main(["--config", project["config"], "search", "--dataset", project["name"],
+                     "heart health", "--json", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("k", ["-1", "0"])
+def test_k_must_be_a_positive_integer(project, capsys, k):
+    code, out, err = search(capsys, project, "--k", k)
+    assert code == 2 and out == ""
+    assert err == f"eval-harness: error: --k must be a positive integer, got {k}.\n"
+
+
+@pytest.mark.parametrize("depth", ["0", "-4", "1001"])
+def test_candidate_depth_out_of_range_is_refused_not_replaced(project, capsys, depth):
+    # 0 used to fall back to the configured depth silently
+    code, out, err = search(capsys, project, "--candidate-depth", depth)
+    assert code == 2 and out == ""
+    assert err == ("eval-harness: error: --candidate-depth must be between 1 and 1000, "
+                   f"got {depth}.\n")
+
+
+def test_k_above_the_candidate_depth_gets_a_notice(project, capsys):
+    code, out, err = search(capsys, project, "--k", "100000")
+    hits = json.loads(out)["hits"]
+    assert code == 0 and 1 <= len(hits) <= 6  # the union of 3 nearest and 3 best keyword
+    assert err.count("\n") == 1 and err.startswith("eval-harness: notice: ")
+    assert "--k 100000" in err and "candidate depth 3" in err and "--candidate-depth" in err
+    assert "at most 6 results" in err
+    # keyword-only (free text, no embedding): one list of 3 candidates
+    code = cli.main(["--config", project["config"], "search", "--dataset", project["name"],
+                     "health note", "--semantic-weight", "0", "--k", "10"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "at most 3 results" in err and err.count("\n") == 1
+    # within the depth: no notice
+    code, out, err = search(capsys, project, "--k", "3")
+    assert code == 0 and len(json.loads(out)["hits"]) == 3 and err == ""
+    # raising the depth as the notice says brings every document back
+    code, out, err = search(capsys, project, "--k", "8", "--candidate-depth", "8")
+    assert code == 0 and len(json.loads(out)["hits"]) == 8 and err == ""
+
+
+def test_hybrid_search_refuses_a_k_below_one(conn):
+    with pytest.raises(ValueError, match="k must be a positive integer, got -1"):
+        hybrid_search(conn, "never-looked-up", query_text="x", query_embedding=None, k=-1,
+                      semantic_weight=0)
