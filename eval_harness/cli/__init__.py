@@ -75,9 +75,38 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     return embedder.embed([text])[0]
 
 
+def _search_depth(args, settings: Settings) -> int:
+    """The candidate depth ``search`` uses; a bad ``--k`` or ``--candidate-depth`` stops it."""
+    from eval_harness.retrieval.hybrid import MAX_CANDIDATE_DEPTH
+
+    if args.k < 1:
+        raise CliError(f"--k must be a positive integer, got {args.k}.")
+    if args.candidate_depth is None:
+        return settings.hybrid.candidate_depth
+    if not 1 <= args.candidate_depth <= MAX_CANDIDATE_DEPTH:
+        raise CliError(f"--candidate-depth must be between 1 and {MAX_CANDIDATE_DEPTH}, "
+                       f"got {args.candidate_depth}.")
+    return args.candidate_depth
+
+
+def _depth_notice(k: int, depth: int, *, semantic: bool) -> str | None:
+    """One line when ``k`` asks for more than the candidates can give, else None."""
+    from eval_harness.retrieval.hybrid import MAX_CANDIDATE_DEPTH
+
+    if k <= depth:
+        return None
+    ranked = (f"the {depth} nearest documents and the {depth} best keyword matches are ranked, "
+              f"so at most {2 * depth}" if semantic else
+              f"the {depth} best keyword matches are ranked, so at most {depth}")
+    return (f"eval-harness: notice: --k {k} is more than the candidate depth {depth}: only "
+            f"{ranked} results can come back; raise the depth with --candidate-depth (up to "
+            f"{MAX_CANDIDATE_DEPTH}) or hybrid_search.candidate_depth.")
+
+
 def cmd_search(args, settings: Settings) -> int:
     from eval_harness.retrieval.hybrid import hybrid_search
 
+    depth = _search_depth(args, settings)
     weight = settings.hybrid.semantic if args.semantic_weight is None else args.semantic_weight
     keyword = args.keyword_weight
     if keyword is None:
@@ -87,7 +116,10 @@ def cmd_search(args, settings: Settings) -> int:
         embedding = _query_embedding(conn, settings, args.dataset, args.text, weight)
         hits = hybrid_search(conn, args.dataset, query_text=args.text, query_embedding=embedding,
                              k=args.k, semantic_weight=weight, keyword_weight=keyword,
-                             candidate_depth=args.candidate_depth or settings.hybrid.candidate_depth)
+                             candidate_depth=depth)
+    notice = _depth_notice(args.k, depth, semantic=embedding is not None)
+    if notice:
+        print(notice, file=sys.stderr)
     if args.json:
         print(json.dumps({"dataset": args.dataset, "query": args.text, "semantic_weight": weight,
                           "keyword_weight": keyword,
@@ -147,11 +179,13 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     search = sub.add_parser("search", help="hybrid search one query")
     search.add_argument("text")
     search.add_argument("--dataset", required=True)
-    search.add_argument("--k", type=int, default=5)
+    search.add_argument("--k", type=int, default=5, help="results to show (default: 5)")
     search.add_argument("--semantic-weight", type=float)
     search.add_argument("--keyword-weight", type=float,
                         help="default: 1 - semantic weight")
-    search.add_argument("--candidate-depth", type=int)
+    search.add_argument("--candidate-depth", type=int,
+                        help="top-N of each retriever that are ranked (default: "
+                        "hybrid_search.candidate_depth)")
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 

@@ -16,13 +16,16 @@ Answers file (JSONL, UTF-8, one JSON object per line; blank lines are skipped)::
   bad line: the gates fail it);
 - ``sources``: a list of objects, each with ``id`` (string or integer) and ``text`` (string);
   other keys of a source (title, score, ...) are kept;
-- ``created_at``: optional, an ISO-8601 timestamp with a timezone (``Z`` or ``+01:00``). When
+- ``created_at``: optional, an ISO-8601 timestamp with a timezone (``Z`` or ``+01:00``), not
+  more than a day (:data:`FUTURE_TOLERANCE`) after the import's clock: a later date is a bug
+  in the exporting system, and it would put the answer in a partition the gates refuse. When
   it is missing, a new answer gets the time of the import and an answer already stored keeps
   its stored time, so importing the same file twice changes nothing;
 - other keys of a line are ignored (answer logs often carry a model name or a latency).
 
 The whole file is validated before the store is touched: the first bad line stops the import
-with ``file:line: what is wrong`` and nothing is written. Then one transaction merges it by id:
+with ``file:line: what is wrong`` and nothing is written (bytes that are not UTF-8 are named
+with their line, as in a BEIR file). Then one transaction merges it by id:
 new answers are inserted, changed ones updated, identical ones left untouched.
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
@@ -39,10 +43,13 @@ import psycopg
 
 from eval_harness.gates import queries
 from eval_harness.settings import Settings
+from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
 _IMPORT_LOCK = "eval_harness.answers_import:"
+# Clock skew between the exporting system and this one; anything later is a wrong date.
+FUTURE_TOLERANCE = timedelta(days=1)
 
 
 class AnswersFileError(ValueError):
@@ -135,7 +142,7 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _parse_line(text: str, where: str) -> _Record:
+def _parse_line(text: str, where: str, latest: datetime) -> _Record:
     try:
         obj = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
@@ -170,7 +177,8 @@ def _parse_line(text: str, where: str) -> _Record:
             raise AnswersFileError(f"{where}: source {number}: 'text' must be a string")
     if "\\u0000" in text and _has_nul(obj):  # a raw NUL is already invalid JSON
         raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot store")
-    return _Record(answer_id, query, answer, sources, _created_at(obj.get("created_at"), where))
+    return _Record(answer_id, query, answer, sources, _created_at(obj.get("created_at"), where,
+                                                                 latest))
 
 
 def _has_nul(value: Any) -> bool:
@@ -183,7 +191,7 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def _created_at(value: Any, where: str) -> datetime | None:
+def _created_at(value: Any, where: str, latest: datetime) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -196,6 +204,11 @@ def _created_at(value: Any, where: str) -> datetime | None:
     if parsed.tzinfo is None:
         raise AnswersFileError(f"{where}: 'created_at' {value!r} has no timezone; add one "
                                "(e.g. 2025-03-03T09:15:00Z)")
+    if parsed > latest:
+        raise AnswersFileError(
+            f"{where}: 'created_at' {value!r} is in the future (more than a day after now, "
+            f"{latest - FUTURE_TOLERANCE:%Y-%m-%d %H:%M} UTC); fix the date in the system "
+            "that exported the file, or leave the field out to stamp the import time.")
     return parsed
 
 
@@ -205,20 +218,19 @@ def read_answers_file(path: Path | str) -> Iterator[_Record]:
     if not path.is_file():
         raise AnswersFileError(f"{path}: file not found")
     seen: dict[str, int] = {}
-    with path.open("r", encoding="utf-8-sig", newline="") as handle:
-        line_no = 0
+    latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
+    # bytes that are not UTF-8 are named with their own line, as for a BEIR file
+    with closing(utf8_lines(path)) as lines:
         while True:
             try:
-                line = handle.readline()
-            except UnicodeDecodeError as exc:
-                raise AnswersFileError(f"{path}:{line_no + 1}: not valid UTF-8 ({exc.reason})") \
-                    from None
-            if not line:
+                line_no, line = next(lines)
+            except StopIteration:
                 break
-            line_no += 1
+            except DatasetError as exc:
+                raise AnswersFileError(str(exc)) from None
             if not line.strip():
                 continue
-            record = _parse_line(line, f"{path}:{line_no}")
+            record = _parse_line(line, f"{path}:{line_no}", latest)
             first = seen.setdefault(record.id, line_no)
             if first != line_no:
                 raise AnswersFileError(f"{path}:{line_no}: duplicate id '{record.id}' "

@@ -16,6 +16,7 @@ a candidate; a document with a title and no text is an ordinary one.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,11 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     """Top ``k`` documents by fused score (see module docstring), ties by id ascending.
 
     ``query_embedding`` may be None only with ``semantic_weight == 0``: keyword-only search.
+    ``k`` must be at least 1; at most ``candidate_depth`` documents per retriever are
+    candidates, so fewer than ``k`` can come back when ``k`` exceeds the depth.
     """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
     _check_depth(candidate_depth)
     if keyword_weight is None:
         keyword_weight = 1.0 - semantic_weight
