@@ -78,7 +78,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
     :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
-    exhausted quota stopped the run before all were judged.
+    exhausted quota or a rejected key stopped the run before all were judged.
     """
     async def pair(document: Passage):
         results = await asyncio.gather(

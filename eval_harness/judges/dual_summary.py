@@ -47,8 +47,9 @@ class JudgeRunSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     pooled_kappa: float | None = None
-    stopped: str | None = None      # "budget" / "quota" when the budget or a provider's
-                                    # exhausted quota ended the run early
+    stopped: str | None = None      # "budget" / "quota" / "auth" when the budget, a
+                                    # provider's exhausted quota or a rejected key ended
+                                    # the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
     elapsed_s: float = 0.0

@@ -21,7 +21,11 @@
   ``quota``) stops the run like a used-up budget: that call and every later uncached call
   raise :class:`QuotaExhausted` with one sentence naming the provider and its server (never
   the key); calls waiting for a slot or a retry are not sent any more (they would be refused
-  too), calls already sent finish and are logged. Both stops are :class:`RunStopped`.
+  too), calls already sent finish and are logged.
+* **Rejected key**: a 401 or 403 (error kind ``auth``) stops the run the same way, raising
+  :class:`AuthenticationRejected` with one sentence naming the provider and its server (never
+  the key): every later call would be refused with the same key. All three stops are
+  :class:`RunStopped`.
 * **Cache key**: a request carries the base URL of its provider's server (the key includes
   it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
   provider it would be sent to, so a reply is never cached under the wrong server.
@@ -68,7 +72,28 @@ class QuotaExhausted(RunStopped):
     kind = "quota"
 
 
-_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted)}
+class AuthenticationRejected(RunStopped):
+    """A provider rejected the API key (401) or refused it the permission (403); every later
+    call would be refused the same way, so nothing more is sent."""
+
+    kind = "auth"
+
+
+_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, AuthenticationRejected)}
+# stops after which a call waiting for a slot is not sent: the provider would refuse it too
+_REFUSING_STOPS = ("quota", "auth")
+
+
+def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
+    """The one sentence a run stopped by ``error`` (kind ``auth``) ends with."""
+    where = f" at {base_url}" if base_url else " (its default server)"
+    what = ("rejected the API key" if error.status_code != 403
+            else "rejected the API key (it lacks the permission for this request)")
+    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
+    fix = f"set a valid key in {variable}" if variable else "set a valid key"
+    return (f"the {provider} server{where} {what} (HTTP {error.status_code}, {error.code}), "
+            f"so the run stopped; {fix} (or point the base URL at the right server) and run "
+            "again (what was judged is kept and cached)")
 
 
 def quota_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
@@ -167,7 +192,7 @@ class CallPipeline:
         self.budget = budget
         self.retry = retry
         self.stats = RunStats()
-        self.stopped: str | None = None  # "budget" / "quota" once the run is stopped
+        self.stopped: str | None = None  # "budget" / "quota" / "auth" once stopped
         self.stop_reason: str | None = None
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
@@ -214,9 +239,10 @@ class CallPipeline:
     async def call(self, request: ChatRequest, *, query_id: int | None = None) -> CallOutcome:
         """The reply to ``request``: cached, or from the provider with retries.
 
-        Raises :class:`BudgetExhausted` when the budget cannot cover the call and
-        :class:`QuotaExhausted` when the provider's account has no quota left (for this and
-        every later uncached call).
+        Raises :class:`BudgetExhausted` when the budget cannot cover the call,
+        :class:`QuotaExhausted` when the provider's account has no quota left and
+        :class:`AuthenticationRejected` when the provider rejects the key (for this and every
+        later uncached call).
         """
         key = self.cache_key(request)
         cached = self.ledger.cached(key)
@@ -289,7 +315,7 @@ class CallPipeline:
                 await self._limiters[provider.name].acquire(estimate)
                 try:
                     async with self._slots[provider.name]:
-                        if self.stopped == "quota":  # it would only be refused as well
+                        if self.stopped in _REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
                         self.stats.provider_calls += 1
@@ -303,6 +329,10 @@ class CallPipeline:
                 if error.kind == "quota":  # no retry helps, nor would any later call
                     self.stats.failed_calls += 1
                     raise self.stop("quota", quota_message(
+                        provider.name, getattr(provider, "base_url", None), error))
+                if error.kind == "auth":  # every later call would be refused with this key
+                    self.stats.failed_calls += 1
+                    raise self.stop("auth", auth_message(
                         provider.name, getattr(provider, "base_url", None), error))
                 wait = (self.retry.wait(attempts, error.retry_after)
                         if error.retryable and attempts <= self.retry.max_retries else None)

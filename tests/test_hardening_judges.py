@@ -1,0 +1,152 @@
+"""Issue #16, judges: a rejected key stops the run naming the provider (never the key), retry
+rows survive a kill, and pairs left unscored can be re-asked (``judge --retry-unscored``).
+
+Real store, real SDKs against the fake server (tests/fake_llm_server.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import anthropic
+import httpx2
+import numpy as np
+import openai
+import pytest
+
+from beir_factory import write_beir
+from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.protocol import Outcome
+from eval_harness.judges.retry import classify_error
+from eval_harness.judges.runner import AuthenticationRejected, RunStopped
+from eval_harness.judges.session import JudgeSession
+from eval_harness.store.ingest import ingest_beir
+from fake_llm_server import FakeTime, default_reply, judge_settings
+
+REPO = Path(__file__).resolve().parents[1]
+LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
+KEY = "sk-test-secret-0123456789"
+
+
+@pytest.fixture
+def fake(server):
+    server.reset()
+    yield server
+    server.reset()
+
+
+@pytest.fixture
+def dataset(tmp_path, conn):
+    """A fresh dataset (3 queries, at least 2 documents each) no other test used."""
+    tag = uuid.uuid4().hex[:8]
+    docs = {f"d{i}": f"document {i} about aspirin and the heart {tag}" for i in range(6)}
+    queries = {"q1": f"aspirin heart {tag}", "q2": f"heart attack {tag}",
+               "q3": f"aspirin dose {tag}"}
+    qrels = [("q1", "d0", 1), ("q2", "d1", 1), ("q3", "d2", 1)]
+    vectors = np.eye(len(docs), 8, dtype=np.float32) + 0.05
+    write_beir(tmp_path / "data", docs, queries, qrels, doc_vectors=vectors,
+               query_vectors=vectors[[0, 1, 2]])
+    name = f"h16c_{tag}"
+    ingest_beir(conn, tmp_path / "data", name=name)
+    return name
+
+
+def _scalar(conn, query: str, params=()):
+    return conn.execute(query, params).fetchone()[0]
+
+
+# ---------------------------------------------------------------------------------------
+# 5c. A rejected key: one sentence naming the provider and its server, and the run stops
+
+
+def _sdk_error(sdk: str, status: int, body: dict):
+    if sdk == "openai":
+        client = openai.AsyncOpenAI(api_key=KEY, base_url="http://127.0.0.1:9/v1")
+        url = "http://127.0.0.1:9/v1/chat/completions"
+    else:
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url="http://127.0.0.1:9")
+        url = "http://127.0.0.1:9/v1/messages"
+    response = httpx2.Response(status, json=body, request=httpx2.Request("POST", url))
+    return client._make_status_error_from_response(response)
+
+
+@pytest.mark.parametrize("sdk, status, body", [
+    ("openai", 401, {"error": {"message": f"Incorrect API key provided: {KEY}",
+                               "type": "invalid_request_error", "code": "invalid_api_key"}}),
+    ("openai", 403, {"error": {"message": "You have insufficient permissions",
+                               "type": "invalid_request_error", "code": None}}),
+    ("anthropic", 401, {"type": "error", "error": {"type": "authentication_error",
+                                                   "message": "invalid x-api-key"}}),
+    ("anthropic", 403, {"type": "error", "error": {"type": "permission_error",
+                                                   "message": "no access to this model"}}),
+])
+def test_a_rejected_key_is_classified_as_auth_permanent(sdk, status, body):
+    info = classify_error(_sdk_error(sdk, status, body), secrets=[KEY])
+    assert (info.kind, info.retryable, info.status_code) == ("auth", False, status)
+    assert KEY not in info.message
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_other_client_errors_stay_client_errors(status):
+    body = {"error": {"message": "bad", "type": "invalid_request_error", "code": None}}
+    assert classify_error(_sdk_error("openai", status, body)).kind == "client_error"
+
+
+@pytest.mark.parametrize("spec, fault", [("openai:gpt-4o", "401"),
+                                         ("anthropic:claude-haiku-4-5", "401"),
+                                         ("anthropic:claude-haiku-4-5", "403")])
+def test_a_rejected_key_is_not_retried_and_stops_the_run(spec, fault, settings, conn, fake):
+    fake.enqueue(fault)  # one refusal: a later request would be answered if it were sent
+    time_ = FakeTime()
+    config = judge_settings(settings, fake, judge1=spec, judge2="local:lexical")
+    session = JudgeSession(config, conn, run_id=uuid.uuid4().hex[:12], rng=random.Random(1),
+                           **time_.options())
+    provider = spec.split(":")[0]
+
+    async def run():
+        async with session:
+            with pytest.raises(AuthenticationRejected) as first:
+                await session.judge1.relevance(f"aspirin {uuid.uuid4().hex}", "a document")
+            with pytest.raises(AuthenticationRejected):  # not sent at all
+                await session.judge1.relevance(f"aspirin {uuid.uuid4().hex}", "another")
+            return str(first.value)
+
+    message = asyncio.run(run())
+    assert fake.chat_requests == 1 and time_.sleeps == []
+    assert isinstance(AuthenticationRejected(message), RunStopped)
+    assert session.pipeline.stopped == "auth"
+    assert message.startswith(f"the {provider} server at http://127.0.0.1:{fake.port}")
+    assert f"HTTP {fault}" in message and "\n" not in message
+    for key in (config.openai_api_key, config.anthropic_api_key):
+        assert key not in message
+
+
+def test_a_dual_run_with_a_rejected_key_stops_early_with_one_sentence(settings, conn, fake,
+                                                                      dataset):
+    fake.reject_key = True
+    config = judge_settings(settings, fake, **LLM, concurrency=1)
+    summary = judge_dataset(conn, config, dataset, session_options=FakeTime().options())
+    text = summary.format()
+    assert summary.stopped == "auth" and not summary.complete
+    assert summary.failed == 0 and summary.queries_written == 0  # no pair stored as failed
+    assert 1 <= fake.chat_requests <= 2 < summary.pairs  # one refusal per provider at most
+    assert "stopped early: the " in text and "rejected the API key" in text
+    assert f"127.0.0.1:{fake.port}" in text
+    for key in (config.openai_api_key, config.anthropic_api_key):
+        assert key not in text
+
+
+def test_the_fake_servers_reject_key_knob_is_restored_by_reset(fake):
+    fake.reject_key = True
+    fake.reset()
+    assert fake.reject_key is False
