@@ -150,3 +150,82 @@ def test_the_fake_servers_reject_key_knob_is_restored_by_reset(fake):
     fake.reject_key = True
     fake.reset()
     assert fake.reject_key is False
+
+
+# ---------------------------------------------------------------------------------------
+# 9. Retry rows are committed as they happen: a kill loses none
+
+CHILD = """
+    import json, sys
+    from types import SimpleNamespace
+    from eval_harness.judges.config import RetrySettings
+    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.settings import load_settings
+    from eval_harness.store import StoreLocation
+    from fake_llm_server import judge_settings
+
+    a = json.loads(sys.argv[1])
+    base = load_settings(a["config"], environ={"DATABASE_URL": a["url"],
+                                               "DAGSTER_HOME": a["dagster_home"]})
+    server = SimpleNamespace(openai_base_url=a["openai"], anthropic_base_url=a["anthropic"])
+    settings = judge_settings(base, server, judge1=a["judge1"], judge2=a["judge2"],
+                              concurrency=a["concurrency"],
+                              retry=RetrySettings(base_delay_seconds=0.01, jitter=0.0))
+    with StoreLocation(a["url"]).connection() as conn:
+        summary = judge_dataset(conn, settings, a["dataset"], run_id=a["run_id"])
+    print(json.dumps(summary.to_dict()))
+"""
+
+
+def _spawn(store, fake, tmp_path, dataset: str, run_id: str, concurrency: int):
+    args = {"config": str(REPO / "config.yaml"), "url": store.url,
+            "dagster_home": str(tmp_path / "dagster"), "openai": fake.openai_base_url,
+            "anthropic": fake.anthropic_base_url, "dataset": dataset, "run_id": run_id,
+            "concurrency": concurrency, **LLM}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")
+           and k not in ("DATABASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD), json.dumps(args)],
+                            env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def test_retry_rows_of_a_killed_run_are_all_stored(store, fake, tmp_path, dataset):
+    """Every request fails once with a 503 and then succeeds; after ``delivered`` replies the
+    server holds the rest, so every slot ends up waiting on a held request. The run is then
+    SIGKILLed: each 503 the client received must have its ``api_retry_log`` row, including
+    those of calls whose retry was still waiting."""
+    seen: set[tuple[str, str]] = set()
+
+    def first_attempt_fails(api: str, user: str) -> str | None:
+        if (api, user) in seen:
+            return None
+        seen.add((api, user))
+        return "503"
+
+    concurrency, delivered = 2, 9
+    fake.fault_rule = first_attempt_fails
+    fake.hold_replies_after(delivered)
+    run_id = uuid.uuid4().hex[:12]
+    victim = _spawn(store, fake, tmp_path, dataset, run_id, concurrency)
+    deadline = time.monotonic() + 30
+    while sum(r.held for r in fake.chat_records()) < 2 * concurrency:  # every slot waits
+        if victim.poll() is not None or time.monotonic() > deadline:
+            victim.kill()
+            pytest.fail(f"the run did not fill its slots: {victim.communicate()}")
+        time.sleep(0.02)
+    time.sleep(0.5)  # nothing can move now; a call that got a 503 has logged it by now
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=10)
+    victim.communicate()
+    fake.release_replies()
+    retried = sum(1 for r in fake.chat_records() if not r.held and r.status == 503)
+    assert retried >= 3  # the scenario did retry before the kill
+    with store.connection(autocommit=True) as watch:
+        rows = _scalar(watch, "SELECT count(*) FROM api_retry_log WHERE run_id = %s",
+                       (run_id,))
+        succeeded = _scalar(watch, "SELECT count(*) FROM api_retry_log WHERE run_id = %s "
+                            "AND success", (run_id,))
+        paid = _scalar(watch, "SELECT count(*) FROM api_cost_log WHERE run_id = %s", (run_id,))
+    assert rows == retried
+    assert succeeded == paid  # a retried call that got its reply is marked as succeeded

@@ -15,9 +15,10 @@ prompt versions): a rerun on unchanged data writes every query and changes none.
 
 Crashes and concurrent runs:
 
-* Before a query's scores are written, the replies, cost rows and retry rows buffered so far
-  are committed, so a run killed at any point leaves no written query whose replies are not
-  cached: the rerun pays only for judgements that have no stored reply.
+* Paid replies, their cost rows and retry rows are committed as they arrive, and the ledger
+  is flushed again before a query's scores are written, so a run killed at any point leaves
+  no written query whose replies are not cached: the rerun pays only for judgements that
+  have no stored reply.
 * A run holds a session-level advisory lock on its dataset (``eval_harness.judge:<name>``)
   from planning to the end. A second run of the same dataset waits for it (saying so once on
   the ``eval_harness.judges`` logger), then finds every reply in the cache: each pair is paid

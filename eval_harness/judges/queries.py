@@ -77,6 +77,20 @@ def log_retries(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
         cur.executemany(_INSERT_RETRY, rows)
 
 
+def log_retry(conn: psycopg.Connection, row: tuple) -> int:
+    """Insert one retry into ``api_retry_log`` (the row as :func:`log_retries` takes it);
+    returns its id, for :func:`mark_retries_succeeded`."""
+    with conn.cursor() as cur:
+        cur.execute(_INSERT_RETRY + " RETURNING id", row)
+        return int(cur.fetchone()[0])
+
+
+def mark_retries_succeeded(conn: psycopg.Connection, ids: Sequence[int]) -> None:
+    """The call these retries belong to finally got its reply."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE api_retry_log SET success = true WHERE id = ANY(%s)", (list(ids),))
+
+
 def log_cache_hits(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     """Insert cache-hit counts into ``api_cache_hit_log``: ``(run_id, api_name, model,
     operation, hits, saved_cost)``."""

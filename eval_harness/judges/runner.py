@@ -30,7 +30,8 @@
   it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
   provider it would be sent to, so a reply is never cached under the wrong server.
 * **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
-  committed before the call returns; every retry becomes one ``api_retry_log`` row; cache
+  committed before the call returns; every retry becomes one ``api_retry_log`` row, committed
+  before its wait and marked ``success`` with the call's reply (so a kill loses none); cache
   hits are counted, with the list price they saved, into ``api_cache_hit_log``.
 * **Open batches**: a request whose reply a still-running provider batch will deliver
   (:attr:`CallPipeline.awaiting_batch`, set by batch mode) is not sent live: that would pay
@@ -308,8 +309,8 @@ class CallPipeline:
         await self._reserve(reserve)
         started = self._clock()
         estimate = request.estimated_input_tokens() + request.max_tokens
-        events: list[RetryEvent] = []
-        attempts, cost, success = 0, 0.0, False
+        retry_ids: list[int] = []
+        attempts, cost = 0, 0.0
         try:
             while True:
                 await self._limiters[provider.name].acquire(estimate)
@@ -340,18 +341,17 @@ class CallPipeline:
                     self.stats.failed_calls += 1
                     return CallOutcome(None, error, attempts,
                                        latency_s=self._clock() - started)
-                events.append(RetryEvent(error.kind, error.status_code, attempts, wait))
+                retry_ids.append(self.ledger.record_retry(
+                    request, RetryEvent(error.kind, error.status_code, attempts, wait)))
                 self.stats.retries += 1
                 await self._sleep(wait)
             used = completion.usage.input_tokens + completion.usage.output_tokens
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)
-            self.ledger.record_call(request, completion, cost=cost, query_id=query_id)
+            self.ledger.record_call(request, completion, cost=cost, query_id=query_id,
+                                    retry_ids=retry_ids)
             self.stats.add_billed(completion, cost)
-            success = True
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)
         finally:
             self._settle(reserve, cost)
-            if events:
-                self.ledger.record_retries(request, events, success=success)
