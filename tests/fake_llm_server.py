@@ -10,7 +10,8 @@ Behaviour is configurable per test:
 * ``enqueue(...)``: scripted faults for the next chat requests, in order: ``"429"`` (with
   ``Retry-After``), ``"500"``, ``"502"``, ``"503"``, ``"504"``, ``"529"``, ``"400"``,
   ``"401"``, ``"403"``, ``"404"``, ``"timeout"`` (the reply comes after ``hang_seconds``),
-  ``"malformed"`` (200 with a reply that is not in the requested form), ``"bad_json"`` (200 whose body is not JSON);
+  ``"malformed"`` (200 with a reply that is not in the requested form), ``"bad_json"`` (200
+  whose body is not JSON);
 * ``fault_rule``: a function ``(api, user_text) -> fault kind or None`` applied to every chat
   request (e.g. always 503 for one document);
 * ``fault_rate`` / ``fault_kinds`` / ``seed``: random faults on a share of chat requests;

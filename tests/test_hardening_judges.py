@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -229,3 +230,75 @@ def test_retry_rows_of_a_killed_run_are_all_stored(store, fake, tmp_path, datase
         paid = _scalar(watch, "SELECT count(*) FROM api_cost_log WHERE run_id = %s", (run_id,))
     assert rows == retried
     assert succeeded == paid  # a retried call that got its reply is marked as succeeded
+
+
+# ---------------------------------------------------------------------------------------
+# 8. A pair left unscored is incomplete, and `judge --retry-unscored` re-asks exactly it
+
+
+@pytest.fixture
+def project(tmp_path, store, dataset, monkeypatch, fake):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+default_dataset: {dataset}
+hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
+judges:
+  judge1: openai:gpt-4o
+  judge2: anthropic:claude-haiku-4-5
+  budget_usd: 1.0
+  rate_limits:
+    openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
+    anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
+                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-cli-000000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cli-000000")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
+    return str(config)
+
+
+def _judge(config: str, *extra: str) -> tuple[int, str]:
+    from eval_harness_pipelines import cli  # noqa: F401 (the CLI as users run it)
+    from eval_harness.cli import main
+
+    return main(["--config", config, "judge", *extra]), ""
+
+
+def test_unscored_pairs_are_incomplete_and_retry_unscored_re_asks_exactly_them(
+        project, conn, fake, dataset, capsys):
+    bad = "document 0 about"  # every reply about this document is garbage, re-ask included
+
+    def garbage_for_one_document(api, system, user, body):
+        return "no idea" if bad in user else default_reply(api, system, user, body)
+
+    fake.responder = garbage_for_one_document
+    code, _ = _judge(project)
+    out = capsys.readouterr()[0]
+    unscored = int(re.search(r"unscored (\d+)", out).group(1))
+    assert unscored >= 2  # both judges, on every pair with that document
+    assert code == 1, out  # incomplete: not every pair has a score
+    assert "judge --retry-unscored" in out
+    first_calls = fake.chat_requests
+
+    # a plain rerun answers from the cache: the same garbage, still unscored, nothing paid
+    code, _ = _judge(project)
+    out = capsys.readouterr()[0]
+    assert code == 1 and f"unscored {unscored}" in out and fake.chat_requests == first_calls
+
+    # the provider answers properly now: --retry-unscored asks those pairs only, once each
+    fake.responder = default_reply
+    code, _ = _judge(project, "--retry-unscored", "--json")
+    summary = json.loads(capsys.readouterr()[0])
+    asked = fake.chat_records()[first_calls:]
+    assert code == 0 and summary["unscored"] == 0 and summary["failed"] == 0
+    assert len(asked) == unscored == summary["billed_calls"]
+    assert all(bad in json.dumps(r.body) for r in asked)
+
+    # the new replies replaced the bad ones in the cache: a plain rerun is complete, free
+    code, _ = _judge(project)
+    out = capsys.readouterr()[0]
+    assert code == 0 and "unscored 0" in out and fake.chat_requests == first_calls + unscored

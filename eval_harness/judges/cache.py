@@ -104,6 +104,7 @@ class JudgeLedger:
         self._pending_cache: dict[str, tuple] = {}  # only while a failed write is retried
         self._costs: list[tuple] = []
         self._succeeded: list[int] = []  # retry rows whose call got its reply
+        self._replacing: set[str] = set()  # pending keys whose reply replaces a cached one
         self._hits: dict[tuple[str, str, str], list] = {}  # (provider, model, op) -> [n, USD]
         self._batch_replies: set[str] = set()  # keys a batch of this ledger filled, undelivered
 
@@ -141,10 +142,12 @@ class JudgeLedger:
 
     def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
                     batch: bool = False, query_id: int | None = None,
-                    retry_ids: Sequence[int] = ()) -> None:
+                    retry_ids: Sequence[int] = (), replace: bool = False) -> None:
         """A billed call: its cost row, and its reply into the cache, committed before this
         returns; ``retry_ids`` (its retry rows, see :meth:`record_retry`) are marked as
-        succeeded in the same transaction."""
+        succeeded in the same transaction. ``replace``: the reply replaces a cached one
+        (see :meth:`CallPipeline.call`'s ``refresh``); otherwise a cached key keeps its first
+        reply."""
         usage = completion.usage
         key = request.cache_key()
         self._pending_cache[key] = (
@@ -153,6 +156,8 @@ class JudgeLedger:
             batch, self.run_id)
         if batch:
             self._batch_replies.add(key)
+        if replace:
+            self._replacing.add(key)
         self._costs.append((self.run_id, request.provider, request.model, request.operation,
                             usage.input_tokens, usage.output_tokens, usage.cached_tokens, cost,
                             batch, query_id))
@@ -185,7 +190,13 @@ class JudgeLedger:
             return
         try:
             if self._pending_cache:
-                queries.store_replies(self._conn, list(self._pending_cache.values()))
+                rows = list(self._pending_cache.values())
+                keep = [r for r in rows if r[0] not in self._replacing]
+                if keep:
+                    queries.store_replies(self._conn, keep)
+                if len(keep) < len(rows):
+                    queries.replace_replies(self._conn, [r for r in rows
+                                                         if r[0] in self._replacing])
             if self._costs:
                 queries.log_costs(self._conn, self._costs)
             if self._succeeded:
@@ -200,6 +211,7 @@ class JudgeLedger:
                 self._conn.rollback()
             raise
         self._pending_cache.clear()
+        self._replacing.clear()
         self._costs.clear()
         self._succeeded.clear()
         if with_hits:

@@ -126,27 +126,34 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                               limit: int | None = None, batch: bool = False,
                               run_id: str | None = None,
                               progress: ProgressCallback | None = None,
-                              session_options: dict | None = None) -> JudgeRunSummary:
+                              session_options: dict | None = None,
+                              retry_unscored: bool = False) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
     One run per dataset at a time (:func:`judge_run_lock`). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
-    :class:`JudgeSession` (tests inject ``sleep``/``clock``).
+    :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
+    whose cached replies leave it unscored is asked anew (see :mod:`.llm`).
     """
     with judge_run_lock(conn, dataset):
         return await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
                                     run_id=run_id, progress=progress,
-                                    session_options=session_options)
+                                    session_options=session_options,
+                                    retry_unscored=retry_unscored)
 
 
 async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str, *,
                          limit: int | None, batch: bool, run_id: str | None,
                          progress: ProgressCallback | None,
-                         session_options: dict | None) -> JudgeRunSummary:
+                         session_options: dict | None,
+                         retry_unscored: bool = False) -> JudgeRunSummary:
     started = time.monotonic()
     planned = plan_queries(conn, dataset, settings, limit=limit)
     threshold = settings.agreement.relevance_threshold
     async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+        for judge in (session.judge1, session.judge2):
+            if hasattr(judge, "retry_unscored"):  # LLM judges (local ones never re-ask)
+                judge.retry_unscored = retry_unscored
         summary = JudgeRunSummary(dataset, session.run_id, "batch" if batch else "live",
                                   session.judge1.spec, session.judge2.spec, session.notices,
                                   queries=len(planned),

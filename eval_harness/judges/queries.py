@@ -40,6 +40,16 @@ def cached_keys_among(conn: psycopg.Connection, keys: Sequence[str]) -> set[str]
     return {row[0] for row in rows}
 
 
+def replace_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
+    """Like :func:`store_replies`, but a key already cached takes the new reply (a question
+    re-asked because its cached replies left it unscored)."""
+    with conn.cursor() as cur:
+        cur.executemany(_INSERT_CACHE.replace(
+            "DO NOTHING", "DO UPDATE SET reply = EXCLUDED.reply, input_tokens = "
+            "EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cached_tokens = "
+            "EXCLUDED.cached_tokens, batch = EXCLUDED.batch, run_id = EXCLUDED.run_id"), rows)
+
+
 def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     """Insert replies into ``judge_cache``: ``(key, provider, model, operation,
     prompt_version, reply, input_tokens, output_tokens, cached_tokens, batch, run_id)``; a

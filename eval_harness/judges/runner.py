@@ -237,8 +237,11 @@ class CallPipeline:
     def _stopped_error(self) -> RunStopped:
         return _STOPS.get(self.stopped, RunStopped)(self.stop_reason)
 
-    async def call(self, request: ChatRequest, *, query_id: int | None = None) -> CallOutcome:
-        """The reply to ``request``: cached, or from the provider with retries.
+    async def call(self, request: ChatRequest, *, query_id: int | None = None,
+                   refresh: bool = False) -> CallOutcome:
+        """The reply to ``request``: cached, or from the provider with retries. ``refresh``
+        skips the cache and replaces the cached reply with the new one (re-asking a question
+        whose cached replies left it unscored).
 
         Raises :class:`BudgetExhausted` when the budget cannot cover the call,
         :class:`QuotaExhausted` when the provider's account has no quota left and
@@ -246,7 +249,7 @@ class CallPipeline:
         later uncached call).
         """
         key = self.cache_key(request)
-        cached = self.ledger.cached(key)
+        cached = None if refresh else self.ledger.cached(key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
             self.ledger.record_cache_hit(
@@ -257,7 +260,7 @@ class CallPipeline:
                                                self.awaiting_batch[key]))
         if self.stopped:
             raise self._stopped_error()
-        shared = self._inflight.get(key)
+        shared = self._inflight.get(key)  # a call in flight is a new reply, refresh or not
         if shared is not None:  # the same request is on its way: wait for that reply
             outcome = await asyncio.shield(shared)
             if outcome.ok:
@@ -270,7 +273,7 @@ class CallPipeline:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
         self._inflight[key] = future
         try:
-            outcome = await self._call_provider(request, query_id)
+            outcome = await self._call_provider(request, query_id, refresh)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -303,7 +306,8 @@ class CallPipeline:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _call_provider(self, request: ChatRequest, query_id: int | None) -> CallOutcome:
+    async def _call_provider(self, request: ChatRequest, query_id: int | None,
+                             refresh: bool = False) -> CallOutcome:
         provider = self.providers[request.provider]
         reserve = self.prices.worst_case(request)
         await self._reserve(reserve)
@@ -349,7 +353,7 @@ class CallPipeline:
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)
             self.ledger.record_call(request, completion, cost=cost, query_id=query_id,
-                                    retry_ids=retry_ids)
+                                    retry_ids=retry_ids, replace=refresh)
             self.stats.add_billed(completion, cost)
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)
