@@ -9,8 +9,9 @@ Behaviour is configurable per test:
 * ``latency``: seconds every chat request takes;
 * ``enqueue(...)``: scripted faults for the next chat requests, in order: ``"429"`` (with
   ``Retry-After``), ``"500"``, ``"502"``, ``"503"``, ``"504"``, ``"529"``, ``"400"``,
-  ``"401"``, ``"timeout"`` (the reply comes after ``hang_seconds``), ``"malformed"`` (200 with
-  a reply that is not in the requested form), ``"bad_json"`` (200 whose body is not JSON);
+  ``"401"``, ``"403"``, ``"404"``, ``"timeout"`` (the reply comes after ``hang_seconds``),
+  ``"malformed"`` (200 with a reply that is not in the requested form), ``"bad_json"`` (200
+  whose body is not JSON);
 * ``fault_rule``: a function ``(api, user_text) -> fault kind or None`` applied to every chat
   request (e.g. always 503 for one document);
 * ``fault_rate`` / ``fault_kinds`` / ``seed``: random faults on a share of chat requests;
@@ -34,6 +35,8 @@ Behaviour is configurable per test:
   scripted one at a time with ``enqueue("no_quota")``, and Anthropic's newer forms with
   ``enqueue("billing_402")`` (402 ``billing_error``) and ``enqueue("spend_limit")`` (429 with
   ``details.error_code`` ``enforced_spend_limit_reached``).
+* ``reject_key``: the key is not valid: every chat request gets a 401 in the API's error format
+  (models are still listed).
 """
 
 from __future__ import annotations
@@ -53,10 +56,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 ERROR_STATUS = {"429": 429, "500": 500, "502": 502, "503": 503, "504": 504, "529": 529,
-                "400": 400, "401": 401}
+                "400": 400, "401": 401, "403": 403, "404": 404}
 ANTHROPIC_ERROR_TYPES = {429: "rate_limit_error", 500: "api_error", 502: "api_error",
                          503: "api_error", 504: "timeout_error", 529: "overloaded_error",
-                         400: "invalid_request_error", 401: "authentication_error"}
+                         400: "invalid_request_error", 401: "authentication_error",
+                         403: "permission_error", 404: "not_found_error"}
 MALFORMED_REPLY = "I would say this is fairly relevant overall."
 QUOTA_FAULTS = ("no_quota", "billing_402", "spend_limit")  # see quota_refusal()
 
@@ -129,7 +133,7 @@ class FakeLLMServer:
                  retry_after: float = 1.0, batch_polls: int = 1, batch_errors: int = 0,
                  echo_auth_on_error: bool = False, hold_seconds: float = 30.0,
                  fault_rule: Callable[[str, str], str | None] | None = None,
-                 no_quota: bool = False) -> None:
+                 no_quota: bool = False, reject_key: bool = False) -> None:
         # reset() restores these, so one server can be shared by many tests
         self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
                            burst=(rpm_limit or 0) / 60.0 * burst_seconds, fault_rate=fault_rate,
@@ -137,7 +141,8 @@ class FakeLLMServer:
                            hang_seconds=hang_seconds, retry_after=retry_after,
                            batch_polls=batch_polls, batch_errors=batch_errors,
                            echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule,
-                           hold_seconds=hold_seconds, no_quota=no_quota)
+                           hold_seconds=hold_seconds, no_quota=no_quota,
+                           reject_key=reject_key)
         self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
         self.in_flight = 0
@@ -268,6 +273,8 @@ class FakeLLMServer:
     def _next_fault(self, api: str, user: str) -> Fault | None:
         if self.no_quota and api in ("anthropic", "openai"):
             return Fault("no_quota")
+        if self.reject_key and api in ("anthropic", "openai"):
+            return Fault("401")
         if self.fault_rule is not None and (kind := self.fault_rule(api, user)):
             return Fault(kind)
         with self._lock:

@@ -2,9 +2,11 @@
 
 Prints a progress bar (on stderr, in a terminal only) and a summary: pairs, scored, unscored,
 failed, provider calls, cache hits, retries, tokens, cost and pooled kappa (or one JSON object
-with ``--json``). Exit code: 0 when every planned query was written and no judgement failed,
-1 when the budget stopped the run or a judgement failed (what was done is kept; running again
-costs nothing for it), 2 when it could not run.
+with ``--json``). Exit code: 0 when every planned query was written and every judgement has a
+score, 1 when the run stopped early (budget, no quota, rejected key) or a judgement is
+unscored or failed (what was done is kept; running again costs nothing for it; an unscored
+judgement's replies are cached, so ``--retry-unscored`` re-asks those), 2 when it could not
+run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
                         help="judge only the first N ground-truth queries (by id)")
     parser.add_argument("--batch", action="store_true",
                         help="use the providers' batch APIs (cheaper, can take hours)")
+    parser.add_argument("--retry-unscored", action="store_true",
+                        help="re-ask the judgements that earlier replies left unscored, past "
+                             "the cache (a new paid call each)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=cmd_judge)
 
@@ -52,7 +57,7 @@ def cmd_judge(args, settings: Settings) -> int:
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
-                                    progress=progress)
+                                    progress=progress, retry_unscored=args.retry_unscored)
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     if args.json:

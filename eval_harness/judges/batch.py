@@ -14,8 +14,9 @@ requests, :func:`prefill_cache_by_batch`
    submitting only what fits (the run is then marked stopped by the budget), submits one
    batch per provider (custom id = the request's cache key) and registers it in
    ``judge_batches``, committed as soon as the provider has accepted it. A provider that
-   refuses the batch because the account has no quota left stops the run (kind ``quota``,
-   see :mod:`.runner`): the live phase then sends nothing either;
+   refuses the batch because the account has no quota left, or rejects the key, stops the
+   run (kind ``quota`` / ``auth``, see :mod:`.runner`): the live phase then sends nothing
+   either;
 4. polls every batch, resumed or new, every ``judges.batch.poll_interval_seconds`` until it
    ends or ``max_wait_seconds`` pass (a transient error while polling is one more poll);
 5. stores an ended batch's successful results like live calls, one ``api_cost_log`` row
@@ -48,7 +49,7 @@ from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import BatchState, ChatProvider
 from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import CallPipeline, quota_message
+from eval_harness.judges.runner import CallPipeline, auth_message, quota_message
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has
@@ -164,6 +165,10 @@ async def _submit(pipeline: CallPipeline, provider: ChatProvider,
         if error is not None and error.kind == "quota":  # the live calls then stop at once
             pipeline.stop("quota", quota_message(provider.name, pipeline.base_url(provider.name),
                                                  error))
+            return None
+        if error is not None and error.kind == "auth":  # a rejected key: the same
+            pipeline.stop("auth", auth_message(provider.name, pipeline.base_url(provider.name),
+                                               error))
             return None
         raise
     requests = {key: BatchedRequest.of(request, query_id) for key, request, query_id in items}

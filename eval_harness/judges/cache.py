@@ -18,8 +18,9 @@ the register of submitted batches (the statements are in :mod:`.queries`).
   replies would have cost as live calls at list price. A batch result reaching its own judge
   through the cache is the batch being delivered (paid in ``api_cost_log``), not a hit.
 * ``api_cost_log``: one row per billed provider call (batch results included, flagged).
-* ``api_retry_log``: one row per retry, written when the call ends, ``success`` telling whether
-  the call finally succeeded.
+* ``api_retry_log``: one row per retry, committed when the retry is decided (before its
+  wait), with ``success`` false; when the call finally gets its reply, its retry rows are set
+  to ``success`` true in the transaction that stores the reply.
 * ``judge_batches`` (migration 0006): each batch a provider accepted, its requests' keys and
   whether it is still open, so a later run resumes it instead of paying for it again.
 
@@ -28,8 +29,10 @@ inserts its cache row and its cost row and commits before it returns, so a run k
 moment has lost no reply it paid for (the rerun asks only for what is not cached, and the
 cost log is complete). A batch's results are written in one transaction that also marks the
 batch ended, and only by the run that flips it from open to ended, so they are stored once
-even if two runs collect the same batch. Retry rows and cache-hit counts are buffered: they
-go out with the next paid reply (retries), every ``flush_every`` buffered retries, and on
+even if two runs collect the same batch. Retry rows are written through too
+(:meth:`JudgeLedger.record_retry`), so a killed run has lost none of them (it loses at most
+the ``success`` flag of a call that was killed between its reply and the commit, which would
+then not be in the cache either). Only cache-hit counts are buffered: they go out on
 :meth:`flush`, which the pipeline calls when a run ends, however it ends.
 
 All methods run on the event loop's thread, one at a time, so one psycopg connection is
@@ -95,14 +98,13 @@ class BatchReply:
 
 
 class JudgeLedger:
-    def __init__(self, conn: psycopg.Connection, *, run_id: str | None,
-                 flush_every: int = 25) -> None:
+    def __init__(self, conn: psycopg.Connection, *, run_id: str | None) -> None:
         self._conn = conn
         self.run_id = run_id
-        self._flush_every = flush_every
         self._pending_cache: dict[str, tuple] = {}  # only while a failed write is retried
         self._costs: list[tuple] = []
-        self._retries: list[tuple] = []
+        self._succeeded: list[int] = []  # retry rows whose call got its reply
+        self._replacing: set[str] = set()  # pending keys whose reply replaces a cached one
         self._hits: dict[tuple[str, str, str], list] = {}  # (provider, model, op) -> [n, USD]
         self._batch_replies: set[str] = set()  # keys a batch of this ledger filled, undelivered
 
@@ -139,9 +141,13 @@ class JudgeLedger:
     # -- recording -----------------------------------------------------------------------
 
     def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
-                    batch: bool = False, query_id: int | None = None) -> None:
+                    batch: bool = False, query_id: int | None = None,
+                    retry_ids: Sequence[int] = (), replace: bool = False) -> None:
         """A billed call: its cost row, and its reply into the cache, committed before this
-        returns (with the retry rows buffered so far)."""
+        returns; ``retry_ids`` (its retry rows, see :meth:`record_retry`) are marked as
+        succeeded in the same transaction. ``replace``: the reply replaces a cached one
+        (see :meth:`CallPipeline.call`'s ``refresh``); otherwise a cached key keeps its first
+        reply."""
         usage = completion.usage
         key = request.cache_key()
         self._pending_cache[key] = (
@@ -150,36 +156,51 @@ class JudgeLedger:
             batch, self.run_id)
         if batch:
             self._batch_replies.add(key)
+        if replace:
+            self._replacing.add(key)
         self._costs.append((self.run_id, request.provider, request.model, request.operation,
                             usage.input_tokens, usage.output_tokens, usage.cached_tokens, cost,
                             batch, query_id))
+        self._succeeded.extend(retry_ids)
         self._write(with_hits=False)
 
-    def record_retries(self, request: ChatRequest, events: list[RetryEvent], *,
-                       success: bool) -> None:
-        for event in events:
-            self._retries.append((self.run_id, request.provider, request.model,
-                                  request.operation, event.error_type, event.status_code,
-                                  event.retry_count, event.wait_seconds, success))
-        if len(self._retries) >= self._flush_every:
-            self._write(with_hits=False)
+    def record_retry(self, request: ChatRequest, event: RetryEvent) -> int:
+        """One retry, committed before this returns (``success`` false until
+        :meth:`record_call` stores the call's reply); returns the row's id."""
+        try:
+            row_id = queries.log_retry(self._conn, (
+                self.run_id, request.provider, request.model, request.operation,
+                event.error_type, event.status_code, event.retry_count, event.wait_seconds,
+                False))
+            self._conn.commit()
+        except BaseException:
+            if not self._conn.closed:
+                self._conn.rollback()
+            raise
+        return row_id
 
     def flush(self) -> None:
-        """Commit everything buffered: retry rows and cache-hit counts (paid replies are
-        written as they come, see :meth:`record_call`)."""
+        """Commit everything buffered: cache-hit counts, and anything a failed write left
+        (paid replies and retries are written as they come, see :meth:`record_call`)."""
         self._write(with_hits=True)
 
     def _write(self, *, with_hits: bool) -> None:
         hits = self._hits if with_hits else {}
-        if not (self._pending_cache or self._costs or self._retries or hits):
+        if not (self._pending_cache or self._costs or self._succeeded or hits):
             return
         try:
             if self._pending_cache:
-                queries.store_replies(self._conn, list(self._pending_cache.values()))
+                rows = list(self._pending_cache.values())
+                keep = [r for r in rows if r[0] not in self._replacing]
+                if keep:
+                    queries.store_replies(self._conn, keep)
+                if len(keep) < len(rows):
+                    queries.replace_replies(self._conn, [r for r in rows
+                                                         if r[0] in self._replacing])
             if self._costs:
                 queries.log_costs(self._conn, self._costs)
-            if self._retries:
-                queries.log_retries(self._conn, self._retries)
+            if self._succeeded:
+                queries.mark_retries_succeeded(self._conn, self._succeeded)
             if hits:
                 queries.log_cache_hits(self._conn, [(self.run_id, *key, n, saved)
                                                     for key, (n, saved) in hits.items()])
@@ -190,8 +211,9 @@ class JudgeLedger:
                 self._conn.rollback()
             raise
         self._pending_cache.clear()
+        self._replacing.clear()
         self._costs.clear()
-        self._retries.clear()
+        self._succeeded.clear()
         if with_hits:
             self._hits.clear()
 

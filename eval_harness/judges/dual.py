@@ -15,9 +15,10 @@ prompt versions): a rerun on unchanged data writes every query and changes none.
 
 Crashes and concurrent runs:
 
-* Before a query's scores are written, the replies, cost rows and retry rows buffered so far
-  are committed, so a run killed at any point leaves no written query whose replies are not
-  cached: the rerun pays only for judgements that have no stored reply.
+* Paid replies, their cost rows and retry rows are committed as they arrive, and the ledger
+  is flushed again before a query's scores are written, so a run killed at any point leaves
+  no written query whose replies are not cached: the rerun pays only for judgements that
+  have no stored reply.
 * A run holds a session-level advisory lock on its dataset (``eval_harness.judge:<name>``)
   from planning to the end. A second run of the same dataset waits for it (saying so once on
   the ``eval_harness.judges`` logger), then finds every reply in the cache: each pair is paid
@@ -78,7 +79,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
     :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
-    exhausted quota stopped the run before all were judged.
+    exhausted quota or a rejected key stopped the run before all were judged.
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
@@ -125,27 +126,34 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                               limit: int | None = None, batch: bool = False,
                               run_id: str | None = None,
                               progress: ProgressCallback | None = None,
-                              session_options: dict | None = None) -> JudgeRunSummary:
+                              session_options: dict | None = None,
+                              retry_unscored: bool = False) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
     One run per dataset at a time (:func:`judge_run_lock`). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
-    :class:`JudgeSession` (tests inject ``sleep``/``clock``).
+    :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
+    whose cached replies leave it unscored is asked anew (see :mod:`.llm`).
     """
     with judge_run_lock(conn, dataset):
         return await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
                                     run_id=run_id, progress=progress,
-                                    session_options=session_options)
+                                    session_options=session_options,
+                                    retry_unscored=retry_unscored)
 
 
 async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str, *,
                          limit: int | None, batch: bool, run_id: str | None,
                          progress: ProgressCallback | None,
-                         session_options: dict | None) -> JudgeRunSummary:
+                         session_options: dict | None,
+                         retry_unscored: bool = False) -> JudgeRunSummary:
     started = time.monotonic()
     planned = plan_queries(conn, dataset, settings, limit=limit)
     threshold = settings.agreement.relevance_threshold
     async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+        for judge in (session.judge1, session.judge2):
+            if hasattr(judge, "retry_unscored"):  # LLM judges (local ones never re-ask)
+                judge.retry_unscored = retry_unscored
         summary = JudgeRunSummary(dataset, session.run_id, "batch" if batch else "live",
                                   session.judge1.spec, session.judge2.spec, session.notices,
                                   queries=len(planned),

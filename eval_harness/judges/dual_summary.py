@@ -47,8 +47,9 @@ class JudgeRunSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     pooled_kappa: float | None = None
-    stopped: str | None = None      # "budget" / "quota" when the budget or a provider's
-                                    # exhausted quota ended the run early
+    stopped: str | None = None      # "budget" / "quota" / "auth" when the budget, a
+                                    # provider's exhausted quota or a rejected key ended
+                                    # the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
     elapsed_s: float = 0.0
@@ -68,8 +69,10 @@ class JudgeRunSummary:
 
     @property
     def complete(self) -> bool:
-        """Every planned query was written and no judgement failed."""
-        return self.stopped is None and self.failed == 0 and self.queries_written == self.queries
+        """Every planned query was written and every judgement has a score (an unscored or
+        failed judgement leaves the ground truth incomplete)."""
+        return (self.stopped is None and self.failed == 0 and self.unscored == 0
+                and self.queries_written == self.queries)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -122,6 +125,11 @@ class JudgeRunSummary:
             lines.append(f"{self.batch.unfinished} judgements wait in provider batches still "
                          f"running ({', '.join(self.batch.pending_batch_ids)}); run the batch "
                          "judge again later to collect them (they are not paid again)")
+        if self.unscored or self.failed:
+            lines.append(f"incomplete: {self.unscored} judgements unscored and {self.failed} "
+                         "failed have no score; `eval-harness judge --retry-unscored` re-asks "
+                         "them (one new paid call each; a plain rerun answers unscored ones "
+                         "from the cache again)")
         if self.changed_meanwhile:
             lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
                          "(re-ingested) and were not written; run the judges again for them")

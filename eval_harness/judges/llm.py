@@ -6,6 +6,11 @@ temperature and max tokens from config) sent through the shared
 once with the parse error; if the second reply does not parse either, the result is
 "unscored" with both raw replies. A call that fails (retries exhausted, permanent error) gives
 a "failed" result. Neither is ever turned into a number.
+
+Both replies of an unscored result are cached, so a rerun finds it unscored again. With
+:attr:`LLMJudge.retry_unscored` set (``eval-harness judge --retry-unscored``), a question
+whose cached replies leave it unscored is asked anew past the cache (a new paid call, and
+its re-ask if needed); the new replies replace the cached ones. Nothing else is re-asked.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class LLMJudge:
         self.base_url = base_url
         self._pipeline = pipeline
         self._settings = settings
+        self.retry_unscored = False  # see the module docstring
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.spec!r})"
@@ -84,7 +90,19 @@ class LLMJudge:
                    query_id: int | None) -> JudgeResult[T]:
         started = time.monotonic()
         outcomes: list[CallOutcome] = []
+        result = await self._ask_once(request, parse, query_id, outcomes, started,
+                                      refresh=False)
+        if (self.retry_unscored and result.outcome is Outcome.UNSCORED
+                and all(o.cache_hit for o in outcomes)):
+            # left unscored by an earlier run's replies: ask anew, past the cached ones
+            outcomes.clear()
+            result = await self._ask_once(request, parse, query_id, outcomes, started,
+                                          refresh=True)
+        return result
 
+    async def _ask_once(self, request: ChatRequest, parse: Callable[[str], T],
+                        query_id: int | None, outcomes: list[CallOutcome], started: float, *,
+                        refresh: bool) -> JudgeResult[T]:
         def result(value, outcome: Outcome, error: str | None) -> JudgeResult:
             return JudgeResult(
                 value=value, outcome=outcome, judge=self.spec, operation=request.operation,
@@ -97,7 +115,7 @@ class LLMJudge:
                 calls=sum(o.billed for o in outcomes),
                 cache_hits=sum(o.cache_hit for o in outcomes))
 
-        first = await self._pipeline.call(request, query_id=query_id)
+        first = await self._pipeline.call(request, query_id=query_id, refresh=refresh)
         outcomes.append(first)
         if not first.ok:
             return result(None, Outcome.FAILED, f"{first.error.kind}: {first.error.message}")
@@ -107,7 +125,7 @@ class LLMJudge:
             problem = str(exc)
         again = request.followed_by(first.completion.text,
                                     prompts.correction(request.operation, problem))
-        second = await self._pipeline.call(again, query_id=query_id)
+        second = await self._pipeline.call(again, query_id=query_id, refresh=refresh)
         outcomes.append(second)
         if not second.ok:
             return result(None, Outcome.FAILED,

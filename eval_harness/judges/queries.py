@@ -40,6 +40,16 @@ def cached_keys_among(conn: psycopg.Connection, keys: Sequence[str]) -> set[str]
     return {row[0] for row in rows}
 
 
+def replace_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
+    """Like :func:`store_replies`, but a key already cached takes the new reply (a question
+    re-asked because its cached replies left it unscored)."""
+    with conn.cursor() as cur:
+        cur.executemany(_INSERT_CACHE.replace(
+            "DO NOTHING", "DO UPDATE SET reply = EXCLUDED.reply, input_tokens = "
+            "EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cached_tokens = "
+            "EXCLUDED.cached_tokens, batch = EXCLUDED.batch, run_id = EXCLUDED.run_id"), rows)
+
+
 def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     """Insert replies into ``judge_cache``: ``(key, provider, model, operation,
     prompt_version, reply, input_tokens, output_tokens, cached_tokens, batch, run_id)``; a
@@ -75,6 +85,20 @@ def log_retries(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     error_type, status_code, retry_count, wait_seconds, success)``."""
     with conn.cursor() as cur:
         cur.executemany(_INSERT_RETRY, rows)
+
+
+def log_retry(conn: psycopg.Connection, row: tuple) -> int:
+    """Insert one retry into ``api_retry_log`` (the row as :func:`log_retries` takes it);
+    returns its id, for :func:`mark_retries_succeeded`."""
+    with conn.cursor() as cur:
+        cur.execute(_INSERT_RETRY + " RETURNING id", row)
+        return int(cur.fetchone()[0])
+
+
+def mark_retries_succeeded(conn: psycopg.Connection, ids: Sequence[int]) -> None:
+    """The call these retries belong to finally got its reply."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE api_retry_log SET success = true WHERE id = ANY(%s)", (list(ids),))
 
 
 def log_cache_hits(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:

@@ -6,12 +6,14 @@ Classes (both SDKs, by status code and exception type):
 kind            what                                         retried
 ==============  ===========================================  =========
 quota           the account has no quota or credit left      no, and the run stops
+auth            401, 403: the key is rejected or lacks the   no, and the run stops
+                permission
 rate_limit      429                                          yes
 overloaded      529                                          yes
 server_error    500, 502, 503, 504                           yes
 timeout         the SDK's request timeout                    yes
 connection      connection refused / reset                   yes
-client_error    any other 4xx (400, 401, 403, 404, ...)      no
+client_error    any other 4xx (400, 404, 422, ...)           no
 bad_response    a 2xx whose body is not the API's JSON       no
 ==============  ===========================================  =========
 
@@ -22,7 +24,9 @@ OpenAI's 429 ``insufficient_quota`` (also ``billing_hard_limit_reached``,
 balance is too low" (recognised by its wording, the only sign older API versions give).
 Waiting cannot fix any of them, so the pipeline stops the run (see
 :class:`~eval_harness.judges.runner.QuotaExhausted`) instead of failing every later call the
-same way.
+same way. ``auth`` stops the run for the same reason (see
+:class:`~eval_harness.judges.runner.AuthenticationRejected`): every later call would be
+refused with the same key.
 
 Backoff before retry ``n`` (1-based): ``base * 2**(n-1)`` times a uniform jitter factor in
 ``[1 - jitter, 1 + jitter]``, and never less than the server's ``Retry-After`` (or
@@ -55,6 +59,7 @@ import openai
 
 from eval_harness.judges.config import RetrySettings
 
+AUTH_STATUS = frozenset({401, 403})  # the key is not valid / not allowed to do this
 RETRYABLE_STATUS = {429: "rate_limit", 529: "overloaded", 500: "server_error",
                     502: "server_error", 503: "server_error", 504: "server_error"}
 _TIMEOUTS = (anthropic.APITimeoutError, openai.APITimeoutError, TimeoutError)
@@ -110,6 +115,10 @@ def classify_error(exc: BaseException, *, secrets: Iterable[str | None] = ()) ->
         return ErrorInfo("quota", False, int(exc.status_code), None, message, code)
     if isinstance(exc, _STATUS):
         status = int(exc.status_code)
+        if status in AUTH_STATUS:
+            return ErrorInfo("auth", False, status, None, message,
+                             _error_code(exc) or ("authentication" if status == 401
+                                                  else "permission"))
         kind = RETRYABLE_STATUS.get(status, "client_error" if 400 <= status < 500
                                     else "server_error")
         return ErrorInfo(kind, status in RETRYABLE_STATUS, status,
@@ -121,6 +130,14 @@ def classify_error(exc: BaseException, *, secrets: Iterable[str | None] = ()) ->
     if isinstance(exc, BadProviderResponse):
         return ErrorInfo("bad_response", False, None, None, message)
     return ErrorInfo("other", False, None, None, f"{type(exc).__name__}: {message}")
+
+
+def _error_code(exc: BaseException) -> str | None:
+    """The provider's own name for an error (OpenAI ``code``, Anthropic ``type``)."""
+    for value in (getattr(exc, "code", None), getattr(exc, "type", None)):
+        if isinstance(value, str) and value and value != "invalid_request_error":
+            return value
+    return None
 
 
 def retry_after_seconds(headers) -> float | None:

@@ -21,12 +21,17 @@
   ``quota``) stops the run like a used-up budget: that call and every later uncached call
   raise :class:`QuotaExhausted` with one sentence naming the provider and its server (never
   the key); calls waiting for a slot or a retry are not sent any more (they would be refused
-  too), calls already sent finish and are logged. Both stops are :class:`RunStopped`.
+  too), calls already sent finish and are logged.
+* **Rejected key**: a 401 or 403 (error kind ``auth``) stops the run the same way, raising
+  :class:`AuthenticationRejected` with one sentence naming the provider and its server (never
+  the key): every later call would be refused with the same key. All three stops are
+  :class:`RunStopped`.
 * **Cache key**: a request carries the base URL of its provider's server (the key includes
   it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
   provider it would be sent to, so a reply is never cached under the wrong server.
 * **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
-  committed before the call returns; every retry becomes one ``api_retry_log`` row; cache
+  committed before the call returns; every retry becomes one ``api_retry_log`` row, committed
+  before its wait and marked ``success`` with the call's reply (so a kill loses none); cache
   hits are counted, with the list price they saved, into ``api_cache_hit_log``.
 * **Open batches**: a request whose reply a still-running provider batch will deliver
   (:attr:`CallPipeline.awaiting_batch`, set by batch mode) is not sent live: that would pay
@@ -68,7 +73,28 @@ class QuotaExhausted(RunStopped):
     kind = "quota"
 
 
-_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted)}
+class AuthenticationRejected(RunStopped):
+    """A provider rejected the API key (401) or refused it the permission (403); every later
+    call would be refused the same way, so nothing more is sent."""
+
+    kind = "auth"
+
+
+_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, AuthenticationRejected)}
+# stops after which a call waiting for a slot is not sent: the provider would refuse it too
+_REFUSING_STOPS = ("quota", "auth")
+
+
+def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
+    """The one sentence a run stopped by ``error`` (kind ``auth``) ends with."""
+    where = f" at {base_url}" if base_url else " (its default server)"
+    what = ("rejected the API key" if error.status_code != 403
+            else "rejected the API key (it lacks the permission for this request)")
+    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
+    fix = f"set a valid key in {variable}" if variable else "set a valid key"
+    return (f"the {provider} server{where} {what} (HTTP {error.status_code}, {error.code}), "
+            f"so the run stopped; {fix} (or point the base URL at the right server) and run "
+            "again (what was judged is kept and cached)")
 
 
 def quota_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
@@ -167,7 +193,7 @@ class CallPipeline:
         self.budget = budget
         self.retry = retry
         self.stats = RunStats()
-        self.stopped: str | None = None  # "budget" / "quota" once the run is stopped
+        self.stopped: str | None = None  # "budget" / "quota" / "auth" once stopped
         self.stop_reason: str | None = None
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
@@ -211,15 +237,19 @@ class CallPipeline:
     def _stopped_error(self) -> RunStopped:
         return _STOPS.get(self.stopped, RunStopped)(self.stop_reason)
 
-    async def call(self, request: ChatRequest, *, query_id: int | None = None) -> CallOutcome:
-        """The reply to ``request``: cached, or from the provider with retries.
+    async def call(self, request: ChatRequest, *, query_id: int | None = None,
+                   refresh: bool = False) -> CallOutcome:
+        """The reply to ``request``: cached, or from the provider with retries. ``refresh``
+        skips the cache and replaces the cached reply with the new one (re-asking a question
+        whose cached replies left it unscored).
 
-        Raises :class:`BudgetExhausted` when the budget cannot cover the call and
-        :class:`QuotaExhausted` when the provider's account has no quota left (for this and
-        every later uncached call).
+        Raises :class:`BudgetExhausted` when the budget cannot cover the call,
+        :class:`QuotaExhausted` when the provider's account has no quota left and
+        :class:`AuthenticationRejected` when the provider rejects the key (for this and every
+        later uncached call).
         """
         key = self.cache_key(request)
-        cached = self.ledger.cached(key)
+        cached = None if refresh else self.ledger.cached(key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
             self.ledger.record_cache_hit(
@@ -230,7 +260,7 @@ class CallPipeline:
                                                self.awaiting_batch[key]))
         if self.stopped:
             raise self._stopped_error()
-        shared = self._inflight.get(key)
+        shared = self._inflight.get(key)  # a call in flight is a new reply, refresh or not
         if shared is not None:  # the same request is on its way: wait for that reply
             outcome = await asyncio.shield(shared)
             if outcome.ok:
@@ -243,7 +273,7 @@ class CallPipeline:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
         self._inflight[key] = future
         try:
-            outcome = await self._call_provider(request, query_id)
+            outcome = await self._call_provider(request, query_id, refresh)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -276,20 +306,21 @@ class CallPipeline:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _call_provider(self, request: ChatRequest, query_id: int | None) -> CallOutcome:
+    async def _call_provider(self, request: ChatRequest, query_id: int | None,
+                             refresh: bool = False) -> CallOutcome:
         provider = self.providers[request.provider]
         reserve = self.prices.worst_case(request)
         await self._reserve(reserve)
         started = self._clock()
         estimate = request.estimated_input_tokens() + request.max_tokens
-        events: list[RetryEvent] = []
-        attempts, cost, success = 0, 0.0, False
+        retry_ids: list[int] = []
+        attempts, cost = 0, 0.0
         try:
             while True:
                 await self._limiters[provider.name].acquire(estimate)
                 try:
                     async with self._slots[provider.name]:
-                        if self.stopped == "quota":  # it would only be refused as well
+                        if self.stopped in _REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
                         self.stats.provider_calls += 1
@@ -304,24 +335,27 @@ class CallPipeline:
                     self.stats.failed_calls += 1
                     raise self.stop("quota", quota_message(
                         provider.name, getattr(provider, "base_url", None), error))
+                if error.kind == "auth":  # every later call would be refused with this key
+                    self.stats.failed_calls += 1
+                    raise self.stop("auth", auth_message(
+                        provider.name, getattr(provider, "base_url", None), error))
                 wait = (self.retry.wait(attempts, error.retry_after)
                         if error.retryable and attempts <= self.retry.max_retries else None)
                 if wait is None:
                     self.stats.failed_calls += 1
                     return CallOutcome(None, error, attempts,
                                        latency_s=self._clock() - started)
-                events.append(RetryEvent(error.kind, error.status_code, attempts, wait))
+                retry_ids.append(self.ledger.record_retry(
+                    request, RetryEvent(error.kind, error.status_code, attempts, wait)))
                 self.stats.retries += 1
                 await self._sleep(wait)
             used = completion.usage.input_tokens + completion.usage.output_tokens
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)
-            self.ledger.record_call(request, completion, cost=cost, query_id=query_id)
+            self.ledger.record_call(request, completion, cost=cost, query_id=query_id,
+                                    retry_ids=retry_ids, replace=refresh)
             self.stats.add_billed(completion, cost)
-            success = True
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)
         finally:
             self._settle(reserve, cost)
-            if events:
-                self.ledger.record_retries(request, events, success=success)
