@@ -32,9 +32,11 @@ def dual_judge_scores(context: dg.AssetExecutionContext, config: JudgingConfig,
                                 run_id=context.run_id)
     context.log.info(summary.format())
     if not summary.complete:
-        context.log.warning(f"judging incomplete: {summary.failed} failed judgements, "
+        context.log.warning(f"judging incomplete: {summary.unscored} unscored and "
+                            f"{summary.failed} failed judgements, "
                             f"{summary.queries - summary.queries_written} queries not written"
-                            + (f"; {summary.stop_reason}" if summary.stopped else ""))
+                            + (f"; {summary.stop_reason}" if summary.stopped else "")
+                            + " (eval-harness judge --retry-unscored re-asks unscored ones)")
     metadata = readable(summary.metadata())
     metadata["summary"] = dg.MetadataValue.md(f"```\n{summary.format()}\n```")
     return dg.MaterializeResult(metadata=metadata)
