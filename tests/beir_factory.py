@@ -35,3 +35,22 @@ def write_beir(folder: Path, docs: dict[str, str], queries: dict[str, str],
         model="test-random", doc_ids=list(docs), docs=np.asarray(doc_vectors, np.float32),
         query_ids=list(queries), queries=np.asarray(query_vectors, np.float32)))
     return folder
+
+
+def ingest_aspirin_dataset(conn, folder: Path, prefix: str) -> str:
+    """A fresh dataset no other test used: 3 queries, 6 documents, one relevant each; its name."""
+    import uuid
+
+    from eval_harness.store.ingest import ingest_beir
+
+    tag = uuid.uuid4().hex[:8]
+    docs = {f"d{i}": f"document {i} about aspirin and the heart {tag}" for i in range(6)}
+    queries = {"q1": f"aspirin heart {tag}", "q2": f"heart attack {tag}",
+               "q3": f"aspirin dose {tag}"}
+    qrels = [("q1", "d0", 1), ("q2", "d1", 1), ("q3", "d2", 1)]
+    vectors = np.eye(len(docs), 8, dtype=np.float32) + 0.05
+    write_beir(folder, docs, queries, qrels, doc_vectors=vectors,
+               query_vectors=vectors[[0, 1, 2]])
+    name = f"{prefix}_{tag}"
+    ingest_beir(conn, folder, name=name)
+    return name

@@ -21,17 +21,15 @@ from pathlib import Path
 
 import anthropic
 import httpx2
-import numpy as np
 import openai
 import pytest
 
-from beir_factory import write_beir
+from beir_factory import ingest_aspirin_dataset
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.retry import classify_error
 from eval_harness.judges.runner import AuthenticationRejected, RunStopped
 from eval_harness.judges.session import JudgeSession
-from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, default_reply, judge_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,18 +46,7 @@ def fake(server):
 
 @pytest.fixture
 def dataset(tmp_path, conn):
-    """A fresh dataset (3 queries, at least 2 documents each) no other test used."""
-    tag = uuid.uuid4().hex[:8]
-    docs = {f"d{i}": f"document {i} about aspirin and the heart {tag}" for i in range(6)}
-    queries = {"q1": f"aspirin heart {tag}", "q2": f"heart attack {tag}",
-               "q3": f"aspirin dose {tag}"}
-    qrels = [("q1", "d0", 1), ("q2", "d1", 1), ("q3", "d2", 1)]
-    vectors = np.eye(len(docs), 8, dtype=np.float32) + 0.05
-    write_beir(tmp_path / "data", docs, queries, qrels, doc_vectors=vectors,
-               query_vectors=vectors[[0, 1, 2]])
-    name = f"h16c_{tag}"
-    ingest_beir(conn, tmp_path / "data", name=name)
-    return name
+    return ingest_aspirin_dataset(conn, tmp_path / "data", "h16c")
 
 
 def _scalar(conn, query: str, params=()):

@@ -14,16 +14,14 @@ import uuid
 
 import anthropic
 import httpx2
-import numpy as np
 import openai
 import pytest
 
-from beir_factory import write_beir
+from beir_factory import ingest_aspirin_dataset
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.judges.retry import classify_error
 from eval_harness.judges.runner import QuotaExhausted, RunStopped
 from eval_harness.judges.session import JudgeSession
-from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import QUOTA_FAULTS, FakeTime, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
@@ -214,17 +212,7 @@ def test_cached_replies_are_still_served_after_the_quota_stopped_the_run(setting
 
 @pytest.fixture
 def dataset(tmp_path, conn):
-    tag = uuid.uuid4().hex[:8]
-    docs = {f"d{i}": f"document {i} about aspirin and the heart {tag}" for i in range(6)}
-    queries = {"q1": f"aspirin heart {tag}", "q2": f"heart attack {tag}",
-               "q3": f"aspirin dose {tag}"}
-    qrels = [("q1", "d0", 1), ("q2", "d1", 1), ("q3", "d2", 1)]
-    vectors = np.eye(len(docs), 8, dtype=np.float32) + 0.05
-    write_beir(tmp_path / "data", docs, queries, qrels, doc_vectors=vectors,
-               query_vectors=vectors[[0, 1, 2]])
-    name = f"quota_{tag}"
-    ingest_beir(conn, tmp_path / "data", name=name)
-    return name
+    return ingest_aspirin_dataset(conn, tmp_path / "data", "quota")
 
 
 @pytest.mark.parametrize("batch", [False, True], ids=["live", "batch"])
