@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from eval_harness.dataset_config import DatasetConfig, DatasetConfigError, parse_datasets
 from eval_harness.judges.config import JudgeSettings, parse_judge_settings
 
 DEFAULT_CONFIG_NAME = "config.yaml"
@@ -29,8 +30,9 @@ class ConfigError(ValueError):
 # not silently keep a default). Sections parsed from a dataclass list its fields instead.
 TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_search",
                   "agreement", "calibration", "history", "quality_gates", "judges", "dagster")
-STORE_KEYS = ("embedded_pgdata",)
-DATASET_KEYS = ("path", "language", "split", "embeddings")
+STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema")
+DEFAULT_SCHEMA = "eval_harness"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 EMBEDDER_KEYS = ("provider", "model")
 HYBRID_SEARCH_KEYS = ("semantic", "keyword", "candidate_depth")
 HISTORY_KEYS = ("duckdb_path",)
@@ -57,15 +59,6 @@ def reject_unknown_keys(section: Mapping[str, Any], where: str, known: Sequence[
     owner = f"known keys of '{where}'" if where else "known top-level keys"
     raise ConfigError(f"unknown key{'s' if len(named) > 1 else ''} {', '.join(named)}; "
                       f"{owner}: {', '.join(known)}.")
-
-
-@dataclass(frozen=True)
-class DatasetConfig:
-    name: str
-    path: Path
-    language: str = "english"
-    split: str = "test"
-    embeddings: Path | None = None  # embeddings.npz kept outside the dataset folder
 
 
 @dataclass(frozen=True)
@@ -150,6 +143,10 @@ class Settings:
     root: Path
     database_url: str | None = None
     embedded_pgdata: Path = Path(".eval-harness/pgdata")
+    schema: str = DEFAULT_SCHEMA          # store.schema: every table the harness owns
+    # store.demo_rag_schema: embedded store only, the bundled SciFact is laid out in this
+    # schema like a RAG system's own store (None: no demo store)
+    demo_rag_schema: str | None = None
     default_dataset: str = "scifact"
     datasets: Mapping[str, DatasetConfig] = field(default_factory=dict)
     embedder_provider: str = "auto"
@@ -179,6 +176,13 @@ class Settings:
                       else f"{self.root / DEFAULT_CONFIG_NAME} (not found, defaults apply)")
             raise ConfigError(f"{source}: dataset '{name}' is not configured under datasets "
                               f"(configured: {known}).") from None
+
+    def weights_for(self, dataset: str) -> HybridWeights:
+        """The hybrid weights of ``dataset``: its calibrated ones, else the global ones."""
+        own = self.datasets[dataset].weights if dataset in self.datasets else None
+        if own is None:
+            return self.hybrid
+        return HybridWeights(own.semantic, own.keyword, self.hybrid.candidate_depth)
 
     def with_overrides(self, **changes: Any) -> "Settings":
         return replace(self, **changes)
@@ -342,18 +346,17 @@ def _quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettings:
 
 
 def _datasets(raw: Mapping[str, Any], root: Path) -> dict[str, DatasetConfig]:
-    result = {}
-    for name, entry in _section(raw, "datasets").items():
-        if isinstance(entry, Mapping):  # a misspelt 'path' is named as such, not as missing
-            reject_unknown_keys(entry, f"datasets.{name}", DATASET_KEYS)
-        if not isinstance(entry, Mapping) or "path" not in entry:
-            raise ConfigError(f"'datasets.{name}' needs a 'path'.")
-        embeddings = entry.get("embeddings")
-        result[str(name)] = DatasetConfig(
-            name=str(name), path=(root / str(entry["path"])).resolve(),
-            language=str(entry.get("language", "english")), split=str(entry.get("split", "test")),
-            embeddings=(root / str(embeddings)).resolve() if embeddings else None)
-    return result
+    try:
+        return parse_datasets(_section(raw, "datasets"), root, reject_unknown_keys)
+    except DatasetConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _schema_name(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not _SCHEMA_NAME.match(value):
+        raise ConfigError(f"'{key}' must be a lower-case schema name (letters, digits, _), "
+                          f"got {value!r}.")
+    return value
 
 
 def load_settings(config_path: Path | str | None = None,
@@ -421,6 +424,9 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         root=root,
         database_url=env.get("DATABASE_URL") or None,
         embedded_pgdata=(root / str(pgdata)).resolve(),
+        schema=_schema_name(store.get("schema", DEFAULT_SCHEMA), "store.schema"),
+        demo_rag_schema=(_schema_name(store["demo_rag_schema"], "store.demo_rag_schema")
+                         if store.get("demo_rag_schema") else None),
         default_dataset=str(raw.get("default_dataset", "scifact")),
         datasets=_datasets(raw, root),
         embedder_provider=str(embedder.get("provider", "auto")),

@@ -9,17 +9,24 @@ Transactions and locks stay with the callers (:mod:`eval_harness.agreement.data`
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql
 
-# The current scored pairs of a dataset, one row per (query, document), documents that
-# exist only. Scores that are NULL, NaN or outside [0, 1] are not "scored".
-_SCORED_PAIRS = """
+from eval_harness.store.corpus import Corpus
+
+
+def _scored_pairs(corpus: Corpus) -> sql.Composed:
+    """The current scored pairs of the corpus's dataset, one row per (query, document),
+    documents that exist only. Scores that are NULL, NaN or outside [0, 1] are not
+    "scored". Takes the parameter ``%(dataset)s``."""
+    return sql.SQL("""
     SELECT g.id AS ground_truth_id, p.doc_id, p.s1, p.s2,
            g.judge1_model AS m1, g.judge2_model AS m2
     FROM ground_truth g
     CROSS JOIN LATERAL unnest(g.judged_docs, g.judge1_score, g.judge2_score)
          AS p(doc_id, s1, s2)
-    JOIN l2_insights d ON d.id = p.doc_id
-    WHERE g.dataset = %(dataset)s AND p.s1 BETWEEN 0 AND 1 AND p.s2 BETWEEN 0 AND 1"""
+    WHERE g.dataset = %(dataset)s AND p.s1 BETWEEN 0 AND 1 AND p.s2 BETWEEN 0 AND 1
+      AND EXISTS (SELECT 1 FROM {d} WHERE {rows} AND {did} = p.doc_id)""").format(
+        d=corpus.table("d"), rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d"))
 
 # ------------------------------------------------------------------------------ judge scores
 
@@ -60,8 +67,8 @@ def lock_review_queue(conn: psycopg.Connection, dataset: str) -> None:
                  (dataset,))
 
 
-def stage_scored_pairs(conn: psycopg.Connection, dataset: str, threshold: float) -> int:
-    """The scored pairs of ``dataset`` into the temporary table ``_review_pairs`` (dropped at
+def stage_scored_pairs(conn: psycopg.Connection, corpus: Corpus, threshold: float) -> int:
+    """The scored pairs of the corpus's dataset into the temporary table ``_review_pairs`` (dropped at
     commit), each marked disagreeing or not at ``threshold``; how many disagree."""
     conn.execute("DROP TABLE IF EXISTS _review_pairs")
     conn.execute("""
@@ -69,10 +76,11 @@ def stage_scored_pairs(conn: psycopg.Connection, dataset: str, threshold: float)
             ground_truth_id integer, doc_id integer, s1 float8, s2 float8, m1 text,
             m2 text, disagrees boolean, PRIMARY KEY (ground_truth_id, doc_id))
         ON COMMIT DROP""")
-    conn.execute(f"""
+    conn.execute(sql.SQL("""
         INSERT INTO _review_pairs
         SELECT s.*, round(abs(s.s1 - s.s2)::numeric, 12) > %(threshold)s::numeric
-        FROM ({_SCORED_PAIRS}) s""", {"dataset": dataset, "threshold": threshold})
+        FROM ({}) s""").format(_scored_pairs(corpus)),
+                 {"dataset": corpus.dataset, "threshold": threshold})
     return conn.execute("SELECT count(*) FROM _review_pairs WHERE disagrees").fetchone()[0]
 
 
@@ -124,48 +132,51 @@ def review_status_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, i
     return int(pending), int(adjudicated)
 
 
-def current_verdicts(conn: psycopg.Connection, dataset: str) -> list[tuple[int, int, str]]:
-    """``(ground_truth id, doc id, verdict)`` of the adjudicated pairs of ``dataset`` whose
-    scores and models are still those the reviewer saw."""
-    return conn.execute(f"""
+def current_verdicts(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[int, int, str]]:
+    """``(ground_truth id, doc id, verdict)`` of the adjudicated pairs of the corpus's
+    dataset whose scores and models are still those the reviewer saw."""
+    return conn.execute(sql.SQL("""
         SELECT r.ground_truth_id, r.doc_id, r.verdict
         FROM judge_review r
-        JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
+        JOIN ({}) c USING (ground_truth_id, doc_id)
         WHERE r.status = 'adjudicated'
           AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
-              (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)""",
-                        {"dataset": dataset}).fetchall()
+              (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)""").format(
+        _scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
 
 
-def review_export_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """The queue of ``dataset`` by query then document external id: ``(dataset, query id,
-    query external id, query, doc id, doc external id, doc content, judge1 model, judge1
-    score, judge2 model, judge2 score, score diff, score revision, status, verdict, reviewer,
-    note)``."""
-    return conn.execute("""
-        SELECT g.dataset, g.id, g.external_id, g.query, d.id, d.external_id, d.content,
+def review_export_rows(conn: psycopg.Connection, corpus: Corpus) -> list[tuple]:
+    """The queue of the corpus's dataset by query then document external id: ``(dataset,
+    query id, query external id, query, doc id, doc external id, doc content, judge1 model,
+    judge1 score, judge2 model, judge2 score, score diff, score revision, status, verdict,
+    reviewer, note)``."""
+    return conn.execute(sql.SQL("""
+        SELECT g.dataset, g.id, g.external_id, g.query, {did}, {dext}, {dcontent},
                r.judge1_model, r.judge1_score, r.judge2_model, r.judge2_score,
                r.score_diff, r.score_revision, r.status, r.verdict, r.reviewer, r.note
         FROM judge_review r
         JOIN ground_truth g ON g.id = r.ground_truth_id
-        JOIN l2_insights d ON d.id = r.doc_id
+        JOIN {d} ON {rows} AND {did} = r.doc_id
         WHERE g.dataset = %s
-        ORDER BY g.external_id, d.external_id""", (dataset,)).fetchall()
+        ORDER BY g.external_id, 6""").format(
+        did=corpus.id_of("d"), dext=corpus.external_id_of("d"),
+        dcontent=corpus.content_of("d"), d=corpus.table("d"),
+        rows=corpus.rows_of_dataset("d")), (corpus.dataset,)).fetchall()
 
 
-def queued_pairs_for_update(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+def queued_pairs_for_update(conn: psycopg.Connection, corpus: Corpus) -> list[tuple]:
     """``(ground_truth id, doc id, score revision, judge1 score, judge2 score, rescored)`` of
-    the queue of ``dataset``, rows locked; ``rescored``: the pair's current scores or models
-    differ from the queued ones (or it is no longer scored)."""
-    return conn.execute(f"""
+    the queue of the corpus's dataset, rows locked; ``rescored``: the pair's current scores
+    or models differ from the queued ones (or it is no longer scored)."""
+    return conn.execute(sql.SQL("""
         SELECT r.ground_truth_id, r.doc_id, r.score_revision, r.judge1_score, r.judge2_score,
                (c.doc_id IS NULL OR (c.s1, c.s2, c.m1, c.m2) IS DISTINCT FROM
                    (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model))
         FROM judge_review r
         JOIN ground_truth g ON g.id = r.ground_truth_id
-        LEFT JOIN ({_SCORED_PAIRS}) c USING (ground_truth_id, doc_id)
+        LEFT JOIN ({}) c USING (ground_truth_id, doc_id)
         WHERE g.dataset = %(dataset)s
-        FOR UPDATE OF r""", {"dataset": dataset}).fetchall()
+        FOR UPDATE OF r""").format(_scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
 
 
 def store_verdict(conn: psycopg.Connection, query_id: int, doc_id: int, *, verdict: str,

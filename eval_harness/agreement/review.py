@@ -127,10 +127,10 @@ def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"disagreement threshold must be in [0, 1), got {threshold}.")
     with conn.transaction():
-        dataset_info(conn, dataset, with_counts=False)
+        corpus = dataset_info(conn, dataset, with_counts=False).corpus
         queries.lock_review_queue(conn, dataset)
         _check_no_repeated_documents(conn, dataset)
-        disagreeing = queries.stage_scored_pairs(conn, dataset, threshold)
+        disagreeing = queries.stage_scored_pairs(conn, corpus, threshold)
         upserted = queries.upsert_disagreeing_pairs(conn)
         removed = queries.delete_settled_pairs(conn, dataset)
         pending, adjudicated = queries.review_status_counts(conn, dataset)
@@ -154,7 +154,8 @@ def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int
     verdict is ignored here, so a stale verdict never overrides new judge scores).
     """
     with conn.transaction():
-        rows = queries.current_verdicts(conn, dataset)
+        rows = queries.current_verdicts(conn, dataset_info(conn, dataset,
+                                                           with_counts=False).corpus)
     return {(qid, doc): VERDICTS[verdict] for qid, doc, verdict in rows}
 
 
@@ -168,8 +169,8 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     import removes again (see the module docstring). The file is written atomically (UTF-8).
     """
     with conn.transaction():
-        dataset_info(conn, dataset, with_counts=False)
-        rows = queries.review_export_rows(conn, dataset)
+        rows = queries.review_export_rows(conn, dataset_info(conn, dataset,
+                                                             with_counts=False).corpus)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -212,9 +213,9 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
         return ImportCounts(0, 0, 0)
     dataset = _file_dataset(path, records, dataset)
     with conn.transaction():
-        dataset_info(conn, dataset, with_counts=False)
+        corpus = dataset_info(conn, dataset, with_counts=False).corpus
         queries.lock_review_queue(conn, dataset)
-        queue = _queue_state(conn, dataset)
+        queue = _queue_state(conn, corpus)
         updates, problems, blank = _check_records(records, dataset, queue)
         if problems:
             raise _wrong_rows(path, problems)
@@ -243,10 +244,10 @@ def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None
                          "document twice in judged_docs; re-run the judges for this query.")
 
 
-def _queue_state(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], _QueuedPair]:
+def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _QueuedPair]:
     return {(qid, doc): _QueuedPair(revision, (s1, s2), rescored)
             for qid, doc, revision, s1, s2, rescored
-            in queries.queued_pairs_for_update(conn, dataset)}
+            in queries.queued_pairs_for_update(conn, corpus)}
 
 
 def _read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:

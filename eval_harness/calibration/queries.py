@@ -14,33 +14,28 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
+from eval_harness.store.corpus import Corpus
+
 # ------------------------------------------------------------------------------ TREC files
-
-def _external_ids(conn: psycopg.Connection, table: str, ids: Sequence[int]) -> dict[int, str]:
-    return dict(conn.execute(
-        sql.SQL("SELECT id, external_id FROM {} WHERE id = ANY(%s)").format(sql.Identifier(table)),
-        ([int(i) for i in ids],)).fetchall())
-
 
 def query_external_ids(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, str]:
     """The dataset's own ids of the ground-truth queries ``ids``: {id: external id}."""
-    return _external_ids(conn, "ground_truth", ids)
+    return dict(conn.execute("SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
+                             ([int(i) for i in ids],)).fetchall())
 
 
-def document_external_ids(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """The dataset's own ids of the documents ``ids``: {id: external id}."""
-    return _external_ids(conn, "l2_insights", ids)
-
-
-def external_qrels(conn: psycopg.Connection, dataset: str) -> list[tuple[str, str, int]]:
+def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, str, int]]:
     """``(query external id, document external id, grade)`` of every expected document of
-    ``dataset``'s ground truth, by query id, then document id."""
-    return conn.execute("""
-        SELECT g.external_id, d.external_id, r.grade
+    the corpus's dataset's ground truth, by query id, then document id."""
+    return conn.execute(sql.SQL("""
+        SELECT g.external_id, {dext}, r.grade
         FROM ground_truth g
         CROSS JOIN LATERAL unnest(g.expected_docs, g.relevance_grades) AS r(doc_id, grade)
-        JOIN l2_insights d ON d.id = r.doc_id
-        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""", (dataset,)).fetchall()
+        JOIN {d} ON {rows} AND {did} = r.doc_id
+        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""").format(
+        dext=corpus.external_id_of("d"), d=corpus.table("d"),
+        rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d")),
+        (corpus.dataset,)).fetchall()
 
 
 # ------------------------------------------------------------------------------ grid history

@@ -35,6 +35,7 @@ from eval_harness.metrics.calibration import (
     precision_verdict, uplift_over_default, weight_grid)
 from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
+from eval_harness.store.corpus import document_external_ids
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult,
                                           reciprocal_rank_fusion, sweep_weights)
@@ -231,7 +232,8 @@ def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
         if undefined.all() and undefined.size > 1:
             blame = "the query's own embedding"
         else:
-            names = queries.document_external_ids(conn, found.doc_ids[undefined].tolist())
+            corpus = dataset_info(conn, dataset, with_counts=False).corpus
+            names = document_external_ids(conn, corpus, found.doc_ids[undefined].tolist())
             ids = [names[i] for i in sorted(names)]
             shown = ", ".join(f"'{i}'" for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
             blame = f"the embedding of document {shown}" if len(ids) == 1 else \

@@ -23,7 +23,9 @@ from eval_harness.calibration import queries
 from eval_harness.calibration.run import CalibrationResult, weight_label
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
+from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import normalised_scores
+from eval_harness.store.corpus import Corpus, document_external_ids
 
 
 def run_file_name(semantic_weight: float) -> str:
@@ -36,10 +38,11 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
     folder = Path(folder)
     candidates = result.candidates
     query_names = queries.query_external_ids(conn, candidates.query_ids)
-    doc_names = queries.document_external_ids(conn,
-                                              np.unique(candidates.doc_ids[candidates.mask]))
+    corpus = dataset_info(conn, result.dataset, with_counts=False).corpus
+    doc_names = document_external_ids(conn, corpus,
+                                      np.unique(candidates.doc_ids[candidates.mask]).tolist())
     qids = [query_names[q] for q in candidates.query_ids]
-    paths = [_write_qrels(conn, result.dataset, folder / "qrels.trec")]
+    paths = [_write_qrels(conn, corpus, folder / "qrels.trec")]
     sem_norm, kw_norm = normalised_scores(candidates)
     for point in result.grid:
         w_sem, w_kw = point.semantic_weight, point.keyword_weight
@@ -69,7 +72,7 @@ def _strictly_decreasing(scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def _write_qrels(conn: psycopg.Connection, dataset: str, path: Path) -> Path:
-    rows = queries.external_qrels(conn, dataset)
+def _write_qrels(conn: psycopg.Connection, corpus: Corpus, path: Path) -> Path:
+    rows = queries.external_qrels(conn, corpus)
     text = "".join(f"{qid} 0 {docid} {grade}\n" for qid, docid, grade in rows)
     return write_file_atomically(path, text.encode("utf-8"))

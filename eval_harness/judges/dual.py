@@ -158,7 +158,7 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                   session.judge1.spec, session.judge2.spec, session.notices,
                                   queries=len(planned),
                                   pairs=sum(len(p.doc_ids) for p in planned))
-        documents = load_documents(conn, [d for p in planned for d in p.doc_ids],
+        documents = load_documents(conn, dataset, [d for p in planned for d in p.doc_ids],
                                    with_embeddings=_needs_embeddings(session))
         if batch:
             summary.batch = await prefill_cache_by_batch(
@@ -274,7 +274,8 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
     if len(set(doc_ids)) != len(doc_ids):
         raise ValueError("docs lists a document id twice; each document is judged once.")
     async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
-        stored = load_documents(conn, doc_ids, with_embeddings=_needs_embeddings(session))
+        stored = load_documents(conn, row[1], doc_ids,
+                                with_embeddings=_needs_embeddings(session))
         passages = [Passage(d["content"], d["id"], getattr(stored.get(d["id"]), "embedding", None))
                     for d in docs]
         embedding = None if row[0] is None else as_vector(row[0])

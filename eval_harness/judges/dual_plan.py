@@ -15,6 +15,7 @@ import psycopg
 from eval_harness.judges import queries
 from eval_harness.judges.protocol import Passage
 from eval_harness.retrieval.hybrid import as_vector, dataset_info, hybrid_search
+from eval_harness.store.corpus import document_rows
 from eval_harness.settings import Settings
 
 
@@ -34,7 +35,7 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
     expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed."""
     dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
     rows = queries.ground_truth_queries(conn, dataset, limit)
-    top_k, weights = settings.judges.hybrid_top_k, settings.hybrid
+    top_k, weights = settings.judges.hybrid_top_k, settings.weights_for(dataset)
     planned = []
     for query_id, external_id, text, embedding, expected in rows:
         vector = None if embedding is None else as_vector(embedding)
@@ -51,9 +52,11 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
     return planned
 
 
-def load_documents(conn: psycopg.Connection, doc_ids: Sequence[int], *,
+def load_documents(conn: psycopg.Connection, dataset: str, doc_ids: Sequence[int], *,
                    with_embeddings: bool) -> dict[int, Passage]:
-    """The stored documents among ``doc_ids`` as passages (with their embeddings if asked)."""
-    rows = queries.document_rows(conn, list(set(doc_ids)), with_embeddings=with_embeddings)
+    """The documents of ``dataset``'s corpus among ``doc_ids`` as passages (with their
+    embeddings if asked)."""
+    corpus = dataset_info(conn, dataset, with_counts=False).corpus
+    rows = document_rows(conn, corpus, list(set(doc_ids)), with_embeddings=with_embeddings)
     return {int(i): Passage(content, int(i), None if emb is None else as_vector(emb))
             for i, content, emb in rows}

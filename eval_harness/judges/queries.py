@@ -1,6 +1,7 @@
 """Every SQL statement of the judges: the reply cache and the call logs (written by
 :class:`~eval_harness.judges.cache.JudgeLedger`), the register of provider batches, and the
-dual-judge run's reads and writes of ``ground_truth`` and ``l2_insights``.
+dual-judge run's reads and writes of ``ground_truth`` (documents are read through
+:mod:`eval_harness.store.corpus`).
 
 Each function runs in the caller's transaction: committing, rolling back and the advisory
 locks (their statements too) stay with the callers (:mod:`.cache`, :mod:`.dual`, :mod:`.dual_plan`,
@@ -13,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import psycopg
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 # ------------------------------------------------------------------------------ reply cache
@@ -158,19 +158,10 @@ def ground_truth_queries(conn: psycopg.Connection, dataset: str,
 
 
 def ground_truth_embedding(conn: psycopg.Connection, query_id: int) -> tuple | None:
-    """``(query_embedding,)`` of ground-truth query ``query_id``; None when there is none."""
-    return conn.execute("SELECT query_embedding FROM ground_truth WHERE id = %s",
+    """``(query_embedding, dataset)`` of ground-truth query ``query_id``; None when there is
+    none."""
+    return conn.execute("SELECT query_embedding, dataset FROM ground_truth WHERE id = %s",
                         (query_id,)).fetchone()
-
-
-def document_rows(conn: psycopg.Connection, doc_ids: Sequence[int], *,
-                  with_embeddings: bool) -> list[tuple]:
-    """``(id, content, embedding)`` of the documents ``doc_ids`` found in ``l2_insights``;
-    the embedding is None unless ``with_embeddings``."""
-    column = sql.SQL("embedding" if with_embeddings else "NULL")
-    return conn.execute(
-        sql.SQL("SELECT id, content, {} FROM l2_insights WHERE id = ANY(%s)").format(column),
-        (list(doc_ids),)).fetchall()
 
 
 # `old` is the row as it was before this UPDATE (a self-join reads the statement's snapshot);

@@ -1,8 +1,11 @@
-"""Hybrid search over ``l2_insights``: pgvector cosine similarity + Postgres full-text rank.
+"""Hybrid search over a dataset's corpus (:class:`~eval_harness.store.corpus.Corpus`: the
+ingested copy in ``l2_insights`` or the RAG system's own relation): pgvector cosine
+similarity + Postgres full-text rank.
 
 Candidates for a query are the union of
-  * the ``candidate_depth`` nearest documents by cosine distance (the dataset's partial HNSW
-    index on ``embedding::vector(dim)``; ``hnsw.ef_search`` is raised to at least the depth),
+  * the ``candidate_depth`` nearest documents by cosine distance (an HNSW index on the
+    embedding serves it: the ingested dataset's partial index on ``embedding::vector(dim)``,
+    the RAG system's own on a live corpus; ``hnsw.ef_search`` is raised to at least the depth),
   * the ``candidate_depth`` best documents by ``ts_rank(tsv, q, 1)`` (rank divided by
     1 + log(document length)) where ``q`` is the OR of the query's lexemes
     (:sql:`eh_or_tsquery`) under the dataset's text-search language.
@@ -23,6 +26,7 @@ import numpy as np
 import psycopg
 
 from eval_harness.retrieval import queries
+from eval_harness.store.corpus import Corpus, count_documents
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -44,8 +48,13 @@ class DatasetInfo:
     language: str
     embedding_model: str
     embedding_dim: int
-    documents: int
-    queries: int
+    documents: int      # -1 unless counted
+    queries: int        # -1 unless counted
+    corpus: Corpus
+
+    @property
+    def is_live(self) -> bool:
+        return self.corpus.is_live
 
 
 @dataclass(frozen=True)
@@ -68,14 +77,21 @@ class QueryCandidates:
 
 
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
-    """The dataset's language and embedding model; document/query counts unless told not to."""
-    row = queries.dataset_row(conn, name, with_counts=with_counts)
+    """The dataset's language, embedding model and corpus; document/query counts unless told
+    not to."""
+    row = queries.dataset_row(conn, name)
     if row is None:
         known = queries.dataset_names(conn)
         raise UnknownDataset(
-            f"Dataset '{name}' is not in the store (ingested: {', '.join(known) or 'none'}); "
-            f"run `eval-harness ingest PATH --name {name}` first.")
-    return DatasetInfo(*row)
+            f"Dataset '{name}' is not in the store (known: {', '.join(known) or 'none'}); "
+            f"run `eval-harness ingest PATH --name {name}` for a BEIR folder, or "
+            f"`eval-harness attach --dataset {name}` for a live dataset in config.yaml.")
+    name, language, model, dim, kind, mapping = row
+    corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
+              else Corpus.ingested(name, language, dim))
+    documents = count_documents(conn, corpus) if with_counts else -1
+    count = queries.count_queries(conn, name) if with_counts else -1
+    return DatasetInfo(name, language, model, dim, documents, count, corpus)
 
 
 def _check_depth(depth: int) -> None:
@@ -115,8 +131,7 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
         raise ValueError(f"The query embedding has {len(query_embedding)} dimensions; dataset "
                          f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
     _set_ef_search(conn, candidate_depth)
-    rows = queries.search_rows(conn, info.name, info.language, info.embedding_dim,
-                               candidate_depth, query_text=query_text,
+    rows = queries.search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
                                query_embedding=query_embedding,
                                semantic_weight=semantic_weight, keyword_weight=keyword_weight,
                                k=k)
@@ -132,8 +147,7 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     _set_ef_search(conn, candidate_depth)
     result = []
     for query_id, doc_ids, sem, kw in queries.candidate_rows(
-            conn, info.name, info.language, info.embedding_dim, candidate_depth,
-            query_ids=query_ids):
+            conn, info.corpus, candidate_depth, query_ids=query_ids):
         result.append(QueryCandidates(
             int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
             np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))

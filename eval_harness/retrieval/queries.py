@@ -1,8 +1,10 @@
 """Every SQL statement of retrieval: the dataset's settings, the hybrid search itself (one
 query, and the candidate scores of many ground-truth queries at once) and the graded qrels.
 
-The search statements are the product's search: the numpy sweep reproduces them exactly and
-tests compare the two, so a change here is a change of the ranking (see
+Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
+or the RAG system's own relation: the same statements). The search statements are the
+product's search: the numpy sweep reproduces them exactly and tests compare the two, so a
+change here is a change of the ranking (see
 :mod:`eval_harness.retrieval.hybrid` for what they compute). Values are composed as literals
 or passed as parameters; every statement runs in the caller's transaction.
 """
@@ -13,17 +15,23 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from eval_harness.store.corpus import Corpus
+
 # ------------------------------------------------------------------------------ datasets
 
-def dataset_row(conn: psycopg.Connection, name: str, *, with_counts: bool) -> tuple | None:
-    """``(name, language, embedding_model, embedding_dim, documents, queries)`` of dataset
-    ``name`` (the counts are -1 unless ``with_counts``); None when it is not in the store."""
-    counts = ("""(SELECT count(*) FROM l2_insights i WHERE i.dataset = d.name),
-                 (SELECT count(*) FROM ground_truth g WHERE g.dataset = d.name)"""
-              if with_counts else "-1, -1")
-    return conn.execute(f"""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, {counts}
+def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
+    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
+    ``name``; None when it is not in the store."""
+    return conn.execute("""
+        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
+               d.corpus_mapping
         FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
+
+
+def count_queries(conn: psycopg.Connection, dataset: str) -> int:
+    """The ground-truth queries of ``dataset``."""
+    return conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
+                        (dataset,)).fetchone()[0]
 
 
 def dataset_names(conn: psycopg.Connection) -> list[str]:
@@ -45,37 +53,41 @@ def set_hnsw_ef_search(conn: psycopg.Connection, ef: int) -> None:
     conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
 
 
-def _candidates_fragment(name: str, dim: int, depth: int, *, semantic: bool) -> sql.Composed:
-    """``WHERE d.id IN (...)`` body: the candidate union for the lateral query row ``q``."""
+def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
+    """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
+    ``id``s, joined to the corpus by id.
+
+    A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
+    planned as a correlated SubPlan, one vector-index scan per document of the corpus
+    (tests/test_search_plan.py checks the plan shape)."""
     parts = []
     if semantic:
         # An empty document has no embedding: the index leaves it out, but a plan that sorts
         # would put its NULL distance last and make it a candidate with no semantic score.
         parts.append(sql.SQL(
-            "(SELECT s.id FROM l2_insights s WHERE s.dataset = {name} "
-            "AND s.embedding IS NOT NULL "
-            "ORDER BY s.embedding::vector({dim}) <=> q.emb LIMIT {depth})"))
-    # q is computed once per query (OFFSET 0 / MATERIALIZED): if the planner inlined it,
-    # eh_or_tsquery would run for every document row, several times slower.
+            "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
+            "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
     parts.append(sql.SQL(
-        "(SELECT k.id FROM l2_insights k WHERE k.dataset = {name} AND k.tsv @@ q.tsq "
-        "ORDER BY ts_rank(k.tsv, q.tsq, 1) DESC, k.id LIMIT {depth})"))
-    values = {"name": sql.Literal(name), "dim": sql.Literal(dim),
-              "depth": sql.Literal(depth)}
+        "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
+        "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
+    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
+              "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
+              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
+              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
+              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
 
 
-def _semantic_expr(dim: int, semantic: bool) -> sql.Composable:
+def _semantic_expr(corpus: Corpus, semantic: bool) -> sql.Composable:
     if not semantic:
         return sql.SQL("0::float8")
-    return sql.SQL("1 - (d.embedding::vector({dim}) <=> q.emb)").format(
-        dim=sql.Literal(dim))
+    return sql.SQL("1 - ({} <=> q.emb)").format(corpus.embedding_of("d"))
 
 
-def search_rows(conn: psycopg.Connection, dataset: str, language: str, dim: int, depth: int, *,
+def search_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
                 query_text: str, query_embedding: np.ndarray | None, semantic_weight: float,
                 keyword_weight: float, k: int) -> list[tuple]:
-    """The hybrid search of one query over ``dataset`` (semantic when ``query_embedding`` is
+    """The hybrid search of one query over ``corpus`` (semantic when ``query_embedding`` is
     given; a prepared statement): its top ``k`` ``(id, external_id, score, semantic,
     keyword, content)`` by fused score, ties by id."""
     semantic = query_embedding is not None
@@ -83,10 +95,10 @@ def search_rows(conn: psycopg.Connection, dataset: str, language: str, dim: int,
         WITH q AS MATERIALIZED (
             SELECT {emb} AS emb, eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq),
         cand AS (
-            SELECT d.id, {sem}::float8 AS sem,
-                   coalesce(ts_rank(d.tsv, q.tsq, 1), 0)::float8 AS kw
-            FROM l2_insights d, q
-            WHERE d.id IN ({candidates})),
+            SELECT {did} AS id, {sem}::float8 AS sem,
+                   coalesce(ts_rank({dtsv}, q.tsq, 1), 0)::float8 AS kw
+            FROM q CROSS JOIN LATERAL ({candidates}) c
+            JOIN {d} ON {did} = c.id),
         stats AS (SELECT min(sem) AS smin, max(sem) AS smax, min(kw) AS kmin, max(kw) AS kmax
                   FROM cand),
         top AS (
@@ -98,24 +110,26 @@ def search_rows(conn: psycopg.Connection, dataset: str, language: str, dim: int,
             FROM cand c, stats
             ORDER BY score DESC, id ASC LIMIT %(k)s)
         -- content is fetched for the k results only (it is stored out of line)
-        SELECT t.id, d.external_id, t.score, t.sem, t.kw, d.content
-        FROM top t JOIN l2_insights d USING (id)
+        SELECT t.id, {dext}, t.score, t.sem, t.kw, {dcontent}
+        FROM top t JOIN {d} ON {did} = t.id
         ORDER BY t.score DESC, t.id ASC""").format(
-        emb=(sql.SQL("%(emb)s::vector({dim})").format(dim=sql.Literal(dim))
+        emb=(sql.SQL("%(emb)s::vector({dim})").format(dim=sql.Literal(corpus.dim))
              if semantic else sql.SQL("NULL::vector")),
-        lang=sql.Literal(language),
-        sem=_semantic_expr(dim, semantic),
-        candidates=_candidates_fragment(dataset, dim, depth, semantic=semantic))
+        lang=sql.Literal(corpus.language),
+        sem=_semantic_expr(corpus, semantic),
+        did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
+        dext=corpus.external_id_of("d"), dcontent=corpus.content_of("d"),
+        candidates=candidate_ids(corpus, depth, semantic=semantic))
     params = {"text": query_text, "ws": float(semantic_weight), "wk": float(keyword_weight),
               "k": int(k), "emb": query_embedding}
     return conn.execute(query, params, prepare=True).fetchall()
 
 
-def candidate_rows(conn: psycopg.Connection, dataset: str, language: str, dim: int, depth: int,
+def candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
                    *, query_ids: list[int] | None) -> list[tuple]:
-    """The candidate union of each ground-truth query of ``dataset`` (of ``query_ids``; None:
-    all) with both raw scores: ``(query id, doc_ids, semantic, keyword)``, arrays ordered by
-    document id, rows by query id."""
+    """The candidate union of each ground-truth query of the corpus's dataset (of
+    ``query_ids``; None: all) with both raw scores: ``(query id, doc_ids, semantic,
+    keyword)``, arrays ordered by document id, rows by query id."""
     query = sql.SQL("""
         SELECT g.id, c.doc_ids, c.sem, c.kw
         FROM ground_truth g
@@ -123,14 +137,16 @@ def candidate_rows(conn: psycopg.Connection, dataset: str, language: str, dim: i
                                    eh_or_tsquery({lang}::regconfig, g.query) AS tsq
                             OFFSET 0) q
         CROSS JOIN LATERAL (
-            SELECT array_agg(d.id ORDER BY d.id) AS doc_ids,
-                   array_agg(({sem})::float8 ORDER BY d.id) AS sem,
-                   array_agg(coalesce(ts_rank(d.tsv, q.tsq, 1), 0)::float8 ORDER BY d.id) AS kw
-            FROM l2_insights d
-            WHERE d.id IN ({candidates})) c
+            SELECT array_agg({did} ORDER BY {did}) AS doc_ids,
+                   array_agg(({sem})::float8 ORDER BY {did}) AS sem,
+                   array_agg(coalesce(ts_rank({dtsv}, q.tsq, 1), 0)::float8
+                             ORDER BY {did}) AS kw
+            FROM ({candidates}) cand
+            JOIN {d} ON {did} = cand.id) c
         WHERE g.dataset = {name} AND (%(ids)s::int[] IS NULL OR g.id = ANY(%(ids)s::int[]))
         ORDER BY g.id""").format(
-        dim=sql.Literal(dim), lang=sql.Literal(language),
-        name=sql.Literal(dataset), sem=_semantic_expr(dim, True),
-        candidates=_candidates_fragment(dataset, dim, depth, semantic=True))
+        dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
+        name=sql.Literal(corpus.dataset), sem=_semantic_expr(corpus, True),
+        did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
+        candidates=candidate_ids(corpus, depth, semantic=True))
     return conn.execute(query, {"ids": query_ids}).fetchall()

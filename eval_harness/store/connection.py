@@ -22,8 +22,9 @@ from urllib.parse import unquote
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
-from eval_harness.settings import Settings
+from eval_harness.settings import DEFAULT_SCHEMA, Settings
 
 
 class StoreUnavailable(RuntimeError):
@@ -42,6 +43,7 @@ class StoreLocation:
     description: str = ""  # safe to print: passed through redact_conninfo
     server_log: Path | None = None  # the embedded server's log; unknown for DATABASE_URL
     log_offset: int = 0             # its size when this process attached
+    schema: str = DEFAULT_SCHEMA    # the harness's own schema (store.schema)
 
     def failure_message(self, error: BaseException | str) -> str | None:
         """One sentence when ``error`` means the server went away (what, log path, why)."""
@@ -58,10 +60,15 @@ class StoreLocation:
 
     def __repr__(self) -> str:  # a test report or a log may print the object itself
         return (f"StoreLocation(url={redact_conninfo(self.url)!r}, "
-                f"description={self.description!r}, server_log={self.server_log!r})")
+                f"description={self.description!r}, server_log={self.server_log!r}, "
+                f"schema={self.schema!r})")
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection:
-        """A new connection with pgvector's types registered (after migration 0001)."""
+        """A new connection whose search path is the harness schema (then the schema of the
+        vector extension), with pgvector's types registered once the extension exists.
+
+        Every unqualified name in the harness's SQL therefore means the harness's own table;
+        the RAG system's relations are always named with their schema."""
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
         except psycopg.Error as exc:  # OperationalError, or a malformed URL (ProgrammingError)
@@ -71,6 +78,11 @@ class StoreLocation:
             # libpq quotes a malformed URL back, password included: StoreUnavailable redacts
             raise StoreUnavailable(crashed or f"Cannot connect to the store "
                                    f"({self.description}): {_first_line(exc)}") from None
+        try:
+            set_search_path(conn, self.schema)
+        except BaseException:
+            conn.close()
+            raise
         try:
             register_vector(conn)
         except psycopg.ProgrammingError:
@@ -84,6 +96,24 @@ class StoreLocation:
             yield conn
         finally:
             conn.close()
+
+
+def vector_extension_schema(conn: psycopg.Connection) -> str | None:
+    """The schema holding the vector extension's types; None when it is not installed."""
+    row = conn.execute("SELECT e.extnamespace::regnamespace::text FROM pg_extension e "
+                       "WHERE e.extname = 'vector'").fetchone()
+    return None if row is None else row[0].strip('"')
+
+
+def set_search_path(conn: psycopg.Connection, schema: str) -> None:
+    """``search_path`` = the harness schema, then the vector extension's schema (so ``vector``
+    and its operators resolve); committed, so it holds for the whole session."""
+    extension = vector_extension_schema(conn)
+    path = [schema] + ([extension] if extension and extension != schema else [])
+    conn.execute(sql.SQL("SELECT set_config('search_path', {}, false)").format(
+        sql.Literal(", ".join(sql.Identifier(p).as_string(conn) for p in path))))
+    if not conn.autocommit:
+        conn.commit()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -218,8 +248,9 @@ def locate_store(settings: Settings) -> StoreLocation:
     """The store to use: ``DATABASE_URL`` if set, else the embedded server (started here)."""
     if settings.database_url:
         return StoreLocation(settings.database_url,
-                             f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)")
+                             f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)",
+                             schema=settings.schema)
     url = start_embedded(settings.embedded_pgdata)
     log = embedded_server_log(settings.embedded_pgdata)
     return StoreLocation(url, f"embedded PostgreSQL with pgvector in {settings.embedded_pgdata}",
-                         log, _attach_offsets.get(log, 0))
+                         log, _attach_offsets.get(log, 0), settings.schema)

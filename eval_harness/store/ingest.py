@@ -306,6 +306,11 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
         DELETE FROM l2_insights d WHERE d.dataset = %s
           AND NOT EXISTS (SELECT 1 FROM _ingest_docs s WHERE s.external_id = d.external_id)""",
                            (name,)).rowcount
+    if deleted:  # judge_review keeps document ids without a foreign key (migration 0008)
+        conn.execute("""
+            DELETE FROM judge_review r USING ground_truth g
+            WHERE g.id = r.ground_truth_id AND g.dataset = %s
+              AND NOT EXISTS (SELECT 1 FROM l2_insights d WHERE d.id = r.doc_id)""", (name,))
     return MergeCounts(inserted, len(rows) - inserted, deleted,
                        len(data.documents) - len(rows))
 
@@ -361,6 +366,7 @@ def _ensure_hnsw_index(conn: psycopg.Connection, name: str, dim: int) -> None:
     wanted = hnsw_index_name(name, dim)
     prefix = wanted.rsplit("_", 1)[0] + "_"
     stale = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'l2_insights' "
+                         "AND schemaname = current_schema() "
                          "AND indexname LIKE %s AND indexname <> %s",
                          (prefix + "%", wanted)).fetchall()
     for (index,) in stale:

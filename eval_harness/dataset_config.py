@@ -1,0 +1,221 @@
+"""The ``datasets:`` section of ``config.yaml``: ingested folders and live mappings.
+
+A dataset is either *ingested* (``path``: a BEIR folder copied into the harness schema) or
+*live* (``live``: the RAG system's own relations, read in place). A live mapping names every
+relation and column the harness reads; the keys are fixed (users' configs and the README rely
+on them)::
+
+    datasets:
+      prod:
+        language: german
+        embedder: openai:text-embedding-3-small
+        live:
+          corpus: {relation: public.l2_insights, id: id, content: content,
+                   embedding: embedding, tsvector: null}
+          ground_truth: {relation: public.ground_truth, id: id, query: query,
+                         expected_docs: expected_docs}
+          write_judge_scores: false
+
+Names are only parsed here (letters, digits, ``_``, ``$``; a relation may carry its schema);
+whether they exist is checked against the store before any work
+(:mod:`eval_harness.store.live`). Either kind may carry the weights calibration found for it
+(``hybrid_search: {semantic, keyword}``), which override the global ``hybrid_search``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+DATASET_KEYS = ("path", "language", "split", "embeddings", "embedder", "live", "hybrid_search")
+LIVE_KEYS = ("corpus", "ground_truth", "write_judge_scores")
+CORPUS_KEYS = ("relation", "id", "content", "embedding", "tsvector")
+GROUND_TRUTH_KEYS = ("relation", "id", "query", "expected_docs")
+DATASET_WEIGHT_KEYS = ("semantic", "keyword")
+EMBEDDER_PROVIDERS = ("local", "openai")
+
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_$]{0,62}"
+_COLUMN = re.compile(rf"^{_IDENTIFIER}$")
+_RELATION = re.compile(rf"^(?:({_IDENTIFIER})\.)?({_IDENTIFIER})$")
+
+
+class DatasetConfigError(ValueError):
+    """A dataset entry is invalid; the message names the dotted key (the caller adds the file)."""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A schema-qualified relation name (``public`` when the config gave none)."""
+
+    schema: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True)
+class CorpusMapping:
+    relation: Relation
+    id: str
+    content: str
+    embedding: str
+    tsvector: str | None  # None: to_tsvector(language, content)
+
+
+@dataclass(frozen=True)
+class GroundTruthMapping:
+    relation: Relation
+    id: str
+    query: str
+    expected_docs: str
+
+
+@dataclass(frozen=True)
+class LiveMapping:
+    corpus: CorpusMapping
+    ground_truth: GroundTruthMapping | None
+    write_judge_scores: bool = False
+
+
+@dataclass(frozen=True)
+class DatasetWeights:
+    """Weights calibration wrote for one dataset (``datasets.<name>.hybrid_search``)."""
+
+    semantic: float
+    keyword: float
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    name: str
+    path: Path | None = None            # the BEIR folder of an ingested dataset
+    language: str = "english"
+    split: str = "test"
+    embeddings: Path | None = None      # embeddings.npz kept outside the dataset folder
+    embedder: str | None = None         # "local:all-MiniLM-L6-v2", "openai:text-embedding-3-small"
+    live: LiveMapping | None = None
+    weights: DatasetWeights | None = None
+
+    @property
+    def is_live(self) -> bool:
+        return self.live is not None
+
+
+def parse_embedder(value: Any, where: str) -> str:
+    """``provider:model`` with a known provider, as given."""
+    text = str(value) if value is not None else ""
+    provider, colon, model = text.partition(":")
+    if not colon or provider not in EMBEDDER_PROVIDERS or not model.strip():
+        raise DatasetConfigError(
+            f"'{where}' must be provider:model with provider local or openai "
+            f"(e.g. local:all-MiniLM-L6-v2 or openai:text-embedding-3-small), got {value!r}.")
+    return text
+
+
+def parse_datasets(section: Mapping[str, Any], root: Path,
+                   reject_unknown_keys) -> dict[str, DatasetConfig]:
+    """Each entry of ``datasets:``; ``reject_unknown_keys(mapping, where, known)`` is the
+    settings' check (it names close matches)."""
+    result = {}
+    for name, entry in section.items():
+        where = f"datasets.{name}"
+        if not isinstance(entry, Mapping):
+            raise DatasetConfigError(f"'{where}' needs a 'path' (an ingested BEIR folder) or a "
+                                     "'live' mapping onto your own tables.")
+        reject_unknown_keys(entry, where, DATASET_KEYS)
+        live = _live(entry["live"], where, reject_unknown_keys) if "live" in entry else None
+        if live is None and "path" not in entry:
+            raise DatasetConfigError(f"'{where}' needs a 'path' (an ingested BEIR folder) or a "
+                                     "'live' mapping onto your own tables.")
+        if live is not None and "path" in entry:
+            raise DatasetConfigError(f"'{where}' has both 'path' and 'live': a dataset is "
+                                     "either ingested from a folder or read in place.")
+        embeddings = entry.get("embeddings")
+        embedder = entry.get("embedder")
+        if live is not None and embedder is None:
+            raise DatasetConfigError(
+                f"'{where}.embedder' is needed for a live dataset: the model that made the "
+                "corpus embeddings (e.g. openai:text-embedding-3-small), so queries are "
+                "embedded by the same one.")
+        result[str(name)] = DatasetConfig(
+            name=str(name),
+            path=(root / str(entry["path"])).resolve() if "path" in entry else None,
+            language=str(entry.get("language", "english")),
+            split=str(entry.get("split", "test")),
+            embeddings=(root / str(embeddings)).resolve() if embeddings else None,
+            embedder=parse_embedder(embedder, f"{where}.embedder") if embedder else None,
+            live=live,
+            weights=_weights(entry.get("hybrid_search"), f"{where}.hybrid_search",
+                             reject_unknown_keys))
+    return result
+
+
+def _weights(section: Any, where: str, reject_unknown_keys) -> DatasetWeights | None:
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise DatasetConfigError(f"'{where}' must be a mapping with semantic and keyword.")
+    reject_unknown_keys(section, where, DATASET_WEIGHT_KEYS)
+    values = []
+    for key in DATASET_WEIGHT_KEYS:
+        value = section.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 0.0 <= value <= 1.0:
+            raise DatasetConfigError(f"'{where}.{key}' must be a number in [0, 1], "
+                                     f"got {value!r}.")
+        values.append(float(value))
+    return DatasetWeights(*values)
+
+
+def _live(section: Any, where: str, reject_unknown_keys) -> LiveMapping:
+    where = f"{where}.live"
+    if not isinstance(section, Mapping):
+        raise DatasetConfigError(f"'{where}' must be a mapping with corpus and ground_truth.")
+    reject_unknown_keys(section, where, LIVE_KEYS)
+    if "corpus" not in section:
+        raise DatasetConfigError(f"'{where}.corpus' is missing: the relation holding the "
+                                 "documents (id, content, embedding).")
+    corpus = _mapping(section["corpus"], f"{where}.corpus", CORPUS_KEYS, reject_unknown_keys,
+                      optional=("tsvector",))
+    ground_truth = section.get("ground_truth")
+    if ground_truth is not None:
+        ground_truth = _mapping(ground_truth, f"{where}.ground_truth", GROUND_TRUTH_KEYS,
+                                reject_unknown_keys, optional=())
+    write = section.get("write_judge_scores", False)
+    if not isinstance(write, bool):
+        raise DatasetConfigError(f"'{where}.write_judge_scores' must be true or false.")
+    if ground_truth is None:
+        raise DatasetConfigError(
+            f"'{where}.ground_truth' is null: datasets without labelled ground truth are not "
+            "supported yet; map the relation holding your queries and expected_docs.")
+    return LiveMapping(CorpusMapping(**corpus), GroundTruthMapping(**ground_truth), write)
+
+
+def _mapping(section: Any, where: str, keys: tuple[str, ...], reject_unknown_keys, *,
+             optional: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(section, Mapping):
+        raise DatasetConfigError(f"'{where}' must be a mapping with keys {', '.join(keys)}.")
+    reject_unknown_keys(section, where, keys)
+    parsed: dict[str, Any] = {}
+    for key in keys:
+        value = section.get(key)
+        if value is None and key in optional:
+            parsed[key] = None
+            continue
+        if value is None:
+            raise DatasetConfigError(f"'{where}.{key}' is missing.")
+        if key == "relation":
+            match = _RELATION.match(str(value))
+            if not match:
+                raise DatasetConfigError(
+                    f"'{where}.relation' must be a table or view name such as "
+                    f"public.l2_insights, got {value!r}.")
+            parsed[key] = Relation(match.group(1) or "public", match.group(2))
+        elif not isinstance(value, str) or not _COLUMN.match(value):
+            raise DatasetConfigError(f"'{where}.{key}' must be a column name, got {value!r}.")
+        else:
+            parsed[key] = value
+    return parsed

@@ -1,0 +1,356 @@
+"""Live datasets: the RAG system's own relations, checked and attached in place.
+
+A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attaching it:
+
+1. **checks the mapping** against the store before any work: each relation exists and may be
+   read, each column exists with a usable type (integer ids, text content, a pgvector
+   ``vector`` embedding, a ``tsvector`` when one is named, an integer array of expected ids),
+   the embedding's dimensions match the dataset's embedder, and every id in expected_docs is
+   a document of the corpus. Each problem is one sentence naming the config key;
+2. **records the mapping** in the harness's ``datasets`` row, so every later command (also a
+   read-only one) reads the corpus through it (:class:`eval_harness.store.corpus.Corpus`);
+3. **mirrors the ground truth** (id, query, expected_docs) into the harness's
+   ``ground_truth``, beside what the harness keeps per query (query embedding, judge scores).
+   A query whose text or expected ids changed loses its judge scores; a removed one is
+   removed. The RAG system's relations are only read;
+4. **embeds the queries** with the dataset's embedder, through the ``query_embeddings``
+   cache keyed by model and text, so a rerun embeds nothing twice.
+
+Everything it writes is in the harness schema, in one transaction under the ingest lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from eval_harness.dataset_config import CorpusMapping, DatasetConfig, GroundTruthMapping
+from eval_harness.store.corpus import Corpus
+from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
+from eval_harness.store.ingest import INGEST_LOCK
+
+INTEGER_TYPES = ("smallint", "integer", "bigint")
+TEXT_TYPES = ("text", "character varying", "character")
+INTEGER_ARRAY_TYPES = ("smallint[]", "integer[]", "bigint[]")
+MAX_ID = 2**31 - 1  # the harness keeps document ids as integer
+
+# Dimensions of the embedders people name; another model's are taken from the corpus.
+KNOWN_DIMENSIONS = {"all-MiniLM-L6-v2": 384, "text-embedding-3-small": 1536,
+                    "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+class LiveMappingError(ValueError):
+    """A live mapping does not fit the store; one sentence naming the config key."""
+
+
+@dataclass(frozen=True)
+class CheckedMapping:
+    corpus: Corpus
+    ground_truth: GroundTruthMapping
+    corpus_record: dict
+    ground_truth_record: dict
+
+
+@dataclass
+class AttachReport:
+    dataset: str
+    relation: str
+    queries: int = 0
+    inserted: int = 0
+    updated: int = 0
+    removed: int = 0
+    without_expected: int = 0
+    embedded: int = 0          # query texts embedded now
+    embeddings_cached: int = 0  # taken from the query_embeddings cache
+    notices: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (f"dataset '{self.dataset}' (live, {self.relation}): {self.queries} queries "
+                f"({self.inserted} new, {self.updated} changed, {self.removed} removed); "
+                f"query embeddings: {self.embedded} computed, {self.embeddings_cached} cached")
+
+
+def embedder_model(spec: str) -> str:
+    """The model of an embedder spec (``local:all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``)."""
+    return spec.partition(":")[2]
+
+
+# ------------------------------------------------------------------------------ checks
+
+def _columns(conn: psycopg.Connection, oid: int) -> dict[str, tuple[str, int]]:
+    """{column: (type as format_type prints it without modifiers, typmod)}."""
+    return {name: (kind, typmod) for name, kind, typmod in conn.execute("""
+        SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod
+        FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped""",
+                                                                   (oid,))}
+
+
+def _relation(conn: psycopg.Connection, relation, where: str) -> int:
+    name = sql.Identifier(relation.schema, relation.name).as_string(conn)
+    row = conn.execute("SELECT to_regclass(%s)::oid, "
+                       "has_table_privilege(to_regclass(%s), 'SELECT')", (name, name)).fetchone()
+    if row[0] is None:
+        raise LiveMappingError(f"'{where}.relation': {relation} does not exist in the store "
+                               "(or this role cannot see its schema).")
+    if not row[1]:
+        raise LiveMappingError(f"'{where}.relation': this role may not SELECT from "
+                               f"{relation}; GRANT SELECT ON {relation} TO the harness's role.")
+    return row[0]
+
+
+def _column(columns: dict, name: str, allowed: Sequence[str], where: str, key: str,
+            relation) -> tuple[str, int]:
+    if name not in columns:
+        known = ", ".join(sorted(columns))
+        raise LiveMappingError(f"'{where}.{key}': {relation} has no column '{name}' "
+                               f"(columns: {known}).")
+    kind, typmod = columns[name]
+    if kind not in allowed:
+        raise LiveMappingError(f"'{where}.{key}': column {relation}.{name} is {kind}; it "
+                               f"must be {' or '.join(allowed)}.")
+    return kind, typmod
+
+
+def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMapping:
+    """Check ``cfg``'s live mapping against the store (reads only); see the module
+    docstring. Raises :class:`LiveMappingError`."""
+    assert cfg.live is not None and cfg.live.ground_truth is not None
+    base = f"datasets.{cfg.name}.live"
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = %s)",
+                        (cfg.language.rpartition(".")[2],)).fetchone()[0]:
+        raise LiveMappingError(f"'datasets.{cfg.name}.language': '{cfg.language}' is not a "
+                               "text-search configuration of this server (\\dF lists them).")
+    mapping: CorpusMapping = cfg.live.corpus
+    where = f"{base}.corpus"
+    columns = _columns(conn, _relation(conn, mapping.relation, where))
+    _column(columns, mapping.id, INTEGER_TYPES, where, "id", mapping.relation)
+    _column(columns, mapping.content, TEXT_TYPES, where, "content", mapping.relation)
+    _, typmod = _column(columns, mapping.embedding, ("vector",), where, "embedding",
+                        mapping.relation)
+    if mapping.tsvector is not None:
+        _column(columns, mapping.tsvector, ("tsvector",), where, "tsvector", mapping.relation)
+    dim = typmod if typmod > 0 else _sampled_dimensions(conn, mapping, where)
+    model = embedder_model(cfg.embedder or "")
+    expected_dim = KNOWN_DIMENSIONS.get(model)
+    if expected_dim is not None and expected_dim != dim:
+        raise LiveMappingError(
+            f"'{where}.embedding': {mapping.relation}.{mapping.embedding} has {dim} dimensions "
+            f"but the embedder {cfg.embedder} makes {expected_dim}; set "
+            f"datasets.{cfg.name}.embedder to the model that embedded the corpus.")
+    record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
+                                   mapping.content, mapping.embedding, mapping.tsvector,
+                                   typed=typmod > 0)
+    corpus = Corpus.live(cfg.name, cfg.language, dim, record)
+    gt = cfg.live.ground_truth
+    where = f"{base}.ground_truth"
+    columns = _columns(conn, _relation(conn, gt.relation, where))
+    _column(columns, gt.id, INTEGER_TYPES, where, "id", gt.relation)
+    _column(columns, gt.query, TEXT_TYPES, where, "query", gt.relation)
+    _column(columns, gt.expected_docs, INTEGER_ARRAY_TYPES, where, "expected_docs",
+            gt.relation)
+    gt_record = {"schema": gt.relation.schema, "relation": gt.relation.name, "id": gt.id,
+                 "query": gt.query, "expected_docs": gt.expected_docs}
+    return CheckedMapping(corpus, gt, record, gt_record)
+
+
+def _sampled_dimensions(conn: psycopg.Connection, mapping: CorpusMapping, where: str) -> int:
+    """The dimensions of an untyped vector column, from its first 1,000 vectors (they must
+    agree: the search casts every vector to one dimension)."""
+    dims = [d for (d,) in conn.execute(sql.SQL(
+        "SELECT DISTINCT vector_dims(e) FROM (SELECT {} AS e FROM {} WHERE {} IS NOT NULL "
+        "LIMIT 1000) s").format(sql.Identifier(mapping.embedding),
+                                sql.Identifier(mapping.relation.schema, mapping.relation.name),
+                                sql.Identifier(mapping.embedding)))]
+    if not dims:
+        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
+                               "holds no vector yet; nothing to search.")
+    if len(dims) > 1:
+        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
+                               f"mixes vectors of {sorted(dims)} dimensions; a dataset "
+                               "needs one embedding model (map a view that selects one).")
+    return dims[0]
+
+
+# ------------------------------------------------------------------------------ attach
+
+def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
+                        embedder_factory: Callable[[], Embedder],
+                        progress=None) -> AttachReport:
+    """Check, record and mirror live dataset ``cfg`` (module docstring); one transaction."""
+    with conn.transaction():
+        # the ingest lock: an ingest and an attach of the same name must not interleave
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
+        checked = check_mapping(conn, cfg)
+        report = AttachReport(cfg.name, checked.corpus.relation_name)
+        _record_dataset(conn, cfg, checked)
+        _stage_ground_truth(conn, checked, report)
+        _check_expected_ids(conn, cfg, checked)
+        _merge_ground_truth(conn, cfg.name, report)
+        _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
+    return report
+
+
+def _record_dataset(conn: psycopg.Connection, cfg: DatasetConfig,
+                    checked: CheckedMapping) -> None:
+    row = conn.execute("SELECT kind FROM datasets WHERE name = %s", (cfg.name,)).fetchone()
+    if row is not None and row[0] != "live":
+        raise LiveMappingError(
+            f"'datasets.{cfg.name}': a dataset of this name was ingested as a copy; choose "
+            "another name for the live mapping (the copy stays until you remove it).")
+    conn.execute("""
+        INSERT INTO datasets (name, language, embedding_model, embedding_dim, source_path,
+                              kind, corpus_mapping, ground_truth_mapping)
+        VALUES (%s, %s::regconfig, %s, %s, %s, 'live', %s, %s)
+        ON CONFLICT (name) DO UPDATE SET
+            language = EXCLUDED.language, embedding_model = EXCLUDED.embedding_model,
+            embedding_dim = EXCLUDED.embedding_dim, source_path = EXCLUDED.source_path,
+            corpus_mapping = EXCLUDED.corpus_mapping,
+            ground_truth_mapping = EXCLUDED.ground_truth_mapping, updated_at = now()""",
+                 (cfg.name, cfg.language, embedder_model(cfg.embedder or ""),
+                  checked.corpus.dim, checked.corpus.relation_name,
+                  Jsonb(checked.corpus_record), Jsonb(checked.ground_truth_record)))
+
+
+def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
+                        report: AttachReport) -> None:
+    """The live ground truth into ``_live_gt`` (dropped at commit): own id as text, query,
+    expected ids deduplicated in their order."""
+    gt = checked.ground_truth
+    conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
+                    expected_docs integer[]) ON COMMIT DROP""")
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("""
+                INSERT INTO _live_gt
+                SELECT g.{id}::text, g.{query},
+                       ARRAY(SELECT e FROM unnest(g.{expected}) WITH ORDINALITY AS u(e, n)
+                             WHERE e IS NOT NULL GROUP BY e ORDER BY min(n))::integer[]
+                FROM {rel} AS g""").format(
+                id=sql.Identifier(gt.id), query=sql.Identifier(gt.query),
+                expected=sql.Identifier(gt.expected_docs),
+                rel=sql.Identifier(gt.relation.schema, gt.relation.name)))
+    except psycopg.errors.UniqueViolation:
+        raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth.id': "
+                               f"{gt.relation}.{gt.id} is not unique.") from None
+    except psycopg.errors.NumericValueOutOfRange:
+        raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth."
+                               f"expected_docs': ids above {MAX_ID} are not supported.") from None
+    missing = conn.execute("SELECT count(*), min(external_id) FROM _live_gt "
+                           "WHERE query IS NULL OR btrim(query) = ''").fetchone()
+    if missing[0]:
+        raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth.query': "
+                               f"{missing[0]} rows of {gt.relation} have no query text "
+                               f"(e.g. id {missing[1]}).")
+    report.without_expected = conn.execute(
+        "DELETE FROM _live_gt WHERE coalesce(cardinality(expected_docs), 0) = 0").rowcount
+    if report.without_expected:
+        report.notices.append(f"{report.without_expected} queries of {gt.relation} have no "
+                              "expected document and were left out")
+
+
+def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
+                        checked: CheckedMapping) -> None:
+    corpus = checked.corpus
+    count, examples, queries = conn.execute(sql.SQL("""
+        SELECT count(*), (array_agg(m.e ORDER BY m.e))[1:5], (array_agg(m.q ORDER BY m.e))[1:5]
+        FROM (SELECT DISTINCT ON (u.e) u.e, g.external_id AS q
+              FROM _live_gt g, unnest(g.expected_docs) AS u(e)
+              WHERE NOT EXISTS (SELECT 1 FROM {d} WHERE {did} = u.e)
+              ORDER BY u.e, g.external_id) m""").format(
+        d=corpus.table("d"), did=corpus.id_of("d"))).fetchone()
+    if count:
+        shown = ", ".join(str(e) for e in examples) + (", ..." if count > 5 else "")
+        raise LiveMappingError(
+            f"'datasets.{cfg.name}.live.ground_truth.expected_docs': {count} ids are not "
+            f"documents of {corpus.relation_name} (e.g. {shown}, expected by queries "
+            f"{', '.join(dict.fromkeys(queries))}); fix the ground truth or the corpus mapping.")
+
+
+def _merge_ground_truth(conn: psycopg.Connection, dataset: str, report: AttachReport) -> None:
+    """Upsert the staged rows into ``ground_truth``; a changed query or changed expected ids
+    drop the query's embedding (if the text changed) and its judge scores."""
+    rows = conn.execute("""
+        INSERT INTO ground_truth AS g (dataset, external_id, query, expected_docs,
+                                       relevance_grades)
+        SELECT %(name)s, s.external_id, s.query, s.expected_docs,
+               array_fill(1, ARRAY[cardinality(s.expected_docs)])
+        FROM _live_gt s
+        ON CONFLICT (dataset, external_id) DO UPDATE SET
+            query = EXCLUDED.query, expected_docs = EXCLUDED.expected_docs,
+            relevance_grades = EXCLUDED.relevance_grades,
+            query_embedding = CASE WHEN g.query = EXCLUDED.query THEN g.query_embedding END,
+            judged_docs = NULL, judge1_score = NULL, judge2_score = NULL,
+            judge1_model = NULL, judge2_model = NULL, kappa = NULL
+        WHERE (g.query, g.expected_docs) IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.expected_docs)
+        RETURNING (xmax = 0)""", {"name": dataset}).fetchall()
+    report.inserted = sum(1 for (is_new,) in rows if is_new)
+    report.updated = len(rows) - report.inserted
+    report.removed = conn.execute("""
+        DELETE FROM ground_truth g WHERE g.dataset = %s
+          AND NOT EXISTS (SELECT 1 FROM _live_gt s WHERE s.external_id = g.external_id)""",
+                                  (dataset,)).rowcount
+    report.queries = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
+                                  (dataset,)).fetchone()[0]
+
+
+def text_key(text: str) -> str:
+    """The ``query_embeddings`` key of a text: SHA-256 of its UTF-8 bytes, hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cached_query_embeddings(conn: psycopg.Connection, model: str,
+                            texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """{text: embedding} of the ``texts`` whose embedding by ``model`` is cached."""
+    keys = {text_key(t): t for t in texts}
+    return {keys[k]: np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v,
+                                dtype=np.float32)
+            for k, v in conn.execute("SELECT text_sha256, embedding FROM query_embeddings "
+                                     "WHERE model = %s AND text_sha256 = ANY(%s)",
+                                     (model, list(keys)))}
+
+
+def cache_query_embeddings(conn: psycopg.Connection, model: str,
+                           vectors: dict[str, np.ndarray]) -> None:
+    """Keep ``vectors`` ({text: embedding by ``model``}) in the cache (existing keys stay)."""
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO query_embeddings (model, text_sha256, text, embedding) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [(model, text_key(t), t, v) for t, v in vectors.items()])
+
+
+def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
+                   embedder_factory: Callable[[], Embedder], report: AttachReport,
+                   progress) -> None:
+    rows = conn.execute("SELECT DISTINCT query FROM ground_truth WHERE dataset = %s "
+                        "AND query_embedding IS NULL", (cfg.name,)).fetchall()
+    texts = [t for (t,) in rows]
+    if not texts:
+        return
+    model = embedder_model(cfg.embedder or "")
+    found = cached_query_embeddings(conn, model, texts)
+    missing = [t for t in texts if t not in found]
+    report.embeddings_cached = len(found)
+    if missing:
+        vectors = embed_in_batches(embedder_factory(), missing, progress=progress)
+        check_vectors(vectors, [t[:40] for t in missing], what="query",
+                      source=f"datasets.{cfg.name}", model=cfg.embedder,
+                      fix="nothing was stored.")
+        new = dict(zip(missing, vectors))
+        cache_query_embeddings(conn, model, new)
+        found.update(new)
+        report.embedded = len(missing)
+    wrong = {len(v) for v in found.values()} - {dim}
+    if wrong:
+        raise LiveMappingError(f"'datasets.{cfg.name}.embedder': {cfg.embedder} gives "
+                               f"{sorted(wrong)[0]}-dimensional query vectors but the corpus "
+                               f"embeddings have {dim}; name the model that embedded the corpus.")
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE ground_truth SET query_embedding = %s WHERE dataset = %s "
+                        "AND query = %s AND query_embedding IS NULL",
+                        [(found[t], cfg.name, t) for t in texts])

@@ -1,0 +1,156 @@
+"""Live datasets: a store laid out like the seeds, evaluated in place (issue #13).
+
+The same BEIR folder is reached two ways, ingested as a copy and laid out in a ``rag`` schema
+like a RAG system's own store and attached as a live dataset; every figure must agree, and
+the RAG relations must not change by a byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from beir_factory import write_beir
+from eval_harness.calibration.run import calibrate_dataset as calibrate
+from eval_harness.dataset_config import (CorpusMapping, DatasetConfig, GroundTruthMapping,
+                                         LiveMapping, Relation)
+from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
+from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.store.ingest import ingest_beir
+from eval_harness.store.live import LiveMappingError, attach_live_dataset, check_mapping
+
+WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "
+         "insulin glucose liver kidney fever vaccine virus cell gene protein cancer tumor "
+         "lung smoking alcohol coffee brain memory").split()
+
+
+def no_embedder():
+    raise AssertionError("the query vectors are cached: no embedder may be built")
+
+
+def live_config(name: str = "live", schema: str = "rag", **corpus) -> DatasetConfig:
+    mapping = dict(relation=Relation(schema, "l2_insights"), id="id", content="content",
+                   embedding="embedding", tsvector=None)
+    mapping.update(corpus)
+    return DatasetConfig(
+        name=name, language="english", embedder="local:test-random",
+        live=LiveMapping(CorpusMapping(**mapping),
+                         GroundTruthMapping(Relation(schema, "ground_truth"), "id", "query",
+                                            "expected_docs")))
+
+
+@pytest.fixture
+def beir_folder(tmp_path):
+    rng = np.random.default_rng(7)
+    docs = {f"doc{i}": " ".join(rng.choice(WORDS, size=12)) for i in range(60)}
+    queries = {f"q{i}": " ".join(rng.choice(WORDS, size=4)) for i in range(15)}
+    qrels = [(f"q{i}", f"doc{j}", 1) for i in range(15)
+             for j in rng.choice(60, size=3, replace=False)]
+    return write_beir(tmp_path / "beir", docs, queries, qrels, dim=8, seed=3)
+
+
+def rag_checksum(conn, schema: str = "rag") -> str:
+    """md5 over every row of every RAG relation, in id order."""
+    parts = []
+    for table in ("l2_insights", "ground_truth", "api_cost_log"):
+        parts.append(conn.execute(
+            f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), '')) "
+            f"FROM {schema}.{table} t").fetchone()[0])
+    return ":".join(parts)
+
+
+def test_live_and_ingested_copy_agree_at_every_weight(fresh, beir_folder):
+    with fresh.connection() as conn:
+        ingest_beir(conn, beir_folder, name="copy")
+        build_rag_store(conn, beir_folder, schema="rag")
+        before = rag_checksum(conn)
+        report = attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        assert report.queries == 15 and report.embedded == 0 and report.embeddings_cached == 15
+        grid = [round(w, 2) for w in np.arange(0.0, 1.0001, 0.1)]
+        copy = calibrate(conn, "copy", grid=grid)
+        live = calibrate(conn, "live", grid=grid)
+        assert [p.p_at_5 for p in live.grid] == [p.p_at_5 for p in copy.grid]
+        assert [p.ndcg_at_10 for p in live.grid] == [p.ndcg_at_10 for p in copy.grid]
+        info = dataset_info(conn, "live")
+        assert info.is_live and info.documents == 60 and info.queries == 15
+        hits = hybrid_search(conn, "live", query_text="aspirin heart",
+                             query_embedding=np.ones(8, np.float32), k=5)
+        copy_hits = hybrid_search(conn, "copy", query_text="aspirin heart",
+                                  query_embedding=np.ones(8, np.float32), k=5)
+        assert [h.content for h in hits] == [h.content for h in copy_hits]
+        assert all(h.external_id == str(h.id) for h in hits)  # the live id is the own id
+        assert rag_checksum(conn) == before
+        assert conn.execute("SELECT count(*) FROM eval_harness.l2_insights "
+                            "WHERE dataset = 'live'").fetchone()[0] == 0
+
+
+def test_attach_twice_changes_nothing_and_follows_the_live_ground_truth(fresh, beir_folder):
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        again = attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        assert (again.inserted, again.updated, again.removed, again.embedded) == (0, 0, 0, 0)
+        with conn.transaction():  # the RAG system edits its ground truth
+            conn.execute("UPDATE rag.ground_truth SET expected_docs = '{1,2}' WHERE id = 1")
+            conn.execute("DELETE FROM rag.ground_truth WHERE id = 2")
+        changed = attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        assert (changed.updated, changed.removed, changed.queries) == (1, 1, 14)
+        assert conn.execute("SELECT expected_docs FROM ground_truth WHERE dataset = 'live' "
+                            "AND external_id = '1'").fetchone()[0] == [1, 2]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"relation": Relation("rag", "nope")}, "rag.nope does not exist"),
+    ({"content": "body"}, "has no column 'body'"),
+    ({"embedding": "content"}, "is text; it must be vector"),
+    ({"tsvector": "content"}, "must be tsvector"),
+])
+def test_a_wrong_mapping_is_one_sentence_naming_the_key(fresh, beir_folder, change, message):
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        with pytest.raises(LiveMappingError, match=message) as caught:
+            check_mapping(conn, live_config(**change))
+        assert str(caught.value).startswith("'datasets.live.live.corpus.")
+        assert "\n" not in str(caught.value)
+
+
+def test_expected_ids_missing_from_the_corpus_are_named(fresh, beir_folder):
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        with conn.transaction():
+            conn.execute("UPDATE rag.ground_truth SET expected_docs = '{1,999}' WHERE id = 3")
+        with pytest.raises(LiveMappingError, match=r"1 ids are not documents of rag.l2_insights "
+                                                   r"\(e.g. 999, expected by queries 3\)"):
+            attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        assert conn.execute("SELECT count(*) FROM datasets WHERE name = 'live'").fetchone()[0] == 0
+
+
+def test_embedding_dimensions_must_match_the_embedder(fresh, beir_folder):
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        cfg = live_config()
+        cfg = DatasetConfig(**{**cfg.__dict__, "embedder": "local:all-MiniLM-L6-v2"})
+        with pytest.raises(LiveMappingError, match="has 8 dimensions but the embedder "
+                                                   "local:all-MiniLM-L6-v2 makes 384"):
+            check_mapping(conn, cfg)
+
+
+def test_queries_are_embedded_once_by_model_and_text(fresh, beir_folder):
+    calls = []
+
+    class Counting:
+        model = "test-other"
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            return np.ones((len(texts), 8), np.float32)
+
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag", cache_query_vectors=False)
+        cfg = DatasetConfig(**{**live_config().__dict__, "embedder": "openai:test-other"})
+        first = attach_live_dataset(conn, cfg, embedder_factory=Counting)
+        assert first.embedded == 15 and len(calls) == 1
+        conn.execute("UPDATE ground_truth SET query_embedding = NULL WHERE dataset = 'live'")
+        conn.commit()
+        second = attach_live_dataset(conn, cfg, embedder_factory=Counting)
+        assert second.embedded == 0 and second.embeddings_cached == 15 and len(calls) == 1
