@@ -111,7 +111,7 @@ def cmd_search(args, settings: Settings) -> int:
     keyword = args.keyword_weight
     if keyword is None:
         keyword = settings.hybrid.keyword if args.semantic_weight is None else 1.0 - weight
-    location = open_store(settings)
+    location = open_store(settings, read_only=True)
     with location.connection() as conn:
         embedding = _query_embedding(conn, settings, args.dataset, args.text, weight)
         hits = hybrid_search(conn, args.dataset, query_text=args.text, query_embedding=embedding,
@@ -141,7 +141,7 @@ def cmd_search(args, settings: Settings) -> int:
 def cmd_report(args, settings: Settings) -> int:
     from eval_harness.retrieval.report import format_report, retrieval_report
 
-    location = open_store(settings)
+    location = open_store(settings, read_only=True)
     with location.connection() as conn:
         report = retrieval_report(conn, args.dataset or settings.default_dataset,
                                   semantic_weight=settings.hybrid.semantic,

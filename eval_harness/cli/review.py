@@ -20,7 +20,7 @@ def cmd_review_export(args, settings: Settings) -> int:
     from eval_harness.agreement.review import export_review_csv, queue_disagreements
 
     dataset = args.dataset or settings.default_dataset
-    with open_store(settings).connection() as conn:
+    with open_store(settings, read_only=True).connection() as conn:
         # Refresh first, so the file shows the judges' current scores.
         queued = queue_disagreements(conn, dataset,
                                      threshold=settings.agreement.disagreement_threshold)
@@ -52,7 +52,7 @@ def cmd_agreement(args, settings: Settings) -> int:
     from eval_harness.agreement.report import format_agreement_markdown
 
     dataset = args.dataset or settings.default_dataset
-    with open_store(settings).connection() as conn:
+    with open_store(settings, read_only=True).connection() as conn:
         result = dataset_agreement(conn, dataset, settings.agreement)
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
