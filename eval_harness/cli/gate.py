@@ -27,7 +27,7 @@ from time import perf_counter
 
 import psycopg
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 

@@ -116,6 +116,7 @@ def migrate(conn: psycopg.Connection, schema: str | None = None) -> list[str]:
     kept in ``public`` (:func:`_adopt_public_layout`), data included.
     """
     schema = schema or harness_schema(conn)
+    set_search_path(conn, schema)  # the vector extension may have come since connecting
     if not pending_migrations(conn, schema):
         if not conn.autocommit:
             conn.commit()  # end the reading transaction
