@@ -1,5 +1,6 @@
 """Calibration end to end on a real store: sweep vs SQL hybrid search, metrics vs ranx and
-trec_eval, the calibrate command, the config write, the DuckDB history, Dagster assets."""
+trec_eval, the calibrate command, the config write, the DuckDB history, Dagster assets.
+Several datasets side by side: tests/test_calibration_per_dataset.py."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from eval_harness.retrieval.report import retrieval_report
 from eval_harness.retrieval.sweep import normalised_scores, rank_top_k
 from eval_harness.settings import ConfigError, load_settings
 from eval_harness.store.ingest import ingest_beir
-from eval_harness.calibration.trec_runs import run_file_name, write_trec_runs
+from eval_harness.calibration.trec_runs import qrels_file_name, run_file_name, write_trec_runs
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
          "human virus vaccine immune response tumor growth").split()
@@ -154,15 +155,17 @@ def test_unknown_dataset_and_empty_ground_truth(conn, tmp_path):
 def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path, depth):
     grid = weight_grid(0.0, 1.0, 0.1)
     result = calibrate_dataset(conn, corpus["name"], grid=grid, candidate_depth=depth, **FAST)
+    name = corpus["name"]
     paths = write_trec_runs(conn, result, tmp_path)
-    assert [p.name for p in paths[1:]] == [run_file_name(w) for w in grid]
-    assert run_file_name(0.7) == "run.semantic-0.70.trec"
+    assert [p.name for p in paths[1:]] == [run_file_name(name, w) for w in grid]
+    assert run_file_name(name, 0.7) == f"run.{name}.semantic-0.70.trec"
+    assert paths[0].name == qrels_file_name(name) == f"qrels.{name}.trec"
     warnings.filterwarnings("ignore")  # numba casting warnings inside ranx
-    qrels = Qrels.from_file(str(tmp_path / "qrels.trec"), kind="trec")
-    with open(tmp_path / "qrels.trec") as handle:
+    qrels = Qrels.from_file(str(paths[0]), kind="trec")
+    with open(paths[0]) as handle:
         trec_qrels = pytrec_eval.parse_qrel(handle)
     for point in result.grid:
-        path = tmp_path / run_file_name(point.semantic_weight)
+        path = tmp_path / run_file_name(name, point.semantic_weight)
         run = Run.from_file(str(path), kind="trec")
         scores = evaluate(qrels, run, ["precision@5", "recall@5", "ndcg@10", "mrr@10"])
         assert scores["precision@5"] == pytest.approx(point.p_at_5, abs=1e-12)
@@ -182,10 +185,10 @@ def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path
             point.ndcg_at_10)
         assert np.mean([m["recip_rank"] for m in per_query.values()]) == pytest.approx(
             point.mrr_at_10)
-    lines = (tmp_path / run_file_name(0.5)).read_text().splitlines()
+    lines = (tmp_path / run_file_name(name, 0.5)).read_text().splitlines()
     qid, q0, _, rank, score, tag = lines[0].split()
-    assert q0 == "Q0" and rank == "1" and tag == "eval-harness-semantic-0.50"
-    assert qid in {text.split()[0] for text in (tmp_path / "qrels.trec").read_text().splitlines()}
+    assert q0 == "Q0" and rank == "1" and tag == f"eval-harness-{name}-semantic-0.50"
+    assert qid in {text.split()[0] for text in paths[0].read_text().splitlines()}
 
 
 # ------------------------------------------------------------------ the calibrate command
@@ -251,32 +254,42 @@ def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys
     assert {"absolute", "relative", "ci_low", "ci_high", "p_value"} <= set(result["uplift"])
     assert result["default"]["semantic_weight"] == 0.7
     best = result["best"]
-    # config.yaml: only the two weight values changed; comments, order and other keys kept
+    # config.yaml: the dataset's own hybrid_search block inserted after its last line; the
+    # global hybrid_search (the default of datasets never calibrated), comments and order kept
     after = project.read_text()
     changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
                if line[:1] in "+-"]
-    if best["semantic_weight"] != 0.5:
-        assert changed == [
-            "-   semantic: 0.5         # weight of the normalised cosine similarity",
-            f"+   semantic: {best['semantic_weight']}         # weight of the normalised "
-            "cosine similarity",
-            "-   keyword: 0.5          # weight of the normalised ts_rank",
-            f"+   keyword: {best['keyword_weight']}          # weight of the normalised ts_rank"]
+    assert changed == ["+     hybrid_search:", f"+       semantic: {best['semantic_weight']}",
+                       f"+       keyword: {best['keyword_weight']}"]
+    assert after.index("language: english\n    hybrid_search:") > after.index(corpus["name"])
+    assert result["written"]["config"]["key"] == f"datasets.{corpus['name']}.hybrid_search"
     settings = load_settings(project, environ={})
-    assert (settings.hybrid.semantic, settings.hybrid.keyword) == (
+    assert (settings.hybrid.semantic, settings.hybrid.keyword) == (0.5, 0.5)
+    weights = settings.weights_for(corpus["name"])
+    assert (weights.semantic, weights.keyword) == (
         best["semantic_weight"], round(1 - best["semantic_weight"], 10))
-    # hybrid search at the written weights scores exactly the calibrated P@5
-    report = retrieval_report(conn, corpus["name"], semantic_weight=settings.hybrid.semantic,
-                              keyword_weight=settings.hybrid.keyword, candidate_depth=10)
+    # hybrid search at the dataset's written weights scores exactly the calibrated P@5
+    report = retrieval_report(conn, corpus["name"], semantic_weight=weights.semantic,
+                              keyword_weight=weights.keyword, candidate_depth=10)
     assert report.metrics["p_at_5"] == best["p_at_5"] == result["verdict"]["p_at_5"]
+    # the calibrated_weights row the RAG system reads
+    row_id = result["written"]["weights"]["calibrated_weights_id"]
+    assert conn.execute("SELECT dataset, semantic_weight, keyword_weight, p_at_5, verdict, "
+                        "label_source, run_id FROM calibrated_weights WHERE id = %s",
+                        (row_id,)).fetchone() == (
+        corpus["name"], best["semantic_weight"], best["keyword_weight"], best["p_at_5"],
+        result["verdict"]["verdict"], "human", result["written"]["weights"]["run_id"])
     # history and report
     history = read_grid_history(project.parent / "state" / "history.duckdb", corpus["name"])
     assert len(history) == 5 and history["is_best"].sum() == 1
     assert history.loc[history["is_best"], "semantic_weight"].item() == best["semantic_weight"]
-    report_md = project.parent / "reports" / "calibration-results.md"
+    report_md = project.parent / "reports" / f"calibration-results-{corpus['name']}.md"
+    assert result["written"]["report"] == str(report_md)
     assert "| 0.70 | 0.30 |" in report_md.read_text()
-    assert "calibration-p5.png" in report_md.read_text()
-    assert (project.parent / "reports" / "calibration-p5.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"# Hybrid weight calibration of `{corpus['name']}`" in report_md.read_text()
+    assert f"(calibration-p5-{corpus['name']}.png)" in report_md.read_text()
+    plot = project.parent / "reports" / f"calibration-p5-{corpus['name']}.png"
+    assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "nan" not in report_md.read_text().lower()
     # a second run appends another grid
     assert run_cli(capsys, "--config", str(project), "calibrate", "--json")[0] in (0, 1)
@@ -302,9 +315,10 @@ def test_dry_run_and_fine_grid_write_nothing(project, capsys, tmp_path):
     result = json.loads(out)
     assert code in (0, 1) and len(result["grid"]) == 41  # 0.50 .. 0.90
     assert result["written"]["config"] is None and result["written"]["history"] is None
+    assert result["written"]["weights"] is None
     assert project.read_text() == before and project.stat().st_mtime_ns == mtime
     assert not (tmp_path / "state").exists() and not (tmp_path / "reports").exists()
-    assert len(list((tmp_path / "runs").glob("run.semantic-*.trec"))) == 41
+    assert len(list((tmp_path / "runs").glob(f"run.{result['dataset']}.semantic-*.trec"))) == 41
 
 
 def test_calibrate_cannot_run_exits_2(project, capsys):
@@ -331,26 +345,28 @@ def test_calibration_config_errors_are_one_sentence(tmp_path):
 
 # ---------------------------------------------------------------------- the config write
 def test_config_write_keeps_everything_else_and_the_file_mode(tmp_path, corpus):
+    name = corpus["name"]
     path = write_config(tmp_path / "config.yaml", corpus)
     os.chmod(path, 0o640)
     original = path.read_text()
-    change = write_calibrated_weights(path, 0.8)
-    assert change.changed and (change.previous_semantic, change.previous_keyword) == (0.5, 0.5)
+    change = write_calibrated_weights(path, name, 0.8)
+    assert change.changed and (change.previous_semantic, change.previous_keyword) == (None, None)
+    assert change.key == f"datasets.{name}.hybrid_search"
     text = path.read_text()
-    assert "  semantic: 0.8         # weight of the normalised cosine similarity\n" in text
-    assert "  keyword: 0.2          # weight of the normalised ts_rank\n" in text  # not 0.1999..
-    assert text.replace("0.8 ", "0.5 ").replace("0.2 ", "0.5 ") == original
+    block = "    hybrid_search:\n      semantic: 0.8\n      keyword: 0.2\n"  # not 0.1999..
+    assert text == original.replace("    language: english\n",
+                                    "    language: english\n" + block)
     assert path.stat().st_mode & 0o777 == 0o640
     mtime = path.stat().st_mtime_ns
-    assert not write_calibrated_weights(path, 0.8).changed  # same weights: file untouched
+    assert not write_calibrated_weights(path, name, 0.8).changed  # same weights: untouched
     assert path.stat().st_mtime_ns == mtime
-    bare = tmp_path / "bare.yaml"
-    bare.write_text("# only a comment\ndefault_dataset: x\n")
-    write_calibrated_weights(bare, 0.6)
-    assert bare.read_text() == ("# only a comment\ndefault_dataset: x\nhybrid_search:\n"
-                                "  semantic: 0.6\n  keyword: 0.4\n")
+    change = write_calibrated_weights(path, name, 0.65)  # the block exists: values replaced
+    assert (change.previous_semantic, change.previous_keyword) == (0.8, 0.2)
+    assert path.read_text() == original.replace(
+        "    language: english\n",
+        "    language: english\n    hybrid_search:\n      semantic: 0.65\n      keyword: 0.35\n")
     with pytest.raises(ConfigWriteError, match="cannot read"):
-        write_calibrated_weights(tmp_path / "missing.yaml", 0.6)
+        write_calibrated_weights(tmp_path / "missing.yaml", name, 0.6)
 
 
 def test_crash_between_write_and_rename_leaves_the_original(tmp_path, corpus, monkeypatch):
@@ -362,7 +378,7 @@ def test_crash_between_write_and_rename_leaves_the_original(tmp_path, corpus, mo
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
-        write_calibrated_weights(path, 0.9)
+        write_calibrated_weights(path, corpus["name"], 0.9)
     assert path.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # no temp file left
 
@@ -376,15 +392,15 @@ def test_process_killed_between_write_and_rename_leaves_the_original(tmp_path, c
         import os
         from eval_harness.calibration.weights import write_calibrated_weights
         os.replace = lambda *args: os._exit(9)
-        write_calibrated_weights({str(path)!r}, 0.9)
+        write_calibrated_weights({str(path)!r}, {corpus['name']!r}, 0.9)
     """)
     completed = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd())
     assert completed.returncode == 9
     assert path.read_bytes() == original
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "config.yaml"]
     assert len(leftovers) == 1 and leftovers[0].startswith(".config.yaml.")
-    assert write_calibrated_weights(path, 0.9).changed
-    assert load_settings(path, environ={}).hybrid.semantic == 0.9
+    assert write_calibrated_weights(path, corpus["name"], 0.9).changed
+    assert load_settings(path, environ={}).weights_for(corpus["name"]).semantic == 0.9
 
 
 # -------------------------------------------------------------------------- DuckDB history
@@ -455,8 +471,17 @@ def test_assets_and_check_materialize(tmp_path, store, corpus):
     for key in ("p_at_5_best", "p_at_5_default", "uplift_absolute", "uplift_ci_low",
                 "uplift_ci_high", "p_at_5_cross_validated", "p_at_5_ceiling"):
         assert 0 <= abs(grid_meta[key].value) <= 1, key
-    assert metadata["calibrated_weights"]["semantic_weight"].value == best
-    assert load_settings(config, environ={}).hybrid.semantic == best
+    weights_meta = metadata["calibrated_weights"]
+    assert weights_meta["semantic_weight"].value == best
+    assert weights_meta["config_key"].value == f"datasets.{corpus['name']}.hybrid_search"
+    settings = load_settings(config, environ={})
+    assert settings.weights_for(corpus["name"]).semantic == best
+    assert settings.hybrid.semantic == 0.5  # the global default is not calibration's to change
+    with store.connection() as conn:
+        row = conn.execute("SELECT dataset, semantic_weight, run_id FROM calibrated_weights "
+                           "WHERE id = %s",
+                           (weights_meta["calibrated_weights_id"].value,)).fetchone()
+    assert row == (corpus["name"], best, result.run_id)
     check = result.get_asset_check_evaluations()[0]
     assert check.passed and check.metadata["verdict"].value == "full success"
     with duckdb.connect(str(database)) as con:
@@ -465,7 +490,8 @@ def test_assets_and_check_materialize(tmp_path, store, corpus):
     assert [w for w, _ in stored] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert [w for w, is_best in stored if is_best] == [best]
     assert len(read_grid_history(tmp_path / "state" / "history.duckdb")) == 5
-    assert (tmp_path / "reports" / "calibration-results.md").is_file()
+    report = tmp_path / "reports" / f"calibration-results-{corpus['name']}.md"
+    assert grid_meta["report_path"].value == str(report) and report.is_file()
 
 
 def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):

@@ -1,4 +1,5 @@
-"""Concurrent writers of what calibration keeps: config.yaml's weights and the DuckDB history.
+"""Concurrent writers of what calibration keeps: a dataset's weights in config.yaml and the
+DuckDB history.
 
 Real OS processes; neither writer touches Postgres, so these tests need no database.
 """
@@ -21,7 +22,7 @@ WRITE_WEIGHTS = """
     while time.time() < start:  # all writers begin together
         time.sleep(0.001)
     for i in range(int(sys.argv[3])):
-        write_calibrated_weights(sys.argv[1], (0.5, 0.6, 0.7, 0.8)[i % 4])
+        write_calibrated_weights(sys.argv[1], "scifact", (0.5, 0.6, 0.7, 0.8)[i % 4])
 """
 
 
@@ -30,7 +31,8 @@ def test_concurrent_config_writes_all_succeed_and_keep_the_file_whole(tmp_path):
 
     config = tmp_path / "config.yaml"
     config.write_text("# calibrated by eval-harness\nhybrid_search:\n  semantic: 0.7  # weight\n"
-                      "  keyword: 0.3\n  candidate_depth: 50\ndefault_dataset: scifact\n")
+                      "  keyword: 0.3\n  candidate_depth: 50\ndefault_dataset: scifact\n"
+                      "datasets:\n  scifact:\n    path: datasets/scifact  # the folder\n")
     start = str(time.time() + 1.0)
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")}
     env["PYTHONPATH"] = str(REPO)
@@ -40,10 +42,13 @@ def test_concurrent_config_writes_all_succeed_and_keep_the_file_whole(tmp_path):
     assert [code for code, _, _ in outcomes] == [0] * 4, outcomes  # no "changed meanwhile"
     text = config.read_text()
     parsed = yaml.safe_load(text)
-    assert parsed["hybrid_search"]["semantic"] in (0.5, 0.6, 0.7, 0.8)
-    assert parsed["hybrid_search"]["keyword"] == round(1 - parsed["hybrid_search"]["semantic"], 10)
+    weights = parsed["datasets"]["scifact"]["hybrid_search"]
+    assert weights["semantic"] in (0.5, 0.6, 0.7, 0.8)
+    assert weights["keyword"] == round(1 - weights["semantic"], 10)
+    assert text.count("hybrid_search:") == 2  # one block inserted, never a second one
+    assert parsed["hybrid_search"] == {"semantic": 0.7, "keyword": 0.3, "candidate_depth": 50}
     assert parsed["default_dataset"] == "scifact" and "# calibrated by eval-harness" in text
-    assert "# weight" in text
+    assert "# weight" in text and "# the folder" in text
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
 
 

@@ -1,5 +1,6 @@
 """Every SQL statement of calibration: the Postgres reads behind the TREC files (external
-ids, graded qrels) and the DuckDB grid history table.
+ids, graded qrels), the ``calibrated_weights`` table the RAG system reads its weights from,
+and the DuckDB grid history table.
 
 Each function runs in the caller's transaction (:mod:`.history` opens and commits the DuckDB
 one). Table names are composed with :class:`psycopg.sql.Identifier`, never formatted in.
@@ -8,6 +9,7 @@ one). Table names are composed with :class:`psycopg.sql.Identifier`, never forma
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import duckdb
 import pandas as pd
@@ -36,6 +38,37 @@ def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, 
         dext=corpus.external_id_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d")),
         (corpus.dataset,)).fetchall()
+
+
+# ------------------------------------------------------------------------ calibrated weights
+
+# What the RAG system runs to pick up every dataset's current weights (the README shows it
+# schema-qualified): the newest row per dataset; the id breaks a tie in calibrated_at.
+LATEST_WEIGHTS_SQL = """
+    SELECT DISTINCT ON (dataset) dataset, semantic_weight, keyword_weight, p_at_5, verdict,
+           label_source, run_id, calibrated_at
+    FROM calibrated_weights
+    ORDER BY dataset, calibrated_at DESC, id DESC"""
+
+
+def insert_calibrated_weights(conn: psycopg.Connection, *, dataset: str, semantic_weight: float,
+                              keyword_weight: float, p_at_5: float | None, verdict: str | None,
+                              label_source: str, run_id: str | None,
+                              calibrated_at: datetime) -> int:
+    """Record one calibration's weights for ``dataset``; the new row's id."""
+    return conn.execute(
+        "INSERT INTO calibrated_weights (dataset, semantic_weight, keyword_weight, p_at_5, "
+        "verdict, label_source, run_id, calibrated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "RETURNING id",
+        (dataset, semantic_weight, keyword_weight, p_at_5, verdict, label_source, run_id,
+         calibrated_at)).fetchone()[0]
+
+
+def latest_calibrated_weights(conn: psycopg.Connection) -> dict[str, dict]:
+    """Every dataset's newest row of ``calibrated_weights``: {dataset: row as a dict}."""
+    cursor = conn.execute(LATEST_WEIGHTS_SQL)
+    names = [column.name for column in cursor.description]
+    return {row[0]: dict(zip(names, row)) for row in cursor.fetchall()}
 
 
 # ------------------------------------------------------------------------------ grid history

@@ -1,31 +1,58 @@
-"""reports/calibration-results.md and its plot of P@5 against the semantic weight, and the
-helpers the report plots share: a y axis zoomed to the data (and saying it does not start at
-0), reference lines named when they fall outside it, legends outside the plot area."""
+"""A dataset's calibration report, ``reports/calibration-results-<dataset>.md``, and its plot
+of P@5 against the semantic weight (``calibration-p5-<dataset>.png``), and the helpers the
+report plots share: a y axis zoomed to the data (and saying it does not start at 0),
+reference lines named when they fall outside it, legends outside the plot area.
+
+Each dataset has its own pair of files, so calibrating one never overwrites another's.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
+import re
 from pathlib import Path
 
 from eval_harness.calibration.run import (CalibrationResult, summary_lines, weight_label)
 from eval_harness.files import write_file_atomically, write_report
 
-REPORT_NAME = "calibration-results.md"
-PLOT_NAME = "calibration-p5.png"
+REPORT_NAME = "calibration-results-{dataset}.md"
+PLOT_NAME = "calibration-p5-{dataset}.png"
+_FILE_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # ingest's dataset names
+
+
+def dataset_file_stem(dataset: str) -> str:
+    """``dataset`` as it can stand in a file name: as is when it is a name ingest accepts
+    (letters, digits, ``_``, ``.``, ``-``); else (a live dataset's key in config.yaml may
+    hold anything) the other characters become ``_``, followed by a short hash, so that two
+    such names never share a file."""
+    if _FILE_SAFE.match(dataset):
+        return dataset
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset).strip("._-")[:40] or "dataset"
+    return f"{readable}-{hashlib.sha1(dataset.encode()).hexdigest()[:8]}"
+
+
+def report_file_names(dataset: str) -> tuple[str, str]:
+    """The Markdown report's and the plot's file names of ``dataset``."""
+    stem = dataset_file_stem(dataset)
+    return REPORT_NAME.format(dataset=stem), PLOT_NAME.format(dataset=stem)
 
 
 def write_calibration_report(folder: Path, result: CalibrationResult) -> tuple[Path, Path]:
-    """Write the Markdown report and the PNG plot into ``folder``, each atomically."""
-    plot = write_file_atomically(Path(folder) / PLOT_NAME, plot_p_at_5(result))
-    report = write_report(Path(folder), REPORT_NAME, calibration_markdown(result, PLOT_NAME))
+    """Write the dataset's Markdown report and PNG plot into ``folder``, each atomically."""
+    report_name, plot_name = report_file_names(result.dataset)
+    plot = write_file_atomically(Path(folder) / plot_name, plot_p_at_5(result))
+    report = write_report(Path(folder), report_name, calibration_markdown(result, plot_name))
     return report, plot
 
 
-def calibration_markdown(result: CalibrationResult, plot_name: str = PLOT_NAME) -> str:
-    """The report: setting, grid table, reference method, uplift, cross-validation, verdict."""
+def calibration_markdown(result: CalibrationResult, plot_name: str | None = None) -> str:
+    """The report: setting, grid table, reference method, uplift, cross-validation, verdict.
+    ``plot_name``: the plot's file beside it (default: the dataset's)."""
+    plot_name = plot_name or report_file_names(result.dataset)[1]
     lines = [
-        "# Hybrid weight calibration", "",
+        f"# Hybrid weight calibration of `{result.dataset}`", "",
         f"Dataset `{result.dataset}`: {result.n_queries} ground-truth queries, "
         f"{result.n_documents} documents, candidate depth {result.candidate_depth}; "
         f"calibrated {result.calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic "

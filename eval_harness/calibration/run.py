@@ -249,14 +249,17 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
                             dataset: str | None = None, *,
                             grid_step: float | None = None) -> CalibrationResult:
     """:func:`calibrate_dataset` with every option taken from ``settings`` (config.yaml's
-    ``calibration`` and ``hybrid_search`` sections); ``grid_step`` overrides the step."""
+    ``calibration`` section, the dataset's weights: :meth:`Settings.weights_for`);
+    ``grid_step`` overrides the step."""
     options = settings.calibration
     grid = grid_from_range(options.grid_start, options.grid_stop,
                            options.grid_step if grid_step is None else grid_step)
+    dataset = dataset or settings.default_dataset
+    weights = settings.weights_for(dataset)  # its calibrated weights are the current ones
     return calibrate_dataset(
-        conn, dataset or settings.default_dataset, grid=grid,
-        current_weight=settings.hybrid.semantic, default_weight=options.default_weight,
-        candidate_depth=settings.hybrid.candidate_depth, rrf_k=options.rrf_k,
+        conn, dataset, grid=grid,
+        current_weight=weights.semantic, default_weight=options.default_weight,
+        candidate_depth=weights.candidate_depth, rrf_k=options.rrf_k,
         cv_folds=options.cv_folds, seed=options.seed,
         bands=VerdictBands(options.full_success, options.partial_success),
         bootstrap_resamples=options.bootstrap_resamples)

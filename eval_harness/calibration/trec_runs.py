@@ -1,8 +1,10 @@
 """TREC run files of a calibration, one per weight, so trec_eval or ranx can check us.
 
 Each line is ``qid Q0 docid rank score tag`` with the dataset's own (external) query and
-document ids; every candidate of every ground-truth query is listed, best first. ``qrels.trec``
-(``qid 0 docid grade``) is written beside the runs.
+document ids; every candidate of every ground-truth query is listed, best first.
+``qrels.<dataset>.trec`` (``qid 0 docid grade``) is written beside the runs
+``run.<dataset>.semantic-<weight>.trec``: every file and run tag names its dataset, so the
+runs of several datasets can share a folder.
 
 trec_eval and ranx rank a run by its score column and break ties their own way, not by our
 document-id rule, and trec_eval holds scores as 32-bit floats. So the score is the fused
@@ -20,6 +22,7 @@ import numpy as np
 import psycopg
 
 from eval_harness.calibration import queries
+from eval_harness.calibration.report import dataset_file_stem
 from eval_harness.calibration.run import CalibrationResult, weight_label
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
@@ -28,13 +31,18 @@ from eval_harness.retrieval.sweep import normalised_scores
 from eval_harness.store.corpus import Corpus, document_external_ids
 
 
-def run_file_name(semantic_weight: float) -> str:
-    return f"run.semantic-{weight_label(semantic_weight)}.trec"
+def run_file_name(dataset: str, semantic_weight: float) -> str:
+    return f"run.{dataset_file_stem(dataset)}.semantic-{weight_label(semantic_weight)}.trec"
+
+
+def qrels_file_name(dataset: str) -> str:
+    return f"qrels.{dataset_file_stem(dataset)}.trec"
 
 
 def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
                     folder: Path | str) -> list[Path]:
-    """Write ``qrels.trec`` and one run file per grid weight into ``folder``; their paths."""
+    """Write the dataset's qrels and one run file per grid weight into ``folder``; their
+    paths, the qrels first."""
     folder = Path(folder)
     candidates = result.candidates
     query_names = queries.query_external_ids(conn, candidates.query_ids)
@@ -42,8 +50,9 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
     doc_names = document_external_ids(conn, corpus,
                                       np.unique(candidates.doc_ids[candidates.mask]).tolist())
     qids = [query_names[q] for q in candidates.query_ids]
-    paths = [_write_qrels(conn, corpus, folder / "qrels.trec")]
+    paths = [_write_qrels(conn, corpus, folder / qrels_file_name(result.dataset))]
     sem_norm, kw_norm = normalised_scores(candidates)
+    stem = dataset_file_stem(result.dataset)
     for point in result.grid:
         w_sem, w_kw = point.semantic_weight, point.keyword_weight
         fused = fuse_normalised(sem_norm, kw_norm, w_sem, w_kw)  # the one fusion rule
@@ -51,14 +60,14 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
         order = np.lexsort((candidates.doc_ids, -fused), axis=1)
         ranked_ids = np.take_along_axis(candidates.doc_ids, order, axis=1)
         scores = _strictly_decreasing(np.take_along_axis(fused, order, axis=1))
-        tag = f"eval-harness-semantic-{weight_label(w_sem)}"
+        tag = f"eval-harness-{stem}-semantic-{weight_label(w_sem)}"
         lines = []
         for row, qid in enumerate(qids):
             for rank in range(int(candidates.mask[row].sum())):
                 lines.append(f"{qid} Q0 {doc_names[int(ranked_ids[row, rank])]} {rank + 1} "
                              f"{scores[row, rank]} {tag}\n")
-        paths.append(write_file_atomically(folder / run_file_name(w_sem),
-                                           "".join(lines).encode("utf-8")))
+        run_file = folder / run_file_name(result.dataset, w_sem)
+        paths.append(write_file_atomically(run_file, "".join(lines).encode("utf-8")))
     return paths
 
 

@@ -1,16 +1,20 @@
 """Calibration domain: hybrid-weight grid search (story 2.8) and the P@5 verdict (story 2.9).
 
 ``calibration_grid`` sweeps the weights on the ground truth (one row per weight, stored by
-Dagster's DuckDB I/O manager and appended to the DuckDB history); ``calibrated_weights``
-writes the best weights into config.yaml; the check ``p_at_5_verdict`` grades them on the
-complete ground truth. As in the stories, the weights are written first and then validated:
-a failure verdict (ERROR, blocking) stops whatever runs downstream of the calibrated weights
-and fails the run with the verdict and its figure (``eval_harness_pipelines.check_outcomes``); a partial
-success warns.
+Dagster's DuckDB I/O manager and appended to the DuckDB history) and writes the dataset's
+report (reports/calibration-results-<dataset>.md); ``calibrated_weights`` publishes the best
+weights for that dataset: a row of the ``calibrated_weights`` table (what the RAG system
+reads) and ``datasets.<name>.hybrid_search`` in config.yaml (the global ``hybrid_search``
+stays the default of datasets never calibrated); the check ``p_at_5_verdict`` grades them on
+the complete ground truth. As in the stories, the weights are written first and then
+validated: a failure verdict (ERROR, blocking) stops whatever runs downstream of the
+calibrated weights and fails the run with the verdict and its figure
+(``eval_harness_pipelines.check_outcomes``); a partial success warns.
 """
 
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Optional
 
 import dagster as dg
@@ -23,7 +27,7 @@ from eval_harness.calibration.history import (append_grid_history, calibrated_ro
 from eval_harness.calibration.report import calibration_markdown, write_calibration_report
 from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
                                           format_table, verdict_sentence)
-from eval_harness.calibration.weights import write_calibrated_weights
+from eval_harness.calibration.publish import publish_calibrated_weights
 
 GROUP = "calibration"
 
@@ -69,22 +73,31 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
 
 
 @dg.asset(group_name=GROUP,
-          description="The best weights of calibration_grid, written into config.yaml "
-                      "(hybrid_search.semantic / .keyword; other keys and comments kept).")
+          description="The best weights of calibration_grid for its dataset: a row of the "
+                      "calibrated_weights table and datasets.<name>.hybrid_search in "
+                      "config.yaml (other keys, datasets and comments kept).")
 def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.DataFrame,
-                       settings: EvalSettings) -> dg.MaterializeResult:
+                       settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     cfg = settings.load()
     best = calibrated_row(calibration_grid)
-    metadata = {"semantic_weight": float(best["semantic_weight"]),
-                "keyword_weight": float(best["keyword_weight"]),
-                "p_at_5": float(best["p_at_5"]), "dataset": str(best["dataset"])}
-    if cfg.config_path is None:
-        context.log.warning("No config file is in use, so the calibrated weights were not "
-                            "written; set the settings resource's config_path.")
-        return dg.MaterializeResult(metadata=readable(dict(metadata, written=False)))
-    change = write_calibrated_weights(cfg.config_path, float(best["semantic_weight"]))
+    dataset = str(best["dataset"])
+    with store.location().connection(autocommit=True) as conn:
+        published = publish_calibrated_weights(
+            conn, cfg.config_path, dataset=dataset,
+            semantic_weight=float(best["semantic_weight"]), p_at_5=float(best["p_at_5"]),
+            verdict=str(best["verdict"]), run_id=context.run_id,
+            calibrated_at=_utc(best["run_at"]))
+    metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
+                "p_at_5": float(best["p_at_5"]), "dataset": dataset,
+                "calibrated_weights_id": published.row_id}
+    change = published.config
+    if change is None:
+        context.log.warning(f"config.yaml not written: {published.config_note}.")
+        return dg.MaterializeResult(metadata=readable(dict(
+            metadata, written=False, config_note=published.config_note)))
     return dg.MaterializeResult(metadata=readable(dict(
-        metadata, written=change.changed, config_path=dg.MetadataValue.path(str(change.path)),
+        metadata, written=change.changed, config_key=change.key,
+        config_path=dg.MetadataValue.path(str(change.path)),
         previous_semantic_weight=dg.MetadataValue.float(change.previous_semantic)
         if change.previous_semantic is not None else dg.MetadataValue.null())))
 
@@ -115,6 +128,13 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame,
                  "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
 
 
+def _utc(value) -> datetime:
+    """A grid's ``run_at`` as an aware datetime (grid_frame writes UTC; a frame read back
+    without its time zone is taken as UTC)."""
+    stamp = pd.Timestamp(value)
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).to_pydatetime()
+
+
 def _ceiling(grid: pd.DataFrame) -> Optional[float]:
     """The P@5 ceiling of the ground truth, when the grid carries it."""
     value = calibrated_row(grid).get("p_at_5_ceiling")
@@ -124,7 +144,8 @@ def _ceiling(grid: pd.DataFrame) -> Optional[float]:
 calibration_job = dg.define_asset_job(  # upstream: ingest (a no-op on unchanged data)
     "calibration_job", selection=dg.AssetSelection.groups(GROUP).upstream(),
     description="Ingest the dataset, grid-search the hybrid weights on its ground truth, "
-                "write them into config.yaml and give the P@5 verdict.")
+                "publish them for that dataset (calibrated_weights table, config.yaml) and "
+                "give the P@5 verdict.")
 
 defs = dg.Definitions(assets=[calibration_grid, calibrated_weights],
                       asset_checks=[p_at_5_verdict], jobs=[calibration_job])
