@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 
 from eval_harness.cli import main
+from eval_harness.dataset_config import Relation
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.catalog import live_datasets, probe_query
@@ -243,6 +244,17 @@ def test_an_invalid_index_is_named_dropped_and_rebuilt(seed, config, capsys):
     with seed.connection() as conn:
         assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
                             "'rag.l2_insights_to_tsvector_idx'::regclass").fetchone()[0]
+        conn.execute("CREATE INDEX spare ON rag.l2_insights USING gin "
+                     "(to_tsvector('english', content))")
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = "
+                     "'rag.spare'::regclass")
+        conn.commit()
+    code, lines = doctor(capsys, config)  # a valid index serves; the invalid copy only costs
+    assert one(lines, "text:") == (
+        "warn  indexes      'live' text: gin index rag.l2_insights_to_tsvector_idx on "
+        "to_tsvector('english'::regconfig, content); rag.spare is an INVALID copy: "
+        'DROP INDEX CONCURRENTLY "rag"."spare"')
+    assert statements(lines) == []
 
 
 def test_a_failed_build_leaves_an_invalid_index_that_the_next_run_replaces(seed, config,
@@ -301,6 +313,23 @@ def test_index_refuses_an_ingested_dataset(seed, beir_folder, config, capsys):
                    "datasets.\n")
     with seed.connection() as conn:
         assert rag_indexes(conn) == before
+
+
+def test_a_view_is_judged_by_its_plan_and_not_indexed(seed, config, capsys):
+    with seed.connection() as conn:
+        conn.execute("CREATE VIEW rag.docs AS SELECT id, content, embedding FROM rag.l2_insights")
+        conn.commit()
+        attach_live_dataset(conn, live_config(relation=Relation("rag", "docs")),
+                            embedder_factory=no_embedder)
+    code, lines = doctor(capsys, config)
+    assert one(lines, "rag.docs") == ("warn  indexes      'live' rag.docs is a view: its indexes "
+                                      "cannot be checked or created here; the plans below show "
+                                      "whether the search finds any")
+    assert "of rag.l2_insights, estimated cost" in one(lines, "semantic query:")  # the table
+    assert not index_lines(lines, "embedding:") and statements(lines) == []
+    code, out, err = run(capsys, "--config", config, "index", "--dataset", "live")
+    assert code == 2 and out == []
+    assert "rag.docs is a view: create the indexes on the table(s) beneath it" in err
 
 
 @pytest.fixture

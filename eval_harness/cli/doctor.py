@@ -189,7 +189,7 @@ def check_live_indexes(conn: psycopg.Connection, settings: Settings,
                        live: list[LiveDataset]) -> Iterator[Check]:
     """Per live dataset: the RAG system's indexes the search needs, what a query costs and
     the CREATE INDEX statements for what is missing (:mod:`eval_harness.store.indexes`)."""
-    status = {"ok": OK, "warn": WARN, "fail": FAIL}
+    status = {"ok": OK, "warn": WARN}
     for dataset in live:
         name = f"'{dataset.name}'"
         if dataset.corpus is None:

@@ -5,8 +5,8 @@ The hybrid search (:func:`eval_harness.retrieval.queries.candidate_ids`) asks th
 things, and each is fast only with an index the RAG system owns:
 
 * **embedding**: ``ORDER BY <embedding> <=> query LIMIT depth``; served by an HNSW or IVFFlat
-  index on exactly :meth:`Corpus.embedding_of` (the column of a ``vector(n)`` column, the
-  cast ``(col::vector(n))`` of an untyped one) with ``vector_cosine_ops``. An index with the
+  index on exactly :meth:`Corpus.embedding_of` (the column itself when it is ``vector(n)``,
+  the cast ``(col::vector(n))`` when it is an untyped ``vector``) with ``vector_cosine_ops``. An index with the
   L2 or inner-product operator class does not serve a cosine ``ORDER BY``;
 * **text**: ``<tsvector> @@ tsquery``; served by a GIN index on exactly
   :meth:`Corpus.tsvector_of` (the mapped tsvector column, or
@@ -16,8 +16,8 @@ things, and each is fast only with an index the RAG system owns:
 An index matches when the server prints its key exactly as it would print the search's
 expression (``pg_get_indexdef``), so a varchar ``content`` is matched as ``content::text``,
 the implicit cast the search gets too. Everything here only reads (the doctor runs it in a
-read-only session), except :func:`drop_invalid` and :func:`create_index`, which
-``eval-harness index`` calls on an autocommit connection when the user asks.
+read-only session); the statements it composes (:func:`create_statement`,
+:func:`drop_statement`) are run by ``eval-harness index`` only, when the user asks.
 """
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ def needed_indexes(conn: psycopg.Connection, corpus: Corpus, oid: int) -> list[N
     the very expression :class:`Corpus` gives the search (printed as the server prints it)."""
     column = _quote_ident(conn, corpus.embedding)
     vector_key = f"({column}::vector({corpus.dim}))" if corpus.cast_embedding else column
-    vector_expr = sql.SQL("({}::vector({}))").format(
-        sql.Identifier(corpus.embedding), sql.Literal(corpus.dim)) if corpus.cast_embedding \
-        else sql.Identifier(corpus.embedding)
+    vector_expr: sql.Composable = sql.Identifier(corpus.embedding)
+    if corpus.cast_embedding:
+        vector_expr = sql.SQL("({}::vector({}))").format(vector_expr, sql.Literal(corpus.dim))
     if corpus.tsvector is not None:
         text_key_ = _quote_ident(conn, corpus.tsvector)
         text_expr: sql.Composable = sql.Identifier(corpus.tsvector)
@@ -214,7 +214,7 @@ def assess_indexes(conn: psycopg.Connection, corpus: Corpus) -> IndexAssessment:
         raise LookupError(f"The relation {corpus.relation_name} of dataset '{corpus.dataset}' "
                           "does not exist (or this role cannot see its schema).")
     oid, relkind, rows, owned = row
-    existing = relation_indexes(conn, oid) if relkind in ("r", "m", "p") else []
+    existing = relation_indexes(conn, oid) if relkind in ("r", "m") else []
     sides = []
     for need in needed_indexes(conn, corpus, oid):
         state = SideState(need)
@@ -320,8 +320,12 @@ def _side_line(conn: psycopg.Connection, state: SideState) -> tuple[str, str]:
         index = state.serving
         how = f" with {index.opclass}" if need.opclass else ""
         unique = "unique " if need.unique else ""
-        return "ok", (f"{need.side}: {unique}{index.method} index {index.qualified} on "
-                      f"{index.key}{how}")
+        line = f"{need.side}: {unique}{index.method} index {index.qualified} on {index.key}{how}"
+        if not state.invalid:
+            return "ok", line
+        leftover = state.invalid[0]  # still updated on every write, never read
+        return "warn", (f"{line}; {leftover.qualified} is an INVALID copy: "
+                        f"{drop_statement(conn, leftover)}")
     notes = [f"{need.side}: no {need.wanted}"]
     for index in state.wrong_opclass:
         notes.append(f"{index.qualified} ({index.method} with {index.opclass}) does not serve "
@@ -338,13 +342,17 @@ def _side_line(conn: psycopg.Connection, state: SideState) -> tuple[str, str]:
     return "warn", "; ".join(notes)
 
 
-def _plan_line(plan: PlanSide, served: bool) -> tuple[str, str]:
+def _plan_line(plan: PlanSide, served: bool | None) -> tuple[str, str]:
+    """``served``: whether the side's index exists (None: unknown, a view; the plan says)."""
+    if served is None:
+        served = not plan.whole
+    elif plan.whole and served:
+        plan = PlanSide(plan.side, plan.cost, plan.access, True,
+                        f"{plan.relation} (the planner prefers it at this size)", plan.rows)
     if plan.whole:
         rows = (f"all ~{plan.rows:,.0f} rows" if plan.rows >= 0
                 else "all rows (never ANALYZEd: no row estimate)")
         access = f"{plan.access} over {rows} of {plan.relation}"
-        if served:
-            access += " (the planner prefers it at this size)"
     else:
         access = plan.access
     return ("ok" if served else "warn"), (f"{plan.side} query: {access}, estimated cost "
@@ -353,7 +361,7 @@ def _plan_line(plan: PlanSide, served: bool) -> tuple[str, str]:
 
 def index_report(conn: psycopg.Connection, dataset: LiveDataset, *,
                  depth: int) -> list[tuple[str, str]]:
-    """``(level, sentence)`` lines (level ok, warn or fail) on the indexes the search over
+    """``(level, sentence)`` lines (level ok or warn) on the indexes the search over
     live ``dataset`` needs, what its first ground-truth query costs, and the statements that
     create what is missing. Reads only."""
     corpus = dataset.corpus
@@ -367,11 +375,10 @@ def index_report(conn: psycopg.Connection, dataset: LiveDataset, *,
                       "finds any"))
     else:
         lines.extend(_side_line(conn, state) for state in assessment.sides)
-    served = {"semantic": assessment.sides[0].ok or kind is not None,
-              "keyword": assessment.sides[1].ok or kind is not None}
-    text, vector = probe_query(conn, dataset)
+    served = {"semantic": None if kind else assessment.sides[0].ok,
+              "keyword": None if kind else assessment.sides[1].ok}
     try:
-        plans = explain_candidates(conn, corpus, depth, text, vector)
+        plans = explain_candidates(conn, corpus, depth, *probe_query(conn, dataset))
     except psycopg.Error as exc:
         lines.append(("warn", "cannot estimate the query cost: "
                       + (str(exc).strip().splitlines() or [type(exc).__name__])[0]))
