@@ -8,7 +8,9 @@ from __future__ import annotations
 import socket
 import uuid
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from eval_harness.cli import main
 from eval_harness.cli.doctor import run_doctor
@@ -81,12 +83,15 @@ def test_all_ok_on_the_test_store_with_local_judges(ingested, tmp_path):
     assert code == 0
     assert [entry.split()[0] for entry in lines] == ["ok"] * len(lines), lines
     assert [entry.split()[1] for entry in lines] == [
-        "config", "store", "pgvector", "migrations", "datasets", "judge1", "judge2", "local"]
+        "config", "store", "pgvector", "migrations", "privileges", "datasets", "judge1", "judge2",
+        "local"]
     assert "(PostgreSQL " in line(lines, "store")
     assert "extension vector " in line(lines, "pgvector")
     latest = available_migrations()[-1].name
-    assert f"{len(available_migrations())} of {len(available_migrations())} applied" in \
-        line(lines, "migrations") and latest in line(lines, "migrations")
+    assert f"schema 'eval_harness': {len(available_migrations())} of " \
+        f"{len(available_migrations())} applied" in line(lines, "migrations")
+    assert latest in line(lines, "migrations")
+    assert line(lines, "privileges").endswith("owns the harness schema 'eval_harness'")
     assert f"{DATASET} (1 documents)" in line(lines, "datasets")
 
 
@@ -94,8 +99,11 @@ def test_pending_migrations_are_reported_and_not_applied(empty_database, tmp_pat
     code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": empty_database.url})
     assert code == 0  # warnings only
     migrations = line(lines, "migrations")
-    assert migrations.startswith("warn") and "run `eval-harness migrate`" in migrations
+    assert migrations.startswith("warn  migrations   the store has no eval-harness schema "
+                                 "'eval_harness' yet")
+    assert "run `eval-harness migrate`" in migrations
     assert f"0 of {len(available_migrations())} applied" in migrations
+    assert line(lines, "privileges").endswith("may create the harness schema 'eval_harness'")
     assert available_migrations()[0].name in migrations
     assert line(lines, "pgvector").startswith("warn")
     assert line(lines, "datasets").startswith("warn")
@@ -103,6 +111,46 @@ def test_pending_migrations_are_reported_and_not_applied(empty_database, tmp_pat
         assert conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'"
                             ).fetchone()[0] == 0
+
+
+def test_a_schema_behind_names_the_pending_migration(fresh, tmp_path):
+    latest = available_migrations()[-1]
+    with fresh.connection() as conn:
+        conn.execute("DELETE FROM eval_harness.schema_migrations WHERE version = %s",
+                     (latest.version,))
+        conn.commit()
+    code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": fresh.url})
+    count = len(available_migrations())
+    assert line(lines, "migrations") == (
+        f"warn  migrations   schema 'eval_harness' is behind: {count - 1} of {count} applied; "
+        f"pending: {latest.name}: run `eval-harness migrate`")
+
+
+@pytest.fixture
+def stranger(empty_database):
+    """A login role with no privilege in the empty database (it may not create schemas)."""
+    role = f"stranger_{uuid.uuid4().hex[:8]}"
+    with empty_database.connection(autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
+            sql.Identifier(conn.info.dbname)))
+    yield role, psycopg.conninfo.make_conninfo(empty_database.url, user=role)
+    with empty_database.connection(autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP OWNED BY {r}; DROP ROLE {r}").format(r=sql.Identifier(role)))
+
+
+def test_a_role_that_may_not_create_the_schema_is_not_told_all_is_well(stranger, tmp_path,
+                                                                       empty_database):
+    role, url = stranger
+    with empty_database.connection(autocommit=True) as conn:  # connecting needs CONNECT
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+            sql.Identifier(conn.info.dbname), sql.Identifier(role)))
+    code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": url})
+    assert code == 1, lines
+    assert line(lines, "migrations").endswith(
+        f"run `eval-harness migrate` with a role that may create it (this role '{role}' may not)")
+    assert line(lines, "privileges").startswith(
+        f"FAIL  privileges   role '{role}' may not create the harness schema 'eval_harness'")
 
 
 def test_default_dataset_not_ingested_is_a_warning(store, tmp_path):

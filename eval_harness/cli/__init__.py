@@ -18,6 +18,7 @@ from eval_harness.cli.calibrate import add_calibrate_command
 from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError, internal_error
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
+from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
 from eval_harness.progress import progress_bar
@@ -198,6 +199,7 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     add_judge_command(sub)
     add_gate_commands(sub, partition_runner=partition_runner)
     add_doctor_command(sub)
+    add_index_command(sub)
     return parser
 
 

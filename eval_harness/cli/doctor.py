@@ -3,8 +3,11 @@
     ok    config       /work/main/config.yaml
     ok    store        embedded PostgreSQL with pgvector in ... (PostgreSQL 18.3)
     ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index build work
-    warn  migrations   3 of 4 applied; pending: 0004_gate_results.sql: run `eval-harness migrate`
+    warn  migrations   schema 'eval_harness' is behind: 7 of 8 applied; pending: 0008_...: run ...
+    ok    privileges   role 'rag' owns the harness schema 'eval_harness'
     ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact
+    warn  indexes      'prod' keyword query: Seq Scan over all ~500,000 rows of public.l2_ins...
+    warn  indexes      'prod' missing: CREATE INDEX CONCURRENTLY "l2_insights_content_gin_idx...
     ok    judge1       openai:gpt-4o: OPENAI_API_KEY set
     warn  judge2       anthropic:claude-haiku-4-5: ANTHROPIC_API_KEY not set: falls back to ...
     ok    local        local:embedding: offline, no key or network needed
@@ -12,7 +15,9 @@
 
 Exit 0 when no check FAILs (warnings allowed), else 1. A bad config is a FAIL line, not an
 error. The doctor only reads: it never applies migrations or writes the store (its session
-is read-only). API keys are reported as set or not set and never shown; the reachability
+is read-only; the query costs are EXPLAIN estimates, nothing is run). A role that may not
+create or write the harness schema, or read a live relation, is a line of its own, never
+"all is well". API keys are reported as set or not set and never shown; the reachability
 probe (one models-list request per provider with a key, skipped with ``--offline``) maps
 every error to one sanitised line.
 """
@@ -25,20 +30,23 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import psycopg
 
 from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store.catalog import (available_extension_version, ingested_datasets,
-                                        installed_extension_version, make_session_read_only,
-                                        relation_exists, server_version)
+from eval_harness.store.catalog import (LiveDataset, SchemaPrivileges,
+                                        available_extension_version, ingested_datasets,
+                                        installed_extension_version, live_datasets,
+                                        live_relations, make_session_read_only, relation_exists,
+                                        schema_privileges, select_refusal, server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_conninfo, redact_url)
+from eval_harness.store.indexes import index_report
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
-                                        available_migrations)
+                                        available_migrations, pending_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
@@ -94,31 +102,66 @@ def check_pgvector(conn: psycopg.Connection, location: StoreLocation | None = No
                  "pgvector on it, or unset DATABASE_URL to use the embedded server")
 
 
-def check_migrations(conn: psycopg.Connection) -> Check:
-    """Applied vs available migrations; reads ``schema_migrations`` and applies nothing."""
+def check_migrations(conn: psycopg.Connection, schema: str,
+                     privileges: SchemaPrivileges | None = None) -> Check:
+    """Applied vs available migrations of the harness ``schema``; applies nothing."""
     try:
         available = available_migrations()
-    except MigrationError as exc:
+        pending = pending_migrations(conn, schema)
+    except MigrationError as exc:  # a file changed after it was applied
         return Check(FAIL, "migrations", str(exc))
-    applied: dict[int, str] = {}
-    if relation_exists(conn, "schema_migrations"):
-        applied = {version: checksum
-                   for version, (_, checksum) in applied_migrations(conn).items()}
-    changed = [m.name for m in available if m.version in applied
-               and applied[m.version] != m.checksum]
-    pending = [m.name for m in available if m.version not in applied]
-    unknown = sorted(set(applied) - {m.version for m in available})
-    if changed:
-        return Check(FAIL, "migrations", f"{changed[0]} was changed after it was applied: "
-                     "restore it and add a new numbered migration instead")
+    unknown = sorted(set(applied_migrations(conn, schema)) - {m.version for m in available})
     if unknown:
         return Check(WARN, "migrations", "the store has migrations this version does not know "
                      f"({', '.join(f'{v:04d}' for v in unknown)}): upgrade eval-harness")
-    if pending:
-        return Check(WARN, "migrations", f"{len(available) - len(pending)} of {len(available)} "
-                     f"applied; pending: {', '.join(pending)}: run `eval-harness migrate`")
-    return Check(OK, "migrations", f"{len(available)} of {len(available)} applied "
-                 f"(latest {available[-1].name})" if available else "none to apply")
+    if not pending:
+        return Check(OK, "migrations", f"schema '{schema}': {len(available)} of "
+                     f"{len(available)} applied (latest {available[-1].name})" if available
+                     else "none to apply")
+    who = ("" if privileges is None or privileges.may_migrate else
+           f" with a role that may {'alter' if privileges.exists else 'create'} it (this role "
+           f"'{privileges.role}' may not)")
+    if len(pending) == len(available):
+        return Check(WARN, "migrations", f"the store has no eval-harness schema '{schema}' yet "
+                     f"(0 of {len(available)} applied; first {available[0].name}): run "
+                     f"`eval-harness migrate`{who}")
+    return Check(WARN, "migrations", f"schema '{schema}' is behind: {len(available) - len(pending)}"
+                 f" of {len(available)} applied; pending: {', '.join(m.name for m in pending)}: "
+                 f"run `eval-harness migrate`{who}")
+
+
+def check_privileges(conn: psycopg.Connection, schema: str, privileges: SchemaPrivileges,
+                     relations: Iterable[str]) -> Iterator[Check]:
+    """Whether this role may migrate and write the harness schema and SELECT every live
+    relation (``schema.name``): a read-only role runs the read-only commands only."""
+    p = privileges
+    if p.owns:
+        yield Check(OK, "privileges", f"role '{p.role}' owns the harness schema '{schema}'")
+    elif not p.exists:
+        yield (Check(OK, "privileges", f"role '{p.role}' may create the harness schema "
+                     f"'{schema}'") if p.may_create else
+               Check(FAIL, "privileges", f"role '{p.role}' may not create the harness schema "
+                     f"'{schema}' in this database: create it once with a role that may "
+                     f"(CREATE SCHEMA {schema} AUTHORIZATION {p.role}) or GRANT CREATE ON "
+                     f"DATABASE to '{p.role}'"))
+    elif not p.may_use:
+        yield Check(FAIL, "privileges", f"role '{p.role}' has no USAGE on the harness schema "
+                    f"'{schema}' (owner '{p.owner}'): GRANT USAGE ON SCHEMA {schema} TO {p.role}")
+    elif p.read_only_tables or not p.may_create:
+        what = (f"may not write {len(p.read_only_tables)} of its tables (e.g. "
+                f"{p.read_only_tables[0]})" if p.read_only_tables else "may not CREATE in it")
+        yield Check(WARN, "privileges", f"role '{p.role}' {what} (owner '{p.owner}'): read-only "
+                    "commands (report, search, agreement, review export, doctor) work; migrate,"
+                    " ingest, judge, calibrate and gate need the owner's role")
+    else:
+        yield Check(OK, "privileges", f"role '{p.role}' may create and write in the harness "
+                    f"schema '{schema}' (owner '{p.owner}'; a pending migration needs that role)")
+    relations = list(dict.fromkeys(relations))
+    refused = [why for r in relations if (why := select_refusal(conn, *r.split(".", 1)))]
+    yield from (Check(FAIL, "privileges", why) for why in refused)
+    if relations and not refused:
+        yield Check(OK, "privileges", f"role '{p.role}' may SELECT the live relations "
+                    f"{', '.join(relations)}")
 
 
 def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
@@ -140,8 +183,27 @@ def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
                  f"ingested: {ingested}")
 
 
+def check_live_indexes(conn: psycopg.Connection, settings: Settings,
+                       live: list[LiveDataset]) -> Iterator[Check]:
+    """Per live dataset: the RAG system's indexes the search needs, what a query costs and
+    the CREATE INDEX statements for what is missing (:mod:`eval_harness.store.indexes`)."""
+    status = {"ok": OK, "warn": WARN}
+    for dataset in live:
+        name = f"'{dataset.name}'"
+        if dataset.corpus is None:
+            yield Check(FAIL, "indexes", f"{name} (live, not attached): {dataset.error}")
+            continue
+        if not dataset.attached:
+            yield Check(WARN, "indexes", f"{name} is configured as live on "
+                        f"{dataset.corpus.relation_name} but not attached yet: run "
+                        f"`eval-harness attach --dataset {dataset.name}`")
+        for level, text in index_report(conn, dataset, depth=settings.hybrid.candidate_depth):
+            yield Check(status[level], "indexes", f"{name} {text}")
+
+
 def store_checks(settings: Settings) -> Iterator[Check]:
-    """Reachability, pgvector, migrations and datasets, on one read-only connection."""
+    """Reachability, pgvector, migrations, privileges, datasets and live indexes, on one
+    read-only connection; a check that errors is one FAIL line and the next still runs."""
     try:
         location = locate_store(settings)
         conn = location.connect(autocommit=True)
@@ -159,14 +221,32 @@ def store_checks(settings: Settings) -> Iterator[Check]:
             yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))
             return
         yield Check(OK, "store", f"{location.description} (PostgreSQL {version})")
-        for name, check in (("pgvector", lambda c: check_pgvector(c, location)),
-                            ("migrations", check_migrations),
-                            ("datasets", lambda c: check_datasets(c, settings))):
+        seen: dict = {"live": []}
+
+        def migrations() -> Iterator[Check]:
+            seen["privileges"] = schema_privileges(conn, settings.schema)
+            yield check_migrations(conn, settings.schema, seen["privileges"])
+
+        def privileges() -> Iterator[Check]:
+            try:
+                current = not pending_migrations(conn, settings.schema)
+            except MigrationError:
+                current = False
+            seen["live"] = live_datasets(conn, settings.datasets, attached_known=current)
+            if "privileges" in seen:
+                yield from check_privileges(conn, settings.schema, seen["privileges"],
+                                            live_relations(settings.datasets, seen["live"]))
+
+        for name, check in (("pgvector", lambda: [check_pgvector(conn, location)]),
+                            ("migrations", migrations), ("privileges", privileges),
+                            ("datasets", lambda: [check_datasets(conn, settings)]),
+                            ("indexes", lambda: check_live_indexes(conn, settings,
+                                                                   seen["live"]))):
             if conn.broken or conn.closed:  # a crashed backend takes the session with it
                 yield Check(SKIP, name, "the server went away (see the pgvector line)")
                 continue
             try:
-                yield check(conn)
+                yield from check()
             except psycopg.Error as exc:  # e.g. permission denied on a table
                 yield Check(FAIL, name, redact_conninfo(_first_line(exc)))
 

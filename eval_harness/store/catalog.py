@@ -1,6 +1,7 @@
 """What the server and the store hold, read for the doctor and the store commands: the
-server's version, extensions, whether a relation exists, the datasets ingested and a stored
-ground-truth query's embedding.
+server's version, extensions, whether a relation exists, the datasets ingested, a stored
+ground-truth query's embedding, the current role's privileges, and the live datasets (attached
+or only configured) with a representative query of each.
 
 Reads only; each runs in the caller's transaction (the doctor's session is read-only). The
 migrations applied are read by :func:`eval_harness.store.migrate.applied_migrations`, beside
@@ -9,7 +10,16 @@ the code that writes them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
 import psycopg
+from psycopg import sql
+
+from eval_harness.dataset_config import DatasetConfig
+from eval_harness.store.corpus import Corpus
+from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
 
 # ------------------------------------------------------------------------------ the server
 
@@ -57,3 +67,146 @@ def stored_query_embedding(conn: psycopg.Connection, dataset: str,
 def make_session_read_only(conn: psycopg.Connection) -> None:
     """Every later transaction of this session is read-only (the doctor only looks)."""
     conn.execute("SET default_transaction_read_only = on")
+
+
+# ------------------------------------------------------------------------------ privileges
+
+@dataclass(frozen=True)
+class SchemaPrivileges:
+    """What the current role may do with the harness schema."""
+
+    role: str
+    exists: bool
+    owner: str | None            # the schema's owner
+    owns: bool                   # the role is (or is a member of) the owner
+    may_create: bool             # CREATE in the schema (or, when it is missing, in the database)
+    may_use: bool                # USAGE on the schema
+    read_only_tables: tuple[str, ...]  # harness tables the role may not INSERT into
+
+    @property
+    def may_migrate(self) -> bool:
+        return self.owns or (self.may_create and not self.exists)
+
+
+def schema_privileges(conn: psycopg.Connection, schema: str) -> SchemaPrivileges:
+    """The current role's privileges on the harness ``schema`` and its tables (reads only)."""
+    role, exists, owner, owns, create, use = conn.execute("""
+        SELECT current_user, n.oid IS NOT NULL, n.nspowner::regrole::text,
+               coalesce(pg_has_role(n.nspowner, 'USAGE'), false),
+               CASE WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+                    ELSE has_schema_privilege(n.oid, 'CREATE') END,
+               coalesce(has_schema_privilege(n.oid, 'USAGE'), false)
+        FROM (SELECT 1) one LEFT JOIN pg_namespace n ON n.nspname = %s""", (schema,)).fetchone()
+    read_only = tuple(name for (name,) in conn.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %s AND c.relkind IN ('r', 'p')
+          AND NOT has_table_privilege(c.oid, 'INSERT') ORDER BY c.relname""", (schema,)))
+    return SchemaPrivileges(role, exists, owner, owns, create, use, read_only)
+
+
+def select_refusal(conn: psycopg.Connection, schema: str, relation: str) -> str | None:
+    """None when the current role may read ``schema.relation``, else one sentence saying
+    what stops it and the GRANT that fixes it."""
+    role = conn.execute("SELECT current_user").fetchone()[0]
+    where = f"live relation {schema}.{relation}"
+    row = conn.execute("SELECT to_regnamespace(%s)::oid", (schema,)).fetchone()
+    if row[0] is None:
+        return f"{where}: schema {schema} does not exist"
+    if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (row[0],)).fetchone()[0]:
+        return (f"role '{role}' may not use schema {schema} of {where}: GRANT USAGE ON SCHEMA "
+                f"{schema} TO {role}")
+    oid = conn.execute("SELECT to_regclass(%s)::oid", (sql.Identifier(
+        schema, relation).as_string(conn),)).fetchone()[0]
+    if oid is None:
+        return f"{where} does not exist"
+    if not conn.execute("SELECT has_table_privilege(%s, 'SELECT')", (oid,)).fetchone()[0]:
+        return f"role '{role}' may not SELECT {where}: GRANT SELECT ON {schema}.{relation} TO {role}"
+    return None
+
+
+# ------------------------------------------------------------------------------ live datasets
+
+@dataclass(frozen=True)
+class LiveDataset:
+    name: str
+    attached: bool
+    corpus: Corpus | None         # None: the mapping does not fit the store (see error)
+    error: str | None = None
+    embedder: str | None = None   # the model that embeds its queries
+    ground_truth: Mapping[str, Any] | None = None  # schema, relation, id, query
+
+
+def live_datasets(conn: psycopg.Connection, configured: Mapping[str, DatasetConfig], *,
+                  attached_known: bool) -> list[LiveDataset]:
+    """The live datasets attached in the harness schema (when ``attached_known``: the schema
+    is current) and those configured in config.yaml but not attached yet (their mapping
+    checked in place, reads only), by name."""
+    found: dict[str, LiveDataset] = {}
+    if attached_known:
+        for name, language, model, dim, mapping, gt in conn.execute(
+                "SELECT name, language::text, embedding_model, embedding_dim, corpus_mapping, "
+                "ground_truth_mapping FROM datasets WHERE kind = 'live' ORDER BY name"):
+            found[name] = LiveDataset(name, True, Corpus.live(name, language, dim, mapping),
+                                      embedder=model, ground_truth=gt)
+    for name, cfg in configured.items():
+        if not cfg.is_live or name in found:
+            continue
+        try:
+            checked = check_mapping(conn, cfg)
+        except (LiveMappingError, psycopg.Error) as exc:
+            found[name] = LiveDataset(name, False, None, str(exc).strip().splitlines()[0])
+            continue
+        found[name] = LiveDataset(name, False, checked.corpus,
+                                  embedder=embedder_model(cfg.embedder or ""),
+                                  ground_truth=checked.ground_truth_record)
+    return [found[name] for name in sorted(found)]
+
+
+def live_relations(configured: Mapping[str, DatasetConfig],
+                   live: list[LiveDataset]) -> list[str]:
+    """Every RAG relation a live dataset reads, configured or attached (``schema.name``)."""
+    found = [str(r) for cfg in configured.values() if cfg.live is not None
+             for r in (cfg.live.corpus.relation, cfg.live.ground_truth.relation) if r]
+    for dataset in live:
+        gt = dataset.ground_truth
+        found += ([dataset.corpus.relation_name] if dataset.corpus else []) + (
+            [f"{gt['schema']}.{gt['relation']}"] if gt else [])
+    return list(dict.fromkeys(found))
+
+
+def _vector_text(value) -> str | None:
+    if value is None:
+        return None
+    values = np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
+    return "[" + ",".join(repr(float(x)) for x in values) + "]"
+
+
+def probe_query(conn: psycopg.Connection, dataset: LiveDataset) -> tuple[str, str | None]:
+    """The first ground-truth query's text and embedding (as pgvector text): the harness's
+    mirror when attached, else the live ground truth with the cached query embedding, else
+    the corpus's first vector (the plan does not depend on which vector it is)."""
+    corpus = dataset.corpus
+    assert corpus is not None
+    text, vector = "", None
+    if dataset.attached:
+        row = conn.execute("SELECT query, query_embedding FROM ground_truth WHERE dataset = %s "
+                           "ORDER BY id LIMIT 1", (dataset.name,)).fetchone()
+        if row is not None:
+            text, vector = row[0], _vector_text(row[1])
+    elif dataset.ground_truth:
+        gt = dataset.ground_truth
+        row = conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT 1").format(
+            sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
+            sql.Identifier(gt["id"]))).fetchone()
+        text = row[0] if row is not None else ""
+        if conn.execute("SELECT to_regclass('query_embeddings') IS NOT NULL").fetchone()[0]:
+            cached = conn.execute("SELECT embedding FROM query_embeddings WHERE model = %s AND "
+                                  "text_sha256 = %s", (dataset.embedder, text_key(text))
+                                  ).fetchone()
+            vector = _vector_text(cached[0]) if cached else None
+    if vector is None:
+        row = conn.execute(sql.SQL("SELECT {}::text FROM {} WHERE {} IS NOT NULL LIMIT 1").format(
+            corpus.embedding_column("d"), corpus.table("d"), corpus.embedding_column("d"))
+        ).fetchone()
+        vector = row[0] if row is not None else None
+    return text, vector
