@@ -84,14 +84,11 @@ def _semantic_expr(corpus: Corpus, semantic: bool) -> sql.Composable:
     return sql.SQL("1 - ({} <=> q.emb)").format(corpus.embedding_of("d"))
 
 
-def search_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
-                query_text: str, query_embedding: np.ndarray | None, semantic_weight: float,
-                keyword_weight: float, k: int) -> list[tuple]:
-    """The hybrid search of one query over ``corpus`` (semantic when ``query_embedding`` is
-    given; a prepared statement): its top ``k`` ``(id, external_id, score, semantic,
-    keyword, content)`` by fused score, ties by id."""
-    semantic = query_embedding is not None
-    query = sql.SQL("""
+def search_statement(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
+    """The hybrid search statement of one query over ``corpus`` (see :func:`search_rows`),
+    composed but not run: its parameters are ``text``, ``ws``, ``wk``, ``k`` and, when
+    ``semantic``, ``emb``. tests/test_search_plan.py EXPLAINs it."""
+    return sql.SQL("""
         WITH q AS MATERIALIZED (
             SELECT {emb} AS emb, eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq),
         cand AS (
@@ -120,17 +117,31 @@ def search_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
         did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
         dext=corpus.external_id_of("d"), dcontent=corpus.content_of("d"),
         candidates=candidate_ids(corpus, depth, semantic=semantic))
-    params = {"text": query_text, "ws": float(semantic_weight), "wk": float(keyword_weight),
-              "k": int(k), "emb": query_embedding}
+
+
+def search_params(*, query_text: str, query_embedding: np.ndarray | None,
+                  semantic_weight: float, keyword_weight: float, k: int) -> dict:
+    """The parameters of :func:`search_statement` for one query."""
+    return {"text": query_text, "ws": float(semantic_weight), "wk": float(keyword_weight),
+            "k": int(k), "emb": query_embedding}
+
+
+def search_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
+                query_text: str, query_embedding: np.ndarray | None, semantic_weight: float,
+                keyword_weight: float, k: int) -> list[tuple]:
+    """The hybrid search of one query over ``corpus`` (semantic when ``query_embedding`` is
+    given; a prepared statement): its top ``k`` ``(id, external_id, score, semantic,
+    keyword, content)`` by fused score, ties by id."""
+    query = search_statement(corpus, depth, semantic=query_embedding is not None)
+    params = search_params(query_text=query_text, query_embedding=query_embedding,
+                           semantic_weight=semantic_weight, keyword_weight=keyword_weight, k=k)
     return conn.execute(query, params, prepare=True).fetchall()
 
 
-def candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
-                   *, query_ids: list[int] | None) -> list[tuple]:
-    """The candidate union of each ground-truth query of the corpus's dataset (of
-    ``query_ids``; None: all) with both raw scores: ``(query id, doc_ids, semantic,
-    keyword)``, arrays ordered by document id, rows by query id."""
-    query = sql.SQL("""
+def candidate_statement(corpus: Corpus, depth: int) -> sql.Composed:
+    """The bulk candidate statement of :func:`candidate_rows`, composed but not run; its one
+    parameter is ``ids`` (an int list, or None for every query)."""
+    return sql.SQL("""
         SELECT g.id, c.doc_ids, c.sem, c.kw
         FROM ground_truth g
         CROSS JOIN LATERAL (SELECT g.query_embedding::vector({dim}) AS emb,
@@ -149,4 +160,11 @@ def candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
         name=sql.Literal(corpus.dataset), sem=_semantic_expr(corpus, True),
         did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
         candidates=candidate_ids(corpus, depth, semantic=True))
-    return conn.execute(query, {"ids": query_ids}).fetchall()
+
+
+def candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                   *, query_ids: list[int] | None) -> list[tuple]:
+    """The candidate union of each ground-truth query of the corpus's dataset (of
+    ``query_ids``; None: all) with both raw scores: ``(query id, doc_ids, semantic,
+    keyword)``, arrays ordered by document id, rows by query id."""
+    return conn.execute(candidate_statement(corpus, depth), {"ids": query_ids}).fetchall()
