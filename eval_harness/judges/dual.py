@@ -43,6 +43,7 @@ from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import psycopg
 
+from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
 from eval_harness.judges.batch import prefill_cache_by_batch
@@ -130,16 +131,24 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                               retry_unscored: bool = False) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
-    One run per dataset at a time (:func:`judge_run_lock`). ``progress(done, total)`` is
+    One run per dataset at a time (:func:`judge_run_lock`). A live dataset configured with
+    ``live.write_judge_scores: true`` then gets the stored scores written back into its own
+    ground-truth rows (:func:`eval_harness.store.live.write_back_judge_scores`; the CLI and
+    the Dagster asset both come through here). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
     whose cached replies leave it unscored is asked anew (see :mod:`.llm`).
     """
     with judge_run_lock(conn, dataset):
-        return await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
-                                    run_id=run_id, progress=progress,
-                                    session_options=session_options,
-                                    retry_unscored=retry_unscored)
+        summary = await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
+                                       run_id=run_id, progress=progress,
+                                       session_options=session_options,
+                                       retry_unscored=retry_unscored)
+        config = settings.datasets.get(dataset)
+        if config is not None and config.live is not None and config.live.write_judge_scores:
+            # still under the run lock: what is written back is what this run left stored
+            summary.write_back = str(write_back_judge_scores(conn, config))
+        return summary
 
 
 async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str, *,

@@ -52,6 +52,7 @@ class JudgeRunSummary:
                                     # the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
+    write_back: str | None = None   # live.write_judge_scores: what was written back, or why not
     elapsed_s: float = 0.0
     batch: BatchReport | None = None
 
@@ -95,6 +96,7 @@ class JudgeRunSummary:
                 "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
                 "changed_meanwhile": self.changed_meanwhile,
+                "write_back": self.write_back or "off",
                 "elapsed_s": round(self.elapsed_s, 3)}
 
     def format(self) -> str:
@@ -133,4 +135,6 @@ class JudgeRunSummary:
         if self.changed_meanwhile:
             lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
                          "(re-ingested) and were not written; run the judges again for them")
+        if self.write_back:
+            lines.append(self.write_back)
         return "\n".join(lines)

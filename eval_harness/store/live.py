@@ -354,3 +354,102 @@ def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
         cur.executemany("UPDATE ground_truth SET query_embedding = %s WHERE dataset = %s "
                         "AND query = %s AND query_embedding IS NULL",
                         [(found[t], cfg.name, t) for t in texts])
+
+
+# ------------------------------------------------------------------------------ write-back
+
+# The columns seed story 1.11 keeps in the RAG system's ground_truth, with the types that
+# hold the harness's values exactly (FLOAT is double precision; a narrower type would round
+# them, so a rerun could not tell that a row already holds them).
+SEED_JUDGE_COLUMNS = {"judge1_score": ("double precision[]",),
+                      "judge2_score": ("double precision[]",),
+                      "judge1_model": TEXT_TYPES, "judge2_model": TEXT_TYPES,
+                      "kappa": ("double precision",)}
+
+
+@dataclass(frozen=True)
+class WriteBackReport:
+    """What :func:`write_back_judge_scores` did: the rows it changed and the columns it
+    wrote, or the one sentence saying why it wrote nothing (``refused``)."""
+
+    relation: str
+    rows: int = 0
+    columns: tuple[str, ...] = ()
+    refused: str | None = None
+
+    def __str__(self) -> str:
+        if self.refused:
+            return self.refused
+        return (f"judge scores written back to {self.relation} ({', '.join(self.columns)}): "
+                f"{self.rows} rows changed")
+
+
+def write_back_judge_scores(conn: psycopg.Connection, cfg: DatasetConfig) -> WriteBackReport:
+    """Copy the harness's stored judge scores of live dataset ``cfg`` into the RAG system's
+    own ground-truth rows, as seed story 1.11 keeps them there (opt-in:
+    ``datasets.<name>.live.write_judge_scores: true``; the caller checks the key).
+
+    For every query the harness has judged, the live row whose id is the query's own id gets
+    ``judge1_score`` / ``judge2_score`` (float8[] aligned with the harness's ``judged_docs``
+    of that query: its expected documents, then the hybrid top k; NULL where a judgement is
+    unscored), ``judge1_model`` / ``judge2_model`` (the judge specs) and ``kappa``: those of
+    the columns the relation has; the seed has no column naming the judged documents, so
+    none is written. A row already holding these values is not touched.
+
+    The one write the harness makes outside its schema, so it refuses in one sentence, and
+    writes nothing, when the relation is a view, lacks all these columns, has one of another
+    type, or this role may not UPDATE them; the judge run itself stays stored either way.
+    One transaction.
+    """
+    assert cfg.live is not None and cfg.live.ground_truth is not None
+    gt = cfg.live.ground_truth
+    name = sql.Identifier(gt.relation.schema, gt.relation.name)
+    rows = 0
+    with conn.transaction():
+        present, problem = _write_back_columns(conn, name.as_string(conn))
+        if problem is None:
+            try:
+                with conn.transaction():
+                    rows = conn.execute(sql.SQL("""
+                        UPDATE {rel} AS t SET ({cols}) = ROW({values})
+                        FROM ground_truth h
+                        WHERE h.dataset = %s AND h.judged_docs IS NOT NULL
+                          AND t.{id} = h.external_id::bigint
+                          AND ({current}) IS DISTINCT FROM ({values})""").format(
+                        rel=name, id=sql.Identifier(gt.id),
+                        cols=sql.SQL(", ").join(map(sql.Identifier, present)),
+                        values=sql.SQL(", ").join(sql.Identifier("h", c) for c in present),
+                        current=sql.SQL(", ").join(sql.Identifier("t", c) for c in present)),
+                        (cfg.name,)).rowcount
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction,
+                    psycopg.errors.DataError) as exc:
+                problem = (f"could not be updated "
+                           f"({(exc.diag.message_primary or type(exc).__name__).rstrip('.')})")
+    if problem is not None:
+        return WriteBackReport(str(gt.relation), refused=(
+            f"'datasets.{cfg.name}.live.write_judge_scores': {gt.relation} {problem}; the "
+            "judge scores stay in the harness's own ground_truth."))
+    return WriteBackReport(str(gt.relation), rows, tuple(present))
+
+
+def _write_back_columns(conn: psycopg.Connection, relation: str) -> tuple[list[str], str | None]:
+    """The seed's judge columns ``relation`` has, and why they cannot be written (or None)."""
+    row = conn.execute("SELECT c.oid, c.relkind FROM pg_class c WHERE c.oid = to_regclass(%s)",
+                       (relation,)).fetchone()
+    if row is None:
+        return [], "does not exist (any more)"
+    if row[1] not in ("r", "p"):
+        return [], "is a view, not a table (map the table itself to write them back)"
+    columns = _columns(conn, row[0])
+    present = [c for c in SEED_JUDGE_COLUMNS if c in columns]
+    if not present:
+        return [], f"has none of the columns {', '.join(SEED_JUDGE_COLUMNS)}"
+    for column in present:
+        if columns[column][0] not in SEED_JUDGE_COLUMNS[column]:
+            return [], (f"has column {column} of type {columns[column][0]}, which cannot hold "
+                        f"it (expected {' or '.join(SEED_JUDGE_COLUMNS[column])})")
+    denied = [c for c in present if not conn.execute(
+        "SELECT has_column_privilege(%s::oid, %s, 'UPDATE')", (row[0], c)).fetchone()[0]]
+    if denied:
+        return [], f"may not be updated by this role (no UPDATE on {', '.join(denied)})"
+    return present, None
