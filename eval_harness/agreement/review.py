@@ -140,6 +140,23 @@ def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
                        adjudicated)
 
 
+def refresh_and_export(conn: psycopg.Connection, dataset: str, path: Path | str, *,
+                       threshold: float) -> tuple[QueueCounts | None, ExportCounts]:
+    """Refresh the review queue of ``dataset`` (:func:`queue_disagreements`), then export it
+    (:func:`export_review_csv`); what ``review export`` does.
+
+    Exporting is reading, so a role that may only SELECT the harness schema can export too:
+    when the refresh may not write (no privilege on ``judge_review`` or on temporary tables,
+    or a read-only transaction), its transaction is rolled back and the queue is exported as
+    it is. The returned counts are then None, so the caller can say it was not refreshed.
+    """
+    try:
+        queued = queue_disagreements(conn, dataset, threshold=threshold)
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
+        queued = None
+    return queued, export_review_csv(conn, dataset, path)
+
+
 def review_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
     """(pending, adjudicated) rows of the review queue of ``dataset``."""
     with conn.transaction():

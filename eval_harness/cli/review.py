@@ -17,15 +17,19 @@ from eval_harness.store import open_store
 
 
 def cmd_review_export(args, settings: Settings) -> int:
-    from eval_harness.agreement.review import export_review_csv, queue_disagreements
+    from eval_harness.agreement.review import refresh_and_export
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings, read_only=True).connection() as conn:
-        # Refresh first, so the file shows the judges' current scores.
-        queued = queue_disagreements(conn, dataset,
-                                     threshold=settings.agreement.disagreement_threshold)
-        exported = export_review_csv(conn, dataset, Path(args.file))
-    print(f"review queue of '{dataset}': {queued}")
+        # Refresh first, so the file shows the judges' current scores (unless this role
+        # may only read: then the queue as it is).
+        queued, exported = refresh_and_export(
+            conn, dataset, Path(args.file), threshold=settings.agreement.disagreement_threshold)
+    if queued is None:
+        print(f"review queue of '{dataset}' not refreshed: this role may not write the "
+              "harness schema, so the queue is exported as it was last refreshed")
+    else:
+        print(f"review queue of '{dataset}': {queued}")
     print(f"exported {exported.rows} pair(s) ({exported.pending} pending, "
           f"{exported.adjudicated} adjudicated) to {exported.path}; fill in the verdict "
           "column (relevant / not relevant) and run `eval-harness review import "
