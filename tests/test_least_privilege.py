@@ -303,6 +303,8 @@ def test_the_runner_role_runs_the_whole_pipeline(pipeline):
             "SELECT DISTINCT c.relowner::regrole::text FROM pg_class c "
             "WHERE c.relnamespace = to_regnamespace(%s)", (HARNESS,))}
         assert owners == {pipeline.runner.name}
+        assert admin.execute("SELECT count(*) FROM eval_harness.calibrated_weights "
+                             "WHERE dataset = 'live'").fetchone()[0] == 1
         assert admin.execute("SELECT count(*) FROM eval_harness.ground_truth WHERE dataset = "
                              "'live' AND judged_docs IS NOT NULL").fetchone()[0] == 15
 
@@ -366,8 +368,10 @@ def test_read_only_commands_on_an_unmigrated_store_say_to_migrate(server_url, tm
                         if a == "ASKED" else a for a in argv]
                 code, out, err = run_cli(url, config, *argv)
                 if command == "doctor":  # not all is well, and it says what to do
-                    assert code == 0 and re.search(r"warn +migrations +0 of \d+ applied", out)
-                    assert "run `eval-harness migrate`" in out
+                    migrations = re.search(r"^warn +migrations +(.*)$", out, re.M)
+                    assert code == 1 and migrations, out
+                    assert "no eval-harness schema 'eval_harness' yet" in migrations.group(1)
+                    assert "run `eval-harness migrate`" in migrations.group(1)
                     continue
                 assert code == 2 and out == "", (command, out)
                 assert err == ("eval-harness: error: The store has no eval-harness schema "
