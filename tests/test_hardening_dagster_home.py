@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from eval_harness.store.migrate import MIGRATION_LOCK_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "datasets" / "answers" / "sample_answers.jsonl"
@@ -84,6 +83,8 @@ def gate(config: Path, env: dict[str, str], cwd: Path, *extra: str) -> subproces
 
 
 def lock_waiters(conn) -> int:
+    # pg_stat_activity is read once per transaction unless the snapshot is cleared
+    conn.execute("SELECT pg_stat_clear_snapshot()")
     return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
                         "current_database() AND wait_event_type = 'Lock'").fetchone()[0]
 
@@ -107,10 +108,11 @@ def test_two_gates_on_a_new_dagster_home_at_once_both_gate_the_day(fresh, answer
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     env = child_env(fresh.url, TEST_BARRIER=str(barrier))
-    # Both processes queue behind the migration lock (every command migrates first), so they
-    # reach the Dagster instance within milliseconds of each other once it is let go.
-    with fresh.connection(autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    # Both processes queue behind a lock on the migrations table (every command reads it
+    # first to see whether the schema is current), so they reach the Dagster instance within
+    # milliseconds of each other once it is let go.
+    with fresh.connection() as holder:
+        holder.execute("LOCK TABLE eval_harness.schema_migrations IN ACCESS EXCLUSIVE MODE")
         runs = [gate(answers_imported, env, tmp_path) for _ in range(2)]
         deadline = time.monotonic() + 120
         while lock_waiters(holder) < 2:
@@ -118,9 +120,9 @@ def test_two_gates_on_a_new_dagster_home_at_once_both_gate_the_day(fresh, answer
             if finished:
                 out, err = finished[0].communicate()
                 pytest.fail(f"a gate ended before the lock was let go:\n{out}\n{err}")
-            assert time.monotonic() < deadline, "the gates never queued on the migration lock"
+            assert time.monotonic() < deadline, "the gates never queued on the migrations table"
             time.sleep(0.02)
-        holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        holder.commit()
     outcomes = [(r.returncode, out, err) for r in runs
                 for out, err in [r.communicate(timeout=180)]]
     for code, out, err in outcomes:
