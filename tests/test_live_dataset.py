@@ -154,3 +154,20 @@ def test_queries_are_embedded_once_by_model_and_text(fresh, beir_folder):
         conn.commit()
         second = attach_live_dataset(conn, cfg, embedder_factory=Counting)
         assert second.embedded == 0 and second.embeddings_cached == 15 and len(calls) == 1
+
+
+def test_a_stored_tsvector_column_ranks_like_the_expression(fresh, beir_folder):
+    """The demo store's layout: a generated tsv column (with its GIN index) mapped as
+    ``tsvector: tsv`` gives the figures of the to_tsvector(language, content) mapping."""
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        build_rag_store(conn, beir_folder, schema="rag_tsv", tsvector="tsv")
+        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        attach_live_dataset(conn, live_config("with_tsv", "rag_tsv", tsvector="tsv"),
+                            embedder_factory=no_embedder)
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'rag_tsv' "
+                            "AND indexdef LIKE '%USING gin (tsv)%'").fetchone()[0] == 1
+        grid = [0.0, 0.3, 0.7, 1.0]
+        expression = calibrate(conn, "live", grid=grid)
+        column = calibrate(conn, "with_tsv", grid=grid)
+        assert [p.p_at_5 for p in column.grid] == [p.p_at_5 for p in expression.grid]

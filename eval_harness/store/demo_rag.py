@@ -6,7 +6,8 @@ that schema in the seeds' layout, and the main job evaluates it as a *live* data
 as it would a team's production tables::
 
     rag.l2_insights  (id integer PRIMARY KEY, content text, embedding vector(dim),
-                      metadata jsonb, created_at)   + HNSW (cosine) and GIN (to_tsvector)
+                      metadata jsonb, created_at[, tsv tsvector generated from content])
+                     + HNSW (cosine) and GIN (on tsv, else on to_tsvector(language, content))
     rag.ground_truth (id serial PRIMARY KEY, query text, expected_docs integer[],
                       judge1_score float8[], judge2_score float8[], judge1_model varchar(100),
                       judge2_model varchar(100), kappa float8, created_at)   (story 1.11)
@@ -44,9 +45,14 @@ class DemoStore:
 
 def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str = "rag",
                     split: str = "test", language: str = "english",
-                    cache_query_vectors: bool = True) -> DemoStore:
+                    cache_query_vectors: bool = True, tsvector: str | None = None) -> DemoStore:
     """Lay out the BEIR ``folder`` (with its ``embeddings.npz``) in ``schema`` as described
-    in the module docstring, once: an existing ``schema.l2_insights`` is left untouched."""
+    in the module docstring, once: an existing ``schema.l2_insights`` is left untouched.
+
+    ``tsvector`` names a stored generated ``to_tsvector(language, content)`` column to add
+    (its GIN index then covers the column); None: no such column, the GIN index covers the
+    expression (a mapping then says ``tsvector: null``, and every keyword match is parsed
+    again when ranked)."""
     from eval_harness.store.live import cache_query_embeddings
 
     folder = Path(folder)
@@ -69,7 +75,7 @@ def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str
                 content    text NOT NULL,
                 embedding  vector({dim}),
                 metadata   jsonb NOT NULL DEFAULT '{{}}'::jsonb,
-                created_at timestamptz NOT NULL DEFAULT now());
+                created_at timestamptz NOT NULL DEFAULT now(){tsv});
             CREATE TABLE {s}.ground_truth (
                 id            serial PRIMARY KEY,
                 query         text NOT NULL,
@@ -88,7 +94,10 @@ def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str
                 token_count    integer,
                 estimated_cost float8,
                 query_id       integer REFERENCES {s}.ground_truth (id))""").format(
-            s=ident, dim=sql.Literal(dim)))
+            s=ident, dim=sql.Literal(dim),
+            tsv=sql.SQL(",\n                {} tsvector GENERATED ALWAYS AS "
+                        "(to_tsvector({}::regconfig, content)) STORED").format(
+                sql.Identifier(tsvector), sql.Literal(language)) if tsvector else sql.SQL("")))
         row_of = {doc_id: i for i, doc_id in enumerate(vectors.doc_ids)}
         ids = {}
         with conn.cursor().copy(sql.SQL(
@@ -106,11 +115,12 @@ def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str
                                     "VALUES (%s, %s)").format(ident),
                             [(q.text, [ids[d] for d in q.relevant_docs]) for q in data.queries])
         conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        text_side = (sql.Identifier(tsvector) if tsvector else
+                     sql.SQL("to_tsvector({}::regconfig, content)").format(sql.Literal(language)))
         conn.execute(sql.SQL(
             "CREATE INDEX ON {s}.l2_insights USING hnsw (embedding vector_cosine_ops); "
-            "CREATE INDEX ON {s}.l2_insights USING gin (to_tsvector({lang}::regconfig, content));"
-            " ANALYZE {s}.l2_insights; ANALYZE {s}.ground_truth").format(
-            s=ident, lang=sql.Literal(language)))
+            "CREATE INDEX ON {s}.l2_insights USING gin ({text}); "
+            "ANALYZE {s}.l2_insights; ANALYZE {s}.ground_truth").format(s=ident, text=text_side))
         if cache_query_vectors:
             row_of_query = {q: i for i, q in enumerate(vectors.query_ids)}
             cache_query_embeddings(conn, vectors.model, {
