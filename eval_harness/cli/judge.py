@@ -7,6 +7,11 @@ score, 1 when the run stopped early (budget, no quota, rejected key) or a judgem
 unscored or failed (what was done is kept; running again costs nothing for it; an unscored
 judgement's replies are cached, so ``--retry-unscored`` re-asks those), 2 when it could not
 run.
+
+``--dry-run`` plans the same pairs and builds the same requests, looks them up in the reply
+cache and prints, per judge, the pairs, how many are cached, how many would be paid for, the
+estimated tokens and cost (see :mod:`eval_harness.judges.dry_run`); it sends nothing and
+writes nothing. Exit code 0, or 2 when the run could not start either.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--retry-unscored", action="store_true",
                         help="re-ask the judgements that earlier replies left unscored, past "
                              "the cache (a new paid call each)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the pairs, estimated tokens and cost per judge and send "
+                             "nothing (the store is only read)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=cmd_judge)
 
@@ -54,6 +62,8 @@ def cmd_judge(args, settings: Settings) -> int:
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings)
     print(f"store: {location.description}", file=sys.stderr)
+    if args.dry_run:
+        return _dry_run(args, settings, location, dataset)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
@@ -65,3 +75,23 @@ def cmd_judge(args, settings: Settings) -> int:
     else:
         print(summary.format())
     return EXIT_OK if summary.complete else EXIT_FAILED
+
+
+def _dry_run(args, settings: Settings, location, dataset: str) -> int:
+    from eval_harness.judges.dry_run import estimate_judge_run
+    from eval_harness.judges.pricing import MissingPrice
+    from eval_harness.judges.session import JudgeUnavailable
+
+    if args.retry_unscored:
+        raise CliError("--dry-run does not estimate --retry-unscored re-asks; run the dry run "
+                       "without --retry-unscored.")
+    with location.connection() as conn:
+        try:
+            report = estimate_judge_run(conn, settings, dataset, limit=args.limit,
+                                        batch=args.batch)
+        except (JudgeUnavailable, MissingPrice) as exc:
+            raise CliError(str(exc.args[0] if exc.args else exc)) from None
+        finally:
+            conn.rollback()  # a dry run keeps nothing, whatever it read through
+    print(json.dumps(report.to_dict(), allow_nan=False) if args.json else report.format())
+    return EXIT_OK

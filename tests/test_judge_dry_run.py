@@ -1,0 +1,204 @@
+"""``judge --dry-run``: it plans what a real run judges, sends nothing, writes nothing, and its
+"to pay" count is what the real run then pays for (against the fake LLM server)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from beir_factory import ingest_aspirin_dataset
+from eval_harness.judges.dry_run import estimate_judge_run, estimated_input_tokens
+from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.pricing import PriceTable
+from eval_harness_pipelines import cli
+from fake_llm_server import default_reply, judge_settings
+
+LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
+
+
+@pytest.fixture
+def fake(server):
+    server.reset()
+    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
+    server.batch_polls, server.batch_errors = 1, 0
+    return server
+
+
+@pytest.fixture
+def dataset(tmp_path, conn):
+    return ingest_aspirin_dataset(conn, tmp_path / "data", "dryrun")
+
+
+def _store_state(conn, name):
+    """Row counts a dry run must leave as they are."""
+    return conn.execute("""
+        SELECT (SELECT count(*) FROM judge_cache), (SELECT count(*) FROM api_cost_log),
+               (SELECT count(*) FROM api_cache_hit_log),
+               (SELECT count(*) FROM ground_truth WHERE dataset = %s
+                  AND (judged_docs IS NOT NULL OR judge1_score IS NOT NULL
+                       OR judge2_score IS NOT NULL OR kappa IS NOT NULL))""",
+                        (name,)).fetchone()
+
+
+def _logged(conn, run_id, provider):
+    return conn.execute("SELECT count(*), coalesce(sum(input_tokens), 0), "
+                        "coalesce(sum(output_tokens), 0) FROM api_cost_log "
+                        "WHERE run_id = %s AND api_name = %s", (run_id, provider)).fetchone()
+
+
+def test_dry_run_sends_and_writes_nothing_and_predicts_what_the_run_pays(settings, conn,
+                                                                          dataset, fake):
+    config = judge_settings(settings, fake, **LLM)
+    before = _store_state(conn, dataset)
+    report = estimate_judge_run(conn, config, dataset)
+    conn.rollback()
+    assert fake.records == [] and fake.chat_requests == 0  # no provider was contacted
+    assert _store_state(conn, dataset) == before
+    judge1, judge2 = report.judges
+    assert (judge1.spec, judge2.spec) == (LLM["judge1"], LLM["judge2"])
+    assert report.queries == 3 and judge1.pairs == judge2.pairs == report.pairs > 3
+    assert judge1.cached == judge2.cached == 0  # texts no other test used
+    assert judge1.to_pay == judge2.to_pay == report.pairs
+
+    summary = judge_dataset(conn, config, dataset)
+    assert summary.complete and summary.pairs == report.pairs
+    # every reply parses (default responder): one paid request per first ask
+    assert fake.chat_requests == summary.billed_calls == report.to_pay
+    assert len(fake.chat_records("openai")) == judge1.to_pay
+    assert len(fake.chat_records("anthropic")) == judge2.to_pay
+    for estimate, provider in ((judge1, "openai"), (judge2, "anthropic")):
+        calls, _, tokens_out = _logged(conn, summary.run_id, provider)
+        assert calls == estimate.to_pay
+        assert tokens_out <= estimate.output_tokens  # the fake bills 1 token for "0.7"
+    # Input tokens: only the fake's Anthropic usage is realistic (characters/4 + 1 per
+    # request; its OpenAI usage counts the system prompt twice). The estimate adds 4 tokens of
+    # chat framing per message (2 messages): above the logged count, by at most 10 %.
+    tokens_in = _logged(conn, summary.run_id, "anthropic")[1]
+    assert tokens_in <= judge2.input_tokens <= 1.10 * tokens_in
+
+
+def test_the_cost_is_the_price_table_on_the_estimate_and_batch_halves_it(settings, conn,
+                                                                         dataset, fake):
+    config = judge_settings(settings, fake, **LLM)
+    live = estimate_judge_run(conn, config, dataset)
+    batch = estimate_judge_run(conn, config, dataset, batch=True)
+    conn.rollback()
+    prices = PriceTable(config.judges.prices)
+    for judge in live.judges:
+        price = prices.lookup(judge.spec.split(":", 1)[1])
+        expected = (judge.input_tokens * price.input + judge.output_tokens * price.output) / 1e6
+        assert judge.cost_usd == pytest.approx(expected) and judge.cost_usd > 0
+        # typical replies are short: the budget's worst case is well above the estimate
+        assert judge.max_cost_usd > judge.cost_usd
+    for one, other in zip(live.judges, batch.judges):
+        price = prices.lookup(one.spec.split(":", 1)[1])
+        assert other.cost_usd == pytest.approx(one.cost_usd * (1 - price.batch_discount))
+        assert other.to_pay == one.to_pay
+    assert live.by_provider["openai"]["cost_usd"] == pytest.approx(live.judges[0].cost_usd)
+    assert live.cost_usd == pytest.approx(sum(j.cost_usd for j in live.judges))
+    assert fake.chat_requests == 0 and batch.mode == "batch"
+
+
+def test_after_a_real_run_every_pair_is_cached_and_free(settings, conn, dataset, fake):
+    config = judge_settings(settings, fake, **LLM)
+    judge_dataset(conn, config, dataset, limit=2)
+    sent = fake.chat_requests
+    report = estimate_judge_run(conn, config, dataset)
+    conn.rollback()
+    assert fake.chat_requests == sent
+    limited = estimate_judge_run(conn, config, dataset, limit=2)
+    conn.rollback()
+    for judge in limited.judges:  # the two judged queries: all cached
+        assert judge.cached == judge.pairs and judge.to_pay == 0 and judge.cost_usd == 0
+        assert judge.input_tokens == 0
+    for judge, done in zip(report.judges, limited.judges):  # the third query is still to pay
+        assert judge.cached == done.pairs and judge.to_pay == judge.pairs - done.pairs > 0
+    summary = judge_dataset(conn, config, dataset)
+    assert fake.chat_requests - sent == report.to_pay == summary.billed_calls
+
+
+def test_local_judges_cost_nothing(settings, conn, dataset, fake):
+    local = replace(judge_settings(settings, None), openai_api_key=None, anthropic_api_key=None)
+    report = estimate_judge_run(conn, local, dataset)
+    conn.rollback()
+    assert [j.spec for j in report.judges] == ["local:lexical", "local:embedding"]
+    assert len(report.notices) == 2  # the same fallback a real run says
+    for judge in report.judges:
+        assert judge.local and judge.pairs == report.pairs > 0
+        assert (judge.to_pay, judge.input_tokens, judge.cost_usd, judge.max_cost_usd) == (0, 0,
+                                                                                     0, 0)
+    assert report.cost_usd == 0 and "local judge: no request, $0" in report.format()
+    assert fake.records == []
+
+
+def test_input_estimate_counts_characters_and_messages(settings, fake):
+    from eval_harness.judges.llm import LLMJudge
+
+    judge = LLMJudge("openai:gpt-4o", None, settings.judges, base_url="https://x.test/v1")
+    request = judge.relevance_request("q" * 10, "d" * 400)
+    chars = len(request.system) + len(request.messages[0].content)
+    # ceil(chars / 4) + 4 tokens for each of the two messages (system, user)
+    assert estimated_input_tokens(request) == -(-chars // 4) + 8
+
+
+# ---------------------------------------------------------------------------------------
+# The command line
+
+
+@pytest.fixture
+def project(tmp_path, store, dataset, monkeypatch, fake):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+default_dataset: {dataset}
+datasets:
+  {dataset}:
+    path: {tmp_path / 'data'}
+hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
+judges:
+  budget_usd: 1.0
+  judge1: openai:gpt-4o
+  judge2: anthropic:claude-haiku-4-5
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
+                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dry-000000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dry-000000")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
+    return {"config": str(config), "name": dataset}
+
+
+def test_cli_dry_run_json_and_text(project, capsys, conn, fake):
+    before = _store_state(conn, project["name"])
+    conn.commit()
+    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--json",
+                     "--limit", "2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["dry_run"] is True and report["queries"] == 2
+    assert [j["spec"] for j in report["judges"]] == [
+        "openai:gpt-4o", "anthropic:claude-haiku-4-5"]
+    assert report["total"]["to_pay"] == 2 * report["pairs"] and report["budget_usd"] == 1.0
+    assert set(report["by_provider"]) == {"openai", "anthropic"}
+    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--batch"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"dry run of judging dataset '{project['name']}' (batch mode)")
+    assert lines[1].startswith("judge1 openai:gpt-4o  pairs ") and "(0 cached)" in lines[1]
+    assert "input tokens" in lines[1] and "output tokens" in lines[1] and "~$" in lines[1]
+    assert lines[3].startswith("total  to pay ") and "budget $1.00 per run" in lines[3]
+    assert "sk-test-dry" not in out + err
+    assert fake.records == [] and _store_state(conn, project["name"]) == before
+
+
+def test_cli_dry_run_refuses_retry_unscored(project, capsys, fake):
+    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--retry-unscored"])
+    err = capsys.readouterr()[1]
+    assert code == 2 and "--dry-run does not estimate --retry-unscored" in err
+    assert fake.records == []
