@@ -119,6 +119,29 @@ def test_after_a_real_run_every_pair_is_cached_and_free(settings, conn, dataset,
     assert fake.chat_requests - sent == report.to_pay == summary.billed_calls
 
 
+def test_identical_requests_are_paid_once(settings, conn, tmp_path, fake):
+    """Two documents with the same text make the same request: the run pays for it once."""
+    import uuid
+
+    from beir_factory import write_beir
+    from eval_harness.store.ingest import ingest_beir
+
+    tag = uuid.uuid4().hex[:8]
+    docs = {"a": f"aspirin thins the blood {tag}", "b": f"aspirin thins the blood {tag}",
+            "c": f"statins lower cholesterol {tag}"}
+    write_beir(tmp_path / "dup", docs, {"q1": f"aspirin blood {tag}"},
+               [("q1", "a", 1), ("q1", "b", 1)])
+    name = f"dryrun_dup_{tag}"
+    ingest_beir(conn, tmp_path / "dup", name=name)
+    config = judge_settings(settings, fake, **LLM)
+    report = estimate_judge_run(conn, config, name)
+    conn.rollback()
+    for judge in report.judges:
+        assert judge.repeated == 1 and judge.to_pay == judge.pairs - 1
+    summary = judge_dataset(conn, config, name)
+    assert summary.pairs == report.pairs and fake.chat_requests == report.to_pay
+
+
 def test_local_judges_cost_nothing(settings, conn, dataset, fake):
     local = replace(judge_settings(settings, None), openai_api_key=None, anthropic_api_key=None)
     report = estimate_judge_run(conn, local, dataset)
