@@ -37,16 +37,35 @@ def cmd_review_export(args, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_review_sample(args, settings: Settings) -> int:
+    from eval_harness.agreement.sample import export_sample_csv
+
+    dataset = args.dataset or settings.default_dataset
+    with open_store(settings).connection() as conn:  # records the drawn pairs
+        exported = export_sample_csv(conn, dataset, Path(args.file), n=args.n, seed=args.seed)
+    print(f"human sample of '{dataset}' (seed {exported.seed}): {exported.queries} of "
+          f"{exported.judged_queries} judged queries, {exported.pairs} pair(s) "
+          f"({exported.added} newly recorded, {exported.labelled} already labelled) written to "
+          f"{exported.path}; label every row (relevant / not relevant: a query counts only "
+          f"when all its pairs are labelled) and run `eval-harness review import "
+          f"{exported.path}`")
+    return EXIT_OK
+
+
 def cmd_review_import(args, settings: Settings) -> int:
     from eval_harness.agreement.review import import_review_csv
+    from eval_harness.agreement.sample import import_sample_csv, is_sample_file
 
     # The file names its dataset; --dataset only confirms it (default_dataset plays no part).
+    sample = is_sample_file(Path(args.file))
+    importer = import_sample_csv if sample else import_review_csv
     with open_store(settings).connection() as conn:
-        imported = import_review_csv(conn, args.dataset, Path(args.file))
+        imported = importer(conn, args.dataset, Path(args.file))
     if imported.dataset is None:
         print(f"{args.file} has no rows: nothing to import")
     else:
-        print(f"imported {args.file} into the review queue of '{imported.dataset}': "
+        target = "human sample" if sample else "review queue"
+        print(f"imported {args.file} into the {target} of '{imported.dataset}': "
               f"{imported}")
     return EXIT_OK
 
@@ -73,9 +92,20 @@ def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("file", help="CSV file to write")
     export.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
     export.set_defaults(func=cmd_review_export)
+    sample = actions.add_parser(
+        "sample", help="draw a seeded uniform sample of judged queries and write all their "
+        "judged pairs to a CSV file for people to label (corrects calibrate's P@5)")
+    sample.add_argument("file", help="CSV file to write")
+    sample.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    sample.add_argument("--n", type=int, required=True, metavar="N",
+                        help="queries in the sample (a larger N with the same seed extends it)")
+    sample.add_argument("--seed", type=int, help="seed of the draw (default: the dataset's "
+                        "existing sample's seed, else 0)")
+    sample.set_defaults(func=cmd_review_sample)
     imported = actions.add_parser("import", help="store the verdicts of an edited CSV file "
                                   "(all rows or none)")
-    imported.add_argument("file", help="CSV file written by `review export`, with verdicts")
+    imported.add_argument("file", help="CSV file written by `review export` or `review "
+                          "sample`, with verdicts")
     imported.add_argument("--dataset", help="dataset the file must belong to (default: the "
                           "one its dataset column names)")
     imported.set_defaults(func=cmd_review_import)
