@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import datetime, timezone
 
 import numpy as np
@@ -99,6 +100,8 @@ class CalibrationResult:
     seconds: dict[str, float]
     candidates: CandidateSet = field(repr=False, compare=False)
     sweep: SweepResult = field(repr=False, compare=False)
+    # P@5 corrected by a human sample (eval_harness.calibration.corrected); None without one
+    corrected: Any = field(default=None, repr=False, compare=False)
 
     @property
     def verdict_p_at_5(self) -> float:
@@ -108,7 +111,7 @@ class CalibrationResult:
     def to_dict(self) -> dict:
         """JSON-safe (plain floats, no NaN; None where a value does not exist)."""
         cv = self.cross_validation
-        return {
+        data = {
             "dataset": self.dataset,
             "queries": self.n_queries,
             "documents": self.n_documents,
@@ -142,6 +145,7 @@ class CalibrationResult:
                         "partial_success": self.bands.partial_success},
             "seconds": dict(self.seconds),
         }
+        return data if self.corrected is None else self.corrected.add_to_json(data)
 
 
 def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
@@ -256,13 +260,17 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
                            options.grid_step if grid_step is None else grid_step)
     dataset = dataset or settings.default_dataset
     weights = settings.weights_for(dataset)  # its calibrated weights are the current ones
-    return calibrate_dataset(
+    result = calibrate_dataset(
         conn, dataset, grid=grid,
         current_weight=weights.semantic, default_weight=options.default_weight,
         candidate_depth=weights.candidate_depth, rrf_k=options.rrf_k,
         cv_folds=options.cv_folds, seed=options.seed,
         bands=VerdictBands(options.full_success, options.partial_success),
         bootstrap_resamples=options.bootstrap_resamples)
+    from eval_harness.calibration.corrected import with_corrected_p_at_5
+
+    return with_corrected_p_at_5(conn, result,
+                                 relevance_threshold=settings.agreement.relevance_threshold)
 
 
 def _as_grid(grid) -> np.ndarray:
@@ -342,8 +350,11 @@ def summary_lines(result: CalibrationResult) -> list[str]:
         lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
                      f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
                      f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
-    lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
-                                  result.p_at_5_ceiling))
+    corrected = result.corrected.lines(result.bands, result.verdict) if result.corrected else []
+    if not any(line.startswith("Verdict:") for line in corrected):
+        lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
+                                      result.p_at_5_ceiling))
+    lines += corrected
     return lines
 
 
