@@ -16,6 +16,11 @@ on them)::
                          expected_docs: expected_docs}
           write_judge_scores: false
 
+A RAG system without relevance labels maps its queries only: ``ground_truth: null`` and
+``queries: {relation, id, query}``. Exactly one of the two is given; the queries of such a
+dataset carry no expected documents, and its labels come from the judges (``eval-harness
+judge``, then ``calibrate --labels judges``).
+
 Names are only parsed here (letters, digits, ``_``, ``$``; a relation may carry its schema);
 whether they exist is checked against the store before any work
 (:mod:`eval_harness.store.live`). Either kind may carry the weights calibration found for it
@@ -30,9 +35,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 DATASET_KEYS = ("path", "language", "split", "embeddings", "embedder", "live", "hybrid_search")
-LIVE_KEYS = ("corpus", "ground_truth", "write_judge_scores")
+LIVE_KEYS = ("corpus", "ground_truth", "queries", "write_judge_scores")
 CORPUS_KEYS = ("relation", "id", "content", "embedding", "tsvector")
 GROUND_TRUTH_KEYS = ("relation", "id", "query", "expected_docs")
+QUERIES_KEYS = ("relation", "id", "query")
 DATASET_WEIGHT_KEYS = ("semantic", "keyword")
 EMBEDDER_PROVIDERS = ("local", "openai")
 
@@ -70,13 +76,17 @@ class GroundTruthMapping:
     relation: Relation
     id: str
     query: str
-    expected_docs: str
+    expected_docs: str | None  # None: a ``queries`` mapping, no labels (judges make them)
+
+    @property
+    def labelled(self) -> bool:
+        return self.expected_docs is not None
 
 
 @dataclass(frozen=True)
 class LiveMapping:
     corpus: CorpusMapping
-    ground_truth: GroundTruthMapping | None
+    ground_truth: GroundTruthMapping  # from ``ground_truth`` or, unlabelled, ``queries``
     write_judge_scores: bool = False
 
 
@@ -173,25 +183,30 @@ def _weights(section: Any, where: str, reject_unknown_keys) -> DatasetWeights | 
 def _live(section: Any, where: str, reject_unknown_keys) -> LiveMapping:
     where = f"{where}.live"
     if not isinstance(section, Mapping):
-        raise DatasetConfigError(f"'{where}' must be a mapping with corpus and ground_truth.")
+        raise DatasetConfigError(f"'{where}' must be a mapping with corpus and "
+                                 "ground_truth (or queries).")
     reject_unknown_keys(section, where, LIVE_KEYS)
     if "corpus" not in section:
         raise DatasetConfigError(f"'{where}.corpus' is missing: the relation holding the "
                                  "documents (id, content, embedding).")
     corpus = _mapping(section["corpus"], f"{where}.corpus", CORPUS_KEYS, reject_unknown_keys,
                       optional=("tsvector",))
-    ground_truth = section.get("ground_truth")
+    ground_truth, queries = section.get("ground_truth"), section.get("queries")
+    if (ground_truth is None) == (queries is None):
+        raise DatasetConfigError(
+            f"'{where}' needs exactly one of 'ground_truth' (queries with expected_docs) and "
+            "'queries' (queries without labels, which the judges label); set the other to "
+            "null or leave it out.")
     if ground_truth is not None:
-        ground_truth = _mapping(ground_truth, f"{where}.ground_truth", GROUND_TRUTH_KEYS,
-                                reject_unknown_keys, optional=())
+        mapped = _mapping(ground_truth, f"{where}.ground_truth", GROUND_TRUTH_KEYS,
+                          reject_unknown_keys, optional=())
+    else:
+        mapped = dict(_mapping(queries, f"{where}.queries", QUERIES_KEYS, reject_unknown_keys,
+                               optional=()), expected_docs=None)
     write = section.get("write_judge_scores", False)
     if not isinstance(write, bool):
         raise DatasetConfigError(f"'{where}.write_judge_scores' must be true or false.")
-    if ground_truth is None:
-        raise DatasetConfigError(
-            f"'{where}.ground_truth' is null: datasets without labelled ground truth are not "
-            "supported yet; map the relation holding your queries and expected_docs.")
-    return LiveMapping(CorpusMapping(**corpus), GroundTruthMapping(**ground_truth), write)
+    return LiveMapping(CorpusMapping(**corpus), GroundTruthMapping(**mapped), write)
 
 
 def _mapping(section: Any, where: str, keys: tuple[str, ...], reject_unknown_keys, *,

@@ -68,6 +68,9 @@ class HybridWeights:
     candidate_depth: int = 50
 
 
+DISAGREEMENT_RULES = ("exclude", "judge1", "mean")
+
+
 @dataclass(frozen=True)
 class AgreementSettings:
     """The ``agreement:`` section: the judge-agreement gate and the review queue."""
@@ -81,6 +84,10 @@ class AgreementSettings:
     # unset), a failed gate warns ("warn") instead of blocking ("block"): agreement of the
     # stand-ins says nothing about the judges that were configured.
     stand_in_judges: str = "warn"
+    # The label of a pair one judge calls relevant and the other not, until a person decides
+    # it in the review queue: "exclude" (no label), "judge1" (judge 1's), "mean" (mean of
+    # both scores > relevance_threshold). See eval_harness.calibration.labels.
+    disagreement_rule: str = "exclude"
 
 
 @dataclass(frozen=True)
@@ -243,7 +250,12 @@ def _agreement(raw: Mapping[str, Any]) -> AgreementSettings:
     stand_in = section.get("stand_in_judges", defaults.stand_in_judges)
     if stand_in not in ("warn", "block"):
         raise ConfigError("'agreement.stand_in_judges' must be warn or block.")
-    return AgreementSettings(floor, disagreement, relevance, resamples, confidence, stand_in)
+    rule = section.get("disagreement_rule", defaults.disagreement_rule)
+    if rule not in DISAGREEMENT_RULES:
+        raise ConfigError("'agreement.disagreement_rule' must be exclude, judge1 or mean, "
+                          f"got {rule!r}.")
+    return AgreementSettings(floor, disagreement, relevance, resamples, confidence, stand_in,
+                             rule)
 
 
 def _calibration(raw: Mapping[str, Any]) -> CalibrationSettings:

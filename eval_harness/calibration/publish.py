@@ -37,6 +37,7 @@ class WeightsPublished:
     run_id: str | None
     config: WeightsWritten | None  # None: config.yaml was not written (``config_note`` says why)
     config_note: str | None
+    label_source: str = LABEL_SOURCE
 
     def to_dict(self) -> dict:
         config = None if self.config is None else {
@@ -44,20 +45,23 @@ class WeightsPublished:
             "changed": self.config.changed, "semantic": self.config.semantic,
             "keyword": self.config.keyword}
         return {"dataset": self.dataset, "semantic": self.semantic, "keyword": self.keyword,
-                "calibrated_weights_id": self.row_id, "run_id": self.run_id, "config": config,
+                "calibrated_weights_id": self.row_id, "run_id": self.run_id,
+                "label_source": self.label_source, "config": config,
                 "config_note": self.config_note}
 
 
 def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | None, *,
                                dataset: str, semantic_weight: float, p_at_5: float | None,
                                verdict: str | None, run_id: str | None,
-                               calibrated_at: datetime) -> WeightsPublished:
+                               calibrated_at: datetime,
+                               label_source: str = LABEL_SOURCE) -> WeightsPublished:
     """Insert the ``calibrated_weights`` row and write ``datasets.<dataset>.hybrid_search``
     into ``config_path``, in one transaction of ``conn`` (which must have none open).
 
     Without a config file, or when it has no entry for ``dataset``, only the row is written
     and ``config_note`` says so in one sentence; any other :class:`ConfigWriteError` is
-    raised and nothing is written.
+    raised and nothing is written. ``label_source`` (human or judges) is what the
+    calibration scored; the row keeps it.
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("publish_calibrated_weights needs a connection without an open "
@@ -66,7 +70,7 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
     with conn.transaction():
         row_id = queries.insert_calibrated_weights(
             conn, dataset=dataset, semantic_weight=semantic, keyword_weight=keyword,
-            p_at_5=p_at_5, verdict=verdict, label_source=LABEL_SOURCE, run_id=run_id,
+            p_at_5=p_at_5, verdict=verdict, label_source=label_source, run_id=run_id,
             calibrated_at=calibrated_at)
         written, note = None, None
         if config_path is None:
@@ -79,4 +83,5 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
                 written = write_calibrated_weights(config_path, dataset, semantic_weight)
             except DatasetNotInConfig as exc:
                 note = f"{str(exc).rstrip('.')} (they are in the calibrated_weights table)"
-    return WeightsPublished(dataset, semantic, keyword, row_id, run_id, written, note)
+    return WeightsPublished(dataset, semantic, keyword, row_id, run_id, written, note,
+                            label_source)

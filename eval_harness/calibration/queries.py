@@ -40,6 +40,12 @@ def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, 
         (corpus.dataset,)).fetchall()
 
 
+def dataset_has_labels(conn: psycopg.Connection, dataset: str) -> bool:
+    """Whether some ground-truth query of ``dataset`` has expected_docs (human labels)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM ground_truth WHERE dataset = %s "
+                        "AND cardinality(expected_docs) > 0)", (dataset,)).fetchone()[0]
+
+
 # ------------------------------------------------------------------------ calibrated weights
 
 # What the RAG system runs to pick up every dataset's current weights (the README shows it

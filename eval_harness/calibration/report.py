@@ -14,7 +14,8 @@ import math
 import re
 from pathlib import Path
 
-from eval_harness.calibration.run import (CalibrationResult, summary_lines, weight_label)
+from eval_harness.calibration.run import (CalibrationResult, label_source_line, summary_lines,
+                                          weight_label)
 from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results-{dataset}.md"
@@ -57,6 +58,7 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
         f"{result.n_documents} documents, candidate depth {result.candidate_depth}; "
         f"calibrated {result.calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic "
         f"weight. Rankings are hybrid search's own (min-max fusion, ties by document id).", "",
+        f"{label_source_line(result)}.", "",
         "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | |",
         "|---:|---:|---:|---:|---:|---:|---|"]
     for point in result.grid:

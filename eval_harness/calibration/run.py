@@ -16,6 +16,11 @@ The keyword weight at semantic weight ``w`` is ``round(1 - w, 10)``: the value w
 config.yaml, so the calibrated P@5 is exactly what hybrid search at the configured weights
 gets afterwards. The default weight is always evaluated; it is added to the grid when the
 grid does not hold it.
+
+The labels are the human ones (``expected_docs``: BEIR qrels, the RAG system's own ground
+truth) or the judges' (:mod:`eval_harness.calibration.labels`): ``labels="human"|"judges"``,
+by default human when the dataset has expected_docs, else judges. Every output names the
+source (``label_source``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from datetime import datetime, timezone
 import numpy as np
 import psycopg
 
+from eval_harness.calibration import labels as judge_labels
 from eval_harness.calibration import queries
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
@@ -38,9 +44,10 @@ from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
 from eval_harness.store.corpus import document_external_ids
 from eval_harness.retrieval.report import load_qrels
-from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult,
+from eval_harness.metrics.ranking import PRECISION_CUTOFF
+from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
                                           reciprocal_rank_fusion, sweep_weights)
-from eval_harness.settings import Settings
+from eval_harness.settings import AgreementSettings, Settings
 
 VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",
                   "failure": "failure"}
@@ -100,6 +107,8 @@ class CalibrationResult:
     seconds: dict[str, float]
     candidates: CandidateSet = field(repr=False, compare=False)
     sweep: SweepResult = field(repr=False, compare=False)
+    label_source: str = "human"  # "human" (expected_docs) or "judges" (calibration.labels)
+    judge_labels: dict | None = None  # with judge labels: the rule and pairs per source
     # P@5 corrected by a human sample (eval_harness.calibration.corrected); None without one
     corrected: Any = field(default=None, repr=False, compare=False)
 
@@ -113,6 +122,8 @@ class CalibrationResult:
         cv = self.cross_validation
         data = {
             "dataset": self.dataset,
+            "label_source": self.label_source,
+            "judge_labels": self.judge_labels,
             "queries": self.n_queries,
             "documents": self.n_documents,
             "candidate_depth": self.candidate_depth,
@@ -161,19 +172,28 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       default_weight: float = DEFAULT_SEMANTIC_WEIGHT,
                       candidate_depth: int = 50, rrf_k: int = 60, cv_folds: int = 5,
                       seed: int = 0, bands: VerdictBands = VerdictBands(),
-                      bootstrap_resamples: int = 10_000) -> CalibrationResult:
+                      bootstrap_resamples: int = 10_000, labels: str | None = None,
+                      agreement: AgreementSettings = AgreementSettings()) -> CalibrationResult:
     """Grid-search the hybrid weights of ``dataset`` on its ground truth (module docstring).
 
     ``grid`` holds the semantic weights (default 0.5..0.9 step 0.1). Raises ``LookupError``
     for an unknown dataset and ``ValueError`` when it has no ground-truth query or an
-    option is out of range; reads the store only.
+    option is out of range; reads the store only. ``labels`` picks the label source
+    (module docstring; ``agreement`` holds the judge labels' threshold and disagreement
+    rule); :class:`~eval_harness.calibration.labels.LabelsMissing` when they do not exist.
     """
     started = time.perf_counter()
     weights = _grid_with_default(grid, default_weight)
     if cv_folds < 2:
         raise ValueError(f"cv_folds must be at least 2, got {cv_folds}.")
     info = dataset_info(conn, dataset)
-    qrels = load_qrels(conn, dataset)
+    label_source = label_source_for(conn, dataset, labels)
+    derived = None
+    if label_source == "judges":
+        derived = judge_labels.load_judge_labels(conn, dataset, agreement)
+        qrels = {q: {} for q in load_qrels(conn, dataset)} | derived.qrels()
+    else:
+        qrels = load_qrels(conn, dataset)
     if not qrels:
         raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
                          f"ingest it with its qrels first.")
@@ -185,6 +205,8 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         query_ids=[c.query_id for c in fetched])
     fetch_seconds = time.perf_counter() - started
 
+    if derived is not None:
+        _refuse_unjudged(conn, dataset, candidates, weights, derived)
     sweep = sweep_weights(candidates, weights,
                           keyword_weights=[keyword_weight_for(w) for w in weights])
     sweep_seconds = time.perf_counter() - started - fetch_seconds
@@ -215,7 +237,52 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         calibrated_at=datetime.now(timezone.utc),
         seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
+        label_source=label_source, judge_labels=None if derived is None else derived.to_dict(),
         candidates=candidates, sweep=sweep)
+
+
+def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
+    """The label source a calibration of ``dataset`` uses: ``labels`` when given, else human
+    when the dataset has expected_docs, else judges; human labels that do not exist are
+    :class:`~eval_harness.calibration.labels.LabelsMissing`."""
+    if labels is not None and labels not in judge_labels.LABEL_SOURCES:
+        raise ValueError(f"labels must be human or judges, got {labels!r}.")
+    has_labels = queries.dataset_has_labels(conn, dataset)
+    if labels == "human" and not has_labels:
+        raise judge_labels.LabelsMissing(
+            f"Dataset '{dataset}' has no human labels (no query has expected_docs); calibrate "
+            f"on the judges' labels with --labels judges after "
+            f"{judge_labels.JUDGE_FIRST.format(dataset=dataset)}.")
+    return labels or ("human" if has_labels else "judges")
+
+
+def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: CandidateSet,
+                     weights: np.ndarray, derived: judge_labels.JudgeLabels) -> None:
+    """:class:`~eval_harness.calibration.labels.LabelsMissing` when a top 5 of some grid
+    weight holds a document the judges have not labelled (its P@5 would be a guess)."""
+    tops: dict[int, list[int]] = {}
+    for weight in weights:
+        ranked = rank_top_k(candidates, float(weight), keyword_weight=keyword_weight_for(weight),
+                            k=PRECISION_CUTOFF)
+        for query_id, top in zip(candidates.query_ids, ranked):
+            tops.setdefault(query_id, []).extend(int(d) for d in top)
+    missing = judge_labels.unjudged_in_top(derived, tops)
+    if missing:
+        names = queries.query_external_ids(conn, list(missing))
+        shown = ", ".join(f"'{names[q]}'" for q in sorted(missing)[:3])
+        pairs = sum(len(set(d)) for d in missing.values())
+        raise judge_labels.LabelsMissing(
+            f"Dataset '{dataset}': {pairs} documents in the top 5 of the calibration grid of "
+            f"{len(missing)} queries (e.g. {shown}) have no judge label; "
+            f"{judge_labels.JUDGE_FIRST.format(dataset=dataset)}.")
+
+
+def configured_grid(settings: Settings) -> np.ndarray:
+    """The semantic weights a calibration with ``settings`` evaluates (the grid and the
+    default weight), ascending."""
+    options = settings.calibration
+    return _grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
+                                              options.grid_step), options.default_weight)
 
 
 def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
@@ -251,10 +318,11 @@ def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
 
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
                             dataset: str | None = None, *,
-                            grid_step: float | None = None) -> CalibrationResult:
+                            grid_step: float | None = None,
+                            labels: str | None = None) -> CalibrationResult:
     """:func:`calibrate_dataset` with every option taken from ``settings`` (config.yaml's
     ``calibration`` section, the dataset's weights: :meth:`Settings.weights_for`);
-    ``grid_step`` overrides the step."""
+    ``grid_step`` overrides the step; ``labels``: human, judges or None (module docstring)."""
     options = settings.calibration
     grid = grid_from_range(options.grid_start, options.grid_stop,
                            options.grid_step if grid_step is None else grid_step)
@@ -266,7 +334,8 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
         candidate_depth=weights.candidate_depth, rrf_k=options.rrf_k,
         cv_folds=options.cv_folds, seed=options.seed,
         bands=VerdictBands(options.full_success, options.partial_success),
-        bootstrap_resamples=options.bootstrap_resamples)
+        bootstrap_resamples=options.bootstrap_resamples, labels=labels,
+        agreement=settings.agreement)
     from eval_harness.calibration.corrected import with_corrected_p_at_5
 
     return with_corrected_p_at_5(conn, result,
@@ -304,7 +373,8 @@ def weight_label(weight: float) -> str:
 def format_table(result: CalibrationResult) -> str:
     """The grid table, the reference method, uplift, cross-validation and the verdict."""
     lines = [f"Calibration: dataset '{result.dataset}', {result.n_queries} ground-truth queries, "
-             f"{result.n_documents} documents, candidate depth {result.candidate_depth}", "",
+             f"{result.n_documents} documents, candidate depth {result.candidate_depth}",
+             label_source_line(result), "",
              f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'Recall@5':>8}  {'nDCG@10':>7}"
              f"  {'MRR@10':>6}"]
     for point in result.grid:
@@ -330,6 +400,16 @@ def format_table(result: CalibrationResult) -> str:
                  f"{result.seconds['sweep']:.3f} s, statistics "
                  f"{result.seconds['statistics']:.2f} s)")
     return "\n".join(lines)
+
+
+def label_source_line(result: CalibrationResult) -> str:
+    """Which labels the figures rest on, in one line."""
+    if result.label_source != "judges":
+        return "Labels: human (the ground truth's expected_docs)"
+    detail = result.judge_labels or {}
+    pairs = ", ".join(f"{n} {source}" for source, n in sorted(detail.get("pairs", {}).items()))
+    return (f"Labels: judges (disagreement rule {detail.get('disagreement_rule')}; pairs: "
+            f"{pairs or 'none'}; an adjudicated verdict overrides both judges)")
 
 
 def summary_lines(result: CalibrationResult) -> list[str]:

@@ -27,6 +27,10 @@ def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--grid-step", type=float, metavar="STEP",
                         help="step of the semantic-weight grid, 0.01..1 (default: "
                              "calibration.grid.step in config.yaml, 0.1)")
+    parser.add_argument("--labels", choices=("human", "judges"),
+                        help="the labels to calibrate on: human (expected_docs) or judges "
+                             "(eval-harness judge's; default: human when the dataset has "
+                             "expected_docs, else judges)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: grid, best, default, uplift, "
                              "cross-validated P@5, verdict")
@@ -47,7 +51,8 @@ def cmd_calibrate(args, settings: Settings) -> int:
 
     location = open_store(settings)
     with location.connection() as conn:
-        result = calibrate_with_settings(conn, settings, args.dataset, grid_step=args.grid_step)
+        result = calibrate_with_settings(conn, settings, args.dataset, grid_step=args.grid_step,
+                                         labels=args.labels)
         trec_paths = write_trec_runs(conn, result, Path(args.trec_runs)) if args.trec_runs else []
     written = {"weights": None, "config": None, "history": None, "report": None, "plot": None,
                "trec_runs": [str(p) for p in trec_paths]}
@@ -85,11 +90,11 @@ def _write_outputs(location, result, settings: Settings, written: dict) -> list[
             conn, settings.config_path, dataset=dataset,
             semantic_weight=result.best.semantic_weight, p_at_5=result.best.p_at_5,
             verdict=result.verdict, run_id=uuid.uuid4().hex[:12],
-            calibrated_at=result.calibrated_at)
+            calibrated_at=result.calibrated_at, label_source=result.label_source)
     written["weights"] = published.to_dict()
     weights = f"semantic {published.semantic:g} / keyword {published.keyword:g}"
     notes = [f"calibrated_weights: row {published.row_id} for dataset '{dataset}' ({weights}, "
-             f"run {published.run_id})"]
+             f"run {published.run_id}, labels {published.label_source})"]
     change = published.config
     if change is None:
         notes.append(f"config.yaml: not written: {published.config_note}")

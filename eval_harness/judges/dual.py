@@ -47,7 +47,8 @@ from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
 from eval_harness.judges.batch import prefill_cache_by_batch
-from eval_harness.judges.dual_plan import PlannedQuery, load_documents, plan_queries
+from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
+                                           pool_sizes)
 from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair_kappa,
                                              store_query_judgements)
 from eval_harness.judges.dual_summary import JudgeRunSummary
@@ -166,7 +167,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         summary = JudgeRunSummary(dataset, session.run_id, "batch" if batch else "live",
                                   session.judge1.spec, session.judge2.spec, session.notices,
                                   queries=len(planned),
-                                  pairs=sum(len(p.doc_ids) for p in planned))
+                                  pairs=sum(len(p.doc_ids) for p in planned),
+                                  pool_sizes=pool_sizes(planned))
         documents = load_documents(conn, dataset, [d for p in planned for d in p.doc_ids],
                                    with_embeddings=_needs_embeddings(session))
         if batch:

@@ -35,6 +35,7 @@ class JudgeRunSummary:
     queries_written: int = 0        # judged and stored (a rerun stores the same row again)
     queries_changed: int = 0        # of those, new or different from what was stored
     pairs: int = 0                  # planned (query, document) pairs
+    pool_sizes: dict | None = None  # judged documents per query: {"min", "median", "max"}
     pairs_written: int = 0
     judge1_counts: JudgeCounts = field(default_factory=JudgeCounts)
     judge2_counts: JudgeCounts = field(default_factory=JudgeCounts)
@@ -89,7 +90,9 @@ class JudgeRunSummary:
                 "fallback_notices": "; ".join(self.notices) or "none",
                 "queries": self.queries, "queries_written": self.queries_written,
                 "queries_changed": self.queries_changed,
-                "pairs": self.pairs, "scored": self.scored, "unscored": self.unscored,
+                "pairs": self.pairs, "pool_size_min": (self.pool_sizes or {}).get("min"),
+                "pool_size_median": (self.pool_sizes or {}).get("median"),
+                "pool_size_max": (self.pool_sizes or {}).get("max"), "scored": self.scored, "unscored": self.unscored,
                 "failed": self.failed, "provider_calls": self.provider_calls,
                 "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
                 "retries": self.retries, "input_tokens": self.input_tokens,
@@ -111,7 +114,10 @@ class JudgeRunSummary:
             f"run {self.run_id})",
             f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries judged, "
             f"{self.queries_changed} queries changed (new or different scores), "
-            f"{self.pairs} pairs",
+            f"{self.pairs} pairs" + ("" if not self.pool_sizes else
+                                     f" (pool per query: min {self.pool_sizes['min']}, median "
+                                     f"{self.pool_sizes['median']:g}, max "
+                                     f"{self.pool_sizes['max']})"),
             f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
             f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
             f"{c2.scored}/{c2.unscored}/{c2.failed})",

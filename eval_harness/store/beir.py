@@ -24,6 +24,12 @@ collections have a few (Cranfield has two, one of them in the qrels) and the gro
 point at them. It is an *empty document* (:attr:`Document.is_empty`): stored and findable by
 id, but it gets no embedding and matches no keyword, so search never returns it. A title
 without text is not empty.
+
+A folder without any qrels file (no ``qrels/*.tsv``) is a dataset without labels: every query
+of ``queries.jsonl`` is kept with no relevant document, and the judges label them
+(``eval-harness judge``, then ``calibrate --labels judges``). When ``qrels/`` holds other
+splits but not the one asked for, that is a mistake of the split, not a dataset without
+labels, and it is refused.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class BeirDataset:
     queries: list[Query]  # only queries of the split that have at least one relevant doc
     skipped_queries: int  # queries in the split without any relevant document
     notices: tuple[str, ...] = ()  # what the reader accepted but the user should know
+    labelled: bool = True  # False: no qrels file, every query kept without labels
 
     @property
     def empty_documents(self) -> list[str]:
@@ -271,7 +278,10 @@ def read_beir(path: Path | str, *, split: str = "test") -> BeirDataset:
     documents = read_corpus(root / "corpus.jsonl")
     query_texts = read_queries(root / "queries.jsonl")
     notices: list[str] = []
-    qrels = read_qrels(root / "qrels" / f"{split}.tsv", set(query_texts),
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        return _unlabelled(root, documents, query_texts, split)
+    qrels = read_qrels(qrels_path, set(query_texts),
                        {d.external_id for d in documents}, notices=notices)
     for notice in notices:
         log.warning(notice)
@@ -284,3 +294,19 @@ def read_beir(path: Path | str, *, split: str = "test") -> BeirDataset:
         else:
             skipped += 1
     return BeirDataset(root, documents, queries, skipped, tuple(notices))
+
+
+def _unlabelled(root: Path, documents: list[Document], query_texts: dict[str, str],
+                split: str) -> BeirDataset:
+    """Every query of ``queries.jsonl`` without labels (module docstring), or the split
+    mistake refused."""
+    others = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
+    if others:
+        raise DatasetError(f"{root / 'qrels' / f'{split}.tsv'}: file not found (the qrels "
+                           f"folder has the splits {', '.join(others)}); choose one of them "
+                           "with --split.")
+    notice = (f"{root}: no qrels file, so its {len(query_texts)} queries have no labels; "
+              "run `eval-harness judge` to label them")
+    log.warning(notice)
+    return BeirDataset(root, documents, [Query(q, text) for q, text in query_texts.items()],
+                       0, (notice,), labelled=False)

@@ -12,7 +12,9 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
 3. **mirrors the ground truth** (id, query, expected_docs) into the harness's
    ``ground_truth``, beside what the harness keeps per query (query embedding, judge scores).
    A query whose text or expected ids changed loses its judge scores; a removed one is
-   removed. The RAG system's relations are only read;
+   removed. A labelled query without expected ids is left out; a dataset mapped by
+   ``queries`` (no labels) keeps every query, with empty expected_docs, for the judges to
+   label. The RAG system's relations are only read;
 4. **embeds the queries** with the dataset's embedder, through the ``query_embeddings``
    cache keyed by model and text, so a rerun embeds nothing twice.
 
@@ -120,7 +122,7 @@ def _column(columns: dict, name: str, allowed: Sequence[str], where: str, key: s
 def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMapping:
     """Check ``cfg``'s live mapping against the store (reads only); see the module
     docstring. Raises :class:`LiveMappingError`."""
-    assert cfg.live is not None and cfg.live.ground_truth is not None
+    assert cfg.live is not None
     base = f"datasets.{cfg.name}.live"
     if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = %s)",
                         (cfg.language.rpartition(".")[2],)).fetchone()[0]:
@@ -148,15 +150,21 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
                                    typed=typmod > 0)
     corpus = Corpus.live(cfg.name, cfg.language, dim, record)
     gt = cfg.live.ground_truth
-    where = f"{base}.ground_truth"
+    where = f"{base}.{ground_truth_key(gt)}"
     columns = _columns(conn, _relation(conn, gt.relation, where))
     _column(columns, gt.id, INTEGER_TYPES, where, "id", gt.relation)
     _column(columns, gt.query, TEXT_TYPES, where, "query", gt.relation)
-    _column(columns, gt.expected_docs, INTEGER_ARRAY_TYPES, where, "expected_docs",
-            gt.relation)
+    if gt.labelled:
+        _column(columns, gt.expected_docs, INTEGER_ARRAY_TYPES, where, "expected_docs",
+                gt.relation)
     gt_record = {"schema": gt.relation.schema, "relation": gt.relation.name, "id": gt.id,
                  "query": gt.query, "expected_docs": gt.expected_docs}
     return CheckedMapping(corpus, gt, record, gt_record)
+
+
+def ground_truth_key(gt: GroundTruthMapping) -> str:
+    """The config key that mapped the queries: ``ground_truth`` or (unlabelled) ``queries``."""
+    return "ground_truth" if gt.labelled else "queries"
 
 
 def _sampled_dimensions(conn: psycopg.Connection, mapping: CorpusMapping, where: str) -> int:
@@ -220,33 +228,33 @@ def _record_dataset(conn: psycopg.Connection, cfg: DatasetConfig,
 def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
                         report: AttachReport) -> None:
     """The live ground truth into ``_live_gt`` (dropped at commit): own id as text, query,
-    expected ids deduplicated in their order."""
+    expected ids deduplicated in their order (none for an unlabelled dataset)."""
     gt = checked.ground_truth
+    key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
+    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
+        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
+        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
     conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
                     expected_docs integer[]) ON COMMIT DROP""")
     try:
         with conn.transaction():
             conn.execute(sql.SQL("""
                 INSERT INTO _live_gt
-                SELECT g.{id}::text, g.{query},
-                       ARRAY(SELECT e FROM unnest(g.{expected}) WITH ORDINALITY AS u(e, n)
-                             WHERE e IS NOT NULL GROUP BY e ORDER BY min(n))::integer[]
-                FROM {rel} AS g""").format(
-                id=sql.Identifier(gt.id), query=sql.Identifier(gt.query),
-                expected=sql.Identifier(gt.expected_docs),
+                SELECT g.{id}::text, g.{query}, {expected} FROM {rel} AS g""").format(
+                id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
                 rel=sql.Identifier(gt.relation.schema, gt.relation.name)))
     except psycopg.errors.UniqueViolation:
-        raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth.id': "
-                               f"{gt.relation}.{gt.id} is not unique.") from None
+        raise LiveMappingError(f"'{key}.id': {gt.relation}.{gt.id} is not unique.") from None
     except psycopg.errors.NumericValueOutOfRange:
         raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth."
                                f"expected_docs': ids above {MAX_ID} are not supported.") from None
     missing = conn.execute("SELECT count(*), min(external_id) FROM _live_gt "
                            "WHERE query IS NULL OR btrim(query) = ''").fetchone()
     if missing[0]:
-        raise LiveMappingError(f"'datasets.{checked.corpus.dataset}.live.ground_truth.query': "
-                               f"{missing[0]} rows of {gt.relation} have no query text "
+        raise LiveMappingError(f"'{key}.query': {missing[0]} rows of {gt.relation} have no query text "
                                f"(e.g. id {missing[1]}).")
+    if not gt.labelled:
+        return
     report.without_expected = conn.execute(
         "DELETE FROM _live_gt WHERE coalesce(cardinality(expected_docs), 0) = 0").rowcount
     if report.without_expected:

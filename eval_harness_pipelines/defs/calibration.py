@@ -35,6 +35,7 @@ GROUP = "calibration"
 class CalibrationConfig(dg.Config):
     dataset: Optional[str] = None  # a dataset in the store; default_dataset if unset
     grid_step: Optional[float] = None  # overrides calibration.grid.step (0.01 .. 1)
+    labels: Optional[str] = None  # human | judges; default human when expected_docs exist
 
 
 # Downstream of judge_agreement: its blocking kappa check stops calibration on untrustworthy
@@ -46,14 +47,17 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
                      settings: EvalSettings, store: LiveStore) -> dg.Output[pd.DataFrame]:
     cfg = settings.load()
     with store.location().connection() as conn:
-        result = calibrate_with_settings(conn, cfg, config.dataset, grid_step=config.grid_step)
+        result = calibrate_with_settings(conn, cfg, config.dataset, grid_step=config.grid_step,
+                                         labels=config.labels)
     frame = grid_frame(result)
+    frame["label_source"] = result.label_source  # not in the history table: for the row
     append_grid_history(cfg.history_duckdb_path, frame)
     report, _ = write_calibration_report(cfg.root / "reports", result)
     context.log.info(format_table(result))
     uplift, cv = result.uplift, result.cross_validation
     metadata = {
-        "dataset": result.dataset, "queries": result.n_queries,
+        "dataset": result.dataset, "label_source": result.label_source,
+        "queries": result.n_queries,
         "best_semantic_weight": result.best.semantic_weight,
         "best_keyword_weight": result.best.keyword_weight,
         "p_at_5_best": result.best.p_at_5, "p_at_5_default": result.default.p_at_5,
@@ -86,9 +90,11 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
             conn, cfg.config_path, dataset=dataset,
             semantic_weight=float(best["semantic_weight"]), p_at_5=float(best["p_at_5"]),
             verdict=str(best["verdict"]), run_id=context.run_id,
-            calibrated_at=_utc(best["run_at"]))
+            calibrated_at=_utc(best["run_at"]),
+            label_source=str(best.get("label_source", "human")))
     metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
                 "p_at_5": float(best["p_at_5"]), "dataset": dataset,
+                "label_source": published.label_source,
                 "calibrated_weights_id": published.row_id}
     change = published.config
     if change is None:
