@@ -1,0 +1,106 @@
+"""Coverage of the PPI-corrected P@5 on real data (issue #14's test).
+
+SciFact (bundled) with its qrels hidden from the harness: the folder is ingested without its
+qrels file, so the harness knows queries and documents only. Both judges are
+``local:lexical``, a biased judge: it rates a document by the words it shares with the query,
+so it over-rates abstracts that repeat a claim's words without supporting it. The judges label
+each query's top 5 at the default weights; "people" label a uniform sample of 200 queries,
+their verdicts filled from the hidden qrels. Over 200 seeded repetitions of that sampling:
+
+* the uncorrected judge P@5 misses the qrels P@5 (it is far outside the spread of the data);
+* the PPI 95% interval covers the qrels P@5 in at least 93% of the repetitions.
+
+The target is the P@5 of these 300 queries (a finite population the sample is drawn from
+without replacement), for which the with-replacement CLT interval is conservative.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval_harness.judges.dual import judge_dataset
+from eval_harness.metrics.ppi import prediction_powered_mean
+from eval_harness.retrieval.hybrid import as_vector, hybrid_search
+from eval_harness.settings import load_settings
+from eval_harness.store.ingest import ingest_beir
+
+SCIFACT = Path(__file__).resolve().parents[1] / "datasets" / "scifact"
+REPETITIONS, SAMPLE = 200, 200
+
+
+def _hidden_qrels() -> dict[str, set[str]]:
+    relevant: dict[str, set[str]] = {}
+    lines = (SCIFACT / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    for line in lines:
+        query, doc, grade = line.split("\t")
+        if int(grade) >= 1:
+            relevant.setdefault(query, set()).add(doc)
+    return relevant
+
+
+@pytest.fixture(scope="module")
+def per_query(store, tmp_path_factory):
+    """(judge P@5, qrels P@5) of every test query at the default weights."""
+    folder = tmp_path_factory.mktemp("scifact-hidden")
+    for name in ("corpus.jsonl", "embeddings.npz"):
+        shutil.copy(SCIFACT / name, folder / name)
+    qrels = _hidden_qrels()
+    # only the test split's queries: without qrels every query in the file is kept
+    with (SCIFACT / "queries.jsonl").open(encoding="utf-8") as source, \
+            (folder / "queries.jsonl").open("w", encoding="utf-8") as target:
+        target.writelines(line for line in source if json.loads(line)["_id"] in qrels)
+    config = folder / "config.yaml"
+    name = f"hidden{uuid.uuid4().hex[:6]}"
+    config.write_text(f"""\
+default_dataset: {name}
+datasets:
+  {name}: {{path: {folder}, language: english}}
+judges: {{judge1: local:lexical, judge2: local:lexical, hybrid_top_k: 5}}
+calibration: {{grid: {{start: 0.7, stop: 0.7, step: 0.1}}}}
+""", encoding="utf-8")
+    settings = load_settings(config, environ={"DATABASE_URL": store.url})
+    with store.connection() as conn:
+        ingest_beir(conn, folder, name=name)
+        rows = conn.execute("SELECT id, external_id, query, query_embedding FROM ground_truth "
+                            "WHERE dataset = %s ORDER BY id", (name,)).fetchall()
+        test_queries = [r for r in rows if r[1] in qrels]
+        judge_dataset(conn, settings, name)
+        scores = {(qid, doc): (s1, s2) for qid, docs, j1, j2 in conn.execute(
+            "SELECT id, judged_docs, judge1_score, judge2_score FROM ground_truth "
+            "WHERE dataset = %s", (name,)) for doc, s1, s2 in zip(docs, j1, j2)}
+        threshold = settings.agreement.relevance_threshold
+        judge, human = [], []
+        for qid, external_id, text, embedding in test_queries:
+            hits = hybrid_search(conn, name, query_text=text, query_embedding=as_vector(embedding),
+                                 k=5, semantic_weight=0.7, keyword_weight=0.3)
+            judged = [scores.get((qid, h.id), (None, None)) for h in hits]
+            judge.append(sum(1 for s1, s2 in judged
+                             if s1 is not None and s2 is not None and s1 > threshold
+                             and s2 > threshold) / 5)
+            human.append(sum(1 for h in hits if h.external_id in qrels[external_id]) / 5)
+    return np.asarray(judge), np.asarray(human)
+
+
+def test_the_ppi_interval_covers_the_qrels_p5_the_judges_miss(per_query):
+    judge, human = per_query
+    assert judge.size == 300
+    truth = human.mean()
+    spread = 2 * human.std(ddof=1) / np.sqrt(human.size)
+    assert abs(judge.mean() - truth) > 2 * spread, (judge.mean(), truth)  # the bias is real
+    covered, widths = 0, []
+    for seed in range(REPETITIONS):
+        sample = np.random.default_rng(seed).choice(judge.size, size=SAMPLE, replace=False)
+        estimate = prediction_powered_mean(y_labeled=human[sample], yhat_labeled=judge[sample],
+                                           yhat_unlabeled=judge)
+        low, high = estimate.interval
+        covered += low <= truth <= high
+        widths.append(high - low)
+    assert covered / REPETITIONS >= 0.93, covered
+    # the uncorrected judge P@5 lies outside every corrected interval's reach
+    assert abs(judge.mean() - truth) > np.median(widths) / 2
