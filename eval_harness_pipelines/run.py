@@ -139,13 +139,20 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured) -> None:
     """The embedded default plays a RAG system: lay out its demo store once, before the
-    corpus asset attaches the live dataset mapped onto it (and say where it is)."""
+    corpus asset attaches the live dataset mapped onto it (and say where it is). On a
+    DATABASE_URL store it is never built: a mapping onto it that finds nothing stops the run
+    here, in one sentence, before any step."""
     from eval_harness.store.datasets import (demo_store_wanted, describe_demo_store,
-                                             prepare_demo_store, uses_demo_schema)
+                                             prepare_demo_store,
+                                             refuse_missing_demo_relations, uses_demo_schema)
 
-    if not (uses_demo_schema(configured, settings) and demo_store_wanted(settings)):
+    if not uses_demo_schema(configured, settings):
         return
     with location.connection() as conn:
+        if not demo_store_wanted(settings):
+            with conn.transaction():
+                refuse_missing_demo_relations(conn, configured, settings)
+            return
         print(describe_demo_store(prepare_demo_store(conn, settings)), flush=True)
 
 

@@ -109,7 +109,9 @@ def test_attach_checks_mirrors_and_a_rerun_changes_nothing(rag, capsys):
 
 def test_read_only_commands_never_attach_and_say_what_to_run(rag, capsys):
     for argv in (("report", "--dataset", "live"),
-                 ("search", "--dataset", "live", "aspirin", "--semantic-weight", "0")):
+                 ("search", "--dataset", "live", "aspirin", "--semantic-weight", "0"),
+                 ("agreement", "--dataset", "live"),
+                 ("review", "export", str(rag["root"] / "review.csv"), "--dataset", "live")):
         code, out, err = run_cli(capsys, rag["config"], *argv)
         assert code == 2 and err.count("\n") == 1, (argv, err)
         assert ("Dataset 'live' is not in the store: it is a live dataset of config.yaml that "
@@ -236,3 +238,13 @@ def test_doctor_datasets_line_for_a_live_default(rag):
                                        "attach --dataset live`" in before.detail
     assert after.status == "ok" and "default 'live' live, attached (rag.l2_insights)" \
         in after.detail and "live (live)" in after.detail
+
+
+def test_run_on_a_database_url_store_without_the_rag_tables_stops_before_any_step(project,
+                                                                                  capsys):
+    code, out, err = run_cli(capsys, project["config"], "run")
+    assert code == 2 and err.count("\n") == 1
+    assert "rag.l2_insights does not exist in the store at DATABASE_URL" in err
+    assert "[1/3]" not in out  # no step ran
+    with project["store"].connection() as conn:
+        assert conn.execute("SELECT to_regnamespace('rag')").fetchone()[0] is None

@@ -79,7 +79,7 @@ def describe_demo_store(demo: DemoStore) -> str:
             f"{demo.queries} queries; {state}; store.demo_rag_schema)")
 
 
-def _refuse_missing_demo_relations(conn: psycopg.Connection, cfg: DatasetConfig,
+def refuse_missing_demo_relations(conn: psycopg.Connection, cfg: DatasetConfig,
                                    settings: Settings) -> None:
     """On a DATABASE_URL store, a mapping onto the demo schema finds nothing unless the user
     made it: say why in one sentence instead of "does not exist"."""
@@ -127,7 +127,7 @@ def prepare_dataset(conn: psycopg.Connection, settings: Settings, name: str, *,
             demo = prepare_demo_store(conn, settings)
         else:
             with conn.transaction():  # no implicit transaction left open: attach commits
-                _refuse_missing_demo_relations(conn, cfg, settings)
+                refuse_missing_demo_relations(conn, cfg, settings)
     report = attach_live_dataset(conn, cfg, embedder_factory=dataset_embedder_factory(
         settings, cfg), progress=progress)
     return PreparedDataset(name, "live", attach=report, demo=demo)
