@@ -153,7 +153,7 @@ def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured)
             with conn.transaction():
                 refuse_missing_demo_relations(conn, configured, settings)
             return
-        print(describe_demo_store(prepare_demo_store(conn, settings)), flush=True)
+        print(describe_demo_store(prepare_demo_store(conn, settings, configured)), flush=True)
 
 
 def _gateable(day: date, first: date, today: date) -> bool:

@@ -34,18 +34,19 @@ LIVE = """
     embedder: local:test-random
     live:
       corpus: {{relation: rag.l2_insights, id: id, content: {content}, embedding: embedding,
-               tsvector: null}}
+               tsvector: {tsvector}}}
       ground_truth: {{relation: rag.ground_truth, id: id, query: query,
                      expected_docs: expected_docs}}
 """
 
 
-def write_config(root, *, content: str = "content", weights: str = "") -> str:
+def write_config(root, *, content: str = "content", weights: str = "",
+                 tsvector: str = "null") -> str:
     config = root / "config.yaml"
     config.write_text(
         "default_dataset: live\n"
         "store: {demo_rag_schema: rag, demo_rag_source: data}\n"
-        "datasets:\n  live:" + LIVE.format(content=content) + weights
+        "datasets:\n  live:" + LIVE.format(content=content, tsvector=tsvector) + weights
         + "  copy: {path: data}\n"
         "history: {duckdb_path: history.duckdb}\n"
         "judges: {judge1: 'local:lexical', judge2: 'local:embedding', budget_usd: null}\n"
@@ -170,6 +171,19 @@ def test_prepare_dataset_lays_out_the_demo_store_once_on_the_embedded_store(proj
         # an ingested dataset is never ingested by prepare_dataset: ingest stays explicit
         assert conn.execute("SELECT count(*) FROM datasets WHERE name = 'copy'"
                             ).fetchone()[0] == 0
+
+
+def test_the_demo_store_gets_the_tsvector_column_its_mapping_names(project):
+    settings = load_settings(write_config(project["root"], tsvector="tsv"), environ={})
+    with project["store"].connection() as conn:
+        prepared = prepare_dataset(conn, settings, "live")
+        kind = conn.execute("SELECT format_type(atttypid, NULL), attgenerated FROM pg_attribute "
+                            "WHERE attrelid = 'rag.l2_insights'::regclass AND attname = 'tsv'"
+                            ).fetchone()
+        record = conn.execute("SELECT corpus_mapping ->> 'tsvector' FROM datasets "
+                              "WHERE name = 'live'").fetchone()[0]
+    assert prepared.demo.created and prepared.attach.queries == 12
+    assert kind == ("tsvector", "s") and record == "tsv"  # stored, generated from content
 
 
 def test_a_missing_demo_source_is_one_sentence(project):

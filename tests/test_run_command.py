@@ -56,7 +56,7 @@ def project(tmp_path_factory, server_url):
 def run(project, *argv):
     return subprocess.run([str(EVAL_HARNESS), "--config", str(project["config"]), "run", *argv],
                           cwd=project["root"], env=project["env"], capture_output=True,
-                          text=True, timeout=1500)  # keyword search on the seeds layout: ~9 min
+                          text=True, timeout=600)
 
 
 class _Headings(HTMLParser):

@@ -48,9 +48,15 @@ def demo_store_wanted(settings: Settings) -> bool:
     return settings.demo_rag_schema is not None and not settings.database_url
 
 
-def prepare_demo_store(conn: psycopg.Connection, settings: Settings) -> DemoStore | None:
+def prepare_demo_store(conn: psycopg.Connection, settings: Settings,
+                       cfg: DatasetConfig | None = None) -> DemoStore | None:
     """Lay out ``store.demo_rag_source`` in ``store.demo_rag_schema`` once (idempotent); None
-    when no demo store is wanted here (see :func:`demo_store_wanted`)."""
+    when no demo store is wanted here (see :func:`demo_store_wanted`).
+
+    The layout follows ``cfg``'s mapping onto it: its language, and a stored tsvector column
+    when the mapping names one (``tsvector: tsv``; null: the GIN index is on
+    ``to_tsvector(language, content)`` and every keyword match is parsed again when ranked).
+    """
     if not demo_store_wanted(settings):
         return None
     folder = settings.demo_rag_source
@@ -59,7 +65,11 @@ def prepare_demo_store(conn: psycopg.Connection, settings: Settings) -> DemoStor
             f"'store.demo_rag_source': {folder} is not a folder, so the demo RAG store "
             f"(store.demo_rag_schema) cannot be laid out; name the bundled datasets/scifact "
             "or remove store.demo_rag_schema.")
-    return build_rag_store(conn, folder, schema=settings.demo_rag_schema)
+    corpus = cfg.live.corpus if cfg is not None and cfg.live is not None else None
+    on_demo = corpus is not None and corpus.relation.schema == settings.demo_rag_schema
+    return build_rag_store(conn, folder, schema=settings.demo_rag_schema,
+                           language=cfg.language if cfg is not None else "english",
+                           tsvector=corpus.tsvector if on_demo else None)
 
 
 def uses_demo_schema(cfg: DatasetConfig, settings: Settings) -> bool:
@@ -124,7 +134,7 @@ def prepare_dataset(conn: psycopg.Connection, settings: Settings, name: str, *,
     demo = None
     if uses_demo_schema(cfg, settings):
         if demo_store_wanted(settings):
-            demo = prepare_demo_store(conn, settings)
+            demo = prepare_demo_store(conn, settings, cfg)
         else:
             with conn.transaction():  # no implicit transaction left open: attach commits
                 refuse_missing_demo_relations(conn, cfg, settings)
