@@ -47,7 +47,8 @@ def project(tmp_path_factory, server_url):
     with scratch_database(server_url, "eh_run") as location:
         with location.connection() as conn:
             migrate(conn)
-            build_rag_store(conn, ROOT / "datasets" / "scifact", schema="rag")  # the RAG system's
+            # the RAG system's own tables, with the tsv column the shipped mapping names
+            build_rag_store(conn, ROOT / "datasets" / "scifact", schema="rag", tsvector="tsv")
         env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
         env["DATABASE_URL"] = location.url
         yield {"root": root, "config": config, "env": env, "location": location}
