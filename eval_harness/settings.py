@@ -30,7 +30,8 @@ class ConfigError(ValueError):
 # not silently keep a default). Sections parsed from a dataclass list its fields instead.
 TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_search",
                   "agreement", "calibration", "history", "quality_gates", "judges", "dagster")
-STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema")
+STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema", "demo_rag_source")
+DEMO_RAG_SOURCE = "datasets/scifact"  # store.demo_rag_source's default
 DEFAULT_SCHEMA = "eval_harness"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 EMBEDDER_KEYS = ("provider", "model")
@@ -154,6 +155,8 @@ class Settings:
     # store.demo_rag_schema: embedded store only, the bundled SciFact is laid out in this
     # schema like a RAG system's own store (None: no demo store)
     demo_rag_schema: str | None = None
+    # store.demo_rag_source: the BEIR folder (with embeddings.npz) laid out there
+    demo_rag_source: Path = Path(DEMO_RAG_SOURCE)
     default_dataset: str = "scifact"
     datasets: Mapping[str, DatasetConfig] = field(default_factory=dict)
     embedder_provider: str = "auto"
@@ -439,6 +442,7 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         schema=_schema_name(store.get("schema", DEFAULT_SCHEMA), "store.schema"),
         demo_rag_schema=(_schema_name(store["demo_rag_schema"], "store.demo_rag_schema")
                          if store.get("demo_rag_schema") else None),
+        demo_rag_source=(root / str(store.get("demo_rag_source", DEMO_RAG_SOURCE))).resolve(),
         default_dataset=str(raw.get("default_dataset", "scifact")),
         datasets=_datasets(raw, root),
         embedder_provider=str(embedder.get("provider", "auto")),

@@ -1,7 +1,9 @@
 """``eval-harness run``: the whole graph in-process, then the report.
 
 Steps, each a Dagster run in the project's DAGSTER_HOME (so the UI shows them in its run
-history): ``nightly_job`` (ingest, retrieval report, dual judges, agreement with its kappa
+history): on the embedded store the demo RAG store is laid out once when the dataset maps
+onto ``store.demo_rag_schema`` (:mod:`eval_harness.store.datasets`); ``nightly_job``
+(ingest, or attach a live dataset; retrieval report, dual judges, agreement with its kappa
 check, calibration with the P@5 verdict); the configured answers file is imported; then
 ``quality_gate_job`` for every day that file covers (or the latest day with answers); then
 ``report_job``. A failed check does not stop the later steps, and neither does a failed
@@ -73,9 +75,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     defs = build_defs(settings)  # this command's config, whatever the environment says
 
     dataset = args.dataset or settings.default_dataset
-    settings.dataset(dataset)  # fail early, in one sentence, on an unknown dataset
+    configured = settings.dataset(dataset)  # fail early, in one sentence, on an unknown one
     location = open_store(settings)
     print(f"store: {location.description}")
+    _lay_out_demo_store(location, settings, configured)
     outcome = RunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
@@ -92,7 +95,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     nightly_ops = {op: {"config": {"dataset": dataset}} for op in (
         "corpus", "retrieval_report", "dual_judge_scores", "judge_agreement",
         "calibration_grid")}
-    nightly = execute(NIGHTLY_JOB, "[1/3] nightly pipeline: ingest, retrieval report, dual "
+    loads = "attach" if configured.is_live else "ingest"
+    nightly = execute(NIGHTLY_JOB, f"[1/3] nightly pipeline: {loads}, retrieval report, dual "
                       "judges, agreement, calibration", nightly_ops)
     _print_materializations(nightly)
 
@@ -131,6 +135,25 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.strict and outcome.blocking_failures:
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured) -> None:
+    """The embedded default plays a RAG system: lay out its demo store once, before the
+    corpus asset attaches the live dataset mapped onto it (and say where it is). On a
+    DATABASE_URL store it is never built: a mapping onto it that finds nothing stops the run
+    here, in one sentence, before any step."""
+    from eval_harness.store.datasets import (demo_store_wanted, describe_demo_store,
+                                             prepare_demo_store,
+                                             refuse_missing_demo_relations, uses_demo_schema)
+
+    if not uses_demo_schema(configured, settings):
+        return
+    with location.connection() as conn:
+        if not demo_store_wanted(settings):
+            with conn.transaction():
+                refuse_missing_demo_relations(conn, configured, settings)
+            return
+        print(describe_demo_store(prepare_demo_store(conn, settings, configured)), flush=True)
 
 
 def _gateable(day: date, first: date, today: date) -> bool:

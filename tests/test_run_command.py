@@ -2,6 +2,9 @@
 
 The command runs in a subprocess, as a user runs it: the Dagster definitions read the config
 file when they are imported, so a fresh process is the honest test of a project's own config.
+The store is a DATABASE_URL one holding a RAG system's tables (the bundled SciFact laid out in
+``rag`` as the seeds lay out theirs), so the shipped config's live dataset ``scifact`` is
+evaluated in place; the harness never builds the demo schema on such a store itself.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pytest
 
 from conftest import scratch_database
 from eval_harness.store import migrate
+from eval_harness.store.demo_rag import build_rag_store
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
@@ -43,6 +47,8 @@ def project(tmp_path_factory, server_url):
     with scratch_database(server_url, "eh_run") as location:
         with location.connection() as conn:
             migrate(conn)
+            # the RAG system's own tables, with the tsv column the shipped mapping names
+            build_rag_store(conn, ROOT / "datasets" / "scifact", schema="rag", tsvector="tsv")
         env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
         env["DATABASE_URL"] = location.url
         yield {"root": root, "config": config, "env": env, "location": location}
@@ -75,6 +81,13 @@ class _Headings(HTMLParser):
             self.headings[-1] += data
 
 
+def rag_checksum(conn) -> str:
+    """md5 over every row of the RAG system's relations: the harness only reads them."""
+    return ":".join(conn.execute(
+        f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), '')) FROM rag.{table} t"
+    ).fetchone()[0] for table in ("l2_insights", "ground_truth", "api_cost_log"))
+
+
 def counts(conn):
     tables = ("l2_insights", "ground_truth", "judge_cache", "api_cost_log", "answers",
               "gate_results", "evaluation_log", "episode_memory", "regeneration_queue",
@@ -84,6 +97,8 @@ def counts(conn):
 
 @pytest.fixture(scope="module")
 def first_run(project):
+    with project["location"].connection() as conn:
+        project["rag_before"] = rag_checksum(conn)
     return run(project)
 
 
@@ -114,6 +129,18 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     assert "perfect ranking reaches only" in out
     assert "dual_judge_scores: 300 of 300 queries judged, 300 queries changed;" in out
     assert "dagster dev -w workspace.yaml" in out and "DAGSTER_HOME=" in out
+    # the live dataset, evaluated in place: the figures of the ingested copy (README), the
+    # query vectors from the cache, nothing copied and not a byte of the RAG tables changed
+    assert "[1/3] nightly pipeline: attach," in out and "demo RAG store" not in out
+    assert "  corpus: documents 5183" in out
+    assert ("ground_truth: queries 300, queries new 300, queries changed 0, queries removed 0, "
+            "queries without expected docs 0, query embeddings computed 0, query embeddings "
+            "cached 300") in out
+    assert re.search(r"^\s+P@5\s+0\.1700$", out, flags=re.M)
+    assert re.search(r"^\s+nDCG@10\s+0\.7228$", out, flags=re.M)
+    with project["location"].connection() as conn:
+        assert rag_checksum(conn) == project["rag_before"]
+        assert conn.execute("SELECT count(*) FROM l2_insights").fetchone()[0] == 0
 
 
 def test_run_writes_the_report_with_every_section(project, first_run):

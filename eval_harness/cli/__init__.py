@@ -27,6 +27,7 @@ from eval_harness.store import MigrationError, StoreUnavailable, open_store
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.connection import redact_conninfo, server_failure
 from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
+from eval_harness.store.live import LiveMappingError
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -42,6 +43,12 @@ def cmd_migrate(args, settings: Settings) -> int:
 def cmd_ingest(args, settings: Settings) -> int:
     from eval_harness.store.ingest import ingest_beir
 
+    configured = settings.datasets.get(args.name)
+    if configured is not None and configured.is_live:
+        raise CliError(f"dataset '{args.name}' is configured as live in config.yaml (read in "
+                       f"place from {configured.live.corpus.relation}), so it is never "
+                       f"ingested: run `eval-harness attach --dataset {args.name}`, or ingest "
+                       "the folder under another --name.")
     location = open_store(settings)
     print(f"store: {location.description}")
     with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
@@ -58,10 +65,33 @@ def cmd_ingest(args, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_attach(args, settings: Settings) -> int:
+    from eval_harness.store.datasets import describe_demo_store, prepare_dataset
+
+    cfg = settings.dataset(args.dataset)
+    if not cfg.is_live:
+        raise CliError(f"dataset '{cfg.name}' is not live (datasets.{cfg.name} has a 'path'): "
+                       f"ingest it with `eval-harness ingest {cfg.path} --name {cfg.name}`; "
+                       f"attach reads a 'live' mapping onto your own tables.")
+    location = open_store(settings)
+    print(f"store: {location.description}")
+    with location.connection() as conn, progress_bar("embedding", unit="query") as progress:
+        prepared = prepare_dataset(conn, settings, cfg.name, progress=progress)
+    if prepared.demo is not None:
+        print(describe_demo_store(prepared.demo))
+    report = prepared.attach
+    print(str(report))
+    for notice in report.notices:
+        print(notice)
+    return EXIT_OK
+
+
 def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic_weight: float):
-    """The stored embedding when ``text`` is a ground-truth query, else one from an embedder."""
+    """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
+    (a configured live dataset's own, ``local:``/``openai:``)."""
     from eval_harness.retrieval.hybrid import dataset_info
     from eval_harness.store.catalog import stored_query_embedding
+    from eval_harness.store.datasets import dataset_embedder_factory
 
     row = stored_query_embedding(conn, dataset, text)
     if row is not None:
@@ -69,8 +99,11 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     if semantic_weight == 0:
         return None
     model = dataset_info(conn, dataset).embedding_model
+    cfg = settings.datasets.get(dataset)
+    factory = (dataset_embedder_factory(settings, cfg) if cfg is not None and cfg.embedder
+               else embedder_factory(settings, model))
     try:
-        embedder = embedder_factory(settings, model)()
+        embedder = factory()
     except EmbedderUnavailable as exc:
         raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
     return embedder.embed([text])[0]
@@ -83,7 +116,7 @@ def _search_depth(args, settings: Settings) -> int:
     if args.k < 1:
         raise CliError(f"--k must be a positive integer, got {args.k}.")
     if args.candidate_depth is None:
-        return settings.hybrid.candidate_depth
+        return settings.weights_for(args.dataset).candidate_depth
     if not 1 <= args.candidate_depth <= MAX_CANDIDATE_DEPTH:
         raise CliError(f"--candidate-depth must be between 1 and {MAX_CANDIDATE_DEPTH}, "
                        f"got {args.candidate_depth}.")
@@ -108,10 +141,11 @@ def cmd_search(args, settings: Settings) -> int:
     from eval_harness.retrieval.hybrid import hybrid_search
 
     depth = _search_depth(args, settings)
-    weight = settings.hybrid.semantic if args.semantic_weight is None else args.semantic_weight
+    weights = settings.weights_for(args.dataset)  # the dataset's calibrated ones, else global
+    weight = weights.semantic if args.semantic_weight is None else args.semantic_weight
     keyword = args.keyword_weight
     if keyword is None:
-        keyword = settings.hybrid.keyword if args.semantic_weight is None else 1.0 - weight
+        keyword = weights.keyword if args.semantic_weight is None else 1.0 - weight
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
         embedding = _query_embedding(conn, settings, args.dataset, args.text, weight)
@@ -142,12 +176,13 @@ def cmd_search(args, settings: Settings) -> int:
 def cmd_report(args, settings: Settings) -> int:
     from eval_harness.retrieval.report import format_report, retrieval_report
 
+    dataset = args.dataset or settings.default_dataset
+    weights = settings.weights_for(dataset)
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
-        report = retrieval_report(conn, args.dataset or settings.default_dataset,
-                                  semantic_weight=settings.hybrid.semantic,
-                                  keyword_weight=settings.hybrid.keyword,
-                                  candidate_depth=settings.hybrid.candidate_depth)
+        report = retrieval_report(conn, dataset, semantic_weight=weights.semantic,
+                                  keyword_weight=weights.keyword,
+                                  candidate_depth=weights.candidate_depth)
     print(json.dumps(report.to_dict()) if args.json else format_report(report))
     return EXIT_OK
 
@@ -176,6 +211,11 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     ingest.add_argument("--split", default="test", help="qrels split (default: test)")
     ingest.add_argument("--embeddings", help="precomputed embeddings.npz kept outside the folder")
     ingest.set_defaults(func=cmd_ingest)
+
+    attach = sub.add_parser("attach", help="check a live dataset's mapping onto your own "
+                            "tables and attach it (mirror its ground truth, embed its queries)")
+    attach.add_argument("--dataset", required=True, help="a live dataset of config.yaml")
+    attach.set_defaults(func=cmd_attach)
 
     search = sub.add_parser("search", help="hybrid search one query")
     search.add_argument("text")
@@ -212,9 +252,10 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
         own = getattr(args, "loads_own_settings", False)
         settings = None if own else load_settings(args.config)
         return args.func(args, settings)
-    except (CliError, ConfigError, DatasetError, EmbedderUnavailable, StoreUnavailable,
-            MigrationError, LookupError, ValueError) as exc:
+    except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
+            StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
+        message = _missing_dataset(exc, settings) or message
         print(f"eval-harness: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
@@ -229,6 +270,17 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     except Exception as exc:  # not SystemExit: argparse's own exit codes stay
         print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _missing_dataset(exc: Exception, settings: Settings | None) -> str | None:
+    """What to run for a configured dataset the store lacks (attach or ingest), else None."""
+    from eval_harness.retrieval.hybrid import UnknownDataset
+    from eval_harness.store.datasets import missing_dataset_message
+
+    name = getattr(exc, "dataset", None)
+    if not isinstance(exc, UnknownDataset) or settings is None or name is None:
+        return None
+    return missing_dataset_message(settings, name)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,11 @@ def cmd_calibrate(args, settings: Settings) -> int:
     from eval_harness.calibration.run import calibrate_with_settings, format_table
     from eval_harness.calibration.trec_runs import write_trec_runs
     from eval_harness.store import open_store
+    from eval_harness.store.datasets import prepare_dataset
 
     location = open_store(settings)
     with location.connection() as conn:
+        prepare_dataset(conn, settings, args.dataset or settings.default_dataset)
         result = calibrate_with_settings(conn, settings, args.dataset, grid_step=args.grid_step,
                                          labels=args.labels)
         trec_paths = write_trec_runs(conn, result, Path(args.trec_runs)) if args.trec_runs else []

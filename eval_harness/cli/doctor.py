@@ -39,9 +39,10 @@ from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store.catalog import (LiveDataset, SchemaPrivileges,
                                         available_extension_version, ingested_datasets,
-                                        installed_extension_version, live_datasets,
-                                        live_relations, make_session_read_only, relation_exists,
-                                        schema_privileges, select_refusal, server_version)
+                                        installed_extension_version, live_dataset_names,
+                                        live_datasets, live_relations, make_session_read_only,
+                                        relation_exists, schema_privileges, select_refusal,
+                                        server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_conninfo, redact_url)
 from eval_harness.store.indexes import index_report
@@ -175,7 +176,18 @@ def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
         return Check(WARN, "datasets", "cannot tell which datasets are ingested before the "
                      "schema is migrated: run `eval-harness migrate`")
     documents = ingested_datasets(conn)
-    ingested = ", ".join(f"{name} ({n} documents)" for name, n in documents.items()) or "none"
+    live = live_dataset_names(conn)
+    ingested = ", ".join(f"{name} (live)" if name in live else f"{name} ({n} documents)"
+                         for name, n in documents.items()) or "none"
+    if settings.datasets[default].is_live:
+        if default not in live:
+            return Check(WARN, "datasets", f"default dataset '{default}' is live and not "
+                         f"attached: run `eval-harness attach --dataset {default}` or "
+                         f"`eval-harness run` (configured: {configured}; in the store: "
+                         f"{ingested})")
+        return Check(OK, "datasets", f"default '{default}' live, attached "
+                     f"({settings.datasets[default].live.corpus.relation}); configured: "
+                     f"{configured}; in the store: {ingested}")
     if not documents.get(default):
         return Check(WARN, "datasets", f"default dataset '{default}' is not ingested: run "
                      f"`eval-harness run` (configured: {configured}; ingested: {ingested})")

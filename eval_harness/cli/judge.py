@@ -58,10 +58,15 @@ def cmd_judge(args, settings: Settings) -> int:
     from eval_harness.judges.session import JudgeUnavailable
     from eval_harness.progress import progress_bar
     from eval_harness.store import open_store
+    from eval_harness.store.datasets import prepare_dataset
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings)
     print(f"store: {location.description}", file=sys.stderr)
+    with location.connection() as conn:  # a live dataset: its current ground truth, also
+        attached = prepare_dataset(conn, settings, dataset).attach  # for a dry run's prices
+    if attached is not None:
+        print(attached, file=sys.stderr)
     if args.dry_run:
         return _dry_run(args, settings, location, dataset)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:

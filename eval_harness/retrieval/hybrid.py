@@ -32,7 +32,12 @@ MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
 
 class UnknownDataset(LookupError):
-    pass
+    """A dataset the store does not hold; ``dataset`` names it, so a caller that knows the
+    config can say what to run (:func:`eval_harness.store.datasets.missing_dataset_message`)."""
+
+    def __init__(self, message: str, dataset: str | None = None) -> None:
+        super().__init__(message)
+        self.dataset = dataset
 
 
 def as_vector(value) -> np.ndarray:
@@ -85,7 +90,8 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
         raise UnknownDataset(
             f"Dataset '{name}' is not in the store (known: {', '.join(known) or 'none'}); "
             f"run `eval-harness ingest PATH --name {name}` for a BEIR folder, or "
-            f"`eval-harness attach --dataset {name}` for a live dataset in config.yaml.")
+            f"`eval-harness attach --dataset {name}` for a live dataset in config.yaml.",
+            name)
     name, language, model, dim, kind, mapping = row
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
               else Corpus.ingested(name, language, dim))

@@ -56,6 +56,13 @@ def ingested_datasets(conn: psycopg.Connection) -> dict[str, int]:
         "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
 
 
+def live_dataset_names(conn: psycopg.Connection) -> set[str]:
+    """The datasets attached as live (read in place). A store before migration 0008 has no
+    ``kind`` column, so the row is read as JSON: there every dataset is ingested."""
+    return {name for (name,) in conn.execute(
+        "SELECT name FROM datasets d WHERE to_jsonb(d) ->> 'kind' = 'live'")}
+
+
 def stored_query_embedding(conn: psycopg.Connection, dataset: str,
                            text: str) -> tuple | None:
     """``(query_embedding,)`` of a ground-truth query of ``dataset`` whose text is ``text``

@@ -315,9 +315,11 @@ def make_embedder(model: str, *, provider: str = "auto", openai_api_key: str | N
     raise EmbedderUnavailable(f"Unknown embedder '{provider}' (use local, openai or auto).")
 
 
-def embedder_factory(settings: "Settings", model: str | None = None) -> Callable[[], Embedder]:
-    """A deferred :func:`make_embedder` for the configured provider (built only when needed)."""
+def embedder_factory(settings: "Settings", model: str | None = None, *,
+                     provider: str | None = None) -> Callable[[], Embedder]:
+    """A deferred :func:`make_embedder` (built only when needed) for ``provider``, else the
+    configured ``embedder.provider``: a live dataset names its own (``local:``/``openai:``)."""
     return lambda: make_embedder(model or settings.embedder_model,
-                                 provider=settings.embedder_provider,
+                                 provider=provider or settings.embedder_provider,
                                  openai_api_key=settings.openai_api_key,
                                  openai_base_url=settings.openai_base_url)

@@ -254,6 +254,11 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
     with conn.transaction():
         check_language(conn, language)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
+        if conn.execute("SELECT kind = 'live' FROM datasets WHERE name = %s",
+                        (name,)).fetchone() == (True,):
+            raise DatasetError(f"dataset '{name}' is attached as a live dataset in this store "
+                               "(read in place, never copied); ingest the folder under "
+                               "another name.")
         if vectors is None:
             vectors = _computed_vectors(conn, name, data, embedder, progress)
         conn.execute("""

@@ -25,10 +25,11 @@ def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportC
                      settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     cfg = settings.load()
     dataset = config.dataset or cfg.default_dataset
+    weights = cfg.weights_for(dataset)  # the dataset's calibrated weights, else the global ones
     with store.location().connection() as conn:
-        report = measure_retrieval(conn, dataset, semantic_weight=cfg.hybrid.semantic,
-                                   keyword_weight=cfg.hybrid.keyword,
-                                   candidate_depth=cfg.hybrid.candidate_depth)
+        report = measure_retrieval(conn, dataset, semantic_weight=weights.semantic,
+                                   keyword_weight=weights.keyword,
+                                   candidate_depth=weights.candidate_depth)
     text = format_report(report)
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")

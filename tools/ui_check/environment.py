@@ -43,9 +43,9 @@ class DefinitionsSummary:
 def throwaway_config(config: Path, folder: Path) -> Path:
     """A copy of ``config`` in ``folder`` that reads the same inputs and writes only there.
 
-    Inputs (datasets, the answers file) are kept by absolute path; outputs (the embedded
-    store, the DuckDB history, Dagster's home, ``reports/`` next to the config) go to
-    ``folder``. Comments are not kept: the copy is thrown away with the folder.
+    Inputs (datasets, the demo RAG source, the answers file) are kept by absolute path;
+    outputs (the embedded store, the DuckDB history, Dagster's home, ``reports/`` next to the
+    config) go to ``folder``. Comments are not kept: the copy is thrown away with the folder.
     """
     root = config.resolve().parent
     raw = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
@@ -60,7 +60,10 @@ def throwaway_config(config: Path, folder: Path) -> Path:
     gates = raw.get("quality_gates") or {}
     if gates.get("answers_file"):
         gates["answers_file"] = absolute(gates["answers_file"])
-    raw["store"] = {**(raw.get("store") or {}), "embedded_pgdata": str(folder / "pgdata")}
+    store = raw.get("store") or {}
+    if store.get("demo_rag_source"):
+        store["demo_rag_source"] = absolute(store["demo_rag_source"])
+    raw["store"] = {**store, "embedded_pgdata": str(folder / "pgdata")}
     raw["history"] = {**(raw.get("history") or {}), "duckdb_path": str(folder / "history.duckdb")}
     raw["dagster"] = {**(raw.get("dagster") or {}), "home": str(folder / "dagster")}
     copy = folder / "config.yaml"
