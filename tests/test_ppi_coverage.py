@@ -46,8 +46,13 @@ def _hidden_qrels() -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def per_query(store, tmp_path_factory):
-    """(judge P@5, qrels P@5) of every test query at the default weights."""
-    folder = tmp_path_factory.mktemp("scifact-hidden")
+    return hidden_qrels_p_at_5(store, tmp_path_factory.mktemp("scifact-hidden"))
+
+
+def hidden_qrels_p_at_5(store, folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(judge P@5, qrels P@5) of every SciFact test query at the default weights, judged by
+    two ``local:lexical`` judges with the qrels hidden (``store``: a migrated StoreLocation;
+    ``folder``: an empty scratch folder). Also used by benchmarks/ppi_width.py."""
     for name in ("corpus.jsonl", "embeddings.npz"):
         shutil.copy(SCIFACT / name, folder / name)
     qrels = _hidden_qrels()
