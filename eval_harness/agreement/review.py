@@ -346,6 +346,32 @@ def _row_list(rows: list[int]) -> str:
     return ("row " if len(rows) == 1 else "rows ") + ", ".join(map(str, rows))
 
 
+def check_row(cells: Mapping[str, str], dataset: str, number: int,
+              seen: dict[tuple[int, int], int], known: Mapping, where: str
+              ) -> tuple[tuple[int, int] | None, str, list[str]]:
+    """The checks every row of a review file gets (the queue's and the human sample's): its
+    dataset, ids, verdict value, repetition, and whether the pair is in ``known`` (``where``
+    names that set). Returns the pair, the normalised verdict ('' when blank) and the
+    problems; the caller adds its own (staleness)."""
+    problems: list[str] = []
+    if cells["dataset"].strip() != dataset:
+        problems.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
+    key = _pair_key(cells, problems)
+    verdict = " ".join(cells["verdict"].lower().split())
+    if verdict and verdict not in VERDICTS:
+        problems.append(f"verdict '{cells['verdict']}' is not 'relevant' or "
+                        "'not relevant' (leave it blank to skip the row)")
+    if key is not None:
+        if key in seen:
+            problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is repeated "
+                            f"from row {seen[key]}")
+        seen.setdefault(key, number)
+        if key not in known:
+            problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in "
+                            f"{where} of dataset '{dataset}'")
+    return key, verdict, problems
+
+
 def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
                    queue: Mapping[tuple[int, int], _QueuedPair]):
     """(updates, problems, blank count): every problem of every row, nothing written."""
@@ -355,24 +381,10 @@ def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
         if "__error__" in cells:
             problems.append((number, cells["__error__"]))
             continue
-        row_problems: list[str] = []
-        if cells["dataset"].strip() != dataset:
-            row_problems.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
-        key = _pair_key(cells, row_problems)
-        verdict_text = " ".join(cells["verdict"].lower().split())
-        if verdict_text and verdict_text not in VERDICTS:
-            row_problems.append(f"verdict '{cells['verdict']}' is not 'relevant' or "
-                                "'not relevant' (leave it blank to skip the row)")
-        if key is not None:
-            if key in seen:
-                row_problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is repeated "
-                                    f"from row {seen[key]}")
-            seen.setdefault(key, number)
-            if key not in queue:
-                row_problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in "
-                                    f"the review queue of dataset '{dataset}'")
-            elif verdict_text:
-                row_problems += _staleness(cells, queue[key])
+        key, verdict_text, row_problems = check_row(cells, dataset, number, seen, queue,
+                                                    "the review queue")
+        if key in queue and verdict_text:
+            row_problems += _staleness(cells, queue[key])
         if row_problems:
             problems += [(number, text) for text in row_problems]
         elif not verdict_text:

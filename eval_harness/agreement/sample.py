@@ -46,9 +46,9 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.agreement import queries
-from eval_harness.agreement.review import (CSV_COLUMNS, VERDICTS, ImportCounts,
-                                           ReviewFileError, _escape_formula, _file_dataset,
-                                           _one_line, _pair_key, _read_review_file, _snippet)
+from eval_harness.agreement.review import (CSV_COLUMNS, ImportCounts, ReviewFileError,
+                                           _escape_formula, _file_dataset, _one_line,
+                                           _read_review_file, _snippet, check_row)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
@@ -185,23 +185,11 @@ def _check_sample_records(records: list[tuple[int, dict[str, str]]], dataset: st
         if cells["status"].strip() != SAMPLE_STATUS:
             row.append(f"status is '{cells['status']}', not '{SAMPLE_STATUS}': a sample file "
                        "holds sample rows only (import review-queue rows from their own file)")
-        if cells["dataset"].strip() != dataset:
-            row.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
-        key = _pair_key(cells, row)
-        verdict = " ".join(cells["verdict"].lower().split())
-        if verdict and verdict not in VERDICTS:
-            row.append(f"verdict '{cells['verdict']}' is not 'relevant' or 'not relevant' "
-                       "(leave it blank to skip the row)")
-        if key is not None:
-            if key in seen:
-                row.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is repeated from row "
-                           f"{seen[key]}")
-            seen.setdefault(key, number)
-            if key not in sampled:
-                row.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in the human "
-                           f"sample of dataset '{dataset}'")
-            else:
-                row += _staleness(cells, *sampled[key])
+        key, verdict, problems_of_row = check_row(cells, dataset, number, seen, sampled,
+                                                  "the human sample")
+        row += problems_of_row
+        if key in sampled:
+            row += _staleness(cells, *sampled[key])
         if row:
             problems += [(number, text) for text in row]
         elif not verdict:
