@@ -17,6 +17,13 @@ Behaviour is configurable per test:
 * ``fault_rate`` / ``fault_kinds`` / ``seed``: random faults on a share of chat requests;
 * ``rpm_limit``: a server-side token bucket (requests per minute) answering 429 with a
   ``Retry-After`` when exceeded, like a provider's rate limiter;
+* ``rate_limit_headers``: with ``rpm_limit``, every chat reply (success or 429) carries the
+  rate-limit headers of its wire format, from the server's bucket: OpenAI's
+  ``x-ratelimit-limit-requests`` / ``-remaining-requests`` / ``-reset-requests`` (a duration,
+  ``"120ms"``, ``"1.5s"``), Anthropic's ``anthropic-ratelimit-requests-limit`` / ``-remaining``
+  / ``-reset`` (an RFC 3339 moment); ``reset`` is when the bucket is full again. The limit can
+  change mid-run with ``set_rpm_limit(rpm)`` (the bucket keeps what it holds, up to the new
+  size). Off by default: no such headers;
 * ``responder``: a function ``(api, system, first_user_text, body) -> reply text``; the default
   answers each of the judges' prompts plausibly and deterministically;
 * batch endpoints of both APIs (create, poll, results), ``batch_polls`` polls before a batch
@@ -133,7 +140,8 @@ class FakeLLMServer:
                  retry_after: float = 1.0, batch_polls: int = 1, batch_errors: int = 0,
                  echo_auth_on_error: bool = False, hold_seconds: float = 30.0,
                  fault_rule: Callable[[str, str], str | None] | None = None,
-                 no_quota: bool = False, reject_key: bool = False) -> None:
+                 no_quota: bool = False, reject_key: bool = False,
+                 rate_limit_headers: bool = False) -> None:
         # reset() restores these, so one server can be shared by many tests
         self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
                            burst=(rpm_limit or 0) / 60.0 * burst_seconds, fault_rate=fault_rate,
@@ -142,7 +150,8 @@ class FakeLLMServer:
                            batch_polls=batch_polls, batch_errors=batch_errors,
                            echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule,
                            hold_seconds=hold_seconds, no_quota=no_quota,
-                           reject_key=reject_key)
+                           reject_key=reject_key, rate_limit_headers=rate_limit_headers)
+        self._burst_seconds = burst_seconds
         self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
         self.in_flight = 0
@@ -255,6 +264,15 @@ class FakeLLMServer:
             self._anthropic_batches.clear()
             self._openai_batches.clear()
 
+    def set_rpm_limit(self, rpm: float) -> None:
+        """Enforce ``rpm`` requests per minute from now on (the bucket keeps what it holds,
+        up to the new size); the rate-limit headers say the new limit."""
+        with self._lock:
+            self._refill_bucket(time.monotonic())
+            self.rpm_limit = rpm
+            self.burst = rpm / 60.0 * self._burst_seconds
+            self._bucket = min(self._bucket, self.burst)
+
     def reset(self) -> None:
         """Forget requests and queued faults; every knob back to its constructor value."""
         self.release_replies()
@@ -281,10 +299,8 @@ class FakeLLMServer:
             if self._faults:
                 return self._faults.popleft()
             if self.rpm_limit:
-                now = time.monotonic()
                 rate = self.rpm_limit / 60.0
-                self._bucket = min(self.burst, self._bucket + (now - self._bucket_at) * rate)
-                self._bucket_at = now
+                self._refill_bucket(time.monotonic())
                 if self._bucket < 1.0:
                     wait = max(1, int((1.0 - self._bucket) / rate + 0.999))
                     return Fault("429", retry_after=float(wait), over_limit=True)
@@ -292,6 +308,32 @@ class FakeLLMServer:
             if self.fault_rate and self._rng.random() < self.fault_rate:
                 return Fault(self._rng.choice(self.fault_kinds))
         return None
+
+    def _refill_bucket(self, now: float) -> None:
+        """Called with the lock held."""
+        if self.rpm_limit:
+            self._bucket = min(self.burst, self._bucket
+                               + (now - self._bucket_at) * self.rpm_limit / 60.0)
+        self._bucket_at = now
+
+    def _rate_headers(self, api: str) -> dict[str, str]:
+        """The rate-limit headers of ``api``'s wire format (see ``rate_limit_headers``)."""
+        if not (self.rate_limit_headers and self.rpm_limit):
+            return {}
+        with self._lock:
+            self._refill_bucket(time.monotonic())
+            limit, remaining = self.rpm_limit, max(0, int(self._bucket))
+            reset = max(0.0, (self.burst - self._bucket) / (limit / 60.0))
+        if api == "anthropic":
+            moment = datetime.now(timezone.utc) + timedelta(seconds=reset)
+            return {"anthropic-ratelimit-requests-limit": f"{limit:g}",
+                    "anthropic-ratelimit-requests-remaining": str(remaining),
+                    "anthropic-ratelimit-requests-reset":
+                        moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+        duration = f"{round(reset * 1000)}ms" if reset < 1 else f"{reset:.3f}s"
+        return {"x-ratelimit-limit-requests": f"{limit:g}",
+                "x-ratelimit-remaining-requests": str(remaining),
+                "x-ratelimit-reset-requests": duration}
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
@@ -469,7 +511,8 @@ class _Handler(BaseHTTPRequestHandler):
                      else fake.responder(api, system, user, body))
             make = anthropic_message if api == "anthropic" else openai_completion
             record.status = 200
-            return self._send(200, make(model, reply, input_tokens, fake._new_id("msg_")))
+            return self._send(200, make(model, reply, input_tokens, fake._new_id("msg_")),
+                              headers=fake._rate_headers(api))
         if fault.kind == "bad_json":
             record.status = 200
             return self._send(200, b"<html>upstream proxy error</html>")
@@ -482,7 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_fault(self, api: str, fault: Fault) -> None:
         fake = self.fake
         status = ERROR_STATUS[fault.kind]
-        headers = {}
+        headers = fake._rate_headers(api) if api in ("anthropic", "openai") else {}
         if status == 429 or fault.retry_after is not None:
             headers["retry-after"] = f"{fault.retry_after or fake.retry_after:g}"
         message = f"fake {fault.kind}"

@@ -11,8 +11,11 @@
   fit, the pipeline stops: this and every later uncached call raise
   :class:`BudgetExhausted`, calls already in flight finish and are logged, and what was
   spent stays logged.
-* **Rate limiter**: one :class:`RateLimiter` per provider (requests and tokens per minute),
-  acquired for every attempt, retries included.
+* **Rate limiter**: one :class:`AdaptiveRateLimiter` per provider (requests and tokens per
+  minute), acquired for every attempt, retries included. The configured rates are its
+  ceiling; every response's rate-limit headers, and every 429, move it below that (see
+  :mod:`eval_harness.judges.adaptive`). Providers with ``complete_with_headers`` hand their
+  successes' headers over; a refusal's come with the SDK's exception.
 * **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
   waiting out a backoff does not hold a slot.
 * **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
@@ -47,7 +50,8 @@ from typing import Iterable, Mapping
 
 from eval_harness.judges.cache import JudgeLedger, RetryEvent
 from eval_harness.judges.config import RateLimit
-from eval_harness.judges.limiter import Clock, RateLimiter, Sleep
+from eval_harness.judges.adaptive import AdaptiveRateLimiter
+from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import ChatProvider
@@ -197,7 +201,7 @@ class CallPipeline:
         self.stop_reason: str | None = None
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
-        self._limiters = {name: RateLimiter(rate_limits[name].requests_per_minute,
+        self._limiters = {name: AdaptiveRateLimiter(rate_limits[name].requests_per_minute,
                                             rate_limits[name].tokens_per_minute,
                                             clock=clock, sleep=sleep) for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
@@ -208,10 +212,15 @@ class CallPipeline:
 
     def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
         self.providers[provider.name] = provider
-        self._limiters[provider.name] = RateLimiter(limit.requests_per_minute,
-                                                    limit.tokens_per_minute,
-                                                    clock=self._clock, sleep=self._sleep)
+        self._limiters[provider.name] = AdaptiveRateLimiter(limit.requests_per_minute,
+                                                            limit.tokens_per_minute,
+                                                            clock=self._clock,
+                                                            sleep=self._sleep)
         self._slots[provider.name] = asyncio.Semaphore(concurrency)
+
+    def limiter(self, provider: str) -> AdaptiveRateLimiter:
+        """``provider``'s rate limiter (its current rates say how it has adapted)."""
+        return self._limiters[provider]
 
     def base_url(self, provider: str) -> str | None:
         """The normalised base URL of ``provider``'s server (None if it has no such name)."""
@@ -306,6 +315,26 @@ class CallPipeline:
             if not waiter.done():
                 waiter.set_result(None)
 
+    async def _send(self, provider: ChatProvider, request: ChatRequest,
+                    limiter: AdaptiveRateLimiter) -> Completion:
+        """``provider``'s reply (or its exception); what the response says about the rate
+        limits, and whether it was a 429, goes to ``limiter``."""
+        sent_at = self._clock()
+        with limiter.sending():
+            try:
+                with_headers = getattr(provider, "complete_with_headers", None)
+                if with_headers is None:
+                    completion, headers = await provider.complete(request), None
+                else:
+                    completion, headers = await with_headers(request)
+            except Exception as exc:
+                refused = classify_error(exc).kind == "rate_limit"
+                limiter.observe(getattr(getattr(exc, "response", None), "headers", None),
+                                outcome="refused" if refused else "error", sent_at=sent_at)
+                raise
+            limiter.observe(headers, outcome="success")
+            return completion
+
     async def _call_provider(self, request: ChatRequest, query_id: int | None,
                              refresh: bool = False) -> CallOutcome:
         provider = self.providers[request.provider]
@@ -317,14 +346,17 @@ class CallPipeline:
         attempts, cost = 0, 0.0
         try:
             while True:
-                await self._limiters[provider.name].acquire(estimate)
+                limiter = self._limiters[provider.name]
                 try:
                     async with self._slots[provider.name]:
+                        # the rate is taken with the slot: a request that passed the limiter
+                        # and then queued for a slot would go at a rate since lowered
+                        await limiter.acquire(estimate)
                         if self.stopped in _REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
                         self.stats.provider_calls += 1
-                        completion = await provider.complete(request)
+                        completion = await self._send(provider, request, limiter)
                 except (asyncio.CancelledError, RunStopped):
                     raise
                 except Exception as exc:  # every provider error is classified, none escapes

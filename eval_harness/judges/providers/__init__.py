@@ -10,8 +10,9 @@ each request's reply (or an error message) by custom id.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from eval_harness.judges.protocol import ChatRequest, Completion
 
@@ -35,3 +36,10 @@ class ChatProvider(Protocol):
     async def batch_results(self, batch_id: str) -> dict[str, Completion | str]: ...
 
     async def aclose(self) -> None: ...
+
+
+async def parsed(raw: Any) -> Any:
+    """The body of an SDK's raw response (``with_raw_response``), parsed into its model:
+    ``parse()`` is a coroutine in one SDK's async client and a plain call in the other's."""
+    body = raw.parse()
+    return await body if inspect.isawaitable(body) else body

@@ -8,13 +8,13 @@ gateways or older API versions that still honour it.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import anthropic
 
 from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
-from eval_harness.judges.providers import BatchState
+from eval_harness.judges.providers import BatchState, parsed
 from eval_harness.judges.retry import BadProviderResponse
 
 DEFAULT_BASE_URL = DEFAULT_BASE_URLS["anthropic"]
@@ -57,13 +57,20 @@ class AnthropicProvider:
         return params
 
     async def complete(self, request: ChatRequest) -> Completion:
+        return (await self.complete_with_headers(request))[0]
+
+    async def complete_with_headers(self, request: ChatRequest
+                                    ) -> tuple[Completion, Mapping[str, str]]:
+        """The reply and the response's headers (the rate limiter reads its limits there)."""
         params = self.params(request)
         extra = {"temperature": params.pop("temperature")} if "temperature" in params else None
         try:
-            message = await self._client.messages.create(**params, extra_body=extra)
+            raw = await self._client.messages.with_raw_response.create(**params,
+                                                                       extra_body=extra)
+            message = await parsed(raw)
         except json.JSONDecodeError:
             raise BadProviderResponse("the Messages API reply body is not JSON") from None
-        return _completion(message)
+        return _completion(message), raw.headers
 
     async def submit_batch(self, items: Sequence[tuple[str, ChatRequest]]) -> str:
         batch = await self._client.messages.batches.create(

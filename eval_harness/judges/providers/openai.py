@@ -9,13 +9,13 @@ understand it; GPT-4o-class models accept both.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import openai
 
 from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
-from eval_harness.judges.providers import BatchState
+from eval_harness.judges.providers import BatchState, parsed
 from eval_harness.judges.retry import BadProviderResponse
 
 DEFAULT_BASE_URL = DEFAULT_BASE_URLS["openai"]
@@ -66,13 +66,20 @@ class OpenAIProvider:
         return params
 
     async def complete(self, request: ChatRequest) -> Completion:
+        return (await self.complete_with_headers(request))[0]
+
+    async def complete_with_headers(self, request: ChatRequest
+                                    ) -> tuple[Completion, Mapping[str, str]]:
+        """The reply and the response's headers (the rate limiter reads its limits there)."""
         try:
-            completion = await self._client.chat.completions.create(**self.params(request))
+            raw = await self._client.chat.completions.with_raw_response.create(
+                **self.params(request))
+            completion = await parsed(raw)
         except json.JSONDecodeError:
             raise BadProviderResponse("the Chat Completions reply body is not JSON") from None
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content if choice is not None else None) or ""
-        return Completion(text, _usage(completion.usage))
+        return Completion(text, _usage(completion.usage)), raw.headers
 
     async def submit_batch(self, items: Sequence[tuple[str, ChatRequest]]) -> str:
         lines = "".join(json.dumps({"custom_id": custom_id, "method": "POST",
