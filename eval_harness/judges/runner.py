@@ -17,7 +17,8 @@
   :mod:`eval_harness.judges.adaptive`). Providers with ``complete_with_headers`` hand their
   successes' headers over; a refusal's come with the SDK's exception.
 * **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
-  waiting out a backoff does not hold a slot.
+  waiting out a backoff does not hold a slot. The rate limiter is taken inside the slot, so
+  what passes it is sent at once, at the rate of that moment.
 * **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
 * **No quota**: a provider saying the account has no quota or credit left (error kind
@@ -202,8 +203,9 @@ class CallPipeline:
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
         self._limiters = {name: AdaptiveRateLimiter(rate_limits[name].requests_per_minute,
-                                            rate_limits[name].tokens_per_minute,
-                                            clock=clock, sleep=sleep) for name in providers}
+                                                    rate_limits[name].tokens_per_minute,
+                                                    clock=clock, sleep=sleep)
+                          for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
