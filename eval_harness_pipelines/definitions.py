@@ -26,6 +26,7 @@ main_job = dg.define_asset_job(
     - dg.AssetSelection.groups(calibration.GROUP)  # calibration_job: it rewrites config.yaml
     - dg.AssetSelection.groups(quality_gates.GROUP)  # partitioned: quality_gate_job
     - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
+    - dg.AssetSelection.groups(judging.SHARD_GROUP)
     - dg.AssetSelection.groups(reporting.GROUP),
     description="Ingest the default dataset and report retrieval quality at the configured weights.")
 
@@ -36,7 +37,8 @@ NIGHTLY_JOB = "nightly_job"
 # check). The report follows every nightly run, failed or not, through a sensor.
 nightly_job = dg.define_asset_job(
     NIGHTLY_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(quality_gates.GROUP)
-    - dg.AssetSelection.groups(reporting.GROUP),
+    - dg.AssetSelection.groups(reporting.GROUP)
+    - dg.AssetSelection.groups(judging.SHARD_GROUP),  # partitioned: judging_shards_job
     description="The nightly pipeline: ingest, retrieval report, dual judges, agreement gate, "
                 "calibration and the P@5 verdict.")
 
@@ -68,6 +70,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         calibration.defs,
         quality_gates.quality_gate_definitions(settings),
         judging.defs,
+        judging.shard_definitions(settings),
         reporting.defs,
         dg.Definitions(jobs=[main_job, nightly_job],
                        schedules=[nightly_schedule, quality_gate_schedule],

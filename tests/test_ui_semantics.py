@@ -29,7 +29,7 @@ from eval_harness.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
-        QUALITY_GATE_JOB, "report_job")
+        QUALITY_GATE_JOB, "report_job", "judging_shards_job")
 
 
 # ----------------------------------------------------------------------------- structure

@@ -15,7 +15,10 @@ run over them:
 that turns two judge scores into the binary label a pair carries downstream: a human verdict
 from the review queue (:func:`eval_harness.agreement.review.adjudicated_labels`) wins over both
 judges; without one, the label is ``mean(score1, score2) > relevance_threshold``; a pair
-that only one judge scored and nobody adjudicated has no label. Judge-vs-human statistics
+judge 2 was not asked (staged dual judging: ``judge2_status`` ``skipped``) takes judge 1's
+label; any other pair that only one judge scored and nobody adjudicated has no label.
+Judge-vs-judge statistics leave the pairs judge 2 was not asked out (and count them apart):
+they are not unscored, only not in judge 2's sample. Judge-vs-human statistics
 use each judge's own scores, never the overridden labels, so they measure the judges.
 """
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 import psycopg
 
 from eval_harness.agreement.queries import count_queries, judged_query_rows
+from eval_harness.judges.dual_scores import SKIPPED
 from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)
@@ -66,6 +70,8 @@ class JudgePairs:
     judge1_models: tuple[str, ...]
     judge2_models: tuple[str, ...]
     n_queries: int  # every ground-truth query of the dataset, judged or not
+    # True where judge 2 was not asked (staged dual judging); empty: none was skipped
+    skipped2: tuple[bool, ...] = ()
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -123,6 +129,7 @@ class DatasetAgreement:
     judge2_models: tuple[str, ...]
     queries: Mapping[int, QueryText]  # ground_truth id -> external id and text
     n_adjudicated_overrides: int  # judged pairs whose final label is a human verdict
+    n_judge2_skipped: int  # pairs judge 2 was not asked (staged judging): judge 1's labels
     review_pending: int
     review_adjudicated: int
     gate: KappaGate
@@ -147,6 +154,7 @@ class DatasetAgreement:
             "gwet_ac1": report.gwet_ac1.value if report else None,
             "krippendorff_alpha": report.krippendorff_alpha.value if report else None,
             "kappa_floor": self.settings.kappa_floor,
+            "n_judge2_skipped": self.n_judge2_skipped,
             "review_pending": self.review_pending,
             "review_adjudicated": self.review_adjudicated,
         }
@@ -164,10 +172,10 @@ def load_judge_pairs(conn: psycopg.Connection, dataset: str) -> JudgePairs:
         n_queries = count_queries(conn, dataset)
         rows = judged_query_rows(conn, dataset)
     columns: dict[str, list] = {k: [] for k in ("query_ids", "doc_ids", "scores1", "scores2",
-                                                "human")}
+                                                "human", "skipped2")}
     queries: dict[int, QueryText] = {}
     models1, models2 = set(), set()
-    for qid, external_id, text, docs, s1, s2, m1, m2, expected in rows:
+    for qid, external_id, text, docs, s1, s2, m1, m2, expected, status2 in rows:
         where = f"ground_truth query '{external_id}' (id {qid}) of dataset '{dataset}'"
         if len(set(docs)) != len(docs):
             raise JudgeScoresError(f"{where} lists a document twice in judged_docs; re-run "
@@ -183,6 +191,9 @@ def load_judge_pairs(conn: psycopg.Connection, dataset: str) -> JudgePairs:
         columns["scores1"] += scores1
         columns["scores2"] += scores2
         columns["human"] += [int(d in relevant) if relevant else None for d in docs]
+        skipped = list(status2 or [])
+        columns["skipped2"] += [i < len(skipped) and skipped[i] == SKIPPED
+                                for i in range(len(docs))]
     return JudgePairs(dataset=dataset, queries=queries, judge1_models=tuple(sorted(models1)),
                       judge2_models=tuple(sorted(models2)), n_queries=int(n_queries),
                       **{k: tuple(v) for k, v in columns.items()})
@@ -194,12 +205,17 @@ def final_labels(pairs: JudgePairs, adjudicated: Mapping[PairKey, int], *,
 
     Per pair: an adjudicated verdict if there is one (``source="adjudicated"``); else, when
     both judges scored it, ``1 if (score1 + score2) / 2 > threshold else 0``
-    (``source="judges"``); else no label (``label=None, source=None``), never a guess.
+    (``source="judges"``); else, when judge 2 was not asked (staged judging) and judge 1
+    scored it, ``1 if score1 > threshold else 0`` (``source="judge1"``); else no label
+    (``label=None, source=None``), never a guess.
     """
     labels = []
-    for key, s1, s2 in zip(pairs.keys, pairs.scores1, pairs.scores2):
+    skipped2 = pairs.skipped2 or (False,) * len(pairs)
+    for key, s1, s2, skipped in zip(pairs.keys, pairs.scores1, pairs.scores2, skipped2):
         if key in adjudicated:
             labels.append(FinalLabel(*key, adjudicated[key], "adjudicated"))
+        elif skipped and s1 is not None:
+            labels.append(FinalLabel(*key, int(s1 > threshold), "judge1"))
         elif s1 is not None and s2 is not None:
             labels.append(FinalLabel(*key, int((s1 + s2) / 2 > threshold), "judges"))
         else:
@@ -273,9 +289,12 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str,
     if len(pairs) == 0:
         reason = "no query of this dataset has judged documents yet"
     else:
+        asked = [i for i, skipped in enumerate(pairs.skipped2 or (False,) * len(pairs))
+                 if not skipped]  # pairs judge 2 was not asked are in no judge-judge statistic
         try:
-            report = agreement_report(pairs.scores1, pairs.scores2, query_ids=pairs.query_ids,
-                                      **options)
+            report = agreement_report([pairs.scores1[i] for i in asked],
+                                      [pairs.scores2[i] for i in asked],
+                                      query_ids=[pairs.query_ids[i] for i in asked], **options)
         except AgreementInputError as exc:  # nothing scored by both judges
             reason = str(exc)
     labels = final_labels(pairs, adjudicated, threshold=settings.relevance_threshold)
@@ -296,6 +315,7 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str,
         versus_human=versus_human, judge1_models=pairs.judge1_models,
         judge2_models=pairs.judge2_models, queries=pairs.queries,
         n_adjudicated_overrides=sum(f.source == "adjudicated" for f in labels),
+        n_judge2_skipped=sum(pairs.skipped2),
         review_pending=pending, review_adjudicated=done, gate=gate)
 
 

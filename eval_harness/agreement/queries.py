@@ -39,10 +39,11 @@ def count_queries(conn: psycopg.Connection, dataset: str) -> int:
 
 def judged_query_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
     """``(id, external_id, query, judged_docs, judge1_score, judge2_score, judge1_model,
-    judge2_model, expected_docs)`` of each judged query of ``dataset``, in id order."""
+    judge2_model, expected_docs, judge2_status)`` of each judged query of ``dataset``, in id
+    order."""
     return conn.execute("""
         SELECT id, external_id, query, judged_docs, judge1_score, judge2_score,
-               judge1_model, judge2_model, expected_docs
+               judge1_model, judge2_model, expected_docs, judge2_status
         FROM ground_truth WHERE dataset = %s AND judged_docs IS NOT NULL
         ORDER BY id""", (dataset,)).fetchall()
 

@@ -8,6 +8,9 @@ unscored or failed (what was done is kept; running again costs nothing for it; a
 judgement's replies are cached, so ``--retry-unscored`` re-asks those), 2 when it could not
 run.
 
+``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.staged.shard_of`);
+runs of different shards go side by side, each paying only for its own pairs.
+
 ``--dry-run`` plans the same pairs and builds the same requests, looks them up in the reply
 cache and prints, per judge, the pairs, how many are cached, how many would be paid for, the
 estimated tokens and cost (see :mod:`eval_harness.judges.dry_run`); it sends nothing and
@@ -38,8 +41,21 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the pairs, estimated tokens and cost per judge and send "
                              "nothing (the store is only read)")
+    parser.add_argument("--shard", type=_shard, metavar="I/N",
+                        help="judge only the queries of shard I of N (0 <= I < N; a query's "
+                             "shard is a stable hash of its id): processes judging different "
+                             "shards run side by side")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=cmd_judge)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from eval_harness.judges.staged import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> int:
@@ -72,7 +88,8 @@ def cmd_judge(args, settings: Settings) -> int:
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
-                                    progress=progress, retry_unscored=args.retry_unscored)
+                                    progress=progress, retry_unscored=args.retry_unscored,
+                                    shard=args.shard)
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     if args.json:

@@ -58,6 +58,18 @@ class BatchSettings:
 
 
 @dataclass(frozen=True)
+class StagedSettings:
+    """``judges.staged``: judge 2 scores a seeded random sample of queries, growing it by
+    ``step_queries`` from ``first_queries``, until the lower bound of the kappa interval on
+    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.staged`)."""
+
+    enabled: bool = False
+    seed: int = 0                # the order in which queries join the sample
+    first_queries: int = 20      # the first sample (at least 2: the interval needs 2 queries)
+    step_queries: int = 20       # queries added per step while the bound is below the floor
+
+
+@dataclass(frozen=True)
 class LocalJudgeSettings:
     embedding_floor: float = 0.3     # local:embedding: cosine at or below -> 0.0
     embedding_ceiling: float = 0.9   # cosine at or above -> 1.0 (linear between)
@@ -99,6 +111,8 @@ class JudgeSettings:
     retry: RetrySettings = RetrySettings()
     batch: BatchSettings = BatchSettings()
     local: LocalJudgeSettings = LocalJudgeSettings()
+    staged: StagedSettings = StagedSettings()
+    shards: int = 1                  # static partitions of the Dagster judging asset
 
 
 def _error(message: str) -> Exception:
@@ -260,9 +274,27 @@ def _local(section: Mapping[str, Any]) -> LocalJudgeSettings:
     return LocalJudgeSettings(**values)
 
 
+def _staged(section: Mapping[str, Any]) -> StagedSettings:
+    given = section.get("staged")
+    if given is None or isinstance(given, bool):  # `staged: true` keeps the other defaults
+        return StagedSettings(enabled=bool(given))
+    given = _mapping(section, "staged", "judges")
+    d = StagedSettings()
+    _reject_unknown(given, "judges.staged", tuple(StagedSettings.__dataclass_fields__))
+    enabled = given.get("enabled", d.enabled)
+    if not isinstance(enabled, bool):
+        raise _error("'judges.staged.enabled' must be true or false.")
+    return StagedSettings(
+        enabled, _integer(given.get("seed", d.seed), "judges.staged.seed", low=0),
+        _integer(given.get("first_queries", d.first_queries), "judges.staged.first_queries",
+                 low=2),
+        _integer(given.get("step_queries", d.step_queries), "judges.staged.step_queries",
+                 low=1))
+
+
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
                "budget_usd", "hybrid_top_k", "temperatures", "max_tokens", "rate_limits",
-               "prices", "send_temperature", "retry", "batch", "local")
+               "prices", "send_temperature", "retry", "batch", "local", "staged", "shards")
 
 
 def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] | None = None,
@@ -314,4 +346,6 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
         retry=_retry(section),
         batch=_batch(section),
         local=_local(section),
+        staged=_staged(section),
+        shards=_integer(section.get("shards", d.shards), "judges.shards", low=1),
     )

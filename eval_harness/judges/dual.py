@@ -52,9 +52,12 @@ from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_qu
 from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair_kappa,
                                              store_query_judgements)
 from eval_harness.judges.dual_summary import JudgeRunSummary
+from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import JudgeResult, Passage
 from eval_harness.judges.runner import RunStopped
 from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.staged import (StagingReport, estimate_saved, queries_of_shard,
+                                        sample_agreement, sample_order, sample_sizes)
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
@@ -73,20 +76,26 @@ def _needs_embeddings(session: JudgeSession) -> bool:
                for j in (session.judge1, session.judge2))
 
 
+async def _not_asked() -> None:
+    return None
+
+
 async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
                       query_id: int | None,
-                      on_pair: Callable[[], None] = lambda: None
-                      ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float]]]:
+                      on_pair: Callable[[], None] = lambda: None, with_judge2: bool = True
+                      ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float] | None]]:
     """Both judges' relevance results for every document (judges in parallel per pair).
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
     :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
-    exhausted quota or a rejected key stopped the run before all were judged.
+    exhausted quota or a rejected key stopped the run before all were judged. With
+    ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
             session.judge1.relevance(query, document, query_id=query_id),
-            session.judge2.relevance(query, document, query_id=query_id),
+            session.judge2.relevance(query, document, query_id=query_id) if with_judge2
+            else _not_asked(),
             return_exceptions=True)
         on_pair()
         return results
@@ -110,17 +119,29 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 @contextmanager
-def judge_run_lock(conn: psycopg.Connection, dataset: str) -> Iterator[None]:
+def judge_run_lock(conn: psycopg.Connection, dataset: str,
+                   shard: tuple[int, int] | None = None) -> Iterator[None]:
     """Hold the dataset's judge-run advisory lock (session level) while the block runs.
 
     Waits for another run of the same dataset to end; the lock also ends with the connection,
     so a killed run never leaves it behind. Commits ``conn`` (the run commits per query anyway).
+    A shard's run (``(i, n)``) holds the dataset's lock shared and its shard's exclusively:
+    shards run side by side, the same shard twice waits, and a whole-dataset run waits for
+    every shard (and they for it).
     """
-    def say_so() -> None:
-        log.warning(f"another judge run of dataset '{dataset}' is in progress; waiting for it "
-                    "to end (its replies are cached, so they cost this run nothing)")
+    where = "" if shard is None else f" shard {shard[0]}/{shard[1]}"
 
-    with session_lock(conn, JUDGE_LOCK_PREFIX + dataset, on_wait=say_so):
+    def say_so() -> None:
+        log.warning(f"another judge run of dataset '{dataset}'{where} is in progress; waiting "
+                    "for it to end (its replies are cached, so they cost this run nothing)")
+
+    if shard is None:
+        with session_lock(conn, JUDGE_LOCK_PREFIX + dataset, on_wait=say_so):
+            yield
+        return
+    with session_lock(conn, JUDGE_LOCK_PREFIX + dataset, on_wait=say_so, shared=True), \
+            session_lock(conn, f"{JUDGE_LOCK_PREFIX}{dataset}#{shard[0]}/{shard[1]}",
+                         on_wait=say_so):
         yield
 
 
@@ -129,8 +150,14 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                               run_id: str | None = None,
                               progress: ProgressCallback | None = None,
                               session_options: dict | None = None,
-                              retry_unscored: bool = False) -> JudgeRunSummary:
+                              retry_unscored: bool = False,
+                              shard: tuple[int, int] | None = None) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
+
+    ``shard=(i, n)`` judges only the queries of shard ``i`` of ``n``
+    (:func:`eval_harness.judges.staged.shard_of`). With ``judges.staged`` on, judge 2 scores
+    a growing random sample of the queries until kappa's lower bound clears the floor
+    (:mod:`eval_harness.judges.staged`; per shard when sharded).
 
     One run per dataset at a time (:func:`judge_run_lock`). A live dataset configured with
     ``live.write_judge_scores: true`` then gets the stored scores written back into its own
@@ -140,15 +167,17 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
     whose cached replies leave it unscored is asked anew (see :mod:`.llm`).
     """
-    with judge_run_lock(conn, dataset):
+    with judge_run_lock(conn, dataset, shard):
         summary = await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
                                        run_id=run_id, progress=progress,
                                        session_options=session_options,
-                                       retry_unscored=retry_unscored)
+                                       retry_unscored=retry_unscored, shard=shard)
         config = settings.datasets.get(dataset)
         if config is not None and config.live is not None and config.live.write_judge_scores:
             # still under the run lock: what is written back is what this run left stored
-            summary.write_back = str(write_back_judge_scores(conn, config))
+            # (shards running side by side write back one at a time)
+            with session_lock(conn, f"{JUDGE_LOCK_PREFIX}{dataset}#write-back"):
+                summary.write_back = str(write_back_judge_scores(conn, config))
         return summary
 
 
@@ -156,10 +185,12 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                          limit: int | None, batch: bool, run_id: str | None,
                          progress: ProgressCallback | None,
                          session_options: dict | None,
-                         retry_unscored: bool = False) -> JudgeRunSummary:
+                         retry_unscored: bool = False,
+                         shard: tuple[int, int] | None = None) -> JudgeRunSummary:
     started = time.monotonic()
-    planned = plan_queries(conn, dataset, settings, limit=limit)
+    planned = queries_of_shard(plan_queries(conn, dataset, settings, limit=limit), shard)
     threshold = settings.agreement.relevance_threshold
+    staged = settings.judges.staged
     async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
         for judge in (session.judge1, session.judge2):
             if hasattr(judge, "retry_unscored"):  # LLM judges (local ones never re-ask)
@@ -168,12 +199,14 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                   session.judge1.spec, session.judge2.spec, session.notices,
                                   queries=len(planned),
                                   pairs=sum(len(p.doc_ids) for p in planned),
-                                  pool_sizes=pool_sizes(planned))
+                                  pool_sizes=pool_sizes(planned),
+                                  shard=None if shard is None else f"{shard[0]}/{shard[1]}")
         documents = load_documents(conn, dataset, [d for p in planned for d in p.doc_ids],
                                    with_embeddings=_needs_embeddings(session))
-        if batch:
+        if batch:  # staged: judge 2's sample is asked live, the rest not at all
+            judges = (session.judge1,) if staged.enabled else (session.judge1, session.judge2)
             summary.batch = await prefill_cache_by_batch(
-                session.pipeline, _batch_plan(session, planned, documents), settings.judges.batch,
+                session.pipeline, _batch_plan(judges, planned, documents), settings.judges.batch,
                 **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
         judged = 0
 
@@ -187,44 +220,59 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             progress(0, summary.pairs)
         pooled1: list[float | None] = []
         pooled2: list[float | None] = []
+        pooled_queries: list[int] = []
         window = asyncio.Semaphore(max(4, 4 * settings.judges.concurrency))
 
-        async def one(plan: PlannedQuery):
+        async def one(plan: PlannedQuery, with_judge2: bool):
             async with window:
                 query = Passage(plan.text, plan.query_id, plan.embedding)
                 docs = [documents.get(d) or Passage("", d) for d in plan.doc_ids]
                 return plan, await judge_pairs(session, query, docs, query_id=plan.query_id,
-                                               on_pair=pair_done)
+                                               on_pair=pair_done, with_judge2=with_judge2)
 
-        tasks = [asyncio.ensure_future(one(plan)) for plan in planned]
-        try:
-            for next_done in asyncio.as_completed(tasks):
-                try:
-                    plan, (results1, results2) = await next_done
-                except RunStopped:
-                    continue  # the pipeline is stopped: the rest finish from cache or fail fast
-                session.ledger.flush()  # the replies are stored before the scores built on them
-                try:
-                    _, changed = store_query_judgements(
-                        conn, plan.query_id, plan.doc_ids, results1, results2,
-                        judge1=session.judge1.spec, judge2=session.judge2.spec,
-                        threshold=threshold, run_id=session.run_id, planned=plan)
-                except QueryChanged:
-                    summary.changed_meanwhile += 1
-                    continue
-                summary.queries_written += 1
-                summary.queries_changed += changed
-                summary.pairs_written += len(plan.doc_ids)
-                for result in results1:
-                    summary.judge1_counts.add(result)
-                for result in results2:
-                    summary.judge2_counts.add(result)
-                pooled1 += [judgement_score(r) for r in results1]
-                pooled2 += [judgement_score(r) for r in results2]
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        async def judge_round(plans: Sequence[PlannedQuery], with_judge2: bool) -> None:
+            """Judge and store ``plans`` (judge 2 only ``with_judge2``)."""
+            tasks = [asyncio.ensure_future(one(plan, with_judge2)) for plan in plans]
+            try:
+                for next_done in asyncio.as_completed(tasks):
+                    try:
+                        plan, (results1, results2) = await next_done
+                    except RunStopped:
+                        continue  # the pipeline is stopped: the rest finish from cache or fail
+                    session.ledger.flush()  # the replies are stored before the scores
+                    try:
+                        _, changed = store_query_judgements(
+                            conn, plan.query_id, plan.doc_ids, results1, results2,
+                            judge1=session.judge1.spec, judge2=session.judge2.spec,
+                            threshold=threshold, run_id=session.run_id, planned=plan)
+                    except QueryChanged:
+                        summary.changed_meanwhile += 1
+                        continue
+                    summary.queries_written += 1
+                    summary.queries_changed += changed
+                    summary.pairs_written += len(plan.doc_ids)
+                    for result in results1:
+                        summary.judge1_counts.add(result)
+                    for result in results2:
+                        if result is None:
+                            summary.judge2_skipped += 1
+                        else:
+                            summary.judge2_counts.add(result)
+                    if with_judge2:
+                        pooled1.extend(judgement_score(r) for r in results1)
+                        pooled2.extend(judgement_score(r) for r in results2)
+                        pooled_queries.extend([plan.query_id] * len(plan.doc_ids))
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+        if not staged.enabled:
+            await judge_round(planned, with_judge2=True)
+        else:
+            summary.staging = await _judge_staged(conn, settings, session, planned, documents,
+                                                  judge_round, (pooled1, pooled2, pooled_queries),
+                                                  batch=batch)
         stats = session.stats
         summary.pooled_kappa = pair_kappa(pooled1, pooled2, threshold=threshold)
         summary.stopped = session.pipeline.stopped
@@ -236,10 +284,42 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
     return summary
 
 
-def _batch_plan(session: JudgeSession, planned: Sequence[PlannedQuery],
+async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,
+                        planned: Sequence[PlannedQuery], documents: dict[int, Passage],
+                        judge_round, pooled: tuple[list, list, list], *,
+                        batch: bool) -> StagingReport:
+    """Both judges on a growing seeded sample of queries until kappa's lower bound on it
+    clears the floor, then judge 1 alone on the rest (:mod:`.staged`)."""
+    staged, agreement = settings.judges.staged, settings.agreement
+    report = StagingReport(agreement.kappa_floor, agreement.confidence, staged.seed,
+                           queries=len(planned))
+    order = sample_order(planned, staged.seed)
+    done = 0
+    for size in sample_sizes(len(order), first=staged.first_queries, step=staged.step_queries):
+        await judge_round(order[done:size], with_judge2=True)
+        done = size
+        if session.pipeline.stopped:
+            break
+        step = sample_agreement(*pooled, agreement, done)
+        report.steps.append(step)
+        if step.lower_bound is not None and step.lower_bound >= agreement.kappa_floor:
+            report.cleared = True
+            break
+    report.sample_queries = done
+    rest = order[done:]
+    if rest and not session.pipeline.stopped:
+        await judge_round(rest, with_judge2=False)
+        report.skipped_queries = len(rest)
+        report.skipped_pairs = sum(len(p.doc_ids) for p in rest)
+        estimate_saved(conn, report, session.judge2, rest, documents,
+                       PriceTable(settings.judges.prices), batch=batch)
+    return report
+
+
+def _batch_plan(judges: Sequence, planned: Sequence[PlannedQuery],
                 documents: dict[int, Passage]):
     plan = []
-    for judge in (session.judge1, session.judge2):
+    for judge in judges:
         if not hasattr(judge, "relevance_request"):
             continue  # local judges need no batch
         for query in planned:

@@ -14,14 +14,23 @@ from eval_harness.judges.dual_plan import PlannedQuery
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.metrics.agreement import cohen_kappa
 
+SKIPPED = "skipped"  # the status of a judgement not asked (staged dual judging, judge 2)
+
 
 class QueryChanged(RuntimeError):
     """The ground-truth query was changed (re-ingested) after it was planned; not written."""
 
 
-def judgement_score(result: JudgeResult[float]) -> float | None:
-    """The score of a scored judgement; None when it is unscored or failed."""
-    return float(result.value) if result.outcome is Outcome.SCORED else None
+def judgement_score(result: JudgeResult[float] | None) -> float | None:
+    """The score of a scored judgement; None when it is unscored, failed or was not asked
+    (None: staged judging skipped judge 2)."""
+    return float(result.value) if result is not None and result.outcome is Outcome.SCORED \
+        else None
+
+
+def judgement_status(result: JudgeResult[float] | None) -> str:
+    """The stored status: the outcome, or ``skipped`` for a judgement not asked (None)."""
+    return SKIPPED if result is None else result.outcome.value
 
 
 def pair_kappa(scores1: Sequence[float | None], scores2: Sequence[float | None], *,
@@ -40,7 +49,8 @@ def pair_kappa(scores1: Sequence[float | None], scores2: Sequence[float | None],
 
 def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Sequence[int],
                            results1: Sequence[JudgeResult[float]],
-                           results2: Sequence[JudgeResult[float]], *, judge1: str, judge2: str,
+                           results2: Sequence[JudgeResult[float] | None], *, judge1: str,
+                           judge2: str,
                            threshold: float, run_id: str,
                            planned: PlannedQuery | None = None) -> tuple[float | None, bool]:
     """Write one query's judgements into ``ground_truth`` (and commit).
@@ -55,11 +65,12 @@ def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Seq
     scores1 = [judgement_score(r) for r in results1]
     scores2 = [judgement_score(r) for r in results2]
     kappa = pair_kappa(scores1, scores2, threshold=threshold)
-    versions = [next((r.prompt_version for r in results if r.prompt_version), None)
-                for results in (results1, results2)]
+    versions = [next((r.prompt_version for r in results if r is not None and r.prompt_version),
+                     None) for results in (results1, results2)]
     changed = queries.write_query_judgements(
         conn, query_id, doc_ids=doc_ids, scores=(scores1, scores2),
-        statuses=([r.outcome.value for r in results1], [r.outcome.value for r in results2]),
+        statuses=([judgement_status(r) for r in results1],
+                  [judgement_status(r) for r in results2]),
         judges=(judge1, judge2), prompt_versions=versions, kappa=kappa, run_id=run_id,
         planned_as=None if planned is None
         else (planned.text, planned.expected, planned.embedding))

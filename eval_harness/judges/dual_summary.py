@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_harness.judges.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
+from eval_harness.judges.staged import StagingReport
 
 
 @dataclass
@@ -56,6 +57,9 @@ class JudgeRunSummary:
     write_back: str | None = None   # live.write_judge_scores: what was written back, or why not
     elapsed_s: float = 0.0
     batch: BatchReport | None = None
+    shard: str | None = None        # "i/n": only the queries of that shard were planned
+    judge2_skipped: int = 0         # pairs judge 2 was not asked (staged judging)
+    staging: StagingReport | None = None
 
     @property
     def scored(self) -> int:
@@ -80,6 +84,7 @@ class JudgeRunSummary:
         data = asdict(self)
         data.update(notices=list(self.notices), scored=self.scored, unscored=self.unscored,
                     failed=self.failed, complete=self.complete,
+                    staging=None if self.staging is None else self.staging.to_dict(),
                     cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
         return data
 
@@ -100,7 +105,12 @@ class JudgeRunSummary:
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
                 "changed_meanwhile": self.changed_meanwhile,
                 "write_back": self.write_back or "off",
-                "elapsed_s": round(self.elapsed_s, 3)}
+                "elapsed_s": round(self.elapsed_s, 3), "shard": self.shard or "all",
+                "judge2_skipped": self.judge2_skipped,
+                "staging_sample_queries": None if self.staging is None
+                else self.staging.sample_queries,
+                "staging_saved_usd": None if self.staging is None
+                else round(self.staging.saved_usd, 6)}
 
     def format(self) -> str:
         kappa = "undefined" if self.pooled_kappa is None else f"{self.pooled_kappa:.3f}"
@@ -112,7 +122,9 @@ class JudgeRunSummary:
         lines = [  # the fallback notices themselves were logged once when the judges were built
             f"judges: judge1 {shown['judge1']}, judge2 {shown['judge2']} ({self.mode} mode, "
             f"run {self.run_id})",
-            f"dataset {self.dataset}: {self.queries_written} of {self.queries} queries judged, "
+            f"dataset {self.dataset}"
+            + (f" shard {self.shard}" if self.shard else "")
+            + f": {self.queries_written} of {self.queries} queries judged, "
             f"{self.queries_changed} queries changed (new or different scores), "
             f"{self.pairs} pairs" + ("" if not self.pool_sizes else
                                      f" (pool per query: min {self.pool_sizes['min']}, median "
@@ -120,13 +132,16 @@ class JudgeRunSummary:
                                      f"{self.pool_sizes['max']})"),
             f"judgements: scored {self.scored}, unscored {self.unscored}, failed {self.failed} "
             f"(judge1 {c1.scored}/{c1.unscored}/{c1.failed}, judge2 "
-            f"{c2.scored}/{c2.unscored}/{c2.failed})",
+            f"{c2.scored}/{c2.unscored}/{c2.failed}"
+            + (f", {self.judge2_skipped} not asked" if self.judge2_skipped else "") + ")",
             f"provider calls {self.provider_calls} (retries {self.retries}), batch requests "
             f"{self.batch_requests}, cache hits {self.cache_hits}",
             f"tokens {self.input_tokens} in / {self.output_tokens} out, cost "
             f"${self.cost_usd:.4f}",
             f"pooled kappa {kappa}",
         ]
+        if self.staging is not None:
+            lines.append(self.staging.format())
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")
         if self.batch is not None and self.batch.pending_batch_ids:

@@ -13,26 +13,30 @@ import psycopg
 
 
 def take_session_lock(conn: psycopg.Connection, key: str, *,
-                      on_wait: Callable[[], None] | None = None) -> None:
-    """Take the advisory lock ``key`` for the session; if another session holds it, call
-    ``on_wait()`` once (to say so) and wait for it."""
+                      on_wait: Callable[[], None] | None = None, shared: bool = False) -> None:
+    """Take the advisory lock ``key`` for the session (``shared``: in share mode, which only
+    an exclusive holder blocks); if another session holds it, call ``on_wait()`` once (to
+    say so) and wait for it."""
+    mode = "_shared" if shared else ""
     if on_wait is not None:
-        if conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+        if conn.execute(f"SELECT pg_try_advisory_lock{mode}(hashtext(%s))",
+                        (key,)).fetchone()[0]:
             return
         on_wait()
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    conn.execute(f"SELECT pg_advisory_lock{mode}(hashtext(%s))", (key,))
 
 
 @contextmanager
 def session_lock(conn: psycopg.Connection, key: str, *,
-                 on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+                 on_wait: Callable[[], None] | None = None,
+                 shared: bool = False) -> Iterator[None]:
     """Hold the advisory lock ``key`` while the block runs (see :func:`take_session_lock`).
 
     Commits ``conn`` after taking and after releasing the lock (a non-autocommit connection
     would otherwise keep a transaction open around the block); a failed transaction is rolled
     back before the release.
     """
-    take_session_lock(conn, key, on_wait=on_wait)
+    take_session_lock(conn, key, on_wait=on_wait, shared=shared)
     conn.commit()
     try:
         yield
@@ -40,5 +44,6 @@ def session_lock(conn: psycopg.Connection, key: str, *,
         if not conn.closed:
             if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                 conn.rollback()
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            conn.execute(f"SELECT pg_advisory_unlock{'_shared' if shared else ''}(hashtext(%s))",
+                         (key,))
             conn.commit()
