@@ -16,7 +16,8 @@ from eval_harness.agreement.review import queue_disagreements
 from eval_harness.judges.config import StagedSettings, parse_judge_settings
 from eval_harness.judges.dry_run import estimate_judge_run
 from eval_harness.judges.dual import judge_dataset
-from eval_harness.judges.staged import sample_order, sample_sizes
+from eval_harness.judges.staged import sample_order, sample_sizes, stored_saving
+from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings import ConfigError
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import default_reply, judge_settings
@@ -169,6 +170,15 @@ def test_the_saving_is_what_a_dry_run_says_judge_2_would_still_pay(settings, con
     assert staging.saved_usd == pytest.approx(after.cost_usd) and staging.saved_usd > 0
     assert summary.to_dict()["staging"]["saved_usd"] == pytest.approx(after.cost_usd, abs=1e-6)
     assert summary.metadata()["judge2_skipped"] == staging.skipped_pairs
+    # the report computes the same figures from the store
+    stored = stored_saving(conn, config, dataset)
+    assert (stored.skipped_pairs, stored.skipped_queries, stored.saved_requests) == (
+        staging.skipped_pairs, staging.skipped_queries, staging.saved_requests)
+    assert stored.saved_usd == pytest.approx(staging.saved_usd)
+    section = agreement_section(conn, config, dataset).section
+    text = " ".join(getattr(block, "text", "") for block in section.blocks)
+    assert f"judge 2 was not asked for {staging.skipped_pairs} pair(s)" in text
+    assert f"{staging.saved_usd:.4f} USD" in text
 
 
 def test_sample_sizes_grow_by_step_and_end_at_every_query():

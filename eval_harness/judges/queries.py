@@ -208,3 +208,15 @@ def write_query_judgements(conn: psycopg.Connection, query_id: int, *,
          *(() if planned_as is None
            else (planned_as[0], list(planned_as[1]), planned_as[2])))).fetchone()
     return None if row is None else bool(row[0])
+
+
+def judge2_skipped_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """``(id, external_id, query, judge2_model, doc ids judge 2 was not asked)`` of each query
+    of ``dataset`` with such pairs (``judge2_status`` ``skipped``: staged dual judging)."""
+    return conn.execute("""
+        SELECT g.id, g.external_id, g.query, g.judge2_model,
+               array(SELECT d FROM unnest(g.judged_docs, g.judge2_status) AS p(d, s)
+                     WHERE p.s = 'skipped')
+        FROM ground_truth g
+        WHERE g.dataset = %s AND 'skipped' = ANY(g.judge2_status)
+        ORDER BY g.id""", (dataset,)).fetchall()

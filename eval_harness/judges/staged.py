@@ -209,3 +209,41 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
         report.saved_output_tokens += estimated_output_tokens(request)
     report.saved_usd = prices.cost(model, Usage(report.saved_input_tokens,
                                                  report.saved_output_tokens), batch=batch)
+
+
+def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingReport | None:
+    """What staged judging saved on ``dataset`` as the store holds it now (the report's
+    figure): the pairs whose ``judge2_status`` is ``skipped``, and judge 2's requests for
+    them priced like :func:`estimate_saved` (for the judge 2 that wrote those rows). None
+    when no pair was skipped. Only reads the store."""
+    from eval_harness.judges.dry_run import _server
+    from eval_harness.judges.dual_plan import load_documents
+    from eval_harness.judges.llm import LLMJudge
+
+    rows = queries.judge2_skipped_rows(conn, dataset)
+    if not rows:
+        return None
+    agreement = settings.agreement
+    report = StagingReport(agreement.kappa_floor, agreement.confidence,
+                           settings.judges.staged.seed, skipped_queries=len(rows),
+                           skipped_pairs=sum(len(r[4]) for r in rows), cleared=True)
+    skipped = [PlannedQuery(int(qid), ext, text, None, tuple(docs))
+               for qid, ext, text, _, docs in rows]
+    by_judge: dict[str, list[PlannedQuery]] = {}
+    for plan, row in zip(skipped, rows):
+        by_judge.setdefault(row[3] or "", []).append(plan)
+    prices = PriceTable(settings.judges.prices)
+    documents = load_documents(conn, dataset, [d for p in skipped for d in p.doc_ids],
+                               with_embeddings=False)
+    for spec, plans in by_judge.items():
+        provider, _, model = spec.partition(":")
+        if provider not in ("openai", "anthropic") or prices.lookup(model) is None:
+            continue  # a local judge 2 costs nothing; an unpriced model cannot be estimated
+        judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
+        part = StagingReport(report.floor, report.confidence, report.seed)
+        estimate_saved(conn, part, judge, plans, documents, prices)
+        report.saved_requests += part.saved_requests
+        report.saved_input_tokens += part.saved_input_tokens
+        report.saved_output_tokens += part.saved_output_tokens
+        report.saved_usd += part.saved_usd
+    return report

@@ -60,6 +60,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
         blocks.append(Paragraph(f"No agreement statistics: {result.reason}."))
     else:
         blocks.append(_agreement_table(result))
+    if result.n_judge2_skipped:
+        blocks.append(Paragraph(_staging_sentence(conn, settings, dataset)))
     blocks += [_versus_human_table(result), Paragraph(
         f"Review queue: {result.review_pending} pair(s) wait for a human verdict, "
         f"{result.review_adjudicated} adjudicated, {result.n_adjudicated_overrides} "
@@ -70,6 +72,18 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
                   f"kappa {kappa}, lower bound {fmt.num(summary['kappa_ci_low'])} vs floor "
                   f"{settings.agreement.kappa_floor:g}", as_of)
     return BuiltSection(Section("agreement", title, tuple(blocks), status), metrics, (check,))
+
+
+def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str) -> str:
+    """What staged dual judging saved (:func:`eval_harness.judges.staged.stored_saving`)."""
+    from eval_harness.judges.staged import stored_saving
+
+    saving = stored_saving(conn, settings, dataset)
+    return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "
+            f"{saving.skipped_queries} queries (its random sample cleared the kappa floor); "
+            f"they carry judge 1's label. Saved about {saving.saved_requests} request(s), "
+            f"{fmt.usd(saving.saved_usd)} USD at judges.prices (an estimate: characters/4 "
+            "input tokens, a one-number reply).")
 
 
 def _agreement_table(result: DatasetAgreement) -> Table:
