@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noqa: F401
-                                 ledger_counts)
+                                 ledger_counts, lock_waiters, wait_until)
 from eval_harness.judges.dual_plan import PlannedQuery
 from eval_harness.judges.staged import parse_shard, queries_of_shard, shard_of
 from test_concurrency_judges import clean_judge_run, judge_project, judged_rows
@@ -48,11 +48,28 @@ def test_two_shard_processes_and_a_duplicate_pay_for_each_pair_once(fresh, tmp_p
     at once. Every judgement is asked of the provider exactly once, every reply is cached and
     billed once, and the ground truth equals an undisturbed unsharded run's."""
     project = judge_project(fresh, tmp_path, n_queries=10)
-    fake.latency = 0.02  # the runs overlap
     env = child_env(fresh, **fake_keys(fake))
+    fake.hold_replies_after(0)  # every reply waits until both shards have asked
+
+    def shard_of_request(record) -> int:
+        text = json.dumps(record.body)
+        return next(shard_of(f"q{i}", 2) for i in range(10) if f"question {i} on" in text)
+
+    def asked_by_shards() -> set[int]:
+        return {shard_of_request(r) for r in fake.chat_records() if r.held}
+
     runs = {name: cli("--config", project["config"], "judge", "--json", "--shard", shard,
-                      env=env, cwd=tmp_path)
-            for name, shard in (("a", "0/2"), ("b", "1/2"), ("a again", "0/2"))}
+                      env=env, cwd=tmp_path) for name, shard in (("a", "0/2"), ("b", "1/2"))}
+    try:
+        # side by side: both shards have requests in flight at the same time
+        wait_until(lambda: asked_by_shards() == {0, 1}, what="both shards to ask",
+                   processes=list(runs.values()), timeout=90)
+        runs["a again"] = cli("--config", project["config"], "judge", "--json", "--shard",
+                              "0/2", env=env, cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="the duplicate to wait for its twin",
+                   processes=list(runs.values()), timeout=90)
+    finally:
+        fake.release_replies()
     outcomes = {name: finish(run, timeout=120) for name, run in runs.items()}
     assert all(code == 0 for code, _, _ in outcomes.values()), outcomes
     summaries = {name: json.loads(out) for name, (_, out, _) in outcomes.items()}
@@ -66,7 +83,7 @@ def test_two_shard_processes_and_a_duplicate_pay_for_each_pair_once(fresh, tmp_p
         0, *sorted((2 * summaries["a"]["pairs"], 2 * summaries["b"]["pairs"]))]
     # the duplicate shard waited for its twin and said so; the other shard waited for nobody
     waited = {name for name, (_, _, err) in outcomes.items() if "is in progress; waiting" in err}
-    assert waited in ({"a"}, {"a again"})
+    assert waited == {"a again"}
     assert ledger_counts(fresh) == (2 * pairs, 2 * pairs)  # no lost reply, no double bill
     assert judged_rows(fresh) == clean_judge_run(server_url, project, fake)
 
