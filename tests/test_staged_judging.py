@@ -13,6 +13,7 @@ import pytest
 from colliding_processes import beir
 from eval_harness.agreement.data import dataset_agreement, load_final_labels
 from eval_harness.agreement.review import queue_disagreements
+from eval_harness.calibration.labels import load_judge_labels
 from eval_harness.judges.config import StagedSettings, parse_judge_settings
 from eval_harness.judges.dry_run import estimate_judge_run
 from eval_harness.judges.dual import judge_dataset
@@ -137,6 +138,13 @@ def test_agreement_labels_and_review_treat_skipped_pairs_as_not_asked(settings, 
             assert label.source == "judge1" and label.label == int(s1[i] > 0.5)
         else:
             assert label.source == "judges"
+    # calibration's judge labels (agreement.disagreement_rule) read them the same way
+    judge_labels = load_judge_labels(conn, dataset, config.agreement)
+    assert judge_labels.sources.get("judge1") == staging.skipped_pairs
+    assert judge_labels.sources.get("unscored", 0) == 0
+    for label in labels:
+        assert judge_labels.labels[label.query_id][label.doc_id] == label.label \
+            or label.source == "judges"  # the rule may differ from the mean on a disagreement
     # make one skipped pair look like a disagreement to a careless reader: judge 1 says 1.0
     qid = next(q for q, (_, _, st2) in rows.items() if st2[0] == "skipped")
     conn.execute("UPDATE ground_truth SET judge1_score[1] = 1.0 WHERE id = %s", (qid,))

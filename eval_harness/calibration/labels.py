@@ -11,6 +11,9 @@ Per pair, with ``relevant = score > agreement.relevance_threshold`` for each jud
   a person decides, ``agreement.disagreement_rule`` labels it: ``exclude`` (no label, source
   ``excluded``), ``judge1`` (judge 1's label) or ``mean`` (``(score1 + score2) / 2 >
   threshold``), source ``rule``;
+* a pair judge 2 was not asked (staged dual judging, :mod:`eval_harness.judges.staged`)
+  takes judge 1's label (source ``judge1``): the random sample judge 2 scored showed the
+  judges agree well enough;
 * a pair that a judge did not score (and nobody adjudicated) has no label (``unscored``).
 
 In calibration a document of a query's top 5 must be judged (labelled or excluded), else
@@ -42,7 +45,8 @@ class LabelsMissing(ValueError):
 
 
 def pair_label(score1: float | None, score2: float | None, *, threshold: float, rule: str,
-               adjudicated: int | None = None) -> tuple[int | None, str]:
+               adjudicated: int | None = None,
+               judge2_skipped: bool = False) -> tuple[int | None, str]:
     """``(label, source)`` of one pair by the rules of the module docstring.
 
     ``label`` is 1 relevant, 0 not relevant, None no label (``source`` says why:
@@ -53,6 +57,8 @@ def pair_label(score1: float | None, score2: float | None, *, threshold: float, 
                          f"got {rule!r}.")
     if adjudicated is not None:
         return int(adjudicated), "adjudicated"
+    if judge2_skipped and score1 is not None:
+        return int(score1 > threshold), "judge1"
     if score1 is None or score2 is None:
         return None, "unscored"
     relevant1, relevant2 = score1 > threshold, score2 > threshold
@@ -94,14 +100,17 @@ class JudgeLabels:
 
 def derive_labels(dataset: str, pairs: list[tuple[int, int, float | None, float | None]],
                   adjudicated: Mapping[tuple[int, int], int], *, threshold: float,
-                  rule: str) -> JudgeLabels:
-    """The labels of ``pairs`` (query id, doc id, score1, score2) under ``rule``."""
+                  rule: str, judge2_skipped: frozenset[tuple[int, int]] = frozenset()
+                  ) -> JudgeLabels:
+    """The labels of ``pairs`` (query id, doc id, score1, score2) under ``rule``;
+    ``judge2_skipped``: the pairs judge 2 was not asked (staged judging)."""
     labels: dict[int, dict[int, int | None]] = {}
     sources: Counter[str] = Counter()
     excluded = []
     for query_id, doc_id, score1, score2 in pairs:
         label, source = pair_label(score1, score2, threshold=threshold, rule=rule,
-                                   adjudicated=adjudicated.get((query_id, doc_id)))
+                                   adjudicated=adjudicated.get((query_id, doc_id)),
+                                   judge2_skipped=(query_id, doc_id) in judge2_skipped)
         sources[source] += 1
         if source == "excluded":
             excluded.append((query_id, doc_id))
@@ -117,9 +126,10 @@ def load_judge_labels(conn: psycopg.Connection, dataset: str,
 
     stored = load_judge_pairs(conn, dataset)
     pairs = list(zip(stored.query_ids, stored.doc_ids, stored.scores1, stored.scores2))
+    skipped = frozenset(key for key, skip in zip(stored.keys, stored.skipped2) if skip)
     return derive_labels(dataset, pairs, adjudicated_labels(conn, dataset),
                          threshold=settings.relevance_threshold,
-                         rule=settings.disagreement_rule)
+                         rule=settings.disagreement_rule, judge2_skipped=skipped)
 
 
 def unjudged_in_top(labels: JudgeLabels, tops: Mapping[int, list[int]]) -> dict[int, list[int]]:
