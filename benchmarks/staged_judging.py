@@ -50,6 +50,7 @@ def scratch_database(url: str, name: str) -> str:
     return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
 
 FLIP_SHARES = (0.0, 0.05, 0.15, 0.40)
+DATASET = "scifact-beir"  # config.yaml's ingested copy of the bundled SciFact
 
 
 def flipping_judge2(share: float):
@@ -89,9 +90,9 @@ def main() -> None:
                     base.judges, staged=StagedSettings(enabled=staged)))
                 with store.connection() as conn:
                     migrate(conn)
-                    ingest_beir(conn, ROOT / "datasets" / "scifact", name="scifact")
+                    ingest_beir(conn, ROOT / "datasets" / "scifact", name=DATASET)
                     before = len(fake.chat_records("anthropic"))
-                    summary = judge_dataset(conn, settings, "scifact", limit=args.queries)
+                    summary = judge_dataset(conn, settings, DATASET, limit=args.queries)
                     asked2 = len(fake.chat_records("anthropic")) - before
                 st = summary.staging
                 sample = st.sample_queries if st else summary.queries
