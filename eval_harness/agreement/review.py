@@ -70,7 +70,10 @@ class ReviewFileError(ValueError):
         return sorted({row for row, _ in self.problems})
 
 
-def _wrong_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFileError:
+def _wrong_rows(path: Path | str, problems: list[tuple[int, str]], *,
+                fix: str = "export a fresh file with `eval-harness review export`"
+                ) -> ReviewFileError:
+    """The one-sentence error of an import refused for ``problems``; it ends with ``fix``."""
     rows = sorted({row for row, _ in problems})
     shown = "; ".join(f"row {row}: {text}" for row, text in problems[:_MAX_PROBLEMS_SHOWN])
     more = len(problems) - _MAX_PROBLEMS_SHOWN
@@ -78,7 +81,7 @@ def _wrong_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFile
         f"{path}: nothing was imported because {len(rows)} row(s) are wrong "
         f"(rows {', '.join(map(str, rows))}): {shown}"
         + (f"; and {more} more problem(s)" if more > 0 else "")
-        + "; fix them, or export a fresh file with `eval-harness review export`.",
+        + f"; fix them, or {fix}.",
         tuple(problems))
 
 

@@ -48,13 +48,13 @@ import psycopg
 from eval_harness.agreement import queries
 from eval_harness.agreement.review import (CSV_COLUMNS, ImportCounts, ReviewFileError,
                                            _escape_formula, _file_dataset, _one_line,
-                                           _read_review_file, _snippet, check_row)
+                                           _read_review_file, _snippet, _wrong_rows,
+                                           check_row)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
 SAMPLE_STATUS = "sample"  # the status column of every row of a sample file
 DEFAULT_SEED = 0
-_MAX_PROBLEMS_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -211,12 +211,5 @@ def _staleness(cells: Mapping[str, str], query_ext: str, doc_ext: str | None) ->
 
 
 def _wrong_sample_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFileError:
-    rows = sorted({row for row, _ in problems})
-    shown = "; ".join(f"row {row}: {text}" for row, text in problems[:_MAX_PROBLEMS_SHOWN])
-    more = len(problems) - _MAX_PROBLEMS_SHOWN
-    return ReviewFileError(
-        f"{path}: nothing was imported because {len(rows)} row(s) are wrong "
-        f"(rows {', '.join(map(str, rows))}): {shown}"
-        + (f"; and {more} more problem(s)" if more > 0 else "")
-        + "; fix them, or write a fresh file with `eval-harness review sample`.",
-        tuple(problems))
+    return _wrong_rows(path, problems,
+                       fix="write a fresh file with `eval-harness review sample`")
