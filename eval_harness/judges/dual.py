@@ -23,6 +23,11 @@ Crashes and concurrent runs:
   from planning to the end. A second run of the same dataset waits for it (saying so once on
   the ``eval_harness.judges`` logger), then finds every reply in the cache: each pair is paid
   for once, and the ground truth and the cache cannot disagree.
+* A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) sends nothing more,
+  stores the replies already on their way and every query whose pairs are all judged, then
+  :func:`judge_dataset` raises :class:`~eval_harness.stopping.Interrupted` saying how many
+  judgements are kept. A store that goes away stops the run at once
+  (:class:`~eval_harness.judges.runner.StoreLost`): nothing is bought that could not be stored.
 * A query is written only if its text, expected documents and embedding are still those it
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
@@ -43,6 +48,7 @@ from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 import psycopg
 
+from eval_harness.store.crash import is_server_failure
 from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
@@ -53,14 +59,15 @@ from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair
                                              store_query_judgements)
 from eval_harness.judges.dual_summary import JudgeRunSummary
 from eval_harness.judges.pricing import PriceTable
-from eval_harness.judges.protocol import JudgeResult, Passage
-from eval_harness.judges.runner import RunStopped
+from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
+from eval_harness.judges.stops import RunStopped, StoreLost
 from eval_harness.judges.session import JudgeSession
 from eval_harness.judges.staged import (StagingReport, estimate_saved, queries_of_shard,
                                         sample_agreement, sample_order, sample_sizes)
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
+from eval_harness import stopping
 
 T = TypeVar("T")
 log = logging.getLogger("eval_harness.judges")
@@ -82,7 +89,8 @@ async def _not_asked() -> None:
 
 async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
                       query_id: int | None,
-                      on_pair: Callable[[], None] = lambda: None, with_judge2: bool = True
+                      on_pair: Callable[[Sequence[object]], None] = lambda results: None,
+                      with_judge2: bool = True
                       ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float] | None]]:
     """Both judges' relevance results for every document (judges in parallel per pair).
 
@@ -90,6 +98,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
     exhausted quota or a rejected key stopped the run before all were judged. With
     ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
+    ``on_pair(results)`` is called as each pair is done (a result or exception per judge).
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
@@ -97,7 +106,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
             session.judge2.relevance(query, document, query_id=query_id) if with_judge2
             else _not_asked(),
             return_exceptions=True)
-        on_pair()
+        on_pair(results)
         return results
 
     pairs = await asyncio.gather(*(pair(d) for d in documents))
@@ -173,6 +182,8 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                                        session_options=session_options,
                                        retry_unscored=retry_unscored, shard=shard)
         config = settings.datasets.get(dataset)
+        if summary.stopped == "interrupt":
+            return summary  # the rerun writes back what it completes
         if config is not None and config.live is not None and config.live.write_judge_scores:
             # still under the run lock: what is written back is what this run left stored
             # (shards running side by side write back one at a time)
@@ -210,9 +221,11 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                 **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
         judged = 0
 
-        def pair_done() -> None:
+        def pair_done(results: Sequence[object]) -> None:
             nonlocal judged
             judged += 1
+            summary.judgements_kept += sum(isinstance(r, JudgeResult)  # reply stored
+                                           and r.outcome is not Outcome.FAILED for r in results)
             if progress is not None:
                 progress(judged, summary.pairs)
 
@@ -237,10 +250,12 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                 for next_done in asyncio.as_completed(tasks):
                     try:
                         plan, (results1, results2) = await next_done
+                    except StoreLost:
+                        raise  # nothing more can be stored: end the run now
                     except RunStopped:
                         continue  # the pipeline is stopped: the rest finish from cache or fail
-                    session.ledger.flush()  # the replies are stored before the scores
                     try:
+                        session.pipeline.flush_ledger()  # the replies before the scores
                         _, changed = store_query_judgements(
                             conn, plan.query_id, plan.doc_ids, results1, results2,
                             judge1=session.judge1.spec, judge2=session.judge2.spec,
@@ -248,6 +263,10 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     except QueryChanged:
                         summary.changed_meanwhile += 1
                         continue
+                    except psycopg.OperationalError as exc:
+                        if not is_server_failure(exc):
+                            raise
+                        raise session.pipeline.store_lost(exc) from exc  # the store went away
                     summary.queries_written += 1
                     summary.queries_changed += changed
                     summary.pairs_written += len(plan.doc_ids)
@@ -267,12 +286,17 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-        if not staged.enabled:
-            await judge_round(planned, with_judge2=True)
-        else:
-            summary.staging = await _judge_staged(conn, settings, session, planned, documents,
-                                                  judge_round, (pooled1, pooled2, pooled_queries),
-                                                  batch=batch)
+        try:
+            if not staged.enabled:
+                await judge_round(planned, with_judge2=True)
+            else:
+                summary.staging = await _judge_staged(conn, settings, session, planned,
+                                                      documents, judge_round,
+                                                      (pooled1, pooled2, pooled_queries),
+                                                      batch=batch)
+        except StoreLost as exc:
+            exc.kept = summary.kept()
+            raise
         stats = session.stats
         summary.pooled_kappa = pair_kappa(pooled1, pooled2, threshold=threshold)
         summary.stopped = session.pipeline.stopped
@@ -331,8 +355,14 @@ def _batch_plan(judges: Sequence, planned: Sequence[PlannedQuery],
 
 def judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str,
                   **options: Any) -> JudgeRunSummary:
-    """:func:`judge_dataset_async` for synchronous callers (CLI, Dagster)."""
-    return _run(judge_dataset_async(conn, settings, dataset, **options))
+    """:func:`judge_dataset_async` for synchronous callers (CLI, Dagster). A stop signal
+    ends it with :class:`~eval_harness.stopping.Interrupted` once what was judged is stored
+    (see the module docstring)."""
+    with stopping.cooperative():
+        summary = _run(judge_dataset_async(conn, settings, dataset, **options))
+        if summary.stopped == "interrupt":
+            stopping.note_kept(summary.kept())
+    return summary
 
 
 # ---------------------------------------------------------------------------------------
