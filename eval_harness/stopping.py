@@ -96,10 +96,6 @@ def note_kept(kept: str) -> None:
     _state.kept = kept
 
 
-def kept() -> str | None:
-    return _state.kept
-
-
 @contextmanager
 def on_stop(callback: Callable[[], None]) -> Iterator[None]:
     """Call ``callback`` when a stop is asked for while the block runs (at once if one was
@@ -126,28 +122,29 @@ def cooperative() -> Iterator[None]:
         if _state.depth == 0:
             previous = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
         _state.depth += 1
+    failure = None
     try:
         yield
     except Exception as exc:
-        signum = requested()
-        if signum is None:
+        if requested() is None:
             raise
-        raise _interrupted(signum) from exc  # what failed did so because of the stop
+        failure = exc  # what failed did so because of the stop
     finally:
         if main:
             _state.depth -= 1
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            _restore(previous)
     signum = requested()
     if signum is not None:
-        raise _interrupted(signum)
+        error = Interrupted(signum, _state.kept)
+        if not _state.installed and _state.depth == 0:
+            _forget()  # a library caller's next run starts afresh; a command's stop persists
+        raise error from failure
 
 
-def _interrupted(signum: int) -> Interrupted:
-    error = Interrupted(signum, _state.kept)
-    if not _state.installed and _state.depth == 0:
-        _forget()  # a library caller's next run starts afresh; a command's stop persists
-    return error
+def _restore(handlers: dict) -> None:
+    for sig, handler in handlers.items():
+        if handler is not None:  # None: set outside Python, cannot be put back
+            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -167,8 +164,7 @@ def handle_stop_signals() -> Iterator[None]:
         yield
     finally:
         signal.set_wakeup_fd(old_wakeup)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore(previous)
         reader.close()
         writer.close()
         _state.installed, _state.wakeup = False, None

@@ -147,6 +147,26 @@ def test_a_second_signal_while_stopping_exits_at_once(fresh, tmp_path, fake):
     assert ledger_counts(fresh) == (4, 4)
 
 
+def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path, fake):
+    """Another run of the dataset holds its judge lock (here): SIGINT ends the wait."""
+    config = judge_config(fresh, tmp_path, n_queries=2)
+    with fresh.connection(autocommit=True) as other_run:
+        other_run.execute("SELECT pg_advisory_lock(hashtext('eval_harness.judge:jd'))")
+        run = cli("--config", config, "judge", env=child_env(fresh, **fake_keys(fake)),
+                  cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="the run to wait for the lock",
+                   processes=[run], timeout=60)
+        run.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert "Traceback" not in err and "waiting for it to end" in err, err
+    assert err.splitlines()[-1] == ("eval-harness: interrupted: the work finished so far is "
+                                    "kept; run the same command again to finish")
+    assert fake.chat_requests == 0
+
+
 # ---------------------------------------------------------------------------------------
 # gate: answers gated (--since through the library, --partition through Dagster)
 
