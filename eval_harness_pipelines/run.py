@@ -103,7 +103,12 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
                 instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
                 raise_on_error=False)
         outcome.run_ids.append(result.run_id)
-        stopping.check()  # a stop signal ended this run: start no later one
+        stopped = _interrupted_steps(result)
+        if stopped:
+            step[0] += f" (step {', '.join(stopped)})"
+        if stopping.requested() is not None:  # a stop signal ended this run: no later one
+            _print_materializations(result)  # what it finished first
+            stopping.check()
         _collect(result, outcome, partition)
         return result
 
@@ -196,6 +201,16 @@ def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
         if error is not None and error.cls_name in EXPECTED_CHECK_FAILURE:
             continue  # already listed with the checks
         outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
+
+
+# a step a stop signal ended: ours (eval_harness.stopping), Dagster's own, plain Python's
+INTERRUPTS = ("Interrupted", "DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _interrupted_steps(result) -> list[str]:
+    """The steps of ``result`` a stop signal ended."""
+    return [event.step_key for event in result.all_events if event.is_step_failure
+            and getattr(event.event_specific_data.error, "cls_name", None) in INTERRUPTS]
 
 
 def _print_materializations(result) -> None:

@@ -324,8 +324,8 @@ def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_st
     assert time.monotonic() - signalled < STOPPED_WITHIN
     assert "Traceback" not in out
     line = interrupted_line(err)
-    assert line.startswith("eval-harness: interrupted: stopped during [1/3] nightly pipeline: "
-                           f"{sent} of "), line
+    assert line.startswith("eval-harness: interrupted: stopped during [1/3] nightly pipeline "
+                           f"(step dual_judge_scores): {sent} of "), line
     assert line.endswith(" judgements kept; the later steps did not run; run the same command "
                          "again to finish"), line
     assert "[1/3]" in out and "[2/3]" not in out and "[3/3]" not in out, out
@@ -353,8 +353,8 @@ def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, 
     assert time.monotonic() - signalled < STOPPED_WITHIN
     assert "Traceback" not in out
     assert interrupted_line(err) == (
-        "eval-harness: interrupted: stopped during [1/3] nightly pipeline: what finished is "
-        "kept; the later steps did not run; run the same command again to finish")
+        "eval-harness: interrupted: stopped during [1/3] nightly pipeline (step corpus): what "
+        "finished is kept; the later steps did not run; run the same command again to finish")
     assert "[2/3]" not in out and "[3/3]" not in out, out
     assert scalar(fresh, "SELECT count(*) FROM l2_insights WHERE dataset = 'ing'") == 0
 

@@ -185,6 +185,8 @@ class _JudgedGateRunner:
     async def _one(self, session: JudgeSession, answer: Answer,
                    context: Any) -> GateResult | None:
         started = perf_counter()
+        if session.halted:  # a local judge sends nothing the pipeline could refuse
+            return None
         try:
             return await self._score(session, answer, context, started)
         except (RunInterrupted, StoreLost):

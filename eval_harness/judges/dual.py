@@ -60,7 +60,7 @@ from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair
 from eval_harness.judges.dual_summary import JudgeRunSummary
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
-from eval_harness.judges.stops import RunStopped, StoreLost
+from eval_harness.judges.stops import RunInterrupted, RunStopped, StoreLost
 from eval_harness.judges.session import JudgeSession
 from eval_harness.judges.staged import (StagingReport, estimate_saved, queries_of_shard,
                                         sample_agreement, sample_order, sample_sizes)
@@ -115,6 +115,13 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
         stopped = [e for e in errors if isinstance(e, RunStopped)]
         raise (stopped or errors)[0]
     return [r[0] for r in pairs], [r[1] for r in pairs]
+
+
+def _kept(results: Sequence[object], *, local: bool) -> int:
+    """How many of ``results`` are judgements a stopped run keeps: an LLM judge's once its
+    reply is stored, a local judge's (never stored on its own) once its query is written."""
+    return sum(isinstance(r, JudgeResult) and r.outcome is not Outcome.FAILED
+               and r.judge.startswith("local:") == local for r in results)
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -224,8 +231,7 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         def pair_done(results: Sequence[object]) -> None:
             nonlocal judged
             judged += 1
-            summary.judgements_kept += sum(isinstance(r, JudgeResult)  # reply stored
-                                           and r.outcome is not Outcome.FAILED for r in results)
+            summary.judgements_kept += _kept(results, local=False)  # its reply is stored
             if progress is not None:
                 progress(judged, summary.pairs)
 
@@ -238,6 +244,9 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
 
         async def one(plan: PlannedQuery, with_judge2: bool):
             async with window:
+                if session.halted:  # local judges send nothing the pipeline could refuse
+                    session.pipeline.interrupt()  # a no-op once the pipeline is stopped
+                    raise RunInterrupted("the run was interrupted")
                 query = Passage(plan.text, plan.query_id, plan.embedding)
                 docs = [documents.get(d) or Passage("", d) for d in plan.doc_ids]
                 return plan, await judge_pairs(session, query, docs, query_id=plan.query_id,
@@ -268,6 +277,7 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                             raise
                         raise session.pipeline.store_lost(exc) from exc  # the store went away
                     summary.queries_written += 1
+                    summary.judgements_kept += _kept([*results1, *results2], local=True)
                     summary.queries_changed += changed
                     summary.pairs_written += len(plan.doc_ids)
                     for result in results1:
@@ -294,6 +304,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                                       documents, judge_round,
                                                       (pooled1, pooled2, pooled_queries),
                                                       batch=batch)
+            if session.pipeline.stopped == "store":  # seen by the watch, not by a call
+                raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise

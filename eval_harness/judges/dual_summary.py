@@ -60,7 +60,7 @@ class JudgeRunSummary:
     shard: str | None = None        # "i/n": only the queries of that shard were planned
     judge2_skipped: int = 0         # pairs judge 2 was not asked (staged judging)
     staging: StagingReport | None = None
-    judgements_kept: int = 0        # judge results with a stored reply (or a local judge's)
+    judgements_kept: int = 0        # LLM results with a stored reply, local ones written
 
     def kept(self) -> str:
         """What a stopped run keeps, for the line the command prints."""

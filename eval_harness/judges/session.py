@@ -159,6 +159,12 @@ class JudgeSession:
     def stats(self):
         return self.pipeline.stats
 
+    @property
+    def halted(self) -> bool:
+        """Whether the user or the store stopped the run (a stop signal counts at once, before
+        the event loop has passed it on: local judges may keep the loop busy)."""
+        return self.pipeline.halted.is_set() or stopping.requested() is not None
+
     def judge(self, spec: str) -> Judge:
         """The judge named ``spec`` (built once per session). No fallback here: a paid judge
         asked for by name needs its key and a price."""
