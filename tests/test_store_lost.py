@@ -47,7 +47,7 @@ def own_server(tmp_path_factory):
 
 
 @pytest.fixture
-def store(own_server, tmp_path):
+def own_store(own_server, tmp_path):
     """The server's store, emptied of what an earlier test stored and running."""
     pgdata, url = own_server
     _wait_until_accepting(url)
@@ -134,20 +134,20 @@ def _one_sentence(err: str, store) -> str:
 
 
 def test_a_judge_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
-        store, tmp_path, fake):
+        own_store, tmp_path, fake):
     folder = beir(tmp_path / "judged", n_docs=30, n_queries=6, tag=tmp_path.name[-12:])
-    with StoreLocation(store["url"]).connection() as conn:
+    with StoreLocation(own_store["url"]).connection() as conn:
         ingest_beir(conn, folder, name="jd")
     config = tmp_path / "config.yaml"
-    config.write_text(f"store: {{embedded_pgdata: {store['pgdata']}}}\ndefault_dataset: jd\n"
+    config.write_text(f"store: {{embedded_pgdata: {own_store['pgdata']}}}\ndefault_dataset: jd\n"
                       f"datasets:\n  jd: {{path: {folder}}}\n" + _judges_yaml(concurrency=4))
-    env = _env(store, fake)
+    env = _env(own_store, fake)
     fake.hold_replies_after(8)
     run = cli("--config", config, "judge", "--json", env=env, cwd=tmp_path)
-    code, err, sent, seconds = _stop_under_paying_run(run, store, fake, 8, in_flight=2 * 4)
+    code, err, sent, seconds = _stop_under_paying_run(run, own_store, fake, 8, in_flight=2 * 4)
     assert code == 2, err
     assert seconds < STOPPED_WITHIN
-    sentence = _one_sentence(err, store)
+    sentence = _one_sentence(err, own_store)
     assert "(8 of " in sentence and " judgements kept)" in sentence, sentence
     assert fake.chat_requests == sent  # nothing was sent after the stop
     delivered = [r for r in fake.chat_records() if not r.held]
@@ -161,15 +161,15 @@ def test_a_judge_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once
     judgements = 2 * summary["pairs"]
     assert summary["provider_calls"] == judgements - 8  # only what was not stored
     assert len(delivered) + summary["provider_calls"] == judgements  # each bought once
-    assert _count(store["url"], "SELECT count(*) FROM api_cost_log") == judgements
+    assert _count(own_store["url"], "SELECT count(*) FROM api_cost_log") == judgements
 
 
 def test_a_gate_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
-        store, tmp_path, fake):
+        own_store, tmp_path, fake):
     from psycopg.types.json import Jsonb
 
     answers, tag = 16, tmp_path.name[-12:]
-    with StoreLocation(store["url"]).connection() as conn:
+    with StoreLocation(own_store["url"]).connection() as conn:
         for i in range(answers):
             conn.execute("INSERT INTO answers (id, query, answer, sources, created_at) "
                          "VALUES (%s, %s, %s, %s, '2025-01-15T08:00:00Z')",
@@ -178,7 +178,7 @@ def test_a_gate_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
                           Jsonb([{"id": "d1", "text": f"Aspirin reduces heart risk. {tag}"}])))
         conn.commit()
     config = tmp_path / "config.yaml"
-    config.write_text(f"store: {{embedded_pgdata: {store['pgdata']}}}\n"
+    config.write_text(f"store: {{embedded_pgdata: {own_store['pgdata']}}}\n"
                       + _judges_yaml(concurrency=4).replace("anthropic:claude-haiku-4-5",
                                                             "local:lexical")
                       + textwrap.dedent("""
@@ -188,14 +188,14 @@ def test_a_gate_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
                               grounding: {enabled: true, threshold: 0.8, min_pass_rate: 0.5}
                               answer_reward: {enabled: true, threshold: 0.3, blocking: false}
                       """))
-    env = _env(store, fake)
+    env = _env(own_store, fake)
     fake.hold_replies_after(6)
     gate = cli("--config", config, "gate", "--since", "2025-01-15", "--json",
                "--summary", tmp_path / "summary.md", env=env, cwd=tmp_path)
-    code, err, sent, seconds = _stop_under_paying_run(gate, store, fake, 6, in_flight=4)
+    code, err, sent, seconds = _stop_under_paying_run(gate, own_store, fake, 6, in_flight=4)
     assert code == 2, err
     assert seconds < STOPPED_WITHIN
-    sentence = _one_sentence(err, store)
+    sentence = _one_sentence(err, own_store)
     assert "(0 answers gated and stored before it)" in sentence, sentence
     assert sentence.split("error: ", 1)[1] in (tmp_path / "summary.md").read_text()
     assert fake.chat_requests == sent  # nothing was sent after the stop
@@ -210,4 +210,21 @@ def test_a_gate_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
     judgements = 2 * answers  # grounding and answer_reward, one request each
     assert fake.chat_requests - sent == judgements - 6  # only what was not stored
     assert len(delivered) + fake.chat_requests - sent == judgements  # each bought once
-    assert _count(store["url"], "SELECT count(*) FROM api_cost_log") == judgements
+    assert _count(own_store["url"], "SELECT count(*) FROM api_cost_log") == judgements
+
+
+def test_with_database_url_the_sentence_points_at_the_servers_own_log(settings):
+    """A store of DATABASE_URL: its log is on the server, and it is back when its admin
+    says so (the embedded one starts with the next command)."""
+    from eval_harness.cli.common import store_lost_message
+    from eval_harness.judges.stops import StoreLost
+
+    lost = StoreLost("the store failed under the run", psycopg.OperationalError(
+        "consuming input failed: server closed the connection unexpectedly"))
+    lost.kept = "3 of 4 judgements kept"
+    assert store_lost_message(settings, lost) == (
+        "the PostgreSQL server (DATABASE_URL) went away (consuming input failed: server closed "
+        "the connection unexpectedly); the server's log says why (look for 'terminated by "
+        "signal', PANIC or 'shutdown request'); the run stopped at once and sent no more paid "
+        "requests (3 of 4 judgements kept); run the same command again once the server is "
+        "back: it resumes with the rest.")

@@ -109,7 +109,7 @@ def server_failure_message(error: BaseException | str, log: Path | None, *,
         time.sleep(0.1)
         reason = last_reason(log, since=since)
     if log is None:
-        return (f"{where} went away ({first}); its log on the server says why "
+        return (f"{where} went away ({first}); the server's log says why "
                 "(look for 'terminated by signal', PANIC or 'shutdown request').")
     if reason is None:
         return f"{where} went away ({first}); server log: {log}."

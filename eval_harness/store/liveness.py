@@ -49,11 +49,16 @@ def watch_idle_connection(conn: psycopg.Connection, on_lost: Callable[[BaseExcep
         loop.remove_reader(fd)
         on_lost(error)
 
-    loop.add_reader(fd, readable)
+    try:
+        loop.add_reader(fd, readable)
+        watching = True
+    except NotImplementedError:  # a loop that cannot watch sockets (Windows' proactor):
+        watching = False         # the first failed read or write says it then
     try:
         yield
     finally:
-        loop.remove_reader(fd)
+        if watching:
+            loop.remove_reader(fd)
 
 
 @contextmanager
