@@ -171,3 +171,60 @@ def test_a_stored_tsvector_column_ranks_like_the_expression(fresh, beir_folder):
         expression = calibrate(conn, "live", grid=grid)
         column = calibrate(conn, "with_tsv", grid=grid)
         assert [p.p_at_5 for p in column.grid] == [p.p_at_5 for p in expression.grid]
+
+
+# ------------------------------------------------------------------ names as SQL reads them
+
+def test_relation_and_column_names_are_read_as_sql_reads_them():
+    from eval_harness.dataset_config import parse_sql_name, sql_name
+
+    assert parse_sql_name("ProbeMC.L2Ins") == ["probemc", "l2ins"]  # unquoted: folded
+    assert parse_sql_name('"Probe Mixed"."L2 Insights"') == ["Probe Mixed", "L2 Insights"]
+    assert parse_sql_name('"a.b"') == ["a.b"]                   # a dot inside quotes
+    assert parse_sql_name('"say ""hi"""') == ['say "hi"']        # "" is one quote
+    assert parse_sql_name('public."Docs"') == ["public", "Docs"]
+    for wrong in ('"open', 'a..b', '""', "a b", "x" * 64, "", "a.", '"x"y'):
+        assert parse_sql_name(wrong) is None, wrong
+    assert sql_name("rag", "l2_insights") == "rag.l2_insights"
+    assert sql_name("Probe Mixed", 'L2 "x"') == '"Probe Mixed"."L2 ""x"""'
+
+
+LIVE_YAML = """
+datasets:
+  live:
+    embedder: local:test-random
+    live:
+      corpus: {{relation: '{corpus}', id: '{id}', content: Content, embedding: embedding}}
+      ground_truth: {{relation: '{truth}', id: id, query: query, expected_docs: expected_docs}}
+"""
+
+
+@pytest.mark.parametrize("schema, table, corpus, truth, id_column, created_id", [
+    # quoted: case, spaces and dots kept; the id column quoted too
+    ('"Probe Mixed"', '"L2 Insights"', '"Probe Mixed"."L2 Insights"',
+     '"Probe Mixed".ground_truth', '"Doc Id"', '"Doc Id"'),
+    # unquoted mixed case: folded to lower case, as CREATE TABLE ProbeMC.L2Ins folds it
+    ("ProbeMC", "L2Ins", "ProbeMC.L2Ins", "PROBEMC.Ground_Truth", "ID", "id"),
+])
+def test_a_mixed_case_relation_is_mapped_as_sql_names_it(fresh, beir_folder, tmp_path, schema,
+                                                         table, corpus, truth, id_column,
+                                                         created_id):
+    from eval_harness.settings import load_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text(LIVE_YAML.format(corpus=corpus.replace("'", "''"), truth=truth,
+                                       id=id_column.replace("'", "''")))
+    cfg = load_settings(str(config), environ={}).datasets["live"]
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        with conn.transaction():
+            conn.execute(f"CREATE SCHEMA {schema}")
+            conn.execute(f"CREATE TABLE {schema}.{table} AS SELECT id AS {created_id}, "
+                         f"content AS \"content\", embedding FROM rag.l2_insights")
+            conn.execute(f"CREATE TABLE {schema}.ground_truth AS SELECT * FROM rag.ground_truth")
+        report = attach_live_dataset(conn, cfg, embedder_factory=no_embedder)
+        assert report.queries == 15
+        hits = hybrid_search(conn, "live", query_text="aspirin heart",
+                             query_embedding=np.ones(8, np.float32), k=3)
+        assert len(hits) == 3 and len({h.id for h in hits}) == 3
+        assert str(report).startswith(f"dataset 'live' (live, {cfg.live.corpus.relation})")

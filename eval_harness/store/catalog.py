@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import DatasetConfig
+from eval_harness.dataset_config import DatasetConfig, sql_name
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
 
@@ -115,19 +115,20 @@ def select_refusal(conn: psycopg.Connection, schema: str, relation: str) -> str 
     """None when the current role may read ``schema.relation``, else one sentence saying
     what stops it and the GRANT that fixes it."""
     role = conn.execute("SELECT current_user").fetchone()[0]
-    where = f"live relation {schema}.{relation}"
-    row = conn.execute("SELECT to_regnamespace(%s)::oid", (schema,)).fetchone()
+    name, grantee = sql_name(schema, relation), sql_name(role)
+    where = f"live relation {name}"
+    row = conn.execute("SELECT to_regnamespace(%s)::oid", (sql_name(schema),)).fetchone()
     if row[0] is None:
-        return f"{where}: schema {schema} does not exist"
+        return f"{where}: schema {sql_name(schema)} does not exist"
     if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (row[0],)).fetchone()[0]:
-        return (f"role '{role}' may not use schema {schema} of {where}: GRANT USAGE ON SCHEMA "
-                f"{schema} TO {role}")
+        return (f"role '{role}' may not use schema {sql_name(schema)} of {where}: GRANT USAGE "
+                f"ON SCHEMA {sql_name(schema)} TO {grantee}")
     oid = conn.execute("SELECT to_regclass(%s)::oid", (sql.Identifier(
         schema, relation).as_string(conn),)).fetchone()[0]
     if oid is None:
         return f"{where} does not exist"
     if not conn.execute("SELECT has_table_privilege(%s, 'SELECT')", (oid,)).fetchone()[0]:
-        return f"role '{role}' may not SELECT {where}: GRANT SELECT ON {schema}.{relation} TO {role}"
+        return f"role '{role}' may not SELECT {where}: GRANT SELECT ON {name} TO {grantee}"
     return None
 
 
