@@ -89,6 +89,9 @@ class Corpus:
         return sql.SQL("{}").format(sql.Identifier(alias, self.id))
 
     def content_of(self, alias: str) -> sql.Composed:
+        """The document's text; a live row without one (NULL) reads as empty."""
+        if self.is_live:
+            return sql.SQL("coalesce({}, '')").format(sql.Identifier(alias, self.content))
         return sql.SQL("{}").format(sql.Identifier(alias, self.content))
 
     def embedding_of(self, alias: str) -> sql.Composed:
