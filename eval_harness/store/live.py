@@ -216,18 +216,11 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     expected ids deduplicated in their order (none for an unlabelled dataset)."""
     gt = checked.ground_truth
     key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
-    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
-        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
-        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
     conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
                     expected_docs integer[]) ON COMMIT DROP""")
     try:
         with conn.transaction():
-            conn.execute(sql.SQL("""
-                INSERT INTO _live_gt
-                SELECT g.{id}::text, g.{query}, {expected} FROM {rel} AS g""").format(
-                id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
-                rel=sql.Identifier(gt.relation.schema, gt.relation.name)))
+            conn.execute(sql.SQL("INSERT INTO _live_gt {}").format(live_ground_truth_rows(gt)))
     except psycopg.errors.UniqueViolation:
         raise LiveMappingError(f"'{key}.id': {gt.relation}.{gt.id} is not unique.") from None
     except psycopg.errors.NumericValueOutOfRange:
@@ -245,6 +238,19 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     if report.without_expected:
         report.notices.append(f"{report.without_expected} queries of {gt.relation} have no "
                               "expected document and were left out")
+
+
+def live_ground_truth_rows(gt: GroundTruthMapping) -> sql.Composed:
+    """``SELECT external_id, query, expected_docs`` of every row of the live ground truth:
+    its own id as text, the query, the expected ids deduplicated in their order (none for
+    an unlabelled dataset), as the harness mirrors them."""
+    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
+        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
+        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
+    return sql.SQL("SELECT g.{id}::text AS external_id, g.{query} AS query, "
+                   "{expected} AS expected_docs FROM {rel} AS g").format(
+        id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
+        rel=sql.Identifier(gt.relation.schema, gt.relation.name))
 
 
 def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
