@@ -21,7 +21,7 @@ union would have to be re-weighted).
 
 The drawn pairs are recorded in ``human_sample`` (migration 0009), apart from the
 disagreement queue (``judge_review``). The file has the review file's columns
-(:data:`eval_harness.agreement.review.CSV_COLUMNS`), ``status`` is ``sample`` on every row
+(:data:`eval_harness.agreement.review_file.CSV_COLUMNS`), ``status`` is ``sample`` on every row
 (how ``review import`` tells a sample file from a queue file), and the judges' models and
 scores are left blank on purpose: a person who sees the judges' score is anchored by it, and
 PPI needs labels independent of the judges.
@@ -46,10 +46,10 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.agreement import queries
-from eval_harness.agreement.review import (CSV_COLUMNS, ImportCounts, ReviewFileError,
-                                           _escape_formula, _file_dataset, _one_line,
-                                           _read_review_file, _snippet, _wrong_rows,
-                                           check_row)
+from eval_harness.agreement.review import ImportCounts
+from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, check_row,
+                                                escape_formula, file_dataset, one_line,
+                                                read_review_file, snippet, wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
@@ -109,7 +109,7 @@ def is_sample_file(path: Path | str) -> bool:
     """Whether ``path`` is a sample file (a row with status ``sample``). A file that cannot be
     read as a review file is not one: the queue import then says what is wrong with it."""
     try:
-        records = _read_review_file(Path(path))
+        records = read_review_file(Path(path))
     except ReviewFileError:
         return False
     return any(cells.get("status", "").strip() == SAMPLE_STATUS for _, cells in records)
@@ -124,8 +124,8 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
     verdict, repeated pair) raises :class:`ReviewFileError` naming the rows, and nothing is
     written.
     """
-    records = _read_review_file(Path(path))
-    dataset = _file_dataset(path, records, dataset)
+    records = read_review_file(Path(path))
+    dataset = file_dataset(path, records, dataset)
     with conn.transaction():
         corpus = dataset_info(conn, dataset, with_counts=False).corpus
         queries.lock_human_sample(conn, dataset)
@@ -161,10 +161,10 @@ def _write_sample_file(target: Path, rows: list[tuple]) -> None:
     writer.writerow(CSV_COLUMNS)
     for name, qid, q_ext, query, doc_id, d_ext, content, verdict, reviewer in rows:
         cells = {"dataset": name, "query_id": qid, "query_external_id": q_ext,
-                 "query": _one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
-                 "doc_snippet": _snippet(content), "status": SAMPLE_STATUS,
+                 "query": one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
+                 "doc_snippet": snippet(content), "status": SAMPLE_STATUS,
                  "verdict": verdict or "", "reviewer": reviewer or ""}
-        writer.writerow([_escape_formula(str(cells.get(column, ""))) for column in CSV_COLUMNS])
+        writer.writerow([escape_formula(str(cells.get(column, ""))) for column in CSV_COLUMNS])
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
     except OSError as exc:
@@ -211,5 +211,5 @@ def _staleness(cells: Mapping[str, str], query_ext: str, doc_ext: str | None) ->
 
 
 def _wrong_sample_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFileError:
-    return _wrong_rows(path, problems,
+    return wrong_rows(path, problems,
                        fix="write a fresh file with `eval-harness review sample`")
