@@ -173,7 +173,7 @@ def test_a_file_mixing_datasets_is_one_error_naming_them(db, dataset, tmp_path):
     with pytest.raises(ReviewFileError) as caught:
         import_review_csv(db, None, path)
     message = str(caught.value)
-    assert "mixes datasets" in message and f"'{name}' (rows 2, 3, 5)" in message
+    assert "mixes datasets" in message and f"'{name}' (rows 2-3, 5)" in message
     assert "'other' (row 4)" in message and "nothing was imported" in message
     assert review_rows(db, name) == before
 

@@ -34,11 +34,14 @@ import psycopg
 
 from eval_harness.agreement import queries
 from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFileError,
-                                                check_row, escape_formula, file_dataset,
+                                                check_row, echo, escape_formula, file_dataset,
                                                 one_line, read_review_file, snippet,
                                                 wrong_rows)
 from eval_harness.files import write_report
-from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info
+from eval_harness.retrieval.queries import dataset_names
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.ingest import validate_dataset_name
 
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9
@@ -73,10 +76,19 @@ class ImportCounts:
     unchanged: int    # rows with a verdict identical to the stored one
     blank: int        # rows left without a verdict (they stay as they are)
     dataset: str | None = None  # the queue written to; None: the file had no rows
+    notes_left: int = 0  # blank rows carrying a note: not stored (a note goes with a verdict)
 
     def __str__(self) -> str:
+        notes = (f" ({self.notes_left} of them with a note, not stored: a note is stored "
+                 "with a verdict)" if self.notes_left else "")
         return (f"{self.adjudicated} verdict(s) stored, {self.unchanged} unchanged, "
-                f"{self.blank} row(s) without a verdict left as they are")
+                f"{self.blank} row(s) without a verdict left as they are{notes}")
+
+    @classmethod
+    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> "ImportCounts":
+        """From the rows stored (``changed`` of ``updates``) and the blank rows (True:
+        carrying a note)."""
+        return cls(changed, len(updates) - changed, len(blank), dataset, sum(blank))
 
 
 def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
@@ -192,7 +204,7 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
         return ImportCounts(0, 0, 0)
     dataset = file_dataset(path, records, dataset)
     with conn.transaction():
-        corpus = dataset_info(conn, dataset, with_counts=False).corpus
+        corpus = imported_corpus(conn, path, dataset)
         queries.lock_review_queue(conn, dataset)
         queue = _queue_state(conn, corpus)
         updates, problems, blank = _check_records(records, dataset, queue)
@@ -202,11 +214,35 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
         for key, verdict, reviewer, note in updates:
             changed += queries.store_verdict(conn, *key, verdict=verdict, reviewer=reviewer,
                                              note=note)
-    return ImportCounts(changed, len(updates) - changed, blank, dataset)
+    return ImportCounts.of(changed, updates, blank, dataset)
+
+
+def imported_corpus(conn: psycopg.Connection, path: Path | str, dataset: str):
+    """The corpus of the dataset a review file names. A name that could be a dataset's
+    but is not in the store keeps :class:`UnknownDataset` (the CLI says what to attach or
+    ingest); anything else is the file's problem, said as such, the name cut."""
+    try:
+        return dataset_info(conn, dataset, with_counts=False).corpus
+    except UnknownDataset:
+        if _is_dataset_name(dataset):
+            raise
+        known = ", ".join(f"'{name}'" for name in dataset_names(conn)) or "none"
+        raise ReviewFileError(
+            f"{path}: nothing was imported because its dataset column names "
+            f"'{echo(dataset)}', which is not a dataset in the store (known: {known}); fix "
+            "the column, or pass --dataset NAME.") from None
 
 
 # ---------------------------------------------------------------------------------------
 # Internals
+
+
+def _is_dataset_name(name: str) -> bool:
+    try:
+        validate_dataset_name(name)
+    except DatasetError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -231,8 +267,9 @@ def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _Que
 
 def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
                    queue: Mapping[tuple[int, int], _QueuedPair]):
-    """(updates, problems, blank count): every problem of every row, nothing written."""
-    updates, problems, blank = [], [], 0
+    """(updates, problems, blank rows: True where one has a note): every problem of every
+    row, nothing written."""
+    updates, problems, blank = [], [], []
     seen: dict[tuple[int, int], int] = {}
     for number, cells in records:
         if "__error__" in cells:
@@ -245,7 +282,7 @@ def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
         if row_problems:
             problems += [(number, text) for text in row_problems]
         elif not verdict_text:
-            blank += 1
+            blank.append(bool(cells["note"].strip()))
         else:
             updates.append((key, verdict_text, cells["reviewer"].strip() or None,
                             cells["note"].strip() or None))

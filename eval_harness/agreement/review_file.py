@@ -32,7 +32,9 @@ CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
 SNIPPET_CHARS = 400
 # OWASP's list of characters that make a spreadsheet read a cell as a formula.
 _FORMULA_START = re.compile(r"'*[=+\-@\t\r]")
-_MAX_PROBLEMS_SHOWN = 20
+_MAX_PROBLEMS_SHOWN = 20  # distinct problems a refusal spells out
+_MAX_RANGES_SHOWN = 20     # row ranges a list spells out
+ECHO_CHARS = 80            # the longest text of the file a message quotes
 
 
 class ReviewFileError(ValueError):
@@ -51,20 +53,30 @@ class ReviewFileError(ValueError):
 
 
 def wrong_rows(path: Path | str, problems: list[tuple[int, str]], *,
-                fix: str = "export a fresh file with `eval-harness review export`"
-                ) -> ReviewFileError:
-    """The one-sentence error of an import refused for ``problems``; it ends with ``fix``."""
+               fix: str = "export a fresh file with `eval-harness review export`"
+               ) -> ReviewFileError:
+    """The one-sentence error of an import refused for ``problems``; it ends with ``fix``.
+    The same problem on several rows is said once, with the rows as ranges."""
     rows = sorted({row for row, _ in problems})
-    shown = "; ".join(f"row {row}: {text}" for row, text in problems[:_MAX_PROBLEMS_SHOWN])
-    more = len(problems) - _MAX_PROBLEMS_SHOWN
+    grouped: dict[str, list[int]] = {}
+    for row, text in problems:
+        grouped.setdefault(text, []).append(row)
+    shown = "; ".join(f"{row_list(sorted(set(rows_of)))}: {text}"
+                      for text, rows_of in list(grouped.items())[:_MAX_PROBLEMS_SHOWN])
+    more = sum(len(rows_of) for rows_of in list(grouped.values())[_MAX_PROBLEMS_SHOWN:])
     return ReviewFileError(
         f"{path}: nothing was imported because {len(rows)} row(s) are wrong "
-        f"(rows {', '.join(map(str, rows))}): {shown}"
+        f"({row_list(rows)}): {shown}"
         + (f"; and {more} more problem(s)" if more > 0 else "")
         + f"; fix them, or {fix}.",
         tuple(problems))
 
 
+def echo(text: str) -> str:
+    """A text of the file as a message quotes it: on one line, at most :data:`ECHO_CHARS`
+    characters (cut with "…")."""
+    text = one_line(text)
+    return text if len(text) <= ECHO_CHARS else text[:ECHO_CHARS - 1] + "…"
 
 
 def read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:
@@ -89,8 +101,8 @@ def read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if missing or unexpected or duplicated:
         parts = ([f"missing column(s) {', '.join(missing)}"] if missing else []) \
-            + ([f"unexpected column(s) {', '.join(unexpected)}"] if unexpected else []) \
-            + ([f"repeated column(s) {', '.join(duplicated)}"] if duplicated else [])
+            + ([f"unexpected column(s) {echo(', '.join(unexpected))}"] if unexpected else []) \
+            + ([f"repeated column(s) {echo(', '.join(duplicated))}"] if duplicated else [])
         raise wrong_rows(path, [(1, "wrong header: " + ", ".join(parts))])
     records = []
     for number, cells in enumerate(rows[1:], start=2):
@@ -121,7 +133,9 @@ def file_dataset(path: Path | str, records: list[tuple[int, dict[str, str]]],
     if requested is not None and requested in rows_of:
         return requested
     if len(rows_of) > 1:
-        named = ", ".join(f"'{name}' ({row_list(rows)})" for name, rows in rows_of.items())
+        named = ", ".join(f"'{echo(name)}' ({row_list(rows)})"
+                          for name, rows in list(rows_of.items())[:_MAX_RANGES_SHOWN]) + (
+            ", ..." if len(rows_of) > _MAX_RANGES_SHOWN else "")
         raise ReviewFileError(
             f"{path}: nothing was imported because the file mixes datasets {named}; a "
             "review file holds one dataset: keep the rows of one, or export a fresh file "
@@ -136,14 +150,26 @@ def file_dataset(path: Path | str, records: list[tuple[int, dict[str, str]]],
     if requested is not None and requested != named:
         raise ReviewFileError(
             f"{path}: nothing was imported because the file's dataset column says "
-            f"'{named}' but the import was asked for dataset '{requested}' (--dataset); "
-            f"drop --dataset to import into '{named}', or export a fresh file of "
-            f"'{requested}'.")
+            f"'{echo(named)}' but the import was asked for dataset '{echo(requested)}' "
+            f"(--dataset); drop --dataset to import into that one, or export a fresh file of "
+            f"'{echo(requested)}'.")
     return named
 
 
 def row_list(rows: list[int]) -> str:
-    return ("row " if len(rows) == 1 else "rows ") + ", ".join(map(str, rows))
+    """``row 7`` or ``rows 2-51, 60`` (consecutive rows as ranges) of sorted ``rows``."""
+    ranges: list[str] = []
+    start = previous = rows[0]
+    for row in [*rows[1:], None]:
+        if row is not None and row == previous + 1:
+            previous = row
+            continue
+        ranges.append(str(start) if start == previous else f"{start}-{previous}")
+        if row is not None:
+            start = previous = row
+    shown = ", ".join(ranges[:_MAX_RANGES_SHOWN]) + (", ..." if len(ranges) >
+                                                     _MAX_RANGES_SHOWN else "")
+    return ("row " if len(rows) == 1 else "rows ") + shown
 
 
 def check_row(cells: Mapping[str, str], dataset: str, number: int,
@@ -155,11 +181,11 @@ def check_row(cells: Mapping[str, str], dataset: str, number: int,
     problems; the caller adds its own (staleness)."""
     problems: list[str] = []
     if cells["dataset"].strip() != dataset:
-        problems.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
+        problems.append(f"dataset is '{echo(cells['dataset'])}', not '{echo(dataset)}'")
     key = pair_key(cells, problems)
     verdict = " ".join(cells["verdict"].lower().split())
     if verdict and verdict not in VERDICTS:
-        problems.append(f"verdict '{cells['verdict']}' is not 'relevant' or "
+        problems.append(f"verdict '{echo(cells['verdict'])}' is not 'relevant' or "
                         "'not relevant' (leave it blank to skip the row)")
     if key is not None:
         if key in seen:
@@ -168,7 +194,7 @@ def check_row(cells: Mapping[str, str], dataset: str, number: int,
         seen.setdefault(key, number)
         if key not in known:
             problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in "
-                            f"{where} of dataset '{dataset}'")
+                            f"{where} of dataset '{echo(dataset)}'")
     return key, verdict, problems
 
 
@@ -178,7 +204,7 @@ def pair_key(cells: Mapping[str, str], problems: list[str]) -> tuple[int, int] |
         try:
             ids.append(int(cells[column].strip()))
         except ValueError:
-            problems.append(f"{column} '{cells[column]}' is not a whole number")
+            problems.append(f"{column} '{echo(cells[column])}' is not a whole number")
     return (ids[0], ids[1]) if len(ids) == 2 else None
 
 

@@ -90,10 +90,12 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     row = queries.dataset_row(conn, name)
     if row is None:
         known = queries.dataset_names(conn)
+        shown = " ".join(name.split())  # it may come from a file: one line, cut
+        shown = shown if len(shown) <= 80 else shown[:79] + "…"
         raise UnknownDataset(
-            f"Dataset '{name}' is not in the store (known: {', '.join(known) or 'none'}); "
-            f"run `eval-harness ingest PATH --name {name}` for a BEIR folder, or "
-            f"`eval-harness attach --dataset {name}` for a live dataset in config.yaml.",
+            f"Dataset '{shown}' is not in the store (known: {', '.join(known) or 'none'}); "
+            f"run `eval-harness ingest PATH --name {shown}` for a BEIR folder, or "
+            f"`eval-harness attach --dataset {shown}` for a live dataset in config.yaml.",
             name)
     name, language, model, dim, kind, mapping = row
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
