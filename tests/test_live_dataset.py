@@ -346,3 +346,20 @@ def test_rows_without_embedding_or_text_are_named_at_attach_and_never_candidates
         assert result.n_queries == 15
         candidates = {int(d) for c in result.candidates.doc_ids for d in c if d >= 0}
         assert not candidates & set(no_vector)
+
+
+def test_an_undefined_score_in_a_live_corpus_names_its_rows_not_a_re_ingest(fresh, beir_folder):
+    from eval_harness.retrieval.fusion import NonFiniteScores
+
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        renumber_queries(conn)
+        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        with conn.transaction():
+            conn.execute("UPDATE rag.l2_insights SET embedding = array_fill(0, ARRAY[8])::vector")
+        with pytest.raises(NonFiniteScores) as caught:
+            calibrate(conn, "live", grid=[0.5])
+        message = str(caught.value)
+        assert re.match(r"dataset 'live': query '50\d\d' has \d+ candidates", message), message
+        assert message.endswith("(cosine similarity is undefined): fix these rows of "
+                                "rag.l2_insights.") and "ingest" not in message
