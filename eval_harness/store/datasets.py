@@ -6,8 +6,11 @@ recorded, its ground truth mirrored and its queries embedded
 (:func:`eval_harness.store.live.attach_live_dataset`), so every command sees the RAG system's
 current ground truth. An *ingested* dataset is left as it is: ingesting reads a folder and
 stays an explicit step (``eval-harness ingest``, the ``corpus`` asset). Read-only commands
-(search, report, agreement, review export) never attach; a dataset missing from the store
-gets one sentence that says what to run (:func:`missing_dataset_message`).
+(search, report, agreement, review export) never attach; nor do the dry runs (``judge
+--dry-run``, ``calibrate --no-write``), which check a live mapping in place and say how the
+live ground truth changed since it was last attached (:func:`check_attached_dataset`). A
+dataset missing from the store gets one sentence that says what to run
+(:func:`missing_dataset_message`).
 
 **The demo RAG store.** With ``store.demo_rag_schema`` set and no ``DATABASE_URL`` (the
 embedded store is the harness's own), the BEIR folder ``store.demo_rag_source`` (the bundled
