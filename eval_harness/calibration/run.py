@@ -40,9 +40,7 @@ from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
     precision_verdict, uplift_over_default, weight_grid)
-from eval_harness.retrieval.fusion import NonFiniteScores
-from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
-from eval_harness.store.corpus import document_external_ids
+from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
@@ -198,7 +196,6 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
                          f"ingest it with its qrels first.")
     fetched = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
-    _refuse_undefined_scores(conn, dataset, fetched)
     candidates = CandidateSet.from_queries(
         [c.doc_ids for c in fetched], [c.semantic for c in fetched],
         [c.keyword for c in fetched], [qrels[c.query_id] for c in fetched],
@@ -283,37 +280,6 @@ def configured_grid(settings: Settings) -> np.ndarray:
     options = settings.calibration
     return _grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
                                               options.grid_step), options.default_weight)
-
-
-def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
-                             fetched: list[QueryCandidates]) -> None:
-    """Raise :class:`NonFiniteScores` for the first query with a NaN raw score, naming it and
-    the stored vectors to blame by their ids in the dataset; no metric is computed over NaN.
-
-    Every candidate here has both scores, so a NaN is an undefined cosine similarity: an
-    all-zero or non-finite embedding of the query (all its candidates are NaN) or of the
-    documents whose scores are NaN. Ingest refuses such vectors; a store written otherwise
-    may still hold them.
-    """
-    for found in fetched:
-        undefined = np.isnan(found.semantic)  # the keyword score is ts_rank or 0, never NaN
-        if not undefined.any():
-            continue
-        query = queries.query_external_ids(conn, [found.query_id])[found.query_id]
-        if undefined.all() and undefined.size > 1:
-            blame = "the query's own embedding"
-        else:
-            corpus = dataset_info(conn, dataset, with_counts=False).corpus
-            names = document_external_ids(conn, corpus, found.doc_ids[undefined].tolist())
-            ids = [names[i] for i in sorted(names)]
-            shown = ", ".join(f"'{i}'" for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
-            blame = f"the embedding of document {shown}" if len(ids) == 1 else \
-                f"the embeddings of documents {shown}"
-        raise NonFiniteScores(
-            f"dataset '{dataset}': query '{query}' has {int(undefined.sum())} candidates whose "
-            f"semantic score is NaN, so no metric is computed; {blame} is all zeros or not "
-            f"finite (cosine similarity is undefined): re-ingest the dataset with valid "
-            f"embeddings.")
 
 
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,

@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         crashed = server_failure(settings, exc) if settings is not None else None
-        message = crashed or "the store reported: " + lines[0]
+        message = crashed or _privilege_refusal(exc, settings) or \
+            "the store reported: " + lines[0]
         print(f"eval-harness: error: {redact_conninfo(message)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -270,6 +271,22 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     except Exception as exc:  # not SystemExit: argparse's own exit codes stay
         print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _privilege_refusal(exc: psycopg.Error, settings: Settings | None) -> str | None:
+    """For "permission denied": the role, the object and the GRANT it lacks, read on a new
+    connection of the same role (:func:`eval_harness.store.catalog.privilege_refusal`);
+    None for any other error, or when that cannot be read."""
+    from eval_harness.store import locate_store
+    from eval_harness.store.catalog import privilege_refusal
+
+    if settings is None or not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    try:
+        with locate_store(settings).connection() as conn:
+            return privilege_refusal(conn, str(exc), settings.schema)
+    except (psycopg.Error, StoreUnavailable):
+        return None
 
 
 def _missing_dataset(exc: Exception, settings: Settings | None) -> str | None:
