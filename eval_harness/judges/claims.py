@@ -27,7 +27,9 @@ import psycopg
 
 from eval_harness.store.locks import release_keyed_locks, try_keyed_locks
 
-CLAIM_SPACE = "eval_harness.judge-query"  # the keyed-lock space of judged query texts
+# the keyed-lock space of judged query texts; hashtext of it is 1216545177, not the fixed
+# first key of the migration lock (0x6576616C), the other two-key advisory lock
+CLAIM_SPACE = "eval_harness.judge-query"
 FIRST_POLL_S, MAX_POLL_S = 0.05, 1.0
 
 
