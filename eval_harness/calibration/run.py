@@ -36,6 +36,9 @@ import psycopg
 
 from eval_harness.calibration import labels as judge_labels
 from eval_harness.calibration import queries
+from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
+                                              VerdictBands, VerdictFigure, verdict_figure,
+                                              verdict_sentence)  # (re-exported)
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
@@ -47,21 +50,7 @@ from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResul
                                           reciprocal_rank_fusion, sweep_weights)
 from eval_harness.settings import AgreementSettings, Settings
 
-VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",
-                  "failure": "failure"}
-VERDICT_MEANING = {
-    "full_success": "ready for production",
-    "partial_success": "deploy with monitoring",
-    "failure": "architecture review or more ground truth needed"}
 MIN_GRID_STEP = 0.01
-
-
-@dataclass(frozen=True)
-class VerdictBands:
-    """P@5 thresholds of the story 2.9 verdict."""
-
-    full_success: float = 0.75
-    partial_success: float = 0.70
 
 
 @dataclass(frozen=True)
@@ -111,9 +100,15 @@ class CalibrationResult:
     corrected: Any = field(default=None, repr=False, compare=False)
 
     @property
+    def figure(self) -> VerdictFigure:
+        """The P@5 the verdict is given on, with its label source (:mod:`.verdict`)."""
+        return verdict_figure(self)
+
+    @property
     def verdict_p_at_5(self) -> float:
-        """P@5 on the complete ground truth at the calibrated (best) weights."""
-        return self.best.p_at_5
+        """The P@5 the verdict is given on: at the calibrated (best) weights on the complete
+        ground truth, or its PPI-corrected estimate (:mod:`.verdict`)."""
+        return self.figure.p_at_5
 
     def to_dict(self) -> dict:
         """JSON-safe (plain floats, no NaN; None where a value does not exist)."""
@@ -147,11 +142,10 @@ class CalibrationResult:
             "rrf": {"k": self.rrf_k, "p_at_5": self.rrf.p_at_5,
                     "recall_at_5": self.rrf.recall_at_5, "ndcg_at_10": self.rrf.ndcg_at_10,
                     "mrr_at_10": self.rrf.mrr_at_10},
-            "verdict": {"verdict": self.verdict, "p_at_5": self.verdict_p_at_5,
-                        "semantic_weight": self.best.semantic_weight,
-                        "keyword_weight": self.best.keyword_weight,
-                        "full_success": self.bands.full_success,
-                        "partial_success": self.bands.partial_success},
+            "verdict": dict(self.figure.to_dict(),
+                            keyword_weight=self.best.keyword_weight,
+                            full_success=self.bands.full_success,
+                            partial_success=self.bands.partial_success),
             "seconds": dict(self.seconds),
         }
         return data if self.corrected is None else self.corrected.add_to_json(data)
@@ -396,26 +390,10 @@ def summary_lines(result: CalibrationResult) -> list[str]:
         lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
                      f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
                      f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
-    corrected = result.corrected.lines(result.bands, result.verdict) if result.corrected else []
-    if not any(line.startswith("Verdict:") for line in corrected):
-        lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
-                                      result.p_at_5_ceiling))
-    lines += corrected
+    if result.corrected is not None:
+        lines += result.corrected.lines()
+    lines.append(result.figure.sentence(result.bands, result.p_at_5_ceiling))
     return lines
-
-
-def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands,
-                     ceiling: float | None = None) -> str:
-    """The verdict in one sentence; with the P@5 ``ceiling`` of the ground truth, a band
-    that no ranking can reach is said too (e.g. one relevant document per query)."""
-    label = VERDICT_LABELS[verdict].upper()
-    text = (f"Verdict: {label} (P@5 {p_at_5:.4f} at the calibrated weights; full success "
-            f">= {bands.full_success:g}, partial success >= {bands.partial_success:g}): "
-            f"{VERDICT_MEANING[verdict]}")
-    if ceiling is not None and verdict != "full_success" and ceiling < bands.full_success:
-        text += (f". Even a perfect ranking reaches only P@5 {ceiling:.4f} on this ground "
-                 "truth (too few relevant documents per query), so these bands do not fit it")
-    return text
 
 
 def _same(a: float, b: float) -> bool:

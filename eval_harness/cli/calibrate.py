@@ -96,13 +96,13 @@ def _write_outputs(location, result, settings: Settings, written: dict) -> list[
     from eval_harness.calibration.publish import publish_calibrated_weights
     from eval_harness.calibration.report import write_calibration_report
 
-    dataset = result.dataset
+    dataset, figure = result.dataset, result.figure  # the verdict's own figure and labels
     with location.connection(autocommit=True) as conn:  # publish runs its own transaction
         published = publish_calibrated_weights(
             conn, settings.config_path, dataset=dataset,
-            semantic_weight=result.best.semantic_weight, p_at_5=result.best.p_at_5,
-            verdict=result.verdict, run_id=uuid.uuid4().hex[:12],
-            calibrated_at=result.calibrated_at, label_source=result.label_source)
+            semantic_weight=result.best.semantic_weight, p_at_5=figure.p_at_5,
+            verdict=figure.verdict, run_id=uuid.uuid4().hex[:12],
+            calibrated_at=result.calibrated_at, label_source=figure.label_source)
     written["weights"] = published.to_dict()
     weights = f"semantic {published.semantic:g} / keyword {published.keyword:g}"
     notes = [f"calibrated_weights: row {published.row_id} for dataset '{dataset}' ({weights}, "
