@@ -15,7 +15,8 @@ from typing import Callable
 import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
-from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError, internal_error
+from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
+                                     internal_error)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
         # doctor loads the config itself: a bad one is one of its FAIL lines
         own = getattr(args, "loads_own_settings", False)
         settings = None if own else load_settings(args.config)
+        notice = None if settings is None else config_notice(settings)
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
         return args.func(args, settings)
     except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
             StoreUnavailable, MigrationError, LookupError, ValueError) as exc:

@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import psycopg
 
+from eval_harness.cli.common import describe_config
 from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import ConfigError, Settings, load_settings
@@ -422,8 +423,7 @@ def diagnose(config_path: str | None = None, environ: Mapping[str, str] | None =
     except ConfigError as exc:
         yield Check(FAIL, "config", str(exc))
         return
-    yield Check(OK, "config", str(settings.config_path) if settings.config_path
-                else "no config.yaml found: defaults apply")
+    yield Check(OK if settings.config_path else WARN, "config", describe_config(settings))
     yield from store_checks(settings)
     yield from judge_checks(settings, offline=offline, timeout=probe_timeout)
 
