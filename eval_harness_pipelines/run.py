@@ -125,9 +125,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     for error in outcome.errors:
         print(f"  ERROR {error}")
     _print_report_location(report)
+    store = " (with DATABASE_URL set as for this run)" if settings.database_url else ""
     print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
           f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
-          "http://127.0.0.1:3000")
+          f"http://127.0.0.1:3000{store}")
     if outcome.errors:
         raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
                        f"{outcome.errors[0]}")
@@ -150,8 +151,7 @@ def dagster_ui_command(settings: Settings, home: Path) -> str:
         env += f" EVAL_HARNESS_CONFIG={shlex.quote(str(settings.config_path))}"
     go_there = ("" if settings.config_path is not None
                 else f"cd {shlex.quote(str(settings.root))} && ")
-    store = " (with DATABASE_URL set as for this run)" if settings.database_url else ""
-    return f"{go_there}{env} {program} dev -m {DEFINITIONS_MODULE} -a defs{store}"
+    return f"{go_there}{env} {program} dev -m {DEFINITIONS_MODULE} -a defs"
 
 
 def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured) -> None:
