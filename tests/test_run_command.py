@@ -130,6 +130,9 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     assert ("FAIL", "p_at_5_verdict") in checks
     assert "perfect ranking reaches only" in out
     assert "dual_judge_scores: 300 of 300 queries judged, 300 queries changed;" in out
+    # the stand-in notices: once each for the whole command (17 times each before)
+    assert first_run.stderr.count("OPENAI_API_KEY is not set, so local:lexical") == 1
+    assert first_run.stderr.count("ANTHROPIC_API_KEY is not set, so local:embedding") == 1
     assert (f"DAGSTER_HOME={project['root'] / '.eval-harness' / 'dagster'} "
             f"EVAL_HARNESS_CONFIG={project['config']} {EVAL_HARNESS.with_name('dagster')} dev "
             "-m eval_harness_pipelines.definitions -a defs") in out

@@ -22,6 +22,7 @@ from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.judges.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -255,7 +256,8 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
         notice = None if settings is None else config_notice(settings)
         if notice:
             print(notice, file=sys.stderr, flush=True)
-        return args.func(args, settings)
+        with said_once_per_command():  # one command, each fallback notice once
+            return args.func(args, settings)
     except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
             StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
