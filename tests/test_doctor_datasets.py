@@ -133,11 +133,12 @@ def test_tsvector_null_is_measured_per_query_and_the_fix_removes_it(rag_store, t
     assert "; over stored tsvectors the same ranking takes " in cost
     assert "report, judge and calibrate search all 15 ground-truth queries: ~" in cost
     statements = fix.split("a maintenance window): ", 1)[1].split("; then map ")[0]
+    assert fix.endswith("then map datasets.live.live.corpus.tsvector: tsv and run "
+                        "`eval-harness attach --dataset live`")
     assert statements == (
         'ALTER TABLE "rag"."l2_insights" ADD COLUMN "tsv" tsvector GENERATED ALWAYS AS '
         "(to_tsvector('english'::regconfig, \"content\")) STORED; CREATE INDEX CONCURRENTLY "
         '"l2_insights_tsv_gin_idx" ON "rag"."l2_insights" USING gin ("tsv")')
-    assert fix.endswith("then map datasets.live.live.corpus.tsvector: tsv")
     with rag_store.connection() as conn:  # the doctor wrote nothing, left nothing behind
         assert rag_checksum(conn) == before
         assert conn.execute("SELECT count(*) FROM pg_class").fetchone()[0] == relations
@@ -158,3 +159,20 @@ def test_a_cheap_keyword_side_is_said_without_a_warning(rag_store, tmp_path, cap
     code, lines = doctor(capsys, tmp_path, embedder="local:test-random")
     [cost] = named(lines, "keyword")
     assert cost.startswith("ok    keyword      'live' tsvector: null") and code == 0
+
+
+def test_a_dataset_attached_with_an_older_mapping_says_to_attach_again(rag_store, tmp_path,
+                                                                     capsys):
+    """The read-only commands read the mapping recorded at attach: a changed config.yaml
+    (here the stored tsvector column, mapped at last) takes effect only at the next attach."""
+    with rag_store.connection() as conn:
+        build_rag_store(conn, corpus_folder(tmp_path / "beir", dim=8), schema="rag",
+                        tsvector="tsv")
+        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)  # tsvector: null
+    code, lines = doctor(capsys, tmp_path, embedder="local:test-random", tsvector="tsv")
+    assert ("warn  indexes      'live' is attached with another mapping than config.yaml's "
+            "(corpus.tsvector: null attached, tsv configured); every command reads the attached "
+            "one until `eval-harness attach --dataset live` records the new one") in lines
+    assert main(["--config", str(tmp_path / "config.yaml"), "attach", "--dataset", "live"]) == 0
+    code, lines = doctor(capsys, tmp_path, embedder="local:test-random", tsvector="tsv")
+    assert not [line for line in lines if "another mapping" in line]

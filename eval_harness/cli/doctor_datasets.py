@@ -61,8 +61,29 @@ def index_checks(conn: psycopg.Connection, settings: Settings,
             yield Check(WARN, "indexes", f"{name} is configured as live on "
                         f"{dataset.corpus.relation_name} but not attached yet: run "
                         f"`eval-harness attach --dataset {dataset.name}`")
+        drift = mapping_drift(settings.datasets.get(dataset.name), dataset)
+        if drift:
+            yield Check(WARN, "indexes", f"{name} is attached with another mapping than "
+                        f"config.yaml's ({drift}); every command reads the attached one until "
+                        f"`eval-harness attach --dataset {dataset.name}` records the new one")
         for level, text in index_report(conn, dataset, depth=settings.hybrid.candidate_depth):
             yield Check({"ok": OK, "warn": WARN}[level], "indexes", f"{name} {text}")
+
+
+def mapping_drift(cfg: DatasetConfig | None, dataset: LiveDataset) -> str:
+    """How the corpus mapping of an attached ``dataset`` differs from the configured one,
+    empty when it does not (or there is nothing to compare): the read-only commands use the
+    attached mapping, so a changed config.yaml takes effect only at the next attach."""
+    corpus = dataset.corpus
+    if not dataset.attached or corpus is None or cfg is None or cfg.live is None:
+        return ""
+    configured = cfg.live.corpus
+    pairs = (("relation", str(configured.relation), corpus.relation_name),
+             ("id", configured.id, corpus.id), ("content", configured.content, corpus.content),
+             ("embedding", configured.embedding, corpus.embedding),
+             ("tsvector", configured.tsvector, corpus.tsvector))
+    return "; ".join(f"corpus.{key}: {attached or 'null'} attached, {ours or 'null'} configured"
+                     for key, ours, attached in pairs if ours != attached)
 
 
 # ------------------------------------------------------------------------------ embedders
@@ -192,7 +213,8 @@ def stored_column_fix(conn: psycopg.Connection, dataset: LiveDataset) -> str:
     corpus = dataset.corpus
     assert corpus is not None
     relation = sql.Identifier(*corpus.relation).as_string(conn)
-    mapped = f"then map datasets.{dataset.name}.live.corpus.tsvector: {STORED_COLUMN}"
+    mapped = (f"then map datasets.{dataset.name}.live.corpus.tsvector: {STORED_COLUMN} and run "
+              f"`eval-harness attach --dataset {dataset.name}`")
     kind = conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
                         (relation,)).fetchone()
     if kind is None or kind[0] not in ("r", "p"):
