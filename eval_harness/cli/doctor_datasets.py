@@ -2,7 +2,7 @@
 store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
 
 * **indexes**: the RAG system's indexes a live dataset's search needs
-  (:mod:`eval_harness.store.indexes`);
+  (:mod:`eval_harness.store.indexes`), and whether its attached mapping is config.yaml's;
 * **embedder**: the model that embeds the dataset's queries (a live dataset's ``embedder``,
   an ingested one's ``embedder.provider`` / ``.model`` when its folder has no
   ``embeddings.npz``) can be built here: ``local:`` needs the ``local-embeddings`` extra
@@ -17,9 +17,9 @@ store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
   searches every query, and the statements that remove the cost. Every index can be in
   place and the cost still be most of a calibration.
 
-Each check is one or more doctor lines (:class:`~eval_harness.cli.doctor_check.Check`). Everything here
-only reads (the keyword measurement's temporary table lives in a transaction that is rolled
-back); the statements are printed for the owner of the relation to run.
+Each check is one or more doctor lines (:class:`~eval_harness.cli.doctor_check.Check`).
+Everything here only reads (the keyword measurement's temporary table lives in a transaction
+that is rolled back); the statements are printed for the owner of the relation to run.
 """
 
 from __future__ import annotations
