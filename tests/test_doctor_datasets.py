@@ -176,3 +176,16 @@ def test_a_dataset_attached_with_an_older_mapping_says_to_attach_again(rag_store
     assert main(["--config", str(tmp_path / "config.yaml"), "attach", "--dataset", "live"]) == 0
     code, lines = doctor(capsys, tmp_path, embedder="local:test-random", tsvector="tsv")
     assert not [line for line in lines if "another mapping" in line]
+
+
+def test_index_with_nothing_to_create_points_at_the_tsvector_cost(rag_store, tmp_path, capsys):
+    """Every index was in place and `index --dry-run` had nothing to create, while keyword
+    search parsed every match again: it now says where that cost is measured and fixed."""
+    with rag_store.connection() as conn:
+        build_rag_store(conn, corpus_folder(tmp_path / "beir", dim=8), schema="rag")
+    doctor(capsys, tmp_path, embedder="local:test-random")  # writes the config
+    code = main(["--config", str(tmp_path / "config.yaml"), "index", "--dataset", "live",
+                 "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0 and "nothing to create" in out
+    assert "note: with tsvector: null every keyword match is parsed again for each query" in out
