@@ -99,7 +99,7 @@ def cmd_index(args, settings: Settings) -> int:
             print(f"dataset '{args.dataset}': the embedding, text and id indexes on {relation} "
                   "are in place; nothing to create")
             if corpus.tsvector is None:  # no index removes this cost: say where it is named
-                print(f"note: with tsvector: null every keyword match is parsed again for each "
+                print("note: with tsvector: null every keyword match is parsed again for each "
                       "query, indexes or not; `eval-harness doctor` measures what that costs "
                       "and prints the stored tsvector column that removes it (index never "
                       "alters your table)")
