@@ -15,12 +15,14 @@ from typing import Callable
 import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
-from eval_harness.cli.common import EXIT_ERROR, EXIT_OK, CliError, internal_error
+from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
+                                     internal_error)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.judges.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -251,7 +253,11 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
         # doctor loads the config itself: a bad one is one of its FAIL lines
         own = getattr(args, "loads_own_settings", False)
         settings = None if own else load_settings(args.config)
-        return args.func(args, settings)
+        notice = None if settings is None else config_notice(settings)
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
+        with said_once_per_command():  # one command, each fallback notice once
+            return args.func(args, settings)
     except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
             StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)

@@ -231,6 +231,46 @@ def live_relations(configured: Mapping[str, DatasetConfig],
     return list(dict.fromkeys(found))
 
 
+def ground_truth_queries(conn: psycopg.Connection, dataset: LiveDataset, *,
+                         limit: int) -> tuple[list[str], int]:
+    """The first ``limit`` ground-truth query texts of ``dataset`` (by id) and how many it
+    has: the harness's mirror when attached, else the live ground truth itself."""
+    if dataset.attached:
+        texts = [t for (t,) in conn.execute(
+            "SELECT query FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
+            (dataset.name, limit))]
+        total = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
+                             (dataset.name,)).fetchone()[0]
+        return texts, total
+    gt = dataset.ground_truth
+    if not gt:
+        return [], 0
+    relation = sql.Identifier(gt["schema"], gt["relation"])
+    texts = [t for (t,) in conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT %s").format(
+        sql.Identifier(gt["query"]), relation, sql.Identifier(gt["id"])), (limit,)) if t]
+    total = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(relation)).fetchone()[0]
+    return texts, total
+
+
+def uncached_query_count(conn: psycopg.Connection, dataset: LiveDataset) -> int | None:
+    """How many distinct ground-truth query texts of ``dataset`` have no vector by its
+    embedder in the harness's cache (what attaching it must embed); None when unknown (no
+    ground-truth mapping). Without the harness schema, nothing is cached."""
+    gt = dataset.ground_truth
+    if not gt:
+        return None
+    texts = sql.SQL("SELECT DISTINCT {} AS query FROM {} WHERE {} IS NOT NULL").format(
+        sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
+        sql.Identifier(gt["query"]))
+    if not conn.execute("SELECT to_regclass('query_embeddings') IS NOT NULL").fetchone()[0]:
+        return conn.execute(sql.SQL("SELECT count(*) FROM ({}) t").format(texts)).fetchone()[0]
+    # the cache's key (live.text_key): SHA-256 of the text's UTF-8 bytes, hex
+    return conn.execute(sql.SQL(
+        "SELECT count(*) FROM ({}) t WHERE NOT EXISTS (SELECT 1 FROM query_embeddings e "
+        "WHERE e.model = %s AND e.text_sha256 = encode(sha256(convert_to(t.query, 'UTF8')), "
+        "'hex'))").format(texts), (dataset.embedder,)).fetchone()[0]
+
+
 def _vector_text(value) -> str | None:
     if value is None:
         return None
