@@ -21,7 +21,11 @@ A RAG system without relevance labels maps its queries only: ``ground_truth: nul
 dataset carry no expected documents, and its labels come from the judges (``eval-harness
 judge``, then ``calibrate --labels judges``).
 
-Names are only parsed here (letters, digits, ``_``, ``$``; a relation may carry its schema);
+Relation and column names are read as PostgreSQL reads them in SQL (:func:`parse_sql_name`):
+an unquoted name (letters, digits, ``_``, ``$``) is folded to lower case, so ``Rag.L2Insights``
+is ``rag.l2insights``; a double-quoted one keeps its case and may hold any character, dots
+and spaces included (``'"Probe Mixed"."L2 Insights"'`` in YAML; ``""`` is a quote inside
+it). A relation may carry its schema (``public`` otherwise). Names are only parsed here;
 whether they exist is checked against the store before any work
 (:mod:`eval_harness.store.live`). Either kind may carry the weights calibration found for it
 (``hybrid_search: {semantic, keyword}``), which override the global ``hybrid_search``.
@@ -42,9 +46,11 @@ QUERIES_KEYS = ("relation", "id", "query")
 DATASET_WEIGHT_KEYS = ("semantic", "keyword")
 EMBEDDER_PROVIDERS = ("local", "openai")
 
-_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_$]{0,62}"
-_COLUMN = re.compile(rf"^{_IDENTIFIER}$")
-_RELATION = re.compile(rf"^(?:({_IDENTIFIER})\.)?({_IDENTIFIER})$")
+# One part of a name as SQL writes it: unquoted (folded to lower case) or double-quoted
+# (kept as written; "" is one quote inside).
+_NAME_PART = re.compile(r'\s*(?:([A-Za-z_][A-Za-z0-9_$]*)|"((?:[^"]|"")*)")\s*')
+_PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_$]*$")  # prints without quotes
+MAX_NAME_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: a longer name would be cut short
 
 
 class DatasetConfigError(ValueError):
@@ -59,7 +65,37 @@ class Relation:
     name: str
 
     def __str__(self) -> str:
-        return f"{self.schema}.{self.name}"
+        return sql_name(self.schema, self.name)
+
+
+def sql_name(*parts: str) -> str:
+    """A (dotted) name as SQL must write it, for messages and GRANT statements a user may
+    paste: each part quoted only when unquoted SQL would not read it back as it is
+    (``rag.l2_insights``, ``"Probe Mixed"."L2 Insights"``)."""
+    return ".".join(part if _PLAIN_NAME.match(part) else '"' + part.replace('"', '""') + '"'
+                    for part in parts)
+
+
+def parse_sql_name(text: str) -> list[str] | None:
+    """The parts of a dotted name read as PostgreSQL reads one in SQL (module docstring):
+    unquoted parts folded to lower case, quoted ones as written; None when ``text`` is not
+    such a name (an empty or over-long part, a stray quote or character)."""
+    parts, position = [], 0
+    while True:
+        match = _NAME_PART.match(text, position)
+        if match is None:
+            return None
+        part = match.group(1).lower() if match.group(1) is not None \
+            else match.group(2).replace('""', '"')
+        if not part or len(part.encode("utf-8")) > MAX_NAME_BYTES or "\x00" in part:
+            return None
+        parts.append(part)
+        position = match.end()
+        if position == len(text):
+            return parts
+        if text[position] != ".":
+            return None
+        position += 1
 
 
 @dataclass(frozen=True)
@@ -222,15 +258,24 @@ def _mapping(section: Any, where: str, keys: tuple[str, ...], reject_unknown_key
             continue
         if value is None:
             raise DatasetConfigError(f"'{where}.{key}' is missing.")
+        names = parse_sql_name(value) if isinstance(value, str) else None
         if key == "relation":
-            match = _RELATION.match(str(value))
-            if not match:
+            if names is None or len(names) > 2:
                 raise DatasetConfigError(
-                    f"'{where}.relation' must be a table or view name such as "
-                    f"public.l2_insights, got {value!r}.")
-            parsed[key] = Relation(match.group(1) or "public", match.group(2))
-        elif not isinstance(value, str) or not _COLUMN.match(value):
-            raise DatasetConfigError(f"'{where}.{key}' must be a column name, got {value!r}.")
+                    f"'{where}.relation' must be a table or view name as SQL writes it, such "
+                    f"as public.l2_insights or '\"My Schema\".\"My Table\"', got "
+                    f"{_shown(value)}.")
+            parsed[key] = Relation(*(["public"] + names)[-2:])
+        elif names is None or len(names) != 1:
+            raise DatasetConfigError(f"'{where}.{key}' must be a column name as SQL writes it "
+                                     f"(content, or '\"Content\"' for a quoted one), got "
+                                     f"{_shown(value)}.")
         else:
-            parsed[key] = value
+            parsed[key] = names[0]
     return parsed
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``value`` as a message quotes it, cut at ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -13,17 +13,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
+from eval_harness.config_file import (DEFAULT_CONFIG_NAME, ConfigError, locate_config,
+                                      read_config)
 from eval_harness.dataset_config import DatasetConfig, DatasetConfigError, parse_datasets
 from eval_harness.judges.config import JudgeSettings, parse_judge_settings
 
-DEFAULT_CONFIG_NAME = "config.yaml"
 TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-search configuration)"
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the file, the key and what to do."""
 
 
 # Every key config.yaml may hold, section by section: any other key is an error (a typo must
@@ -149,6 +144,7 @@ class QualityGateSettings:
 class Settings:
     config_path: Path | None
     root: Path
+    config_origin: str = "option"  # config_file.ORIGINS: how config_path was found (or not)
     database_url: str | None = None
     embedded_pgdata: Path = Path(".eval-harness/pgdata")
     schema: str = DEFAULT_SCHEMA          # store.schema: every table the harness owns
@@ -380,44 +376,18 @@ def load_settings(config_path: Path | str | None = None,
 
     A missing config file is not an error when none was asked for: defaults apply. Every
     :class:`ConfigError` starts with the path of the file that was read, as it was given.
+    Which file was read, and why, is ``config_path`` and ``config_origin``.
     """
     env = os.environ if environ is None else environ
-    explicit = config_path or env.get("EVAL_HARNESS_CONFIG")
-    path = Path(explicit) if explicit else Path(DEFAULT_CONFIG_NAME)
-    if path.is_file():
-        raw, source = _read_config(path), str(path)
-    elif explicit:
-        raise ConfigError(f"{path}: config file not found.")
-    else:
+    path, origin = locate_config(config_path, env)
+    if origin == "none":
         raw, source = {}, f"{path} (not found, defaults apply)"
+    else:
+        raw, source = read_config(path), str(path)
     try:
-        return _settings_from(raw, path, env)
+        return replace(_settings_from(raw, path, env), config_origin=origin)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-
-
-def _read_config(path: Path) -> Mapping[str, Any]:
-    """The parsed file; a read or YAML error is one sentence naming ``path:line:column``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot be read ({reason}).") from None
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(_yaml_error(path, exc)) from None
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{path}: the top level must be a mapping of keys.")
-    return raw
-
-
-def _yaml_error(path: Path, error: yaml.YAMLError) -> str:
-    """``path:line:column: not valid YAML: <problem>.`` (1-based, as editors count)."""
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    return f"{where}: not valid YAML: {problem.rstrip('.')}."
 
 
 def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Settings:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -30,6 +31,7 @@ from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
+DEFINITIONS_MODULE = "eval_harness_pipelines.definitions"  # its `defs` is the code location
 
 
 @dataclass
@@ -143,18 +145,33 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     for error in outcome.errors:
         print(f"  ERROR {error}")
     _print_report_location(report)
-    home = os.environ["DAGSTER_HOME"]
-    config = str(settings.config_path) if args.config and settings.config_path else None
-    env = f"DAGSTER_HOME={shlex.quote(home)}" + (
-        f" EVAL_HARNESS_CONFIG={shlex.quote(config)}" if config else "")
+    store = " (with DATABASE_URL set as for this run)" if settings.database_url else ""
     print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
-          f"{env} .venv/bin/dagster dev -w workspace.yaml, then open http://127.0.0.1:3000")
+          f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
+          f"http://127.0.0.1:3000{store}")
     if outcome.errors:
         raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
                        f"{outcome.errors[0]}")
     if args.strict and outcome.blocking_failures:
         return EXIT_FAILED
     return EXIT_OK
+
+
+def dagster_ui_command(settings: Settings, home: Path) -> str:
+    """The ``dagster dev`` command line that shows these runs, as it works from any folder:
+    this interpreter's own ``dagster`` by absolute path, the code location by module name
+    (not a workspace.yaml, which only the project folder has), DAGSTER_HOME and the config
+    file in use by absolute path. Without a config file the defaults are relative to this
+    folder, so the line starts by going there."""
+    dagster = Path(sys.executable).with_name("dagster")  # the venv's, not a resolved symlink
+    program = (shlex.quote(str(dagster)) if dagster.is_file()
+               else f"{shlex.quote(sys.executable)} -m dagster")
+    env = f"DAGSTER_HOME={shlex.quote(str(home.resolve()))}"
+    if settings.config_path is not None:
+        env += f" EVAL_HARNESS_CONFIG={shlex.quote(str(settings.config_path))}"
+    go_there = ("" if settings.config_path is not None
+                else f"cd {shlex.quote(str(settings.root))} && ")
+    return f"{go_there}{env} {program} dev -m {DEFINITIONS_MODULE} -a defs"
 
 
 def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured) -> None:

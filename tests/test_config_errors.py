@@ -221,3 +221,21 @@ def test_the_command_prints_the_file_and_the_suggestion_in_one_line(other, capsy
                    "'hybrid_search'?); known top-level keys: store, default_dataset, datasets, "
                    "embedder, hybrid_search, agreement, calibration, history, quality_gates, "
                    "judges, dagster.\n")
+
+
+@pytest.mark.parametrize(("relation", "column", "fragment"), [
+    ("rag.l2 insights", "content", "'datasets.live.live.corpus.relation' must be a table or "
+                                   "view name as SQL writes it"),
+    ('"open.quote', "content", "'datasets.live.live.corpus.relation'"),
+    ("db.rag.l2_insights", "content", "'datasets.live.live.corpus.relation'"),
+    ("rag.l2_insights", "body text", "'datasets.live.live.corpus.content' must be a column "
+                                     "name as SQL writes it"),
+    ("rag." + "x" * 5000, "content", "…"),  # a long value is cut, not echoed whole
+])
+def test_a_name_sql_cannot_read_is_one_sentence(other, relation, column, fragment):
+    message = load_error(other({"datasets": {"live": {
+        "embedder": "local:m", "live": {
+            "corpus": {"relation": relation, "id": "id", "content": column,
+                       "embedding": "embedding"},
+            "queries": {"relation": "rag.q", "id": "id", "query": "query"}}}}}))
+    assert fragment in message and len(message) < 400, message

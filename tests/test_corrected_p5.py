@@ -138,7 +138,8 @@ def _per_query_vectors(db, scenario, sampled):
 
 def test_ppi_corrects_the_biased_judges_and_matches_ppi_python(db, scenario, capsys):
     before = _calibrate(capsys, scenario["config"])
-    assert "ppi" not in before["best"] and "basis" not in before["verdict"]  # no labels yet
+    assert "ppi" not in before["best"]  # no labels yet: the verdict is on the judges' P@5
+    assert (before["verdict"]["basis"], before["verdict"]["label_source"]) == ("p_at_5", "judges")
 
     sampled = _label_sample(db, scenario)
     result = _calibrate(capsys, scenario["config"])
@@ -195,3 +196,67 @@ def test_labels_to_halve_width_is_reported_when_labelling_can_halve_it(db, scena
     assert ppi["n_human"] == 6
     assert isinstance(ppi["labels_to_halve_width"], int)
     assert 3 * 6 <= ppi["labels_to_halve_width"] <= N_QUERIES - 6  # at least 4n in all
+
+
+def test_the_cli_the_stored_row_dagster_and_the_report_give_one_figure_and_verdict(
+        db, scenario, capsys, store):
+    """Issue #26.5: with a labelled human sample, `calibrate` printed the verdict on the
+    PPI-corrected P@5 while its calibrated_weights row and Dagster's p_at_5_verdict carried
+    the judges' uncorrected P@5. One figure (the corrected one), one verdict, one label
+    source, with its interval, everywhere."""
+    import re
+
+    import dagster as dg
+
+    from eval_harness.reporting.sections.calibration import calibration_section
+    from eval_harness_pipelines.defs.calibration import (calibrated_weights, calibration_grid,
+                                                         p_at_5_verdict)
+    from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,
+                                                  duckdb_io_manager)
+
+    _label_sample(db, scenario)
+    config = scenario["tmp"] / "writes.yaml"  # calibrate writes its history beside the test
+    config.write_text(scenario["config"].read_text() + "history: {duckdb_path: "
+                      f"{scenario['tmp'] / 'history.duckdb'}}}\n")
+    verdict = _calibrate(capsys, config)["verdict"]  # --no-write: the JSON's verdict
+    assert verdict["basis"] == "ppi"
+    assert abs(verdict["p_at_5"] - verdict["uncorrected_p_at_5"]) > 0.05  # they differ
+
+    def newest_row():
+        return db.execute("SELECT p_at_5, verdict, label_source FROM calibrated_weights "
+                          "WHERE dataset = %s ORDER BY id DESC LIMIT 1",
+                          (scenario["name"],)).fetchone()
+
+    code = cli.main(["--config", str(config), "calibrate"])
+    text = capsys.readouterr().out
+    assert code == (1 if verdict["verdict"] == "failure" else 0)
+    assert newest_row()[:2] == (pytest.approx(verdict["p_at_5"], abs=1e-12), verdict["verdict"])
+    said = re.search(r"Verdict: ([A-Z ]+) on the PPI-corrected P@5 (\d\.\d{4}) \(95% interval "
+                     r"\[(\d\.\d{4}), (\d\.\d{4})\].*labels judges\+ppi\)", text)
+    assert said, text
+    assert said.group(1) == verdict["verdict"].replace("_", " ").upper()
+    assert [float(x) for x in said.groups()[1:]] == [
+        round(x, 4) for x in (verdict["p_at_5"], *verdict["interval"])]
+    assert newest_row()[2] == verdict["label_source"] == "judges+ppi"
+
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(
+                         str(scenario["tmp"] / "artefacts.duckdb"))})
+    run = dg.materialize([calibration_grid, calibrated_weights, p_at_5_verdict],
+                         resources=resources, raise_on_error=False)
+    check = run.get_asset_check_evaluations()[0]
+    meta = {key: value.value for key, value in check.metadata.items()}
+    assert meta["p_at_5"] == pytest.approx(verdict["p_at_5"], rel=1e-3)  # metadata is rounded
+    assert [meta["interval_low"], meta["interval_high"]] == pytest.approx(verdict["interval"],
+                                                                          rel=1e-3)
+    assert (meta["verdict"], meta["label_source"], meta["basis"]) == (
+        verdict["verdict"].replace("_", " "), "judges+ppi", "ppi")
+    assert check.passed == (verdict["verdict"] == "full_success")
+    assert newest_row() == (pytest.approx(verdict["p_at_5"], abs=1e-12), verdict["verdict"],
+                            "judges+ppi")  # the row Dagster wrote
+
+    settings = load_settings(config, environ={"DATABASE_URL": store.url})
+    section = calibration_section(settings, scenario["name"])  # the run report's, from history
+    sentence = section.section.blocks[0].text
+    assert f"on the PPI-corrected P@5 {verdict['p_at_5']:.4f}" in sentence
+    assert "labels judges+ppi" in sentence

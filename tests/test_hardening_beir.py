@@ -189,6 +189,8 @@ def test_the_ingest_command_prints_the_notices_and_names_bad_bytes(fresh, tmp_pa
     done = subprocess.run([*command, str(latin), "--name", "latin"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == (f"eval-harness: error: {latin / 'corpus.jsonl'}:3: not valid "
-                                   "UTF-8 (byte 0xe9 at byte 40 of the line); save the file as "
-                                   "UTF-8 (from Latin-1: iconv -f latin1 -t utf-8).")
+    config_line, error = done.stderr.strip().splitlines()  # no config.yaml here: said first
+    assert config_line.startswith("eval-harness: config: none (no config.yaml in ")
+    assert error == (f"eval-harness: error: {latin / 'corpus.jsonl'}:3: not valid "
+                     "UTF-8 (byte 0xe9 at byte 40 of the line); save the file as "
+                     "UTF-8 (from Latin-1: iconv -f latin1 -t utf-8).")

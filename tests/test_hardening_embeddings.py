@@ -226,8 +226,10 @@ def test_report_stops_on_a_zero_document_vector_instead_of_scoring_zero(poisoned
     code, out, err = cli(capsys, config, "report", "--json")
     assert (code, out) == (2, ""), out
     [line] = err.strip().splitlines()
-    assert line.startswith("eval-harness: error: the fused hybrid score of ")
+    # as calibrate does: the query by its own id, the vector to blame (issue #26)
+    assert line.startswith("eval-harness: error: dataset 'tiny': query 'q"), line
     assert "is NaN" in line and "no metric is computed" in line
+    assert "the embedding of document 'd3' is all zeros" in line
 
 
 @pytest.mark.parametrize("table, column, external_id, blame", [

@@ -94,8 +94,8 @@ def test_every_text_survives_export_then_import_byte_for_byte(db, hostile, tmp_p
     path = export_review_csv(db, hostile, tmp_path / "r.csv").path
     rows = read_csv(path)
     # What a reader gets back from every cell is the stored text, once one quote is removed.
-    from eval_harness.agreement.review import _read_review_file
-    read_back = [cells for _, cells in _read_review_file(path)]
+    from eval_harness.agreement.review_file import read_review_file
+    read_back = [cells for _, cells in read_review_file(path)]
     stored = db.execute("""
         SELECT g.external_id, d.external_id, r.reviewer, r.note, r.verdict, r.status
         FROM judge_review r JOIN ground_truth g ON g.id = r.ground_truth_id
@@ -173,7 +173,7 @@ def test_a_file_mixing_datasets_is_one_error_naming_them(db, dataset, tmp_path):
     with pytest.raises(ReviewFileError) as caught:
         import_review_csv(db, None, path)
     message = str(caught.value)
-    assert "mixes datasets" in message and f"'{name}' (rows 2, 3, 5)" in message
+    assert "mixes datasets" in message and f"'{name}' (rows 2-3, 5)" in message
     assert "'other' (row 4)" in message and "nothing was imported" in message
     assert review_rows(db, name) == before
 

@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from dataclasses import replace
 
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
+from colliding_processes import beir
+from eval_harness.judges.config import StagedSettings
 from eval_harness.judges.dry_run import estimate_judge_run, estimated_input_tokens
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.judges.pricing import PriceTable
+from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_server import default_reply, judge_settings
 
@@ -164,6 +169,105 @@ def test_input_estimate_counts_characters_and_messages(settings, fake):
     chars = len(request.system) + len(request.messages[0].content)
     # ceil(chars / 4) + 4 tokens for each of the two messages (system, user)
     assert estimated_input_tokens(request) == -(-chars // 4) + 8
+
+
+# ---------------------------------------------------------------------------------------
+# Shards and staged judging: the dry run plans what that run does (issue #26.6)
+
+
+@pytest.fixture
+def twelve(tmp_path, conn):
+    """12 queries, 2 expected documents each plus 2 hybrid hits, texts unique to this test."""
+    tag = uuid.uuid4().hex[:8]
+    folder = beir(tmp_path / "twelve", n_docs=30, n_queries=12, tag=tag)
+    name = f"dry12_{tag}"
+    ingest_beir(conn, folder, name=name)
+    return {"name": name, "folder": folder}
+
+
+def _twelve_settings(settings, fake, **judges):
+    return judge_settings(settings, fake, hybrid_top_k=2, **LLM, **judges)
+
+
+def test_a_shard_dry_run_plans_exactly_what_the_shard_run_pays(settings, conn, twelve, fake,
+                                                               tmp_path, store, monkeypatch,
+                                                               capsys):
+    config = _twelve_settings(settings, fake)
+    whole = estimate_judge_run(conn, config, twelve["name"])
+    report = estimate_judge_run(conn, config, twelve["name"], shard=(0, 3))
+    conn.rollback()
+    assert report.shard == "0/3" and 0 < report.queries < whole.queries
+    summary = judge_dataset(conn, config, twelve["name"], shard=(0, 3))
+    assert (report.queries, report.pairs) == (summary.queries, summary.pairs)
+    assert len(fake.chat_records("openai")) == report.judges[0].to_pay
+    assert len(fake.chat_records("anthropic")) == report.judges[1].to_pay
+    assert fake.chat_requests == summary.billed_calls == report.to_pay == 2 * report.pairs
+
+    # the command line passes --shard on: the next shard, still all to pay
+    path = tmp_path / "shards.yaml"
+    path.write_text(f"""
+default_dataset: {twelve['name']}
+datasets:
+  {twelve['name']}: {{path: {twelve['folder']}}}
+hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
+judges: {{judge1: "{LLM['judge1']}", judge2: "{LLM['judge2']}", hybrid_top_k: 2}}
+""")
+    _cli_environment(monkeypatch, store, fake)
+    code = cli.main(["--config", str(path), "judge", "--dry-run", "--json", "--shard", "1/3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    planned = json.loads(out)
+    next_shard = estimate_judge_run(conn, config, twelve["name"], shard=(1, 3))
+    conn.rollback()
+    assert planned["shard"] == "1/3"
+    assert (planned["queries"], planned["pairs"], planned["total"]["to_pay"]) == (
+        next_shard.queries, next_shard.pairs, 2 * next_shard.pairs)
+    assert planned["queries"] < whole.queries
+
+
+@pytest.mark.parametrize("agree", [True, False])
+def test_a_staged_dry_run_states_the_range_the_staged_run_pays_within(settings, conn, twelve,
+                                                                      fake, agree):
+    """Judge 2's requests depend on kappa as the sample grows: the dry run says at least
+    (the first sample) and at most (every query); agreeing judges stop at the first, the
+    coin-flipping judge 2 of _disagree never lets the bound clear."""
+    if not agree:
+        fake.responder = _disagree
+    config = _twelve_settings(settings, fake, staged=StagedSettings(
+        enabled=True, seed=0, first_queries=3, step_queries=3))
+    report = estimate_judge_run(conn, config, twelve["name"])
+    conn.rollback()
+    judge1, judge2 = report.judges
+    assert judge2.sample_queries == (3, 12) and judge2.to_pay == judge1.to_pay == report.pairs
+    assert 0 < judge2.at_least.to_pay < judge2.to_pay
+    assert report.to_pay_at_least == judge1.to_pay + judge2.at_least.to_pay
+    assert f"to pay at least {judge2.at_least.to_pay}, at most {judge2.to_pay}" in \
+        report.format()
+
+    summary = judge_dataset(conn, config, twelve["name"])
+    paid2 = len(fake.chat_records("anthropic"))
+    assert len(fake.chat_records("openai")) == judge1.to_pay
+    assert judge2.at_least.to_pay <= paid2 <= judge2.to_pay
+    assert paid2 == (judge2.at_least.to_pay if agree else judge2.to_pay)
+    assert summary.staging.cleared == agree
+
+
+def _disagree(api, system, user, body):
+    """Judge 2 (anthropic) relevant or not by a hash of the prompt, whatever judge 1 says."""
+    if api == "anthropic" and "Relevance score" in user:
+        return "1.0" if hashlib.sha256(user.encode()).digest()[0] % 2 else "0.0"
+    return default_reply(api, system, user, body)
+
+
+def _cli_environment(monkeypatch, store, fake) -> None:
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
+                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dry-000000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dry-000000")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from dataclasses import replace
 
@@ -146,14 +145,17 @@ def test_unscored_and_failed_pairs_are_null_counted_and_the_run_goes_on(settings
 
 
 def test_both_judges_are_called_in_parallel(settings, conn, dataset, fake):
+    # Parallelism is read off the server (requests of both judges in flight at once), not
+    # off a wall clock: a timed assertion fails on a loaded machine whatever the code does.
     fake.latency = 0.2
     config = judge_settings(settings, fake, **LLM)
-    started = time.monotonic()
     summary = judge_dataset(conn, config, dataset["name"], limit=1)
-    elapsed = time.monotonic() - started
     assert summary.complete and fake.chat_requests == 2 * summary.pairs >= 8
     assert fake.max_in_flight >= 2
-    assert elapsed < 0.2 * fake.chat_requests / 2  # far below one request after the other
+    records = fake.chat_records()
+    overlapping = {(a.api, b.api) for a in records for b in records
+                   if a is not b and a.api != b.api and abs(a.at - b.at) < 0.2}
+    assert overlapping  # an anthropic and an openai request were on their way together
 
 
 def test_the_budget_stops_the_run_and_keeps_what_was_done(settings, conn, dataset, fake):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,54 @@ def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkey
     assert run.summaries[0].answers == 10  # the judged gates really ran, in sessions
     said = [m for m in _warnings(caplog) if NOTICE in m]
     assert len(said) == 1, said
+
+
+def test_one_command_says_each_notice_once_across_its_runs(keyless, conn, caplog):
+    """A command is many runs (issue #20: `run.sh` said it 17 times): inside the command
+    scope the second run's sessions stay quiet; outside it each run says its own."""
+    from eval_harness.judges.notice_scope import said_once_per_command
+
+    with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
+        with said_once_per_command():
+            for _ in range(3):  # three runs, each with its own FallbackNotices
+                JudgeSession(keyless, conn)
+        inside = len(_warnings(caplog))
+        JudgeSession(keyless, conn)  # a later run outside any command says its own again
+    assert inside == 2  # judge1's and judge2's notice, once each
+    assert len(_warnings(caplog)) == 4
+
+
+def test_the_gate_command_prints_each_notice_once(fresh, tmp_path):
+    """Counted in the real command's output (a process of its own, as a person runs it):
+    `eval-harness gate --partition` with the judged gates on and no API keys printed each
+    notice 6 times."""
+    import os
+    import subprocess
+    import sys
+
+    sample = Path(__file__).resolve().parents[1] / "datasets/answers/sample_answers.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+quality_gates:
+  partition_start: 2025-01-01
+  gates:
+    grounding: {{enabled: true}}
+    answer_reward: {{enabled: true}}
+judges: {{judge1: openai:gpt-4o, judge2: anthropic:claude-haiku-4-5}}
+dagster: {{home: {tmp_path / 'dagster'}}}
+""", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY",
+                        "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2")}
+    env["DATABASE_URL"] = fresh.url
+    from eval_harness.gates.answers import import_answers
+
+    with fresh.connection() as conn:
+        import_answers(conn, sample, relation="answers")
+    command = [str(Path(sys.executable).with_name("eval-harness")), "--config", str(config)]
+    done = subprocess.run([*command, "gate", "--partition", "2025-03-05"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    assert "grounding" in done.stdout and "answer_reward" in done.stdout  # the judged gates ran
+    assert done.stderr.count("OPENAI_API_KEY is not set, so local:lexical judges") == 1, \
+        done.stderr

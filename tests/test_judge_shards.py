@@ -12,8 +12,9 @@ import pytest
 
 from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noqa: F401
                                  ledger_counts, lock_waiters, wait_until)
+from eval_harness.judges.dual import JUDGE_LOCK_PREFIX
 from eval_harness.judges.dual_plan import PlannedQuery
-from eval_harness.judges.staged import parse_shard, queries_of_shard, shard_of
+from eval_harness.judges.shards import parse_shard, queries_of_shard, shard_of
 from test_concurrency_judges import clean_judge_run, judge_project, judged_rows
 
 
@@ -86,6 +87,77 @@ def test_two_shard_processes_and_a_duplicate_pay_for_each_pair_once(fresh, tmp_p
     assert waited == {"a again"}
     assert ledger_counts(fresh) == (2 * pairs, 2 * pairs)  # no lost reply, no double bill
     assert judged_rows(fresh) == clean_judge_run(server_url, project, fake)
+
+
+def _asker(record) -> str:
+    """The process that sent a request: each process of the layout test has its own keys."""
+    key = record.headers.get("x-api-key") or record.headers.get("authorization", "")
+    return key.rsplit("-", 1)[-1]
+
+
+def _question(record) -> int:
+    return int(json.dumps(record.body).split("question ", 1)[1].split(" ", 1)[0])
+
+
+def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, fake):
+    """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3` (issue #26.1): four processes
+    with requests in flight at the same time, the layouts' shards overlapping. Every distinct
+    request is sent (and paid) once, one cost row per cache row; a process reaching a query
+    that another is judging judges its other queries first, says it waits, then answers that
+    query from the cache."""
+    project = judge_project(fresh, tmp_path, n_queries=12)
+    config = tmp_path / "wide.yaml"  # every request of a shard in flight at once
+    config.write_text(project["config"].read_text().replace("concurrency: 8",
+                                                            "concurrency: 64"))
+    layouts = {"0/2": {1, 9, 10, 11}, "1/2": {0, 2, 3, 4, 5, 6, 7, 8},
+               "0/3": {0, 5, 11}, "1/3": {1, 3, 6, 7, 8, 9, 10}}  # q0..q11, pinned hashes
+    assert all({i for i in range(12) if shard_of(f"q{i}", int(s[-1])) == int(s[0])} == q
+               for s, q in layouts.items())
+    # the order in which they reach their queries, each holding them when the next comes:
+    # q11 is 0/2's when 0/3 comes, q1, q9, q10 when 1/3 comes, and 1/2 finds only q2, q4 free
+    order = [("0/2", {1, 9, 10, 11}), ("0/3", {0, 5}), ("1/3", {3, 6, 7, 8}), ("1/2", {2, 4})]
+    fake.hold_replies_after(0)  # nothing is answered until every process has asked
+    runs = {}
+    with fresh.connection(autocommit=True) as gate:
+        for shard, _ in order[1:]:  # the processes start together; their shard locks
+            gate.execute("SELECT pg_advisory_lock(hashtext(%s))",  # let them in one by one
+                         (f"{JUDGE_LOCK_PREFIX}jd#{shard}",))
+        try:
+            for shard, _ in order:
+                name = shard.replace("/", "of")  # each process has its own keys
+                keys = {"OPENAI_API_KEY": f"sk-test-layouts-{name}",
+                        "ANTHROPIC_API_KEY": f"sk-ant-test-layouts-{name}"}
+                runs[shard] = cli("--config", config, "judge", "--json", "--shard", shard,
+                                  env=child_env(fresh, **dict(fake_keys(fake), **keys)),
+                                  cwd=tmp_path)
+            for shard, free in order:
+                gate.execute("SELECT pg_advisory_unlock(hashtext(%s))",
+                             (f"{JUDGE_LOCK_PREFIX}jd#{shard}",))
+                name = shard.replace("/", "of")
+                wait_until(lambda: free <= {_question(r) for r in fake.chat_records()
+                                            if _asker(r) == name},
+                           what=f"shard {shard} to ask", processes=list(runs.values()),
+                           timeout=90)
+        finally:
+            fake.release_replies()
+    outcomes = {shard: finish(run, timeout=120) for shard, run in runs.items()}
+    assert all(code == 0 for code, _, _ in outcomes.values()), outcomes
+    summaries = {shard: json.loads(out) for shard, (_, out, _) in outcomes.items()}
+    pairs = summaries["0/2"]["pairs"] + summaries["1/2"]["pairs"]  # every query's pairs
+    assert summaries["0/3"]["pairs"] + summaries["1/3"]["pairs"] < pairs  # no 2/3 run
+
+    bodies = [json.dumps(r.body, sort_keys=True) for r in fake.chat_records()]
+    paid = [r for r in fake.chat_records() if r.status == 200]
+    assert len(paid) == len(bodies) == len(set(bodies)) == 2 * pairs  # each judgement once
+    assert ledger_counts(fresh) == (2 * pairs, 2 * pairs)  # one cost row per cached reply
+    waited = {shard: s["queries_waited"] for shard, s in summaries.items()}
+    assert waited == {"0/2": 0, "0/3": 1, "1/3": 3, "1/2": 6}
+    for shard, (_, _, err) in outcomes.items():
+        said = f"waiting for another run judging {waited[shard]} queries of dataset 'jd'"
+        assert (said in err) == bool(waited[shard]), (shard, err)
+    rows = judged_rows(fresh)  # every query written, every judgement scored
+    assert len(rows) == 12 and sum(len(docs) for _, docs, *_ in rows) == pairs
+    assert all(set(row[7]) == set(row[8]) == {"scored"} for row in rows)
 
 
 @pytest.fixture

@@ -382,3 +382,43 @@ def test_read_only_commands_on_an_unmigrated_store_say_to_migrate(server_url, tm
         finally:
             with admin_connection(location, autocommit=True) as admin:
                 drop_role(admin, reader)
+
+
+def test_dry_runs_write_nothing_and_a_refused_write_names_role_relation_and_grant(pipeline):
+    """Issue #26: `judge --dry-run` and `calibrate --no-write` are documented as writing
+    nothing, so a SELECT-only role runs them (they read the live dataset as last attached);
+    a command that must write says which role lacks which GRANT on which relation, and
+    `answers import` does not send a privilege problem to `migrate`."""
+    with pipeline.location.connection(autocommit=True) as admin:
+        grant_select(admin, pipeline.reader, "rag", HARNESS)
+        admin.execute("UPDATE rag.ground_truth SET query = query || ' again' WHERE id = 1")
+        before = (rag_rows(admin), harness_rows(admin), catalog_outside_harness(admin))
+    url = pipeline.reader.url(pipeline.location)
+    role = pipeline.reader.name
+    try:
+        dry = run_cli(url, pipeline.config, "judge", "--dataset", "live", "--dry-run")
+        no_write = run_cli(url, pipeline.config, "calibrate", "--dataset", "live", "--no-write",
+                           "--json")
+        judge = run_cli(url, pipeline.config, "judge", "--dataset", "live", "--limit", "1")
+        imported = run_cli(url, pipeline.config, "answers", "import",
+                           str(answers_file(pipeline.root / "reader-answers.jsonl")))
+    finally:
+        with pipeline.location.connection(autocommit=True) as admin:
+            admin.execute("UPDATE rag.ground_truth SET query = left(query, -6) WHERE id = 1")
+    for name, (code, out, err) in (("judge --dry-run", dry), ("calibrate --no-write", no_write)):
+        assert code in (0, 1) and "permission denied" not in out + err, (name, out, err)
+        assert ("dataset 'live' (live, rag.l2_insights): not attached again (this command "
+                "writes nothing); its ground truth as attached at ") in err, (name, err)
+        assert ("the live one changed since: 0 new, 1 changed, 0 removed queries, which "
+                "`eval-harness attach --dataset live` takes in") in err, (name, err)
+    assert json.loads(no_write[1])["queries"] == 15
+    for name, (code, out, err) in (("judge", judge), ("answers import", imported)):
+        line = err.splitlines()[-1]  # judge prints its store line first
+        assert code == 2 and f"role '{role}' lacks " in line, (name, line)
+        assert re.search(rf"GRANT [A-Z, ]+ ON {HARNESS}\.\w+ TO {role}", line), (name, line)
+        assert "migrate" not in line, (name, line)
+    with pipeline.location.connection() as admin:
+        admin.execute("UPDATE rag.ground_truth SET query = query || ' again' WHERE id = 1")
+        after = (rag_rows(admin), harness_rows(admin), catalog_outside_harness(admin))
+        admin.rollback()
+    assert after == before

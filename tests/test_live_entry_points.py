@@ -198,6 +198,8 @@ def test_a_missing_demo_source_is_one_sentence(project):
 def test_judge_and_calibrate_attach_first(rag, capsys):
     config = write_config(rag["root"], weights="    hybrid_search: {semantic: 0.6, keyword: 0.4}\n")
     code, out, err = run_cli(capsys, config, "calibrate", "--no-write", "--json")
+    assert code == 2 and "not attached yet; run `eval-harness attach --dataset live`" in err
+    code, out, err = run_cli(capsys, config, "calibrate", "--json")  # a writing run attaches
     assert code in (0, 1), err
     result = json.loads(out)
     assert result["dataset"] == "live" and result["queries"] == 12

@@ -200,3 +200,53 @@ def test_run_labels_add_seconds_only_when_needed():
         "01-01\n02:00", "01-02\n02:00"]
     assert run_labels(runs_at(["2026-01-01 02:00:01", "2026-01-01 02:00:30"])) == [
         "01-01\n02:00:01", "01-01\n02:00:30"]
+
+
+# ------------------------------------------------------------------- every series stays visible
+
+GATES = {"format_compliance": 0.9, "citation_coverage": 0.9, "grounding": 0.9,
+         "answer_reward": 0.9}
+
+
+def trend_runs() -> pd.DataFrame:
+    """Three runs of the bundled demo's shape: the default weight wins (P@5 best = default)
+    and two gates have the same pass rate, every run pooling three gated days."""
+    runs = runs_at(["2026-11-26 13:28", "2026-11-26 13:46", "2026-11-27 02:00"])
+    return runs.assign(p_at_5_best=0.17, p_at_5_default=0.17, p_at_5_ceiling=0.226,
+                       format_compliance_pass_rate=0.767, citation_coverage_pass_rate=0.867,
+                       grounding_pass_rate=0.633, answer_reward_pass_rate=0.633,
+                       gate_day_count=3.0)
+
+
+def marker_centres(axes, artist) -> np.ndarray:
+    return axes.transData.transform(np.column_stack([artist.get_xdata(), artist.get_ydata()]))
+
+
+def test_p_at_5_best_equal_to_default_is_drawn_beside_it_not_under_it():
+    """Issue #20: "P@5 best" hid under "P@5 default" (same values, same places)."""
+    from eval_harness.reporting.plots import p_at_5_trend_figure
+
+    figure = p_at_5_trend_figure(trend_runs(), bands=BANDS)
+    axes = figure.axes[0]
+    drawn(figure)
+    best, default = line(axes, "P@5 best"), line(axes, "P@5 default")
+    assert best.get_marker() != default.get_marker()
+    apart = np.linalg.norm(marker_centres(axes, best) - marker_centres(axes, default), axis=1)
+    size = best.get_markersize() * figure.dpi / 72  # the marker's width in pixels
+    assert (apart >= size).all(), apart  # side by side: neither covers the other
+
+
+def test_each_gate_has_a_panel_of_its_own_and_the_pooling_is_said():
+    """Issue #20: one gate line hid under another (same values); a run's pass rate pools
+    the answers of every day it gated, and the plot says so."""
+    from eval_harness.reporting.plots import gate_trend_figure, plot_gate_trend
+
+    figure = gate_trend_figure(trend_runs(), min_pass_rates=GATES)
+    panels = [axes for axes in figure.axes if axes.get_lines()]
+    assert len(panels) == len(GATES)
+    for axes, gate in zip(panels, GATES):
+        assert [artist.get_label() for artist in axes.get_lines()
+                if not artist.get_label().startswith("min pass rate")] == [gate]
+    assert figure.get_suptitle() == ("Quality gate pass rates, pooled over the 3 days each "
+                                     "run gated")
+    assert plot_gate_trend(trend_runs(), min_pass_rates=GATES).startswith(b"\x89PNG")

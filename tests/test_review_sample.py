@@ -166,3 +166,71 @@ def test_cli_sample_then_import_and_the_queue_import_is_untouched(db, dataset, t
     assert not is_sample_file(queue)
     assert cli.main(["--config", str(config), "review", "import", str(queue)]) == 0
     assert "into the review queue of" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- notes, repeated errors, echoes
+
+def test_a_note_is_stored_exported_again_and_a_note_alone_counts(db, dataset, tmp_path):
+    path = tmp_path / "sample.csv"
+    export_sample_csv(db, dataset, path, n=3, seed=0)
+    rows = read_csv(path)
+    for row in rows:
+        row.update(verdict="relevant", reviewer="ana")
+    write_csv(path, rows)
+    import_sample_csv(db, None, path)
+    for i, row in enumerate(rows):  # a second pass adds notes only
+        row["note"] = f"checked twice, pass {i}"
+    rows[0].update(verdict="", note="unsure: ask Bo")  # a note on a blank row is not kept
+    write_csv(path, rows)
+    counts = import_sample_csv(db, None, path)
+    assert (counts.adjudicated, counts.unchanged, counts.blank) == (len(rows) - 1, 0, 1)
+    assert str(counts).endswith("1 row(s) without a verdict left as they are (1 of them with "
+                                "a note, not stored: a note is stored with a verdict)")
+    notes = dict(db.execute("SELECT doc_id, note FROM human_sample WHERE dataset = %s",
+                            (dataset,)).fetchall())
+    assert sorted(n for n in notes.values() if n) == sorted(r["note"] for r in rows[1:])
+    export_sample_csv(db, dataset, tmp_path / "again.csv", n=3)
+    again = {r["doc_id"]: r["note"] for r in read_csv(tmp_path / "again.csv")}
+    assert [again[r["doc_id"]] for r in rows[1:]] == [r["note"] for r in rows[1:]]
+
+
+def test_the_same_problem_on_every_row_is_said_once_with_its_rows(db, dataset, tmp_path):
+    path = tmp_path / "sample.csv"
+    export_sample_csv(db, dataset, path, n=JUDGED, seed=0)
+    rows = read_csv(path)
+    for row in rows:
+        row["verdict"] = "maybe"
+    rows[5]["verdict"] = "perhaps"
+    write_csv(path, rows)
+    with pytest.raises(ReviewFileError) as caught:
+        import_sample_csv(db, None, path)
+    message = str(caught.value)
+    last = len(rows) + 1
+    assert (f"{len(rows)} row(s) are wrong (rows 2-{last}): rows 2-6, 8-{last}: verdict 'maybe' "
+            "is not 'relevant' or 'not relevant' (leave it blank to skip the row); row 7: "
+            "verdict 'perhaps' is not") in message
+    assert message.count("verdict 'maybe'") == 1 and len(message) < 600, message
+
+
+def test_a_long_cell_is_cut_where_a_message_quotes_it(db, dataset, tmp_path, store, monkeypatch,
+                                                      capsys):
+    path = tmp_path / "sample.csv"
+    export_sample_csv(db, dataset, path, n=2, seed=0)
+    rows = read_csv(path)
+    junk = "x" * 100_000
+    rows[0].update(verdict=junk, status=junk, query_id=junk)
+    write_csv(path, rows)
+    with pytest.raises(ReviewFileError) as caught:
+        import_sample_csv(db, None, path)
+    assert len(str(caught.value)) < 1500 and "x" * 79 + "…'" in str(caught.value)
+    for row in rows:  # a file naming a dataset nobody has, through the CLI
+        row["dataset"] = "junk " * 20_000
+    write_csv(path, rows)
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_dataset: {dataset}\ndatasets:\n  {dataset}:\n    path: "
+                      f"{tmp_path / 'data'}\n")
+    assert cli.main(["--config", str(config), "review", "import", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 1500, err
+    assert "its dataset column names 'junk junk" in err and "…', which is not a dataset" in err

@@ -130,7 +130,12 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     assert ("FAIL", "p_at_5_verdict") in checks
     assert "perfect ranking reaches only" in out
     assert "dual_judge_scores: 300 of 300 queries judged, 300 queries changed;" in out
-    assert "dagster dev -w workspace.yaml" in out and "DAGSTER_HOME=" in out
+    # the stand-in notices: once each for the whole command (17 times each before)
+    assert first_run.stderr.count("OPENAI_API_KEY is not set, so local:lexical") == 1
+    assert first_run.stderr.count("ANTHROPIC_API_KEY is not set, so local:embedding") == 1
+    assert (f"DAGSTER_HOME={project['root'] / '.eval-harness' / 'dagster'} "
+            f"EVAL_HARNESS_CONFIG={project['config']} {EVAL_HARNESS.with_name('dagster')} dev "
+            "-m eval_harness_pipelines.definitions -a defs") in out
     # the live dataset, evaluated in place: the figures of the ingested copy (README), the
     # query vectors from the cache, nothing copied and not a byte of the RAG tables changed
     assert "[1/3] nightly pipeline: attach," in out and "demo RAG store" not in out
@@ -180,3 +185,38 @@ def test_run_with_an_unknown_dataset_exits_2_in_one_sentence(project):
     result = run(project, "--dataset", "nope")
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
+
+
+def test_the_dagster_ui_command_works_from_any_folder(tmp_path):
+    """What `run` prints to open the UI: absolute paths and the config file in use, so it
+    loads the definitions from wherever the person is (it used to say `.venv/bin/dagster dev
+    -w workspace.yaml`, which only the project folder has: exit 127 anywhere else)."""
+    import shlex
+
+    from eval_harness.settings import load_settings
+    from eval_harness_pipelines.run import dagster_ui_command
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "config.yaml").write_text("default_dataset: mine\ndatasets:\n  mine: "
+                                         "{path: data}\n", encoding="utf-8")
+    settings = load_settings(project / "config.yaml", environ={})
+    (project / ".eval-harness" / "dagster").mkdir(parents=True)  # `run` made it
+    command = dagster_ui_command(settings, project / ".eval-harness" / "dagster")
+    assert command == (f"DAGSTER_HOME={project / '.eval-harness' / 'dagster'} "
+                       f"EVAL_HARNESS_CONFIG={project / 'config.yaml'} "
+                       f"{EVAL_HARNESS.with_name('dagster')} dev -m "
+                       "eval_harness_pipelines.definitions -a defs")
+    # the same command line, asked to load and validate the definitions instead of serving
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    done = subprocess.run(command.replace(" dev ", " definitions validate ", 1), shell=True,
+                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Validation successful" in done.stdout + done.stderr
+
+    # without a config file the defaults live in the folder the command ran in: go there first
+    bare = load_settings(environ={}).with_overrides(root=elsewhere, config_path=None,
+                                                    config_origin="none")
+    assert dagster_ui_command(bare, elsewhere / "h").startswith(
+        f"cd {shlex.quote(str(elsewhere))} && DAGSTER_HOME={elsewhere / 'h'} "
+        f"{EVAL_HARNESS.with_name('dagster')} dev -m")

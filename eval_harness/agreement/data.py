@@ -113,6 +113,49 @@ class KappaGate:
     description: str
 
 
+PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
+
+
+@dataclass(frozen=True)
+class KappaVerdict:
+    """The kappa gate's one verdict, said the same way everywhere it is shown (the
+    ``agreement`` command and its exit code, ``reports/agreement.md``, the run report's
+    summary and agreement section, the Dagster check and ``run``'s check lines).
+
+    ``WARN`` is a failed gate on labels that came from local stand-ins for API judges whose
+    keys are unset (with ``agreement.stand_in_judges: warn``): the stand-ins' agreement is no
+    evidence about the judges that were configured, neither for nor against them, so it does
+    not block. ``FAIL`` blocks; ``PASS`` passes.
+    """
+
+    status: str                 # PASS | WARN | FAIL
+    description: str            # the gate's sentence, and why a failure only warns
+    stand_ins: str | None       # stand_in_note(): the labels' stand-ins, else None
+
+    @property
+    def blocks(self) -> bool:
+        return self.status == FAIL
+
+
+def kappa_verdict(gate: KappaGate, *, configured: tuple[str, str] | None,
+                  used: tuple[Sequence[str], Sequence[str]],
+                  stand_in_judges: str = "warn") -> KappaVerdict:
+    """The verdict of ``gate`` on labels written by the judge models ``used`` (per slot)
+    when ``configured`` (judge1, judge2 specs; None: unknown) were asked for."""
+    note = stand_in_note(configured, used) if configured is not None else None
+    if note is None:
+        return KappaVerdict(PASS if gate.passed else FAIL, gate.description, None)
+    nothing = "agreement of stand-ins says nothing about the configured judges"
+    if gate.passed:
+        return KappaVerdict(PASS, f"{gate.description} Note: {note}, and {nothing}.", note)
+    if stand_in_judges == "warn":
+        return KappaVerdict(WARN, f"{gate.description} Only a warning: {note}, and {nothing}; "
+                            "set the keys for the real gate (agreement.stand_in_judges: block "
+                            "makes it block anyway).", note)
+    return KappaVerdict(FAIL, f"{gate.description} It blocks although {note} "
+                        "(agreement.stand_in_judges: block).", note)
+
+
 @dataclass(frozen=True)
 class DatasetAgreement:
     """Everything :func:`dataset_agreement` computes; ``to_dict`` is strict JSON."""
@@ -133,6 +176,7 @@ class DatasetAgreement:
     review_pending: int
     review_adjudicated: int
     gate: KappaGate
+    verdict: KappaVerdict  # the gate's verdict, stand-ins considered (say this one)
 
     def to_dict(self) -> dict:
         return to_jsonable(self)
@@ -154,6 +198,7 @@ class DatasetAgreement:
             "gwet_ac1": report.gwet_ac1.value if report else None,
             "krippendorff_alpha": report.krippendorff_alpha.value if report else None,
             "kappa_floor": self.settings.kappa_floor,
+            "kappa_verdict": self.verdict.status,
             "n_judge2_skipped": self.n_judge2_skipped,
             "review_pending": self.review_pending,
             "review_adjudicated": self.review_adjudicated,
@@ -277,9 +322,11 @@ def stand_in_note(configured: tuple[str, str], used: tuple[Sequence[str], Sequen
             "API keys are unset")
 
 
-def dataset_agreement(conn: psycopg.Connection, dataset: str,
-                      settings: AgreementSettings) -> DatasetAgreement:
-    """Judge-vs-judge agreement, each judge and the final labels vs humans, and the gate."""
+def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: AgreementSettings, *,
+                      configured_judges: tuple[str, str] | None = None) -> DatasetAgreement:
+    """Judge-vs-judge agreement, each judge and the final labels vs humans, and the gate
+    with its verdict (``configured_judges``: judges.judge1 / judge2, to tell labels from
+    local stand-ins; None: every failure is a FAIL)."""
     pairs = load_judge_pairs(conn, dataset)
     adjudicated = adjudicated_labels(conn, dataset)
     pending, done = review_counts(conn, dataset)
@@ -316,7 +363,10 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str,
         judge2_models=pairs.judge2_models, queries=pairs.queries,
         n_adjudicated_overrides=sum(f.source == "adjudicated" for f in labels),
         n_judge2_skipped=sum(pairs.skipped2),
-        review_pending=pending, review_adjudicated=done, gate=gate)
+        review_pending=pending, review_adjudicated=done, gate=gate,
+        verdict=kappa_verdict(gate, configured=configured_judges,
+                              used=(pairs.judge1_models, pairs.judge2_models),
+                              stand_in_judges=settings.stand_in_judges))
 
 
 def _versus_human(rater: str, models: tuple[str, ...], scores, pairs: JudgePairs,

@@ -237,10 +237,10 @@ def human_sample_export_rows(conn: psycopg.Connection, corpus: Corpus,
                              query_ids: list[int]) -> list[tuple]:
     """The sampled pairs of the queries ``query_ids`` by query then document external id:
     ``(dataset, query id, query external id, query, doc id, doc external id, doc content,
-    verdict, reviewer)``; pairs whose document left the corpus are not listed."""
+    verdict, reviewer, note)``; pairs whose document left the corpus are not listed."""
     return conn.execute(sql.SQL("""
         SELECT g.dataset, g.id, g.external_id, g.query, {did}, {dext}, {dcontent},
-               h.verdict, h.reviewer
+               h.verdict, h.reviewer, h.note
         FROM human_sample h
         JOIN ground_truth g ON g.id = h.ground_truth_id
         JOIN {d} ON {rows} AND {did} = h.doc_id
@@ -267,17 +267,19 @@ def human_sample_pairs_for_update(conn: psycopg.Connection,
 
 
 def store_sample_verdict(conn: psycopg.Connection, query_id: int, doc_id: int, *, verdict: str,
-                         reviewer: str | None) -> int:
+                         reviewer: str | None, note: str | None) -> int:
     """Label a sampled pair (``labelled_at`` moves only when the verdict changes); 1 when the
-    row changed, 0 when it already held this verdict and reviewer."""
+    row changed, 0 when it already held this verdict, reviewer and note."""
     return conn.execute("""
         UPDATE human_sample SET verdict = %(verdict)s, reviewer = %(reviewer)s,
+            note = %(note)s,
             labelled_at = CASE WHEN verdict IS DISTINCT FROM %(verdict)s
                                THEN now() ELSE labelled_at END
         WHERE (ground_truth_id, doc_id) = (%(qid)s, %(doc)s)
-          AND (verdict, reviewer) IS DISTINCT FROM (%(verdict)s, %(reviewer)s)""",
-                        {"verdict": verdict, "reviewer": reviewer, "qid": query_id,
-                         "doc": doc_id}).rowcount
+          AND (verdict, reviewer, note) IS DISTINCT FROM
+              (%(verdict)s, %(reviewer)s, %(note)s)""",
+                        {"verdict": verdict, "reviewer": reviewer, "note": note,
+                         "qid": query_id, "doc": doc_id}).rowcount
 
 
 def human_sample_labels(conn: psycopg.Connection, dataset: str) -> list[tuple[int, int, str | None]]:

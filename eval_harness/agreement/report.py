@@ -34,7 +34,7 @@ def format_agreement_markdown(result: DatasetAgreement, *, worst: int = WORST_QU
 
 
 def _header(result: DatasetAgreement) -> str:
-    gate = result.gate
+    verdict = result.verdict
     models = (f"Judge 1: {', '.join(result.judge1_models) or 'unknown model'}; "
               f"judge 2: {', '.join(result.judge2_models) or 'unknown model'}.")
     scored = result.report.n_scored if result.report else 0
@@ -43,7 +43,7 @@ def _header(result: DatasetAgreement) -> str:
               "random sample of queries until the kappa bound cleared the floor; these pairs "
               "take judge 1's label). ") if skipped else ""
     return (f"# Judge agreement: {result.dataset}\n\n"
-            f"**Gate: {'PASS' if gate.passed else 'FAIL'}.** {gate.description}\n\n"
+            f"**Gate: {verdict.status}.** {verdict.description}\n\n"
             f"{result.n_judged_queries} of {result.n_queries} ground-truth queries are judged: "
             f"{result.n_pairs} (query, document) pairs, {scored} scored by both judges and "
             f"{result.n_pairs - scored} not (left out of every statistic, never guessed). "

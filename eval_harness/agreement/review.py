@@ -17,13 +17,8 @@ anything and refuses the whole file if any row is wrong; row numbers are those a
 spreadsheet shows (the header is row 1). A file holds one dataset, named in its
 ``dataset`` column; import takes it from there unless told otherwise.
 
-Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with = + - @, a
-tab or a carriage return is run as a formula by spreadsheet programs. Export prefixes such
-cells with one apostrophe, as OWASP recommends. So that a text which really starts with
-apostrophes followed by one of those characters (``'=x``) also comes back unchanged, the
-rule is: a text matching ``'*[=+\-@\t\r].*`` is written with one more leading apostrophe,
-and import removes one apostrophe from every cell matching ``'+[=+\-@\t\r].*``. Export
-then import gives back every text byte for byte.
+Reading, checking and refusing a file, and the formula-injection escaping of its cells, are
+:mod:`eval_harness.agreement.review_file`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +26,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,50 +33,18 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.agreement import queries
+from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFileError,
+                                                check_row, echo, escape_formula, file_dataset,
+                                                one_line, read_review_file, snippet,
+                                                wrong_rows)
 from eval_harness.files import write_report
-from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info
+from eval_harness.retrieval.queries import dataset_names
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.ingest import validate_dataset_name
 
-VERDICTS = {"relevant": 1, "not relevant": 0}
-CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
-               "doc_external_id", "doc_snippet", "judge1_model", "judge1_score",
-               "judge2_model", "judge2_score", "score_diff", "score_revision", "status",
-               "verdict", "reviewer", "note")
-SNIPPET_CHARS = 400
-# OWASP's list of characters that make a spreadsheet read a cell as a formula.
-_FORMULA_START = re.compile(r"'*[=+\-@\t\r]")
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9
-_MAX_PROBLEMS_SHOWN = 20
-
-
-class ReviewFileError(ValueError):
-    """A review file cannot be read, written or imported; an import wrote nothing.
-
-    ``problems`` holds (row number, what is wrong) for each wrong row of an import.
-    """
-
-    def __init__(self, message: str, problems: tuple[tuple[int, str], ...] = ()):
-        super().__init__(message)
-        self.problems = problems
-
-    @property
-    def rows(self) -> list[int]:
-        return sorted({row for row, _ in self.problems})
-
-
-def _wrong_rows(path: Path | str, problems: list[tuple[int, str]], *,
-                fix: str = "export a fresh file with `eval-harness review export`"
-                ) -> ReviewFileError:
-    """The one-sentence error of an import refused for ``problems``; it ends with ``fix``."""
-    rows = sorted({row for row, _ in problems})
-    shown = "; ".join(f"row {row}: {text}" for row, text in problems[:_MAX_PROBLEMS_SHOWN])
-    more = len(problems) - _MAX_PROBLEMS_SHOWN
-    return ReviewFileError(
-        f"{path}: nothing was imported because {len(rows)} row(s) are wrong "
-        f"(rows {', '.join(map(str, rows))}): {shown}"
-        + (f"; and {more} more problem(s)" if more > 0 else "")
-        + f"; fix them, or {fix}.",
-        tuple(problems))
 
 
 @dataclass(frozen=True)
@@ -114,10 +76,19 @@ class ImportCounts:
     unchanged: int    # rows with a verdict identical to the stored one
     blank: int        # rows left without a verdict (they stay as they are)
     dataset: str | None = None  # the queue written to; None: the file had no rows
+    notes_left: int = 0  # blank rows carrying a note: not stored (a note goes with a verdict)
 
     def __str__(self) -> str:
+        notes = (f" ({self.notes_left} of them with a note, not stored: a note is stored "
+                 "with a verdict)" if self.notes_left else "")
         return (f"{self.adjudicated} verdict(s) stored, {self.unchanged} unchanged, "
-                f"{self.blank} row(s) without a verdict left as they are")
+                f"{self.blank} row(s) without a verdict left as they are{notes}")
+
+    @classmethod
+    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> "ImportCounts":
+        """From the rows stored (``changed`` of ``updates``) and the blank rows (True:
+        carrying a note)."""
+        return cls(changed, len(updates) - changed, len(blank), dataset, sum(blank))
 
 
 def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
@@ -197,10 +168,10 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     for row in rows:
         (name, qid, q_ext, query, doc_id, d_ext, content, m1, s1, m2, s2, diff, revision,
          status, verdict, reviewer, note) = row
-        cells = [name, qid, q_ext, _one_line(query), doc_id, d_ext, _snippet(content),
+        cells = [name, qid, q_ext, one_line(query), doc_id, d_ext, snippet(content),
                  m1 or "", repr(s1), m2 or "", repr(s2), f"{diff:.6g}", revision, status,
                  verdict or "", reviewer or "", note or ""]
-        writer.writerow([_escape_formula(str(cell)) for cell in cells])
+        writer.writerow([escape_formula(str(cell)) for cell in cells])
     target = Path(path)
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
@@ -228,26 +199,50 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
     listing the rows, and nothing is written. Otherwise one transaction stores the
     verdicts; rows with a blank verdict are left as they are.
     """
-    records = _read_review_file(Path(path))
+    records = read_review_file(Path(path))
     if not records and dataset is None:
         return ImportCounts(0, 0, 0)
-    dataset = _file_dataset(path, records, dataset)
+    dataset = file_dataset(path, records, dataset)
     with conn.transaction():
-        corpus = dataset_info(conn, dataset, with_counts=False).corpus
+        corpus = imported_corpus(conn, path, dataset)
         queries.lock_review_queue(conn, dataset)
         queue = _queue_state(conn, corpus)
         updates, problems, blank = _check_records(records, dataset, queue)
         if problems:
-            raise _wrong_rows(path, problems)
+            raise wrong_rows(path, problems)
         changed = 0
         for key, verdict, reviewer, note in updates:
             changed += queries.store_verdict(conn, *key, verdict=verdict, reviewer=reviewer,
                                              note=note)
-    return ImportCounts(changed, len(updates) - changed, blank, dataset)
+    return ImportCounts.of(changed, updates, blank, dataset)
+
+
+def imported_corpus(conn: psycopg.Connection, path: Path | str, dataset: str):
+    """The corpus of the dataset a review file names. A name that could be a dataset's
+    but is not in the store keeps :class:`UnknownDataset` (the CLI says what to attach or
+    ingest); anything else is the file's problem, said as such, the name cut."""
+    try:
+        return dataset_info(conn, dataset, with_counts=False).corpus
+    except UnknownDataset:
+        if _is_dataset_name(dataset):
+            raise
+        known = ", ".join(f"'{name}'" for name in dataset_names(conn)) or "none"
+        raise ReviewFileError(
+            f"{path}: nothing was imported because its dataset column names "
+            f"'{echo(dataset)}', which is not a dataset in the store (known: {known}); fix "
+            "the column, or pass --dataset NAME.") from None
 
 
 # ---------------------------------------------------------------------------------------
 # Internals
+
+
+def _is_dataset_name(name: str) -> bool:
+    try:
+        validate_dataset_name(name)
+    except DatasetError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -270,115 +265,11 @@ def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _Que
             in queries.queued_pairs_for_update(conn, corpus)}
 
 
-def _read_review_file(path: Path) -> list[tuple[int, dict[str, str]]]:
-    """(spreadsheet row number, cells) of every non-empty data row; checks the header."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet may add a BOM
-    except FileNotFoundError:
-        raise ReviewFileError(f"{path}: no such file; nothing was imported.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReviewFileError(f"{path}: cannot read the file as UTF-8 text ({exc}); "
-                              "nothing was imported.") from None
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise ReviewFileError(f"{path}: not a readable CSV file ({exc}); nothing was "
-                              "imported.") from None
-    if not rows:
-        raise _wrong_rows(path, [(1, "the file is empty, the header row is missing")])
-    header = [cell.strip() for cell in rows[0]]
-    missing = [c for c in CSV_COLUMNS if c not in header]
-    unexpected = [c for c in header if c not in CSV_COLUMNS]
-    duplicated = sorted({c for c in header if header.count(c) > 1})
-    if missing or unexpected or duplicated:
-        parts = ([f"missing column(s) {', '.join(missing)}"] if missing else []) \
-            + ([f"unexpected column(s) {', '.join(unexpected)}"] if unexpected else []) \
-            + ([f"repeated column(s) {', '.join(duplicated)}"] if duplicated else [])
-        raise _wrong_rows(path, [(1, "wrong header: " + ", ".join(parts))])
-    records = []
-    for number, cells in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in cells):
-            continue  # spreadsheets leave empty trailing rows
-        if len(cells) != len(header):
-            records.append((number, {"__error__": f"has {len(cells)} cells, the header has "
-                                                  f"{len(header)}"}))
-            continue
-        records.append((number, dict(zip(header, map(_unescape_formula, cells)))))
-    return records
-
-
-def _file_dataset(path: Path | str, records: list[tuple[int, dict[str, str]]],
-                  requested: str | None) -> str:
-    """The one dataset the file's rows name; refuses a mixed file or one at odds with
-    ``requested``.
-
-    When ``requested`` is among the datasets named, rows of other datasets (and rows with
-    a blank dataset) are left to the per-row checks, which refuse the file naming each such
-    row and both datasets.
-    """
-    rows_of: dict[str, list[int]] = {}
-    for number, cells in records:
-        name = cells.get("dataset", "").strip()
-        if name:
-            rows_of.setdefault(name, []).append(number)
-    if requested is not None and requested in rows_of:
-        return requested
-    if len(rows_of) > 1:
-        named = ", ".join(f"'{name}' ({_row_list(rows)})" for name, rows in rows_of.items())
-        raise ReviewFileError(
-            f"{path}: nothing was imported because the file mixes datasets {named}; a "
-            "review file holds one dataset: keep the rows of one, or export a fresh file "
-            "per dataset with `eval-harness review export --dataset NAME`.")
-    if not rows_of:
-        if requested is None:
-            raise ReviewFileError(
-                f"{path}: nothing was imported because no row names a dataset in the "
-                "dataset column; fill it in, or pass --dataset NAME.")
-        return requested
-    (named,) = rows_of
-    if requested is not None and requested != named:
-        raise ReviewFileError(
-            f"{path}: nothing was imported because the file's dataset column says "
-            f"'{named}' but the import was asked for dataset '{requested}' (--dataset); "
-            f"drop --dataset to import into '{named}', or export a fresh file of "
-            f"'{requested}'.")
-    return named
-
-
-def _row_list(rows: list[int]) -> str:
-    return ("row " if len(rows) == 1 else "rows ") + ", ".join(map(str, rows))
-
-
-def check_row(cells: Mapping[str, str], dataset: str, number: int,
-              seen: dict[tuple[int, int], int], known: Mapping, where: str
-              ) -> tuple[tuple[int, int] | None, str, list[str]]:
-    """The checks every row of a review file gets (the queue's and the human sample's): its
-    dataset, ids, verdict value, repetition, and whether the pair is in ``known`` (``where``
-    names that set). Returns the pair, the normalised verdict ('' when blank) and the
-    problems; the caller adds its own (staleness)."""
-    problems: list[str] = []
-    if cells["dataset"].strip() != dataset:
-        problems.append(f"dataset is '{cells['dataset']}', not '{dataset}'")
-    key = _pair_key(cells, problems)
-    verdict = " ".join(cells["verdict"].lower().split())
-    if verdict and verdict not in VERDICTS:
-        problems.append(f"verdict '{cells['verdict']}' is not 'relevant' or "
-                        "'not relevant' (leave it blank to skip the row)")
-    if key is not None:
-        if key in seen:
-            problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is repeated "
-                            f"from row {seen[key]}")
-        seen.setdefault(key, number)
-        if key not in known:
-            problems.append(f"pair (query_id {key[0]}, doc_id {key[1]}) is not in "
-                            f"{where} of dataset '{dataset}'")
-    return key, verdict, problems
-
-
 def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
                    queue: Mapping[tuple[int, int], _QueuedPair]):
-    """(updates, problems, blank count): every problem of every row, nothing written."""
-    updates, problems, blank = [], [], 0
+    """(updates, problems, blank rows: True where one has a note): every problem of every
+    row, nothing written."""
+    updates, problems, blank = [], [], []
     seen: dict[tuple[int, int], int] = {}
     for number, cells in records:
         if "__error__" in cells:
@@ -391,21 +282,11 @@ def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,
         if row_problems:
             problems += [(number, text) for text in row_problems]
         elif not verdict_text:
-            blank += 1
+            blank.append(bool(cells["note"].strip()))
         else:
             updates.append((key, verdict_text, cells["reviewer"].strip() or None,
                             cells["note"].strip() or None))
     return updates, problems, blank
-
-
-def _pair_key(cells: Mapping[str, str], problems: list[str]) -> tuple[int, int] | None:
-    ids = []
-    for column in ("query_id", "doc_id"):
-        try:
-            ids.append(int(cells[column].strip()))
-        except ValueError:
-            problems.append(f"{column} '{cells[column]}' is not a whole number")
-    return (ids[0], ids[1]) if len(ids) == 2 else None
 
 
 def _staleness(cells: Mapping[str, str], queued: _QueuedPair) -> list[str]:
@@ -424,20 +305,3 @@ def _staleness(cells: Mapping[str, str], queued: _QueuedPair) -> list[str]:
     return []
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _snippet(content: str) -> str:
-    text = _one_line(content)
-    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1].rstrip() + "…"
-
-
-def _escape_formula(text: str) -> str:
-    # One more apostrophe also on texts that already start with apostrophes before a
-    # formula character, so that import can always remove exactly one.
-    return "'" + text if _FORMULA_START.match(text) else text
-
-
-def _unescape_formula(cell: str) -> str:
-    return cell[1:] if cell[:1] == "'" and _FORMULA_START.match(cell) else cell

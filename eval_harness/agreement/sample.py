@@ -21,7 +21,7 @@ union would have to be re-weighted).
 
 The drawn pairs are recorded in ``human_sample`` (migration 0009), apart from the
 disagreement queue (``judge_review``). The file has the review file's columns
-(:data:`eval_harness.agreement.review.CSV_COLUMNS`), ``status`` is ``sample`` on every row
+(:data:`eval_harness.agreement.review_file.CSV_COLUMNS`), ``status`` is ``sample`` on every row
 (how ``review import`` tells a sample file from a queue file), and the judges' models and
 scores are left blank on purpose: a person who sees the judges' score is anchored by it, and
 PPI needs labels independent of the judges.
@@ -29,7 +29,8 @@ PPI needs labels independent of the judges.
 Import checks every row before writing, like the queue import: a row must be a pair of the
 dataset's sample (unknown: refused), its ``query_external_id`` and ``doc_external_id`` must
 still be the store's ids of that pair and its document still in the corpus (stale: refused),
-verdicts must be ``relevant`` / ``not relevant`` or blank (blank: left as it is). A verdict
+verdicts must be ``relevant`` / ``not relevant`` or blank (blank: left as it is). A row's
+``reviewer`` and ``note`` are stored with its verdict (migration 0010 keeps the note). A verdict
 does not go stale when the judges re-score the pair: it is a person's relevance label, not a
 verdict on the judges' scores.
 """
@@ -46,10 +47,10 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.agreement import queries
-from eval_harness.agreement.review import (CSV_COLUMNS, ImportCounts, ReviewFileError,
-                                           _escape_formula, _file_dataset, _one_line,
-                                           _read_review_file, _snippet, _wrong_rows,
-                                           check_row)
+from eval_harness.agreement.review import ImportCounts, imported_corpus
+from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, check_row, echo,
+                                                escape_formula, file_dataset, one_line,
+                                                read_review_file, snippet, wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 
@@ -109,7 +110,7 @@ def is_sample_file(path: Path | str) -> bool:
     """Whether ``path`` is a sample file (a row with status ``sample``). A file that cannot be
     read as a review file is not one: the queue import then says what is wrong with it."""
     try:
-        records = _read_review_file(Path(path))
+        records = read_review_file(Path(path))
     except ReviewFileError:
         return False
     return any(cells.get("status", "").strip() == SAMPLE_STATUS for _, cells in records)
@@ -124,10 +125,10 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
     verdict, repeated pair) raises :class:`ReviewFileError` naming the rows, and nothing is
     written.
     """
-    records = _read_review_file(Path(path))
-    dataset = _file_dataset(path, records, dataset)
+    records = read_review_file(Path(path))
+    dataset = file_dataset(path, records, dataset)
     with conn.transaction():
-        corpus = dataset_info(conn, dataset, with_counts=False).corpus
+        corpus = imported_corpus(conn, path, dataset)
         queries.lock_human_sample(conn, dataset)
         sampled = {(qid, doc): (q_ext, d_ext) for qid, doc, q_ext, d_ext
                    in queries.human_sample_pairs_for_update(conn, corpus)}
@@ -135,9 +136,9 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
         if problems:
             raise _wrong_sample_rows(path, problems)
         changed = sum(queries.store_sample_verdict(conn, *key, verdict=verdict,
-                                                   reviewer=reviewer)
-                      for key, verdict, reviewer in updates)
-    return ImportCounts(changed, len(updates) - changed, blank, dataset)
+                                                   reviewer=reviewer, note=note)
+                      for key, verdict, reviewer, note in updates)
+    return ImportCounts.of(changed, updates, blank, dataset)
 
 
 # ---------------------------------------------------------------------------------------
@@ -159,12 +160,12 @@ def _write_sample_file(target: Path, rows: list[tuple]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for name, qid, q_ext, query, doc_id, d_ext, content, verdict, reviewer in rows:
+    for name, qid, q_ext, query, doc_id, d_ext, content, verdict, reviewer, note in rows:
         cells = {"dataset": name, "query_id": qid, "query_external_id": q_ext,
-                 "query": _one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
-                 "doc_snippet": _snippet(content), "status": SAMPLE_STATUS,
-                 "verdict": verdict or "", "reviewer": reviewer or ""}
-        writer.writerow([_escape_formula(str(cells.get(column, ""))) for column in CSV_COLUMNS])
+                 "query": one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
+                 "doc_snippet": snippet(content), "status": SAMPLE_STATUS,
+                 "verdict": verdict or "", "reviewer": reviewer or "", "note": note or ""}
+        writer.writerow([escape_formula(str(cells.get(column, ""))) for column in CSV_COLUMNS])
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
     except OSError as exc:
@@ -174,8 +175,9 @@ def _write_sample_file(target: Path, rows: list[tuple]) -> None:
 
 def _check_sample_records(records: list[tuple[int, dict[str, str]]], dataset: str,
                           sampled: Mapping[tuple[int, int], tuple[str, str | None]]):
-    """(updates, problems, blank count): every problem of every row, nothing written."""
-    updates, problems, blank = [], [], 0
+    """(updates, problems, blank rows: True where one has a note): every problem of every
+    row, nothing written."""
+    updates, problems, blank = [], [], []
     seen: dict[tuple[int, int], int] = {}
     for number, cells in records:
         if "__error__" in cells:
@@ -183,8 +185,9 @@ def _check_sample_records(records: list[tuple[int, dict[str, str]]], dataset: st
             continue
         row: list[str] = []
         if cells["status"].strip() != SAMPLE_STATUS:
-            row.append(f"status is '{cells['status']}', not '{SAMPLE_STATUS}': a sample file "
-                       "holds sample rows only (import review-queue rows from their own file)")
+            row.append(f"status is '{echo(cells['status'])}', not '{SAMPLE_STATUS}': a sample "
+                       "file holds sample rows only (import review-queue rows from their own "
+                       "file)")
         key, verdict, problems_of_row = check_row(cells, dataset, number, seen, sampled,
                                                   "the human sample")
         row += problems_of_row
@@ -193,9 +196,10 @@ def _check_sample_records(records: list[tuple[int, dict[str, str]]], dataset: st
         if row:
             problems += [(number, text) for text in row]
         elif not verdict:
-            blank += 1
+            blank.append(bool(cells["note"].strip()))
         else:
-            updates.append((key, verdict, cells["reviewer"].strip() or None))
+            updates.append((key, verdict, cells["reviewer"].strip() or None,
+                            cells["note"].strip() or None))
     return updates, problems, blank
 
 
@@ -211,5 +215,5 @@ def _staleness(cells: Mapping[str, str], query_ext: str, doc_ext: str | None) ->
 
 
 def _wrong_sample_rows(path: Path | str, problems: list[tuple[int, str]]) -> ReviewFileError:
-    return _wrong_rows(path, problems,
+    return wrong_rows(path, problems,
                        fix="write a fresh file with `eval-harness review sample`")

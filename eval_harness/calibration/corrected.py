@@ -24,8 +24,11 @@ computed the same way on every judged query, and :func:`prediction_powered_mean`
 the mean of ``y`` over the judged queries with a 95% CLT interval over queries. The figures
 equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/test_corrected_p5.py).
 
-With such an estimate at the best weight, the P@5 verdict is given on the corrected
-estimate (clipped to [0, 1]) instead of the judge-labelled P@5, and the text says so.
+With such an estimate at the best weight and the judges' labels calibrated on, the P@5
+verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled
+P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the ``calibrated_weights``
+row, the Dagster check). Complete human labels keep the verdict; the corrected lines are
+shown beside it.
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ import psycopg
 from eval_harness.agreement import queries as agreement_queries
 from eval_harness.agreement.review import VERDICTS
 from eval_harness.calibration.weights import keyword_weight_for
-from eval_harness.metrics.calibration import Verdict, precision_verdict
+from eval_harness.calibration.verdict import verdict_figure
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import rank_top_k
 
 if TYPE_CHECKING:
-    from eval_harness.calibration.run import CalibrationResult, VerdictBands
+    from eval_harness.calibration.run import CalibrationResult
 
 LEVEL = 0.95
 LABEL_SOURCE = "judges corrected by a human sample (prediction-powered inference)"
@@ -83,23 +86,19 @@ class CorrectedEstimates:
     judge_label_rule: str = JUDGE_LABEL_RULE
 
     def add_to_json(self, data: dict) -> dict:
-        """Put the ``ppi`` objects into ``data["default"]`` / ``data["best"]`` and say what
-        the verdict rests on (``data["verdict"]["basis"]``)."""
+        """Put the ``ppi`` objects into ``data["default"]`` / ``data["best"]`` and the human
+        sample's size into ``data["human_sample"]`` (what the verdict rests on is
+        ``data["verdict"]``, from :mod:`.verdict`)."""
         for name, corrected in (("default", self.default), ("best", self.best)):
             data[name]["ppi"] = None if corrected is None else corrected.to_dict()
-        data["verdict"]["basis"] = "p_at_5"
-        if self.best is not None:  # the verdict's P@5 is the corrected one
-            data["verdict"].update(basis="ppi", uncorrected_p_at_5=data["verdict"]["p_at_5"],
-                                   p_at_5=self.best.ppi.estimate,
-                                   interval=list(self.best.ppi.interval))
         data["human_sample"] = {"sampled_queries": self.sampled_queries,
                                 "labelled_pairs": self.labelled_pairs,
                                 "judge_label_rule": self.judge_label_rule}
         return data
 
-    def lines(self, bands: VerdictBands, verdict: Verdict) -> list[str]:
-        """One line per weight, then the verdict on the corrected estimate."""
-        from eval_harness.calibration.run import VERDICT_LABELS, VERDICT_MEANING, weight_label
+    def lines(self) -> list[str]:
+        """One line per weight (the verdict's own line is :mod:`.verdict`'s)."""
+        from eval_harness.calibration.run import weight_label
 
         out = []
         for name, corrected in (("default", self.default), ("best", self.best)):
@@ -108,13 +107,6 @@ class CorrectedEstimates:
                            f"sampled queries have all their top 5 labelled)")
                 continue
             out.append(_weight_line(name, corrected, weight_label))
-        if self.best is not None:
-            lo, hi = self.best.ppi.interval
-            out.append(f"Verdict: {VERDICT_LABELS[verdict].upper()} on the PPI-corrected P@5 "
-                       f"{self.best.ppi.estimate:.4f} (95% interval [{lo:.4f}, {hi:.4f}]; "
-                       f"judges alone {self.best.judge_p_at_5:.4f}) at the calibrated weights; "
-                       f"full success >= {bands.full_success:g}, partial success >= "
-                       f"{bands.partial_success:g}: {VERDICT_MEANING[verdict]}")
         return out
 
 
@@ -155,12 +147,8 @@ def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *
         default=corrected_at_weight(result, result.default.semantic_weight, judge, human),
         best=corrected_at_weight(result, result.best.semantic_weight, judge, human),
         sampled_queries=len(human), labelled_pairs=labelled)
-    verdict = result.verdict
-    if estimates.best is not None:
-        estimate = min(max(estimates.best.ppi.estimate, 0.0), 1.0)
-        verdict = precision_verdict(estimate, full_success=result.bands.full_success,
-                                    partial_success=result.bands.partial_success)
-    return dataclasses.replace(result, corrected=estimates, verdict=verdict)
+    corrected = dataclasses.replace(result, corrected=estimates)
+    return dataclasses.replace(corrected, verdict=verdict_figure(corrected).verdict)
 
 
 def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[int, int]]:

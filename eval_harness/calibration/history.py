@@ -1,10 +1,10 @@
 """The calibration grid as a table, and its history in the embedded DuckDB file.
 
 Every calibration appends one row per weight to ``calibration_grid_history`` (run time,
-dataset, weights, all metrics, the P@5 ceiling, best/default flags, the verdict), so nightly
-trends can be plotted with one query. The CLI writes it directly; the Dagster asset writes it
-too and also hands the same frame to Dagster's DuckDB I/O manager (table ``calibration_grid``,
-the latest grid only).
+dataset, weights, all metrics, the P@5 ceiling, best/default flags, the verdict and the figure
+it is given on), so nightly trends can be plotted with one query. The CLI writes it directly;
+the Dagster asset writes it too and also hands the same frame to Dagster's DuckDB I/O manager
+(table ``calibration_grid``, the latest grid only).
 
 DuckDB lets one process write a database file at a time. Writers here open the file, write
 in one transaction and close it at once; when another process holds the lock they retry with
@@ -22,8 +22,9 @@ import duckdb
 import pandas as pd
 
 from eval_harness.calibration.queries import GRID_COLUMNS, grid_history_rows, insert_grid_rows
-from eval_harness.calibration.run import CalibrationResult, VerdictBands
-from eval_harness.metrics.calibration import Verdict, precision_verdict
+from eval_harness.calibration.run import CalibrationResult
+from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
+                                              figure_from_row)
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 
@@ -34,14 +35,16 @@ class HistoryUnavailable(RuntimeError):
 
 def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     """One row per weight of the grid, with the columns of :data:`GRID_COLUMNS`."""
+    figure = figure_columns(result.figure)
     rows = [dict(point.to_dict(), run_at=result.calibrated_at, dataset=result.dataset,
                  p_at_5_ceiling=result.p_at_5_ceiling, is_best=point == result.best,
                  is_default=point == result.default, n_queries=result.n_queries,
-                 candidate_depth=result.candidate_depth, verdict=result.verdict)
+                 candidate_depth=result.candidate_depth, verdict=result.verdict, **figure)
             for point in result.grid]
     frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
     frame["run_at"] = pd.to_datetime(frame["run_at"], utc=True)
-    return frame.astype({"n_queries": "int32", "candidate_depth": "int32"})
+    return frame.astype({"n_queries": "int32", "candidate_depth": "int32",
+                         "verdict_n_human": "int32", "verdict_n_judged": "int32"})
 
 
 def calibrated_row(frame: pd.DataFrame) -> pd.Series:
@@ -53,11 +56,11 @@ def calibrated_row(frame: pd.DataFrame) -> pd.Series:
     return best.iloc[0]
 
 
-def verdict_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> tuple[Verdict, float]:
-    """The verdict at the calibrated weights under ``bands``, and the P@5 it is based on."""
-    p_at_5 = float(calibrated_row(frame)["p_at_5"])
-    return precision_verdict(p_at_5, full_success=bands.full_success,
-                             partial_success=bands.partial_success), p_at_5
+def figure_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> VerdictFigure:
+    """The P@5 the grid's verdict is given on, with its label source (and interval, when
+    corrected by a human sample), and the verdict under ``bands``
+    (:func:`eval_harness.calibration.verdict.figure_from_row`)."""
+    return figure_from_row(calibrated_row(frame), bands)
 
 
 def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:

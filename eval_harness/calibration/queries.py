@@ -85,14 +85,22 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "keyword_weight": "DOUBLE", "p_at_5": "DOUBLE", "recall_at_5": "DOUBLE",
     "ndcg_at_10": "DOUBLE", "mrr_at_10": "DOUBLE", "p_at_5_ceiling": "DOUBLE",
     "is_best": "BOOLEAN", "is_default": "BOOLEAN", "n_queries": "INTEGER",
-    "candidate_depth": "INTEGER", "verdict": "VARCHAR"}
+    "candidate_depth": "INTEGER", "verdict": "VARCHAR",
+    # the figure the verdict is given on (eval_harness.calibration.verdict); added later, so
+    # a history written before them has them added, NULL on its old rows
+    "verdict_p_at_5": "DOUBLE", "verdict_label_source": "VARCHAR",
+    "verdict_interval_low": "DOUBLE", "verdict_interval_high": "DOUBLE",
+    "verdict_judges_p_at_5": "DOUBLE", "verdict_n_human": "INTEGER",
+    "verdict_n_judged": "INTEGER"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
-    """Create ``calibration_grid_history`` when missing and insert ``frame``'s
-    :data:`GRID_COLUMNS` (by name)."""
+    """Create ``calibration_grid_history`` when missing (add the columns an older one lacks)
+    and insert ``frame``'s :data:`GRID_COLUMNS` (by name)."""
     columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
+    for name, kind in GRID_COLUMNS.items():
+        con.execute(f"ALTER TABLE {HISTORY_TABLE} ADD COLUMN IF NOT EXISTS {name} {kind}")
     con.register("grid_rows", frame[list(GRID_COLUMNS)])
     con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM grid_rows")
 

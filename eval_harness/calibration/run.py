@@ -36,34 +36,21 @@ import psycopg
 
 from eval_harness.calibration import labels as judge_labels
 from eval_harness.calibration import queries
+from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
+                                              VerdictBands, VerdictFigure, verdict_figure,
+                                              verdict_sentence)  # (re-exported)
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
     precision_verdict, uplift_over_default, weight_grid)
-from eval_harness.retrieval.fusion import NonFiniteScores
-from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
-from eval_harness.store.corpus import document_external_ids
+from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
                                           reciprocal_rank_fusion, sweep_weights)
 from eval_harness.settings import AgreementSettings, Settings
 
-VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",
-                  "failure": "failure"}
-VERDICT_MEANING = {
-    "full_success": "ready for production",
-    "partial_success": "deploy with monitoring",
-    "failure": "architecture review or more ground truth needed"}
 MIN_GRID_STEP = 0.01
-
-
-@dataclass(frozen=True)
-class VerdictBands:
-    """P@5 thresholds of the story 2.9 verdict."""
-
-    full_success: float = 0.75
-    partial_success: float = 0.70
 
 
 @dataclass(frozen=True)
@@ -113,9 +100,15 @@ class CalibrationResult:
     corrected: Any = field(default=None, repr=False, compare=False)
 
     @property
+    def figure(self) -> VerdictFigure:
+        """The P@5 the verdict is given on, with its label source (:mod:`.verdict`)."""
+        return verdict_figure(self)
+
+    @property
     def verdict_p_at_5(self) -> float:
-        """P@5 on the complete ground truth at the calibrated (best) weights."""
-        return self.best.p_at_5
+        """The P@5 the verdict is given on: at the calibrated (best) weights on the complete
+        ground truth, or its PPI-corrected estimate (:mod:`.verdict`)."""
+        return self.figure.p_at_5
 
     def to_dict(self) -> dict:
         """JSON-safe (plain floats, no NaN; None where a value does not exist)."""
@@ -149,11 +142,10 @@ class CalibrationResult:
             "rrf": {"k": self.rrf_k, "p_at_5": self.rrf.p_at_5,
                     "recall_at_5": self.rrf.recall_at_5, "ndcg_at_10": self.rrf.ndcg_at_10,
                     "mrr_at_10": self.rrf.mrr_at_10},
-            "verdict": {"verdict": self.verdict, "p_at_5": self.verdict_p_at_5,
-                        "semantic_weight": self.best.semantic_weight,
-                        "keyword_weight": self.best.keyword_weight,
-                        "full_success": self.bands.full_success,
-                        "partial_success": self.bands.partial_success},
+            "verdict": dict(self.figure.to_dict(),
+                            keyword_weight=self.best.keyword_weight,
+                            full_success=self.bands.full_success,
+                            partial_success=self.bands.partial_success),
             "seconds": dict(self.seconds),
         }
         return data if self.corrected is None else self.corrected.add_to_json(data)
@@ -198,7 +190,6 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
                          f"ingest it with its qrels first.")
     fetched = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
-    _refuse_undefined_scores(conn, dataset, fetched)
     candidates = CandidateSet.from_queries(
         [c.doc_ids for c in fetched], [c.semantic for c in fetched],
         [c.keyword for c in fetched], [qrels[c.query_id] for c in fetched],
@@ -283,37 +274,6 @@ def configured_grid(settings: Settings) -> np.ndarray:
     options = settings.calibration
     return _grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
                                               options.grid_step), options.default_weight)
-
-
-def _refuse_undefined_scores(conn: psycopg.Connection, dataset: str,
-                             fetched: list[QueryCandidates]) -> None:
-    """Raise :class:`NonFiniteScores` for the first query with a NaN raw score, naming it and
-    the stored vectors to blame by their ids in the dataset; no metric is computed over NaN.
-
-    Every candidate here has both scores, so a NaN is an undefined cosine similarity: an
-    all-zero or non-finite embedding of the query (all its candidates are NaN) or of the
-    documents whose scores are NaN. Ingest refuses such vectors; a store written otherwise
-    may still hold them.
-    """
-    for found in fetched:
-        undefined = np.isnan(found.semantic)  # the keyword score is ts_rank or 0, never NaN
-        if not undefined.any():
-            continue
-        query = queries.query_external_ids(conn, [found.query_id])[found.query_id]
-        if undefined.all() and undefined.size > 1:
-            blame = "the query's own embedding"
-        else:
-            corpus = dataset_info(conn, dataset, with_counts=False).corpus
-            names = document_external_ids(conn, corpus, found.doc_ids[undefined].tolist())
-            ids = [names[i] for i in sorted(names)]
-            shown = ", ".join(f"'{i}'" for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
-            blame = f"the embedding of document {shown}" if len(ids) == 1 else \
-                f"the embeddings of documents {shown}"
-        raise NonFiniteScores(
-            f"dataset '{dataset}': query '{query}' has {int(undefined.sum())} candidates whose "
-            f"semantic score is NaN, so no metric is computed; {blame} is all zeros or not "
-            f"finite (cosine similarity is undefined): re-ingest the dataset with valid "
-            f"embeddings.")
 
 
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
@@ -430,26 +390,10 @@ def summary_lines(result: CalibrationResult) -> list[str]:
         lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
                      f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
                      f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
-    corrected = result.corrected.lines(result.bands, result.verdict) if result.corrected else []
-    if not any(line.startswith("Verdict:") for line in corrected):
-        lines.append(verdict_sentence(result.verdict, best.p_at_5, result.bands,
-                                      result.p_at_5_ceiling))
-    lines += corrected
+    if result.corrected is not None:
+        lines += result.corrected.lines()
+    lines.append(result.figure.sentence(result.bands, result.p_at_5_ceiling))
     return lines
-
-
-def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands,
-                     ceiling: float | None = None) -> str:
-    """The verdict in one sentence; with the P@5 ``ceiling`` of the ground truth, a band
-    that no ranking can reach is said too (e.g. one relevant document per query)."""
-    label = VERDICT_LABELS[verdict].upper()
-    text = (f"Verdict: {label} (P@5 {p_at_5:.4f} at the calibrated weights; full success "
-            f">= {bands.full_success:g}, partial success >= {bands.partial_success:g}): "
-            f"{VERDICT_MEANING[verdict]}")
-    if ceiling is not None and verdict != "full_success" and ceiling < bands.full_success:
-        text += (f". Even a perfect ranking reaches only P@5 {ceiling:.4f} on this ground "
-                 "truth (too few relevant documents per query), so these bands do not fit it")
-    return text
 
 
 def _same(a: float, b: float) -> bool:

@@ -18,13 +18,15 @@ import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
 from eval_harness import stopping
-from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, internal_error,
-                                     quiet_psycopg_warnings, store_lost_message)
+from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
+                                     internal_error, quiet_psycopg_warnings,
+                                     store_lost_message)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.judges.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -268,7 +270,11 @@ def _run_command(args: argparse.Namespace) -> int:
         # doctor loads the config itself: a bad one is one of its FAIL lines
         own = getattr(args, "loads_own_settings", False)
         settings = None if own else load_settings(args.config)
-        return args.func(args, settings)
+        notice = None if settings is None else config_notice(settings)
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
+        with said_once_per_command():  # one command, each fallback notice once
+            return args.func(args, settings)
     except stopping.Interrupted as exc:
         print(f"eval-harness: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -287,12 +293,29 @@ def _run_command(args: argparse.Namespace) -> int:
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         crashed = server_failure(settings, exc) if settings is not None else None
-        message = crashed or "the store reported: " + lines[0]
+        message = crashed or _privilege_refusal(exc, settings) or \
+            "the store reported: " + lines[0]
         print(f"eval-harness: error: {redact_conninfo(message)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # not SystemExit: argparse's own exit codes stay
         print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _privilege_refusal(exc: psycopg.Error, settings: Settings | None) -> str | None:
+    """For "permission denied": the role, the object and the GRANT it lacks, read on a new
+    connection of the same role (:func:`eval_harness.store.catalog.privilege_refusal`);
+    None for any other error, or when that cannot be read."""
+    from eval_harness.store import locate_store
+    from eval_harness.store.catalog import privilege_refusal
+
+    if settings is None or not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    try:
+        with locate_store(settings).connection() as conn:
+            return privilege_refusal(conn, str(exc), settings.schema)
+    except (psycopg.Error, StoreUnavailable):
+        return None
 
 
 def _missing_dataset(exc: Exception, settings: Settings | None) -> str | None:

@@ -5,7 +5,10 @@ the best weights for the dataset calibrated: a row of the ``calibrated_weights``
 the RAG system reads) and ``datasets.<name>.hybrid_search`` in config.yaml (atomically,
 keeping every other key and comment; the global ``hybrid_search`` is never rewritten),
 appends the grid to the DuckDB history and writes the dataset's own report,
-reports/calibration-results-<dataset>.md with its plot. ``--no-write`` writes none of these.
+reports/calibration-results-<dataset>.md with its plot. ``--no-write`` writes none of these,
+and nothing else either: a live dataset is not attached again (its mapping is checked and
+the ground truth as last attached is calibrated on), so a role that may only SELECT can run
+it.
 Exit code: 0 full or partial success, 1 failure, 2 it could not run, 130 / 143 stopped by
 SIGINT / SIGTERM: before the grid is done nothing is written; once the outputs are being
 written they are all written first (:mod:`eval_harness.stopping`).
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import uuid
 from pathlib import Path
 
@@ -51,12 +55,18 @@ def cmd_calibrate(args, settings: Settings) -> int:
     from eval_harness.calibration.run import calibrate_with_settings, format_table
     from eval_harness.calibration.trec_runs import write_trec_runs
     from eval_harness.store import open_store
-    from eval_harness.store.datasets import prepare_dataset
+    from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
 
-    location = open_store(settings)
+    dataset = args.dataset or settings.default_dataset
+    location = open_store(settings, read_only=args.no_write)
     try:
         with location.connection() as conn:
-            prepare_dataset(conn, settings, args.dataset or settings.default_dataset)
+            if args.no_write:  # writes nothing: a live dataset is read as last attached
+                as_attached = check_attached_dataset(conn, settings, dataset)
+                if as_attached:
+                    print(as_attached, file=sys.stderr)
+            else:
+                prepare_dataset(conn, settings, dataset)
             result = calibrate_with_settings(conn, settings, args.dataset,
                                              grid_step=args.grid_step, labels=args.labels)
             trec_paths = (write_trec_runs(conn, result, Path(args.trec_runs))
@@ -104,13 +114,13 @@ def _write_outputs(location, result, settings: Settings, written: dict) -> list[
     from eval_harness.calibration.publish import publish_calibrated_weights
     from eval_harness.calibration.report import write_calibration_report
 
-    dataset = result.dataset
+    dataset, figure = result.dataset, result.figure  # the verdict's own figure and labels
     with location.connection(autocommit=True) as conn:  # publish runs its own transaction
         published = publish_calibrated_weights(
             conn, settings.config_path, dataset=dataset,
-            semantic_weight=result.best.semantic_weight, p_at_5=result.best.p_at_5,
-            verdict=result.verdict, run_id=uuid.uuid4().hex[:12],
-            calibrated_at=result.calibrated_at, label_source=result.label_source)
+            semantic_weight=result.best.semantic_weight, p_at_5=figure.p_at_5,
+            verdict=figure.verdict, run_id=uuid.uuid4().hex[:12],
+            calibrated_at=result.calibrated_at, label_source=figure.label_source)
     written["weights"] = published.to_dict()
     weights = f"semantic {published.semantic:g} / keyword {published.keyword:g}"
     notes = [f"calibrated_weights: row {published.row_id} for dataset '{dataset}' ({weights}, "

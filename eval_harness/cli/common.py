@@ -9,6 +9,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eval_harness.settings import Settings
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2  # success / ran and found a failure / could not run
 
@@ -87,3 +91,26 @@ def quiet_psycopg_warnings() -> None:
         logger = logging.getLogger(name)
         if _IGNORED_ERRORS not in logger.filters:
             logger.addFilter(_IGNORED_ERRORS)
+
+
+def describe_config(settings: "Settings") -> str:
+    """Which config file was read and why, or that none was and what the defaults mean for
+    the store: the file's absolute path, or "none (...): defaults apply; ...". A command
+    started in the wrong folder must say so, not quietly start a new embedded store there."""
+    origin = settings.config_origin
+    if settings.config_path is not None:
+        why = {"environment": " (from EVAL_HARNESS_CONFIG)",
+               "working directory": " (found in the working directory)"}.get(origin, "")
+        return f"{settings.config_path}{why}"
+    store = ("the store at DATABASE_URL" if settings.database_url
+             else f"an embedded store in {settings.embedded_pgdata}")
+    return (f"none (no config.yaml in {settings.root}, EVAL_HARNESS_CONFIG unset): defaults "
+            f"apply, with {store}")
+
+
+def config_notice(settings: "Settings") -> str | None:
+    """The one line a command prints on stderr about its config, unless the file was named
+    on the command line (``--config``): then the person already knows which one."""
+    if settings.config_origin == "option":
+        return None
+    return f"eval-harness: config: {describe_config(settings)}"

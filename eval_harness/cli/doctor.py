@@ -8,6 +8,9 @@
     ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact
     warn  indexes      'prod' keyword query: Seq Scan over all ~500,000 rows of public.l2_ins...
     warn  indexes      'prod' missing: CREATE INDEX CONCURRENTLY "l2_insights_content_gin_idx...
+    FAIL  embedder     'prod' local:all-MiniLM-L6-v2 needs the optional local-embeddings extra...
+    warn  keyword      'prod' tsvector: null, so keyword search parses every document a query...
+    warn  keyword      'prod' remove it as the owner of public.l2_insights (...): ALTER TABLE ...
     ok    judge1       openai:gpt-4o: OPENAI_API_KEY set
     warn  judge2       anthropic:claude-haiku-4-5: ANTHROPIC_API_KEY not set: falls back to ...
     ok    local        local:embedding: offline, no key or network needed
@@ -15,7 +18,9 @@
 
 Exit 0 when no check FAILs (warnings allowed), else 1. A bad config is a FAIL line, not an
 error. The doctor only reads: it never applies migrations or writes the store (its session
-is read-only; the query costs are EXPLAIN estimates, nothing is run). A role that may not
+is read-only; the index lines' query costs are EXPLAIN estimates; the keyword line of a
+``tsvector: null`` dataset times a few real keyword queries, and a temporary table, in a
+transaction it rolls back: :mod:`eval_harness.cli.doctor_datasets`). A role that may not
 create or write the harness schema, or read a live relation, is a line of its own, never
 "all is well". API keys are reported as set or not set and never shown; the reachability
 probe (one models-list request per provider with a key, skipped with ``--offline``) maps
@@ -25,54 +30,31 @@ every error to one sanitised line.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping
 
 import psycopg
 
-from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.cli.common import describe_config
+from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
+from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyword_checks
+from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store.catalog import (LiveDataset, SchemaPrivileges,
+from eval_harness.store.catalog import (SchemaPrivileges,
                                         available_extension_version, ingested_datasets,
                                         installed_extension_version, live_dataset_names,
                                         live_datasets, live_relations, make_session_read_only,
                                         relation_exists, schema_privileges, select_refusal,
                                         server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
-                                           redact_conninfo, redact_url)
-from eval_harness.store.indexes import index_report
+                                           redact_conninfo)
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
                                         available_migrations, pending_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
-PROBE_TIMEOUT_SECONDS = 5.0
-DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1",
-                     "anthropic": "https://api.anthropic.com"}
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1
 
 
-@dataclass(frozen=True)
-class Check:
-    status: str   # ok | warn | FAIL | skip
-    name: str
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.status:<5} {self.name:<12} {self.detail}"
-
-
 # -- the store -------------------------------------------------------------------------
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_pgvector(conn: psycopg.Connection, location: StoreLocation | None = None) -> Check:
@@ -92,7 +74,7 @@ def check_pgvector(conn: psycopg.Connection, location: StoreLocation | None = No
                 return Check(FAIL, "pgvector", f"extension vector {version} crashed the server "
                              f"on a distance query or HNSW build: {crashed}")
             return Check(FAIL, "pgvector", f"extension vector {version} failed a distance query "
-                         f"or HNSW build: {_first_line(exc)}")
+                         f"or HNSW build: {first_line(exc)}")
         return Check(OK, "pgvector", f"extension vector {version} installed; a distance query "
                      "and an HNSW index build work")
     available = available_extension_version(conn, "vector")
@@ -195,22 +177,11 @@ def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
                  f"ingested: {ingested}")
 
 
-def check_live_indexes(conn: psycopg.Connection, settings: Settings,
-                       live: list[LiveDataset]) -> Iterator[Check]:
-    """Per live dataset: the RAG system's indexes the search needs, what a query costs and
-    the CREATE INDEX statements for what is missing (:mod:`eval_harness.store.indexes`)."""
-    status = {"ok": OK, "warn": WARN}
-    for dataset in live:
-        name = f"'{dataset.name}'"
-        if dataset.corpus is None:
-            yield Check(FAIL, "indexes", f"{name} (live, not attached): {dataset.error}")
-            continue
-        if not dataset.attached:
-            yield Check(WARN, "indexes", f"{name} is configured as live on "
-                        f"{dataset.corpus.relation_name} but not attached yet: run "
-                        f"`eval-harness attach --dataset {dataset.name}`")
-        for level, text in index_report(conn, dataset, depth=settings.hybrid.candidate_depth):
-            yield Check(status[level], "indexes", f"{name} {text}")
+def _datasets_in_store(conn: psycopg.Connection) -> set[str] | None:
+    """The datasets the store holds; None before the schema is migrated."""
+    if not relation_exists(conn, "datasets") or not relation_exists(conn, "l2_insights"):
+        return None
+    return set(ingested_datasets(conn))
 
 
 def store_checks(settings: Settings) -> Iterator[Check]:
@@ -221,7 +192,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
         conn = location.connect(autocommit=True)
     except (StoreUnavailable, psycopg.Error) as exc:
         # psycopg may quote a malformed URL back, password included
-        yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))
+        yield Check(FAIL, "store", redact_conninfo(first_line(exc)))
         for name in ("pgvector", "migrations", "datasets"):
             yield Check(SKIP, name, "the store is unreachable")
         return
@@ -230,7 +201,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
             make_session_read_only(conn)
             version = server_version(conn)
         except psycopg.Error as exc:
-            yield Check(FAIL, "store", redact_conninfo(_first_line(exc)))
+            yield Check(FAIL, "store", redact_conninfo(first_line(exc)))
             return
         yield Check(OK, "store", f"{location.description} (PostgreSQL {version})")
         seen: dict = {"live": []}
@@ -252,162 +223,17 @@ def store_checks(settings: Settings) -> Iterator[Check]:
         for name, check in (("pgvector", lambda: [check_pgvector(conn, location)]),
                             ("migrations", migrations), ("privileges", privileges),
                             ("datasets", lambda: [check_datasets(conn, settings)]),
-                            ("indexes", lambda: check_live_indexes(conn, settings,
-                                                                   seen["live"]))):
+                            ("indexes", lambda: index_checks(conn, settings, seen["live"])),
+                            ("embedder", lambda: embedder_checks(
+                                conn, settings, seen["live"], _datasets_in_store(conn))),
+                            ("keyword", lambda: keyword_checks(conn, settings, seen["live"]))):
             if conn.broken or conn.closed:  # a crashed backend takes the session with it
                 yield Check(SKIP, name, "the server went away (see the pgvector line)")
                 continue
             try:
                 yield from check()
             except psycopg.Error as exc:  # e.g. permission denied on a table
-                yield Check(FAIL, name, redact_conninfo(_first_line(exc)))
-
-
-# -- the judges ------------------------------------------------------------------------
-
-
-def _api_key(settings: Settings, provider: str) -> str | None:
-    return {"openai": settings.openai_api_key,
-            "anthropic": settings.anthropic_api_key}.get(provider)
-
-
-def _base_url(settings: Settings, provider: str) -> str:
-    given = {"openai": settings.openai_base_url,
-             "anthropic": settings.anthropic_base_url}.get(provider)
-    return given or DEFAULT_BASE_URLS[provider]
-
-
-@contextmanager
-def _quiet_judge_notices() -> Iterator[None]:
-    """The doctor prints fallbacks as its own lines; keep the session's notice off stderr."""
-    logger = logging.getLogger("eval_harness.judges")
-    was_disabled, logger.disabled = logger.disabled, True
-    try:
-        yield
-    finally:
-        logger.disabled = was_disabled
-
-
-def effective_judges(settings: Settings) -> dict[str, str | None]:
-    """The judge each slot will use, by the session's own fallback rules; ``None`` for a
-    slot that cannot be built (its key is missing and fallback is off)."""
-    from eval_harness.judges.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
-
-    config: JudgeSettings = settings.judges
-    try:
-        with _quiet_judge_notices():
-            judge1, judge2, _ = resolve_judge_specs(settings)
-        return {"judge1": judge1, "judge2": judge2}
-    except JudgeUnavailable:
-        return {slot: spec if spec.startswith("local:") or _api_key(settings, spec.split(":")[0])
-                else None for slot, spec in (("judge1", config.judge1), ("judge2", config.judge2))}
-
-
-def check_judge_key(settings: Settings, slot: str, effective: str | None) -> Check:
-    """Whether the key a judge needs is set (never any part of its value) and priced."""
-    spec = getattr(settings.judges, slot)
-    provider, model = spec.split(":", 1)
-    if provider == "local":
-        return Check(OK, slot, f"{spec}: no key needed")
-    variable = KEY_VARIABLES[provider]
-    if _api_key(settings, provider):
-        try:
-            PriceTable(settings.judges.prices).require(model, spec)
-        except LookupError as exc:
-            return Check(FAIL, slot, f"{spec}: {variable} set, but {exc}")
-        return Check(OK, slot, f"{spec}: {variable} set")
-    if effective is not None:
-        return Check(WARN, slot, f"{spec}: {variable} not set: falls back to {effective}")
-    return Check(FAIL, slot, f"{spec}: {variable} not set and judges.fallback_to_local is "
-                 f"false: set {variable} or choose a local judge (judges.{slot}: local:lexical)")
-
-
-async def _list_models(provider: str, key: str, base_url: str, timeout: float) -> None:
-    """One cheap authenticated request (a models list), no retries."""
-    if provider == "anthropic":
-        from anthropic import AsyncAnthropic
-
-        client = AsyncAnthropic(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
-        try:
-            await client.models.list(limit=1)
-        finally:
-            await client.close()
-        return
-    from openai import AsyncOpenAI
-
-    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
-    try:
-        await client.models.list()
-    finally:
-        await client.close()
-
-
-def _provider_message(exc: Exception) -> str:
-    """The provider's own error message when the body carries one, else the first line."""
-    body = getattr(exc, "body", None)
-    error = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    return _first_line(exc)
-
-
-def _probe_failure(provider: str, exc: Exception, where: str, timeout: float,
-                   secrets: tuple[str | None, ...]) -> Check:
-    """One sanitised line for a failed probe: rejected keys FAIL, busy providers warn."""
-    import anthropic  # the SDKs load only when a probe ran: the CLI starts fast
-    import openai
-
-    from eval_harness.judges.retry import sanitize
-
-    message = sanitize(_provider_message(exc), secrets)[:160]
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        variable = KEY_VARIABLES[provider]
-        seen = f"HTTP {status} from {where}: {message}"
-        if status in (401, 403):
-            return Check(FAIL, provider, f"{variable} was rejected ({seen}): check the key")
-        if status == 404:
-            return Check(WARN, provider, f"{seen}: the server offers no models list; "
-                         "chat requests were not tried")
-        if status == 429 or status >= 500:
-            return Check(WARN, provider, f"{seen}: reachable but busy or failing; try later")
-        return Check(FAIL, provider, seen)
-    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
-        return Check(FAIL, provider, f"no answer from {where} within {timeout:g} s")
-    if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
-        return Check(FAIL, provider, f"cannot connect to {where}: {message}")
-    return Check(FAIL, provider, f"{where}: {type(exc).__name__}: {message}")
-
-
-def check_provider_reachable(settings: Settings, provider: str,
-                             timeout: float = PROBE_TIMEOUT_SECONDS) -> Check:
-    key = _api_key(settings, provider)
-    base_url = _base_url(settings, provider)
-    where = redact_url(base_url)
-    secrets = (settings.openai_api_key, settings.anthropic_api_key)
-    started = time.monotonic()
-    try:
-        asyncio.run(_list_models(provider, key or "", base_url, timeout))
-    except Exception as exc:  # every SDK or transport error becomes one line
-        return _probe_failure(provider, exc, where, timeout, secrets)
-    return Check(OK, provider, f"reachable at {where}, key accepted "
-                 f"({time.monotonic() - started:.2f} s)")
-
-
-def judge_checks(settings: Settings, *, offline: bool,
-                 timeout: float = PROBE_TIMEOUT_SECONDS) -> Iterator[Check]:
-    effective = effective_judges(settings)
-    for slot in ("judge1", "judge2"):
-        yield check_judge_key(settings, slot, effective[slot])
-    used = [spec for spec in dict.fromkeys(effective.values()) if spec is not None]
-    local = [spec for spec in used if spec.startswith("local:")]
-    if local:
-        yield Check(OK, "local", f"{', '.join(local)}: offline, no key or network needed")
-    for provider in dict.fromkeys(spec.split(":")[0] for spec in used if spec not in local):
-        if offline:
-            yield Check(SKIP, provider, "network check skipped (--offline)")
-        else:
-            yield check_provider_reachable(settings, provider, timeout)
+                yield Check(FAIL, name, redact_conninfo(first_line(exc)))
 
 
 # -- the command -----------------------------------------------------------------------
@@ -422,8 +248,7 @@ def diagnose(config_path: str | None = None, environ: Mapping[str, str] | None =
     except ConfigError as exc:
         yield Check(FAIL, "config", str(exc))
         return
-    yield Check(OK, "config", str(settings.config_path) if settings.config_path
-                else "no config.yaml found: defaults apply")
+    yield Check(OK if settings.config_path else WARN, "config", describe_config(settings))
     yield from store_checks(settings)
     yield from judge_checks(settings, offline=offline, timeout=probe_timeout)
 

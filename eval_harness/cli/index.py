@@ -98,6 +98,11 @@ def cmd_index(args, settings: Settings) -> int:
         if not assessment.missing:
             print(f"dataset '{args.dataset}': the embedding, text and id indexes on {relation} "
                   "are in place; nothing to create")
+            if corpus.tsvector is None:  # no index removes this cost: say where it is named
+                print("note: with tsvector: null every keyword match is parsed again for each "
+                      "query, indexes or not; `eval-harness doctor` measures what that costs "
+                      "and prints the stored tsvector column that removes it (index never "
+                      "alters your table)")
             return EXIT_OK
         statements = _statements(conn, assessment)
         rows = f"~{assessment.rows:,.0f} rows" if assessment.rows >= 0 else "not analysed"

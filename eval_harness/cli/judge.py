@@ -8,13 +8,17 @@ unscored or failed (what was done is kept; running again costs nothing for it; a
 judgement's replies are cached, so ``--retry-unscored`` re-asks those), 2 when it could not
 run.
 
-``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.staged.shard_of`);
+``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.shards.shard_of`);
 runs of different shards go side by side, each paying only for its own pairs.
 
-``--dry-run`` plans the same pairs and builds the same requests, looks them up in the reply
-cache and prints, per judge, the pairs, how many are cached, how many would be paid for, the
-estimated tokens and cost (see :mod:`eval_harness.judges.dry_run`); it sends nothing and
-writes nothing. Exit code 0, or 2 when the run could not start either.
+``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
+requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
+cached, how many would be paid for, the estimated tokens and cost (see
+:mod:`eval_harness.judges.dry_run`; with ``judges.staged``, judge 2's figures are a range:
+at least its first sample, at most every query); it sends nothing and writes nothing: a live
+dataset is not attached again (its mapping is checked and the ground truth as last attached is
+planned; :func:`eval_harness.store.datasets.check_attached_dataset`), so a role that may only
+SELECT can run it. Exit code 0, or 2 when the run could not start either.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from eval_harness.judges.staged import parse_shard
+    from eval_harness.judges.shards import parse_shard
 
     try:
         return parse_shard(text)
@@ -74,17 +78,23 @@ def cmd_judge(args, settings: Settings) -> int:
     from eval_harness.judges.session import JudgeUnavailable
     from eval_harness.progress import progress_bar
     from eval_harness.store import open_store
-    from eval_harness.store.datasets import prepare_dataset
+    from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
 
     dataset = args.dataset or settings.default_dataset
+    if args.dry_run:  # writes nothing: never migrates, never attaches
+        location = open_store(settings, read_only=True)
+        print(f"store: {location.description}", file=sys.stderr)
+        with location.connection() as conn:
+            as_attached = check_attached_dataset(conn, settings, dataset)
+        if as_attached:
+            print(as_attached, file=sys.stderr)
+        return _dry_run(args, settings, location, dataset)
     location = open_store(settings)
     print(f"store: {location.description}", file=sys.stderr)
-    with location.connection() as conn:  # a live dataset: its current ground truth, also
-        attached = prepare_dataset(conn, settings, dataset).attach  # for a dry run's prices
+    with location.connection() as conn:  # a live dataset: its current ground truth
+        attached = prepare_dataset(conn, settings, dataset).attach
     if attached is not None:
         print(attached, file=sys.stderr)
-    if args.dry_run:
-        return _dry_run(args, settings, location, dataset)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
@@ -110,7 +120,7 @@ def _dry_run(args, settings: Settings, location, dataset: str) -> int:
     with location.connection() as conn:
         try:
             report = estimate_judge_run(conn, settings, dataset, limit=args.limit,
-                                        batch=args.batch)
+                                        batch=args.batch, shard=args.shard)
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
         finally:

@@ -76,12 +76,14 @@ def cmd_agreement(args, settings: Settings) -> int:
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings, read_only=True).connection() as conn:
-        result = dataset_agreement(conn, dataset, settings.agreement)
+        result = dataset_agreement(conn, dataset, settings.agreement, configured_judges=(
+            settings.judges.judge1, settings.judges.judge2))
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
     else:
         print(format_agreement_markdown(result))
-    return EXIT_OK if result.gate.passed else EXIT_FAILED
+    # WARN (stand-ins' labels) is reported, not a failure: it says nothing about the judges
+    return EXIT_FAILED if result.verdict.blocks else EXIT_OK
 
 
 def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -111,7 +113,8 @@ def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
     imported.set_defaults(func=cmd_review_import)
 
     agreement = subparsers.add_parser(
-        "agreement", help="judge agreement report (exit 1 when the kappa gate fails)")
+        "agreement", help="judge agreement report (exit 1 when the kappa gate fails; a "
+        "failure on local stand-ins' labels only warns)")
     agreement.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
     agreement.add_argument("--json", action="store_true")
     agreement.set_defaults(func=cmd_agreement)

@@ -258,9 +258,12 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
             total, updated, inserted, days = queries.merge_answers(conn, relation, (
                 (r.id, r.query, r.answer, r.sources, r.created_at)
                 for r in read_answers_file(path)))
+    except psycopg.errors.InsufficientPrivilege as exc:  # not a schema problem: no migrate
+        raise AnswersRelationError(f"Cannot write answers into '{relation}': "
+                                   f"{_refusal(conn, exc)}") from None
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
             psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.FeatureNotSupported,
-            psycopg.errors.WrongObjectType, psycopg.errors.InsufficientPrivilege) as exc:
+            psycopg.errors.WrongObjectType) as exc:
         raise AnswersRelationError(
             f"Cannot write answers into '{relation}' ({_first_line(exc)}); import needs a table "
             "(or an updatable view) with the answers columns: run `eval-harness migrate` or "
@@ -284,12 +287,12 @@ def import_configured_answers(conn: psycopg.Connection,
 # --- streaming a window ---------------------------------------------------------------------
 
 def readable_rows(rows: Iterator[tuple], relation: str) -> Iterator[tuple]:
-    """``rows`` read from ``relation``; a relation without the answers columns (or not
-    readable by this role) raises :class:`AnswersRelationError`."""
+    """``rows`` read from ``relation``; a relation without the answers columns raises
+    :class:`AnswersRelationError`. A role that may not read it gets the store's "permission
+    denied", which the CLI turns into the GRANT it lacks (migrating would not help)."""
     try:
         yield from rows
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
-            psycopg.errors.InsufficientPrivilege) as exc:
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
         raise AnswersRelationError(
             f"Cannot read answers from '{relation}' ({_first_line(exc)}); it needs the columns "
             "id, query, answer, sources, created_at (see README, 'The answers contract'): run "
@@ -308,6 +311,19 @@ def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
     rows = queries.window_answer_rows(conn, relation, window, batch_size=batch_size)
     for row in readable_rows(rows, relation):
         yield Answer(*row)
+
+
+def _refusal(conn: psycopg.Connection, exc: psycopg.Error) -> str:
+    """The role, the relation and the GRANT a "permission denied" lacks (one clause)."""
+    from eval_harness.store.catalog import privilege_refusal
+    from eval_harness.store.migrate import harness_schema
+
+    try:
+        found = privilege_refusal(conn, str(exc), harness_schema(conn))
+    except psycopg.Error:
+        found = None
+    return (found or f"{_first_line(exc)}; grant this role INSERT and UPDATE on it.").rstrip(".") \
+        + "."
 
 
 def _first_line(exc: BaseException) -> str:

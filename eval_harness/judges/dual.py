@@ -22,20 +22,27 @@ Crashes and concurrent runs:
 * A run holds a session-level advisory lock on its dataset (``eval_harness.judge:<name>``)
   from planning to the end. A second run of the same dataset waits for it (saying so once on
   the ``eval_harness.judges`` logger), then finds every reply in the cache: each pair is paid
-  for once, and the ground truth and the cache cannot disagree.
+  for once, and the ground truth and the cache cannot disagree. Shard runs share the
+  dataset's lock and hold their shard's (:func:`judge_run_lock`).
+* Whatever the runs' layout (shards of different counts, two datasets holding the same
+  query), no judgement is paid twice: each query is judged under its claim, an advisory lock
+  on its text held from its first request until its row is written (:mod:`.claims`). A query
+  another run has claimed is judged last, from the cache, once that run is done with it
+  (:mod:`.dual_rounds`).
 * A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) sends nothing more,
   stores the replies already on their way and every query whose pairs are all judged, then
   :func:`judge_dataset` raises :class:`~eval_harness.stopping.Interrupted` saying how many
   judgements are kept. A store that goes away stops the run at once
-  (:class:`~eval_harness.judges.runner.StoreLost`): nothing is bought that could not be stored.
+  (:class:`~eval_harness.judges.stops.StoreLost`): nothing is bought that could not be stored.
 * A query is written only if its text, expected documents and embedding are still those it
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
 
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
-Which pairs are judged is :mod:`.dual_plan`; one query's kappa and its write,
-:mod:`.dual_scores`; what a run did, :mod:`.dual_summary`; the statements, :mod:`.queries`.
+Which pairs are judged is :mod:`.dual_plan`; judging and storing them, :mod:`.dual_rounds`;
+one query's kappa and its write, :mod:`.dual_scores`; what a run did, :mod:`.dual_summary`;
+the statements, :mod:`.queries`.
 """
 
 from __future__ import annotations
@@ -44,26 +51,26 @@ import asyncio
 import logging
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, Coroutine, Iterator, Sequence, TypeVar
 
 import psycopg
 
-from eval_harness.store.crash import is_server_failure
 from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
 from eval_harness.judges import queries
 from eval_harness.judges.batch import prefill_cache_by_batch
 from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
-                                           pool_sizes)
-from eval_harness.judges.dual_scores import (QueryChanged, judgement_score, pair_kappa,
-                                             store_query_judgements)
+                                           pool_sizes, sample_order, sample_sizes)
+from eval_harness.judges.claims import QueryClaims
+from eval_harness.judges.dual_rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
+from eval_harness.judges.dual_scores import judgement_score, pair_kappa, store_query_judgements
 from eval_harness.judges.dual_summary import JudgeRunSummary
 from eval_harness.judges.pricing import PriceTable
-from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
-from eval_harness.judges.stops import RunInterrupted, RunStopped, StoreLost
+from eval_harness.judges.protocol import Passage
+from eval_harness.judges.stops import StoreLost
 from eval_harness.judges.session import JudgeSession
-from eval_harness.judges.staged import (StagingReport, estimate_saved, queries_of_shard,
-                                        sample_agreement, sample_order, sample_sizes)
+from eval_harness.judges.shards import queries_of_shard
+from eval_harness.judges.staged import StagingReport, estimate_saved, sample_agreement
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
@@ -81,47 +88,6 @@ JUDGE_LOCK_PREFIX = "eval_harness.judge:"  # + dataset name: advisory lock key (
 def _needs_embeddings(session: JudgeSession) -> bool:
     return any(j.provider == "local" and j.model == "embedding"
                for j in (session.judge1, session.judge2))
-
-
-async def _not_asked() -> None:
-    return None
-
-
-async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
-                      query_id: int | None,
-                      on_pair: Callable[[Sequence[object]], None] = lambda results: None,
-                      with_judge2: bool = True
-                      ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float] | None]]:
-    """Both judges' relevance results for every document (judges in parallel per pair).
-
-    Every started call is allowed to finish (a paid reply is never thrown away); then
-    :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
-    exhausted quota or a rejected key stopped the run before all were judged. With
-    ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
-    ``on_pair(results)`` is called as each pair is done (a result or exception per judge).
-    """
-    async def pair(document: Passage):
-        results = await asyncio.gather(
-            session.judge1.relevance(query, document, query_id=query_id),
-            session.judge2.relevance(query, document, query_id=query_id) if with_judge2
-            else _not_asked(),
-            return_exceptions=True)
-        on_pair(results)
-        return results
-
-    pairs = await asyncio.gather(*(pair(d) for d in documents))
-    errors = [r for results in pairs for r in results if isinstance(r, BaseException)]
-    if errors:
-        stopped = [e for e in errors if isinstance(e, RunStopped)]
-        raise (stopped or errors)[0]
-    return [r[0] for r in pairs], [r[1] for r in pairs]
-
-
-def _kept(results: Sequence[object], *, local: bool) -> int:
-    """How many of ``results`` are judgements a stopped run keeps: an LLM judge's once its
-    reply is stored, a local judge's (never stored on its own) once its query is written."""
-    return sum(isinstance(r, JudgeResult) and r.outcome is not Outcome.FAILED
-               and r.judge.startswith("local:") == local for r in results)
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -171,7 +137,7 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
     ``shard=(i, n)`` judges only the queries of shard ``i`` of ``n``
-    (:func:`eval_harness.judges.staged.shard_of`). With ``judges.staged`` on, judge 2 scores
+    (:func:`eval_harness.judges.shards.shard_of`). With ``judges.staged`` on, judge 2 scores
     a growing random sample of the queries until kappa's lower bound clears the floor
     (:mod:`eval_harness.judges.staged`; per shard when sharded).
 
@@ -226,91 +192,27 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             summary.batch = await prefill_cache_by_batch(
                 session.pipeline, _batch_plan(judges, planned, documents), settings.judges.batch,
                 **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
-        judged = 0
-
-        def pair_done(results: Sequence[object]) -> None:
-            nonlocal judged
-            judged += 1
-            summary.judgements_kept += _kept(results, local=False)  # its reply is stored
-            if progress is not None:
-                progress(judged, summary.pairs)
-
         if progress is not None:
             progress(0, summary.pairs)
-        pooled1: list[float | None] = []
-        pooled2: list[float | None] = []
-        pooled_queries: list[int] = []
-        window = asyncio.Semaphore(max(4, 4 * settings.judges.concurrency))
-
-        async def one(plan: PlannedQuery, with_judge2: bool):
-            async with window:
-                if session.halted:  # local judges send nothing the pipeline could refuse
-                    session.pipeline.interrupt()  # a no-op once the pipeline is stopped
-                    raise RunInterrupted("the run was interrupted")
-                query = Passage(plan.text, plan.query_id, plan.embedding)
-                docs = [documents.get(d) or Passage("", d) for d in plan.doc_ids]
-                return plan, await judge_pairs(session, query, docs, query_id=plan.query_id,
-                                               on_pair=pair_done, with_judge2=with_judge2)
-
-        async def judge_round(plans: Sequence[PlannedQuery], with_judge2: bool) -> None:
-            """Judge and store ``plans`` (judge 2 only ``with_judge2``)."""
-            tasks = [asyncio.ensure_future(one(plan, with_judge2)) for plan in plans]
-            try:
-                for next_done in asyncio.as_completed(tasks):
-                    try:
-                        plan, (results1, results2) = await next_done
-                    except StoreLost:
-                        raise  # nothing more can be stored: end the run now
-                    except RunStopped:
-                        continue  # the pipeline is stopped: the rest finish from cache or fail
-                    try:
-                        session.pipeline.flush_ledger()  # the replies before the scores
-                        _, changed = store_query_judgements(
-                            conn, plan.query_id, plan.doc_ids, results1, results2,
-                            judge1=session.judge1.spec, judge2=session.judge2.spec,
-                            threshold=threshold, run_id=session.run_id, planned=plan)
-                    except QueryChanged:
-                        summary.changed_meanwhile += 1
-                        continue
-                    except psycopg.OperationalError as exc:
-                        if not is_server_failure(exc):
-                            raise
-                        raise session.pipeline.store_lost(exc) from exc  # the store went away
-                    summary.queries_written += 1
-                    summary.judgements_kept += _kept([*results1, *results2], local=True)
-                    summary.queries_changed += changed
-                    summary.pairs_written += len(plan.doc_ids)
-                    for result in results1:
-                        summary.judge1_counts.add(result)
-                    for result in results2:
-                        if result is None:
-                            summary.judge2_skipped += 1
-                        else:
-                            summary.judge2_counts.add(result)
-                    if with_judge2:
-                        pooled1.extend(judgement_score(r) for r in results1)
-                        pooled2.extend(judgement_score(r) for r in results2)
-                        pooled_queries.extend([plan.query_id] * len(plan.doc_ids))
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-
+        claims = QueryClaims(conn)
+        rounds = JudgingRounds(conn, session, summary, documents, threshold=threshold,
+                               concurrency=settings.judges.concurrency, progress=progress,
+                               claims=claims)
         try:
             if not staged.enabled:
-                await judge_round(planned, with_judge2=True)
+                await rounds.judge_round(planned, with_judge2=True)
             else:
                 summary.staging = await _judge_staged(conn, settings, session, planned,
-                                                      documents, judge_round,
-                                                      (pooled1, pooled2, pooled_queries),
-                                                      batch=batch)
+                                                      documents, rounds, batch=batch)
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise
+        finally:
+            claims.release_all()
         stats = session.stats
-        summary.pooled_kappa = pair_kappa(pooled1, pooled2, threshold=threshold)
+        summary.pooled_kappa = pair_kappa(*rounds.pooled[:2], threshold=threshold)
         summary.stopped = session.pipeline.stopped
         summary.stop_reason = session.pipeline.stop_reason
     for name in ("provider_calls", "billed_calls", "batch_requests", "cache_hits", "retries",
@@ -322,8 +224,7 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
 
 async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,
                         planned: Sequence[PlannedQuery], documents: dict[int, Passage],
-                        judge_round, pooled: tuple[list, list, list], *,
-                        batch: bool) -> StagingReport:
+                        rounds: JudgingRounds, *, batch: bool) -> StagingReport:
     """Both judges on a growing seeded sample of queries until kappa's lower bound on it
     clears the floor, then judge 1 alone on the rest (:mod:`.staged`)."""
     staged, agreement = settings.judges.staged, settings.agreement
@@ -332,11 +233,11 @@ async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: J
     order = sample_order(planned, staged.seed)
     done = 0
     for size in sample_sizes(len(order), first=staged.first_queries, step=staged.step_queries):
-        await judge_round(order[done:size], with_judge2=True)
+        await rounds.judge_round(order[done:size], with_judge2=True)
         done = size
         if session.pipeline.stopped:
             break
-        step = sample_agreement(*pooled, agreement, done)
+        step = sample_agreement(*rounds.pooled, agreement, done)
         report.steps.append(step)
         if step.lower_bound is not None and step.lower_bound >= agreement.kappa_floor:
             report.cleared = True
@@ -344,7 +245,7 @@ async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: J
     report.sample_queries = done
     rest = order[done:]
     if rest and not session.pipeline.stopped:
-        await judge_round(rest, with_judge2=False)
+        await rounds.judge_round(rest, with_judge2=False)
         report.skipped_queries = len(rest)
         report.skipped_pairs = sum(len(p.doc_ids) for p in rest)
         estimate_saved(conn, report, session.judge2, rest, documents,
@@ -412,12 +313,17 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
         passages = [Passage(d["content"], d["id"], getattr(stored.get(d["id"]), "embedding", None))
                     for d in docs]
         embedding = None if row[0] is None else as_vector(row[0])
-        results1, results2 = await judge_pairs(session, Passage(query, query_id, embedding),
-                                               passages, query_id=query_id)
-        kappa, _ = store_query_judgements(
-            conn, query_id, doc_ids, results1, results2, judge1=session.judge1.spec,
-            judge2=session.judge2.spec, threshold=settings.agreement.relevance_threshold,
-            run_id=session.run_id)
+        claims = QueryClaims(conn)  # a run judging the same query text goes first
+        await claims.wait_for_some([query])
+        try:
+            results1, results2 = await judge_pairs(session, Passage(query, query_id, embedding),
+                                                   passages, query_id=query_id)
+            kappa, _ = store_query_judgements(
+                conn, query_id, doc_ids, results1, results2, judge1=session.judge1.spec,
+                judge2=session.judge2.spec, threshold=settings.agreement.relevance_threshold,
+                run_id=session.run_id)
+        finally:
+            claims.release_all()
         cost = session.stats.cost_usd
     return {"query_id": query_id, "judge1_scores": [judgement_score(r) for r in results1],
             "judge2_scores": [judgement_score(r) for r in results2], "kappa": kappa,

@@ -16,7 +16,7 @@ document. The pool sizes per query are in the run summary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import psycopg
@@ -113,3 +113,26 @@ def load_documents(conn: psycopg.Connection, dataset: str, doc_ids: Sequence[int
     rows = document_rows(conn, corpus, list(set(doc_ids)), with_embeddings=with_embeddings)
     return {int(i): Passage(content, int(i), None if emb is None else as_vector(emb))
             for i, content, emb in rows}
+
+
+# ---------------------------------------------------------------------------------------
+# Staged judging's sample (eval_harness.judges.staged): which queries judge 2 is asked for,
+# in which steps; planning, so that a dry run plans what the staged run asks
+
+
+def sample_order(planned: Sequence[PlannedQuery], seed: int) -> list[PlannedQuery]:
+    """The order in which queries join judge 2's sample: a seeded permutation of the planned
+    queries sorted by ground-truth id (so it depends on the queries, not on their order)."""
+    ordered = sorted(planned, key=lambda p: p.query_id)
+    permutation = np.random.default_rng(seed).permutation(len(ordered))
+    return [ordered[i] for i in permutation]
+
+
+def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
+    """Cumulative sample sizes: ``first``, ``first + step``, ... and finally ``n_queries``."""
+    size = min(first, n_queries)
+    while True:
+        yield size
+        if size >= n_queries:
+            return
+        size = min(size + step, n_queries)

@@ -54,6 +54,8 @@ class JudgeRunSummary:
                                     # rejected key, the user or the store ended the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
+    queries_waited: int = 0         # queries another run was judging: judged last, from its
+                                    # cached replies
     write_back: str | None = None   # live.write_judge_scores: what was written back, or why not
     elapsed_s: float = 0.0
     batch: BatchReport | None = None
@@ -113,6 +115,7 @@ class JudgeRunSummary:
                 "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
                 "changed_meanwhile": self.changed_meanwhile,
+                "queries_waited": self.queries_waited,
                 "write_back": self.write_back or "off",
                 "elapsed_s": round(self.elapsed_s, 3), "shard": self.shard or "all",
                 "judge2_skipped": self.judge2_skipped,
@@ -162,6 +165,9 @@ class JudgeRunSummary:
                          "failed have no score; `eval-harness judge --retry-unscored` re-asks "
                          "them (one new paid call each; a plain rerun answers unscored ones "
                          "from the cache again)")
+        if self.queries_waited:
+            lines.append(f"{self.queries_waited} queries were being judged by another run; "
+                         "this run judged them last, from that run's cached replies")
         if self.changed_meanwhile:
             lines.append(f"{self.changed_meanwhile} queries changed in the store during the run "
                          "(re-ingested) and were not written; run the judges again for them")

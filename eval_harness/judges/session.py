@@ -8,7 +8,8 @@
 key (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) is not set is replaced by a local judge:
 judge 1 by ``local:lexical``, judge 2 by ``local:embedding`` (or by whichever local judge the
 other judge does not already use, so the two stay different signals). This is said once per
-run (a warning on the ``eval_harness.judges`` logger) and listed in :attr:`notices`. With
+run (a warning on the ``eval_harness.judges`` logger), once per command however many runs it
+starts (:mod:`eval_harness.judges.notice_scope`), and listed in :attr:`notices`. With
 ``fallback_to_local: false`` a missing key is an error naming the variable.
 
 Which notices were said is the state of a :class:`FallbackNotices`, not of the process: each
@@ -45,6 +46,7 @@ from eval_harness.judges.config import KEY_VARIABLES, validate_judge_spec
 from eval_harness.judges.endpoints import endpoint_of
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
+from eval_harness.judges.notice_scope import first_in_command
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
 from eval_harness.judges.retry import RetryPolicy
@@ -89,7 +91,8 @@ class FallbackNotices:
         for notice in notices:
             if notice not in self._said:
                 self._said.add(notice)
-                self._log.warning(notice)
+                if first_in_command(notice):  # a command of many runs says it once
+                    self._log.warning(notice)
 
 
 def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None = None

@@ -29,26 +29,25 @@ What staging saved is estimated like ``judge --dry-run`` (:mod:`eval_harness.jud
 judge 2's request for every skipped pair, less those already in the reply cache and the
 repeats, at the price table's rates (``ceil(chars / 4)`` input tokens, a typical reply).
 
-**Query shards** (``judges.shards``; ``judge --shard i/n``): query ``q`` belongs to shard
-``sha256(external_id) mod n`` (:func:`shard_of`), which does not depend on the process, the
-Python hash seed, the query's row id or the other queries, so every process agrees and every
-query is in exactly one shard.
+**Query shards** (``judges.shards``; ``judge --shard i/n``): :mod:`.shards` (re-exported
+here). The sample's order and sizes are planning (:mod:`.dual_plan`, re-exported here), so
+``judge --dry-run`` plans judge 2's requests as a staged run asks them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
-import numpy as np
 import psycopg
 
 from eval_harness.judges import queries
 from eval_harness.judges.dry_run import estimated_input_tokens, estimated_output_tokens
-from eval_harness.judges.dual_plan import PlannedQuery
+from eval_harness.judges.dual_plan import (PlannedQuery, sample_order,  # noqa: F401
+                                           sample_sizes)  # (re-exported)
 from eval_harness.judges.dual_scores import SKIPPED  # noqa: F401  (re-exported)
 from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.shards import parse_shard, queries_of_shard, shard_of  # noqa: F401
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import AgreementInputError, agreement_report
 from eval_harness.settings import AgreementSettings
@@ -56,57 +55,7 @@ from eval_harness.settings import AgreementSettings
 
 
 # ---------------------------------------------------------------------------------------
-# Shards
-
-
-def shard_of(external_id: str, shards: int) -> int:
-    """The shard (0 .. shards-1) of the query with this external id: the first 8 bytes of
-    its SHA-256 as an unsigned integer, mod ``shards``."""
-    digest = hashlib.sha256(str(external_id).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % shards
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` as ``(i, n)`` with ``0 <= i < n``; ValueError in one sentence otherwise."""
-    index, _, count = str(text).partition("/")
-    try:
-        shard, shards = int(index), int(count)
-    except ValueError:
-        shard, shards = -1, 0
-    if shards < 1 or not 0 <= shard < shards:
-        raise ValueError(f"a shard is i/n with 0 <= i < n (e.g. 0/4), got {text!r}")
-    return shard, shards
-
-
-def queries_of_shard(planned: Sequence[PlannedQuery],
-                     shard: tuple[int, int] | None) -> list[PlannedQuery]:
-    """The planned queries that belong to ``shard`` (``(i, n)``; None: all of them)."""
-    if shard is None:
-        return list(planned)
-    index, count = shard
-    return [p for p in planned if shard_of(p.external_id, count) == index]
-
-
-# ---------------------------------------------------------------------------------------
 # The sample
-
-
-def sample_order(planned: Sequence[PlannedQuery], seed: int) -> list[PlannedQuery]:
-    """The order in which queries join judge 2's sample: a seeded permutation of the planned
-    queries sorted by ground-truth id (so it depends on the queries, not on their order)."""
-    ordered = sorted(planned, key=lambda p: p.query_id)
-    permutation = np.random.default_rng(seed).permutation(len(ordered))
-    return [ordered[i] for i in permutation]
-
-
-def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
-    """Cumulative sample sizes: ``first``, ``first + step``, ... and finally ``n_queries``."""
-    size = min(first, n_queries)
-    while True:
-        yield size
-        if size >= n_queries:
-            return
-        size = min(size + step, n_queries)
 
 
 @dataclass

@@ -2,14 +2,16 @@
 pyplot state; safe in Dagster workers and CI).
 
 Trends over the run history, one per headline number: judge agreement against its floor,
-P@5 against the verdict bands, gate pass rates against their minimum, cost per run; a single
-run is drawn as a marker. And the latest calibration grid as the history holds it.
+P@5 against the verdict bands, gate pass rates against their minimum (one panel per gate),
+cost per run; a single run is drawn as a marker, and series sharing a panel are dodged
+sideways with their own markers so that equal values never hide one another. And the latest
+calibration grid as the history holds it.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -17,9 +19,10 @@ from eval_harness.calibration.report import (axis_label, draw_reference, legend_
                                              zoomed_limits)
 from eval_harness.calibration.run import VerdictBands
 
-__all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "plot_kappa_trend",
-           "plot_p_at_5_trend", "plot_gate_trend", "plot_cost_trend", "plot_calibration_grid",
-           "calibration_grid_figure"]
+__all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "draw_series",
+           "plot_kappa_trend", "kappa_trend_figure", "plot_p_at_5_trend", "p_at_5_trend_figure",
+           "plot_gate_trend", "gate_trend_figure", "pooled_days", "plot_cost_trend",
+           "plot_calibration_grid", "calibration_grid_figure"]
 
 
 # ------------------------------------------------------------------------------ trends
@@ -91,27 +94,50 @@ def _series(runs: pd.DataFrame, metric: str) -> pd.Series:
     return runs[metric].reset_index(drop=True).dropna()
 
 
-def _line(axes, series: pd.Series, label: str, **style) -> None:
-    axes.plot(series.index, series.values, marker="o", label=label, **style)
+# Series sharing a panel are moved this far apart sideways (in runs) and each gets its own
+# marker, so two with equal values (P@5 best = default when the default weight wins; kappa =
+# its bound on a degenerate interval) both stay visible instead of one hiding the other.
+DODGE = 0.08
+MARKERS = ("o", "s", "^", "D")
+
+
+def draw_series(axes, series: Sequence[tuple[pd.Series, str, Mapping]]) -> None:
+    """``(values, label, style)`` per series on one panel: each moved sideways by its own
+    offset (centred on the run) and drawn with its own marker, every marker after the first
+    hollow, so equal values show as markers side by side."""
+    shown = [(values, label, style) for values, label, style in series if not values.empty]
+    middle = (len(shown) - 1) / 2
+    for i, (values, label, style) in enumerate(shown):
+        hollow = {"markerfacecolor": "white"} if i else {}
+        axes.plot(values.index + (i - middle) * DODGE, values.values,
+                  marker=MARKERS[i % len(MARKERS)], label=label, **{**hollow, **style})
 
 
 def plot_kappa_trend(runs: pd.DataFrame, *, floor: float) -> bytes | None:
     """Pooled kappa and its lower confidence bound per run, against the floor."""
+    figure = kappa_trend_figure(runs, floor=floor)
+    return None if figure is None else _png(figure, figure.axes[0], runs)
+
+
+def kappa_trend_figure(runs: pd.DataFrame, *, floor: float):
     kappa, low = _series(runs, "kappa"), _series(runs, "kappa_ci_low")
     if kappa.empty:
         return None
     figure, axes = new_figure("Judge agreement (Cohen's kappa)")
-    _line(axes, kappa, "kappa")
-    if not low.empty:
-        _line(axes, low, "lower bound", linestyle="--")
+    draw_series(axes, [(kappa, "kappa", {}), (low, "lower bound", {"linestyle": "--"})])
     axes.axhline(floor, color="tab:red", linestyle=":", label=f"floor {floor:g}")
     axes.set_ylim(min(0.0, kappa.min(), low.min() if not low.empty else 0.0) - 0.05, 1.05)
     axes.set_ylabel("kappa")
-    return _png(figure, axes, runs)
+    return figure
 
 
 def plot_p_at_5_trend(runs: pd.DataFrame, *, bands: VerdictBands) -> bytes | None:
     """P@5 at the calibrated and at the default weights per run, over the verdict bands."""
+    figure = p_at_5_trend_figure(runs, bands=bands)
+    return None if figure is None else _png(figure, figure.axes[0], runs)
+
+
+def p_at_5_trend_figure(runs: pd.DataFrame, *, bands: VerdictBands):
     best, default = _series(runs, "p_at_5_best"), _series(runs, "p_at_5_default")
     if best.empty:
         return None
@@ -120,40 +146,63 @@ def plot_p_at_5_trend(runs: pd.DataFrame, *, bands: VerdictBands) -> bytes | Non
     axes.axhspan(bands.partial_success, bands.full_success, color="tab:orange", alpha=0.12,
                  label="partial success")
     axes.axhspan(bands.full_success, 1.0, color="tab:green", alpha=0.08, label="full success")
-    _line(axes, best, "P@5 best")
-    if not default.empty:
-        _line(axes, default, "P@5 default", linestyle="--")
-    ceiling = _series(runs, "p_at_5_ceiling")
-    if not ceiling.empty:
-        _line(axes, ceiling, "ceiling", color="grey", linestyle=":")
+    draw_series(axes, [(best, "P@5 best", {}),
+                       (default, "P@5 default", {"linestyle": "--"}),
+                       (_series(runs, "p_at_5_ceiling"), "ceiling",
+                        {"color": "grey", "linestyle": ":"})])
     axes.set_ylim(0.0, 1.0)
     axes.set_ylabel("mean P@5")
-    return _png(figure, axes, runs)
+    return figure
+
+
+def pooled_days(runs: pd.DataFrame) -> str:
+    """What one run's gate pass rate pools: "the 3 days each run gated", or a range."""
+    counts = _series(runs, "gate_day_count")
+    if counts.empty:
+        return "all the days each run gated"
+    low, high = int(counts.min()), int(counts.max())
+    if low == high:
+        return f"the {low} day{'s' if low != 1 else ''} each run gated"
+    return f"the {low} to {high} days each run gated"
 
 
 def plot_gate_trend(runs: pd.DataFrame, *, min_pass_rates: Mapping[str, float]) -> bytes | None:
-    """Each gate's pass rate per run (one line per gate), with its minimum pass rate."""
+    """Each gate's pass rate per run in a panel of its own, with its minimum pass rate."""
+    figure = gate_trend_figure(runs, min_pass_rates=min_pass_rates)
+    if figure is None:
+        return None
+    format_run_axis(figure.axes[-1], runs)
+    return figure_png(figure)
+
+
+def gate_trend_figure(runs: pd.DataFrame, *, min_pass_rates: Mapping[str, float]):
+    """Small multiples, one panel per gate on a shared run axis: gates with equal pass rates
+    would hide each other on one axis. A run's pass rate pools the answers of every day it
+    gated (passing / all), which the title says."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
     lines = {gate: _series(runs, f"{gate}_pass_rate") for gate in min_pass_rates}
     lines = {gate: series for gate, series in lines.items() if not series.empty}
     if not lines:
         return None
-    import matplotlib
-
-    figure, axes = new_figure("Quality gate pass rates")
+    figure = Figure(figsize=(6.4, 1.0 + 1.3 * len(lines)), dpi=100)
+    panels = figure.subplots(len(lines), 1, sharex=True, squeeze=False)[:, 0]
+    figure.suptitle(f"Quality gate pass rates, pooled over {pooled_days(runs)}",
+                    fontsize="medium")
     colours = matplotlib.colormaps["tab10"].colors
-    for colour, (gate, series) in zip(colours, lines.items()):
-        _line(axes, series, gate, color=colour)
-    minimums: dict[float, list[str]] = {}
-    for gate in lines:  # gates sharing a minimum share its line
-        minimums.setdefault(min_pass_rates[gate], []).append(gate)
-    for minimum, gates in minimums.items():
-        shared = len(gates) == len(lines)
-        axes.axhline(minimum, color="grey" if shared else colours[list(lines).index(gates[0])],
-                     linestyle=":", label=f"min pass rate {minimum:g}"
-                     + ("" if shared else f" ({', '.join(gates)})"))
-    axes.set_ylim(-0.02, 1.02)
-    axes.set_ylabel("pass rate")
-    return _png(figure, axes, runs)
+    for axes, colour, (gate, series) in zip(panels, colours, lines.items()):
+        axes.plot(series.index, series.values, marker="o", color=colour, label=gate)
+        minimum = min_pass_rates[gate]
+        axes.axhline(minimum, color="grey", linestyle=":", label=f"min pass rate {minimum:g}")
+        axes.set_title(f"{gate} (min pass rate {minimum:g})", fontsize="small", loc="left")
+        axes.set_ylim(-0.05, 1.05)
+        axes.set_yticks([0.0, 0.5, 1.0])
+        axes.set_ylabel("pass rate", fontsize="small")
+        axes.grid(alpha=0.3)
+    return figure
 
 
 def plot_cost_trend(runs: pd.DataFrame) -> bytes | None:
@@ -162,10 +211,10 @@ def plot_cost_trend(runs: pd.DataFrame) -> bytes | None:
     if cost.empty:
         return None
     figure, axes = new_figure("Cost per run")
-    _line(axes, cost, "cost USD")
     saved = _series(runs, "cache_saved_usd")
-    if not saved.empty and (saved > 0).any():
-        _line(axes, saved, "saved by the cache USD", linestyle="--")
+    draw_series(axes, [(cost, "cost USD", {}),
+                       (saved if (saved > 0).any() else saved.iloc[:0],
+                        "saved by the cache USD", {"linestyle": "--"})])
     axes.set_ylim(bottom=0.0)
     axes.set_ylabel("USD")
     return _png(figure, axes, runs)

@@ -100,7 +100,7 @@ def require_numbers(fused: np.ndarray, *, query: Hashable | Sequence[Hashable] |
         f"the fused hybrid score of {name} is NaN for {count} of its candidates: a semantic "
         "score is undefined (an all-zero, NaN or infinite embedding of the query or of a "
         "document) or a keyword score is not finite, so no metric is computed; store valid "
-        "embeddings (re-ingest the dataset) and run again.")
+        "embeddings and run again.")
 
 
 def fuse_scores(semantic: np.ndarray, keyword: np.ndarray, semantic_weight: float,

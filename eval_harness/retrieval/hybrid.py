@@ -13,8 +13,10 @@ Every candidate gets both raw scores: semantic = 1 - cosine distance, keyword = 
 no term matches). Fusion and tie-breaking are defined in :mod:`eval_harness.retrieval.fusion`;
 :func:`hybrid_search` evaluates that rule in SQL, :func:`candidate_scores` returns the raw
 candidate scores of many ground-truth queries at once so calibration can sweep weights in numpy.
-An empty document (no text: NULL embedding, empty tsvector) is on neither list, so it is never
-a candidate; a document with a title and no text is an ordinary one.
+A document without an embedding is on neither list, so it is never a candidate: an ingested
+empty document (no text: NULL embedding, empty tsvector), or a live row whose embedding is
+NULL (it has no semantic score, so no fused score; attach counts them). A document with a
+title and no text is an ordinary one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 import psycopg
 
 from eval_harness.retrieval import queries
-from eval_harness.store.corpus import Corpus, count_documents
+from eval_harness.retrieval.fusion import NonFiniteScores
+from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -87,10 +90,12 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     row = queries.dataset_row(conn, name)
     if row is None:
         known = queries.dataset_names(conn)
+        shown = " ".join(name.split())  # it may come from a file: one line, cut
+        shown = shown if len(shown) <= 80 else shown[:79] + "…"
         raise UnknownDataset(
-            f"Dataset '{name}' is not in the store (known: {', '.join(known) or 'none'}); "
-            f"run `eval-harness ingest PATH --name {name}` for a BEIR folder, or "
-            f"`eval-harness attach --dataset {name}` for a live dataset in config.yaml.",
+            f"Dataset '{shown}' is not in the store (known: {', '.join(known) or 'none'}); "
+            f"run `eval-harness ingest PATH --name {shown}` for a BEIR folder, or "
+            f"`eval-harness attach --dataset {shown}` for a live dataset in config.yaml.",
             name)
     name, language, model, dim, kind, mapping = row
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
@@ -141,13 +146,23 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
                                query_embedding=query_embedding,
                                semantic_weight=semantic_weight, keyword_weight=keyword_weight,
                                k=k)
+    ids = [r[0] for r in rows]
+    if len(set(ids)) < len(ids):  # a live corpus whose ids repeat since it was attached
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"dataset '{dataset}': {info.corpus.relation_name} holds document id "
+                         f"{_shown_ids(repeated)} in more than one row: its {info.corpus.id} "
+                         "column is not unique any more; make it unique (one row per "
+                         "document) and attach again.")
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
 
 
 def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      query_ids: list[int] | None = None,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
-    """Candidate unions with both raw scores for many ground-truth queries in one statement."""
+    """Candidate unions with both raw scores for many ground-truth queries in one statement.
+
+    Refuses, in one sentence naming the query by its own id, candidates no metric can use
+    (:func:`refuse_unusable_candidates`)."""
     _check_depth(candidate_depth)
     info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
@@ -157,4 +172,50 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
         result.append(QueryCandidates(
             int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
             np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))
+    refuse_unusable_candidates(conn, info.corpus, result)
     return result
+
+
+def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,
+                               fetched: list[QueryCandidates]) -> None:
+    """Raise for the first query whose candidates no metric can use, naming it by the
+    dataset's own id (the harness's row id means nothing to the user):
+
+    * a document listed twice: a live corpus whose id column repeats an id (attach refuses
+      one; the RAG system may have added a row since) -> ``ValueError``;
+    * a NaN semantic score (the keyword score is ts_rank or 0, never NaN): an all-zero or
+      non-finite embedding of the query (all its candidates are NaN) or of the documents
+      whose scores are NaN -> :class:`NonFiniteScores`. Ingest refuses such vectors; a live
+      corpus or a store written otherwise may hold them.
+    """
+    for found in fetched:
+        repeated = found.doc_ids[1:][found.doc_ids[1:] == found.doc_ids[:-1]]  # sorted by id
+        undefined = np.isnan(found.semantic)
+        if not repeated.size and not undefined.any():
+            continue
+        query = queries.query_external_ids(conn, [found.query_id])[found.query_id]
+        where = f"dataset '{corpus.dataset}': query '{query}'"
+        if repeated.size:
+            shown = _shown_ids(sorted(set(repeated.tolist())))
+            raise ValueError(
+                f"{where} finds document id {shown} in more than one row of "
+                f"{corpus.relation_name}, so no metric is computed: its {corpus.id} column is "
+                f"not unique any more; make it unique (one row per document) and attach "
+                f"again.")
+        if undefined.all() and undefined.size > 1:
+            blame = "the query's own embedding is"
+        else:
+            names = document_external_ids(conn, corpus, found.doc_ids[undefined].tolist())
+            ids = [f"'{names[i]}'" for i in sorted(names)]
+            blame = (f"the embedding of document {ids[0]} is" if len(ids) == 1 else
+                     f"the embeddings of documents {_shown_ids(ids)} are")
+        fix = (f"fix these rows of {corpus.relation_name}" if corpus.is_live
+               else "re-ingest the dataset with valid embeddings")
+        raise NonFiniteScores(
+            f"{where} has {int(undefined.sum())} candidates whose semantic score is NaN, so no "
+            f"metric is computed; {blame} all zeros or not finite (cosine similarity is "
+            f"undefined): {fix}.")
+
+
+def _shown_ids(ids: list, limit: int = 5) -> str:
+    return ", ".join(str(i) for i in ids[:limit]) + (", ..." if len(ids) > limit else "")

@@ -39,6 +39,12 @@ def dataset_names(conn: psycopg.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
 
 
+def query_external_ids(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
+    """The dataset's own ids of the ground-truth queries ``ids``: {id: own id}."""
+    return dict(conn.execute("SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
+                             ([int(i) for i in ids],)).fetchall())
+
+
 def graded_expected_docs(conn: psycopg.Connection, dataset: str) -> list[tuple]:
     """``(query id, expected_docs, relevance_grades)`` of each ground-truth query of
     ``dataset``, by id."""
@@ -67,13 +73,17 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed
         parts.append(sql.SQL(
             "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
             "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
+    # A document without an embedding has no semantic score, so no fused score: it is no
+    # keyword candidate either (an ingested one is empty and matches nothing anyway).
     parts.append(sql.SQL(
         "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
+        "AND {k_emb_col} IS NOT NULL "
         "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
     values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
               "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
               "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
               "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
+              "k_emb_col": corpus.embedding_column("k"),
               "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
 

@@ -10,6 +10,7 @@ the code that writes them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -17,7 +18,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import DatasetConfig
+from eval_harness.dataset_config import DatasetConfig, sql_name
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
 
@@ -115,20 +116,69 @@ def select_refusal(conn: psycopg.Connection, schema: str, relation: str) -> str 
     """None when the current role may read ``schema.relation``, else one sentence saying
     what stops it and the GRANT that fixes it."""
     role = conn.execute("SELECT current_user").fetchone()[0]
-    where = f"live relation {schema}.{relation}"
-    row = conn.execute("SELECT to_regnamespace(%s)::oid", (schema,)).fetchone()
+    name, grantee = sql_name(schema, relation), sql_name(role)
+    where = f"live relation {name}"
+    row = conn.execute("SELECT to_regnamespace(%s)::oid", (sql_name(schema),)).fetchone()
     if row[0] is None:
-        return f"{where}: schema {schema} does not exist"
+        return f"{where}: schema {sql_name(schema)} does not exist"
     if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (row[0],)).fetchone()[0]:
-        return (f"role '{role}' may not use schema {schema} of {where}: GRANT USAGE ON SCHEMA "
-                f"{schema} TO {role}")
+        return (f"role '{role}' may not use schema {sql_name(schema)} of {where}: GRANT USAGE "
+                f"ON SCHEMA {sql_name(schema)} TO {grantee}")
     oid = conn.execute("SELECT to_regclass(%s)::oid", (sql.Identifier(
         schema, relation).as_string(conn),)).fetchone()[0]
     if oid is None:
         return f"{where} does not exist"
     if not conn.execute("SELECT has_table_privilege(%s, 'SELECT')", (oid,)).fetchone()[0]:
-        return f"role '{role}' may not SELECT {where}: GRANT SELECT ON {schema}.{relation} TO {role}"
+        return f"role '{role}' may not SELECT {where}: GRANT SELECT ON {name} TO {grantee}"
     return None
+
+
+# PostgreSQL's "permission denied" names the object unqualified (aclcheck_error).
+_DENIED = re.compile(r"permission denied for (table|view|materialized view|foreign table|"
+                     r"sequence|schema|relation) (.+?)\s*$")
+TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+def privilege_refusal(conn: psycopg.Connection, message: str, schema: str) -> str | None:
+    """One sentence for the store's "permission denied for <object>" ``message``: the role,
+    the object with its schema (the harness ``schema`` first when the name is in several),
+    and the GRANT it lacks; None when ``message`` is not such a refusal. Reads only, on a
+    connection of the same role (the refused one's transaction is gone)."""
+    match = _DENIED.search(message.strip().splitlines()[0] if message.strip() else "")
+    if match is None:
+        return None
+    kind, name = match.groups()
+    role = conn.execute("SELECT current_user").fetchone()[0]
+    grantee = sql_name(role)
+    if kind == "schema":
+        return (f"role '{role}' may not use schema {sql_name(name)} (permission denied): "
+                f"GRANT USAGE ON SCHEMA {sql_name(name)} TO {grantee}.")
+    row = conn.execute("""
+        SELECT c.oid, n.nspname, c.relkind FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relname = %s ORDER BY n.nspname <> %s, n.nspname LIMIT 1""",
+                       (name, schema)).fetchone()
+    if row is None:
+        return None
+    oid, found_schema, relkind = row
+    qualified = sql_name(found_schema, name)
+    wanted = ("USAGE",) if relkind == "S" else TABLE_PRIVILEGES
+    check = "has_sequence_privilege" if relkind == "S" else "has_table_privilege"
+    missing = [p for p in wanted if not conn.execute(
+        sql.SQL("SELECT {}(%s::oid, %s)").format(sql.Identifier(check)), (oid, p)).fetchone()[0]]
+    if not missing:
+        return None
+    fix = f"GRANT {', '.join(missing)} ON {'SEQUENCE ' if relkind == 'S' else ''}{qualified} " \
+          f"TO {grantee}"
+    if found_schema == schema:
+        owner = conn.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname "
+                             "= %s", (schema,)).fetchone()[0]
+        return (f"role '{role}' lacks {', '.join(missing)} on the harness's {qualified} "
+                f"(permission denied): {fix}, or run this command as {owner}, which owns "
+                f"schema {sql_name(schema)} (a role that only reads may run report, search, "
+                "agreement, review export, judge --dry-run and calibrate --no-write).")
+    return (f"role '{role}' lacks {', '.join(missing)} on {qualified} (permission denied): "
+            f"{fix}.")
 
 
 # ------------------------------------------------------------------------------ live datasets
@@ -179,6 +229,46 @@ def live_relations(configured: Mapping[str, DatasetConfig],
         found += ([dataset.corpus.relation_name] if dataset.corpus else []) + (
             [f"{gt['schema']}.{gt['relation']}"] if gt else [])
     return list(dict.fromkeys(found))
+
+
+def ground_truth_queries(conn: psycopg.Connection, dataset: LiveDataset, *,
+                         limit: int) -> tuple[list[str], int]:
+    """The first ``limit`` ground-truth query texts of ``dataset`` (by id) and how many it
+    has: the harness's mirror when attached, else the live ground truth itself."""
+    if dataset.attached:
+        texts = [t for (t,) in conn.execute(
+            "SELECT query FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
+            (dataset.name, limit))]
+        total = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
+                             (dataset.name,)).fetchone()[0]
+        return texts, total
+    gt = dataset.ground_truth
+    if not gt:
+        return [], 0
+    relation = sql.Identifier(gt["schema"], gt["relation"])
+    texts = [t for (t,) in conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT %s").format(
+        sql.Identifier(gt["query"]), relation, sql.Identifier(gt["id"])), (limit,)) if t]
+    total = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(relation)).fetchone()[0]
+    return texts, total
+
+
+def uncached_query_count(conn: psycopg.Connection, dataset: LiveDataset) -> int | None:
+    """How many distinct ground-truth query texts of ``dataset`` have no vector by its
+    embedder in the harness's cache (what attaching it must embed); None when unknown (no
+    ground-truth mapping). Without the harness schema, nothing is cached."""
+    gt = dataset.ground_truth
+    if not gt:
+        return None
+    texts = sql.SQL("SELECT DISTINCT {} AS query FROM {} WHERE {} IS NOT NULL").format(
+        sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
+        sql.Identifier(gt["query"]))
+    if not conn.execute("SELECT to_regclass('query_embeddings') IS NOT NULL").fetchone()[0]:
+        return conn.execute(sql.SQL("SELECT count(*) FROM ({}) t").format(texts)).fetchone()[0]
+    # the cache's key (live.text_key): SHA-256 of the text's UTF-8 bytes, hex
+    return conn.execute(sql.SQL(
+        "SELECT count(*) FROM ({}) t WHERE NOT EXISTS (SELECT 1 FROM query_embeddings e "
+        "WHERE e.model = %s AND e.text_sha256 = encode(sha256(convert_to(t.query, 'UTF8')), "
+        "'hex'))").format(texts), (dataset.embedder,)).fetchone()[0]
 
 
 def _vector_text(value) -> str | None:

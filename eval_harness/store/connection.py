@@ -26,6 +26,7 @@ from psycopg import sql
 
 from eval_harness.settings import DEFAULT_SCHEMA, Settings
 from eval_harness.stopping import at_hard_exit
+from eval_harness.store.dsn import malformed_dsn, unquoted
 
 
 class StoreUnavailable(RuntimeError):
@@ -70,15 +71,21 @@ class StoreLocation:
 
         Every unqualified name in the harness's SQL therefore means the harness's own table;
         the RAG system's relations are always named with their schema."""
+        malformed = malformed_dsn(self.url)
+        if malformed:  # libpq would quote the bad part back, often the password
+            raise StoreUnavailable(malformed[0].upper() + malformed[1:])
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
         except psycopg.Error as exc:  # OperationalError, or a malformed URL (ProgrammingError)
             from eval_harness.store.crash import is_recovering
 
             crashed = self.failure_message(exc) if is_recovering(exc) else None
-            # libpq quotes a malformed URL back, password included: StoreUnavailable redacts
+            # a parse error quotes the token it could not read: dropped; StoreUnavailable
+            # redacts the rest
+            reason = (unquoted(_first_line(exc)) if isinstance(exc, psycopg.ProgrammingError)
+                      else _first_line(exc))
             raise StoreUnavailable(crashed or f"Cannot connect to the store "
-                                   f"({self.description}): {_first_line(exc)}") from None
+                                   f"({self.description}): {reason}") from None
         try:
             set_search_path(conn, self.schema)
         except BaseException:
@@ -250,6 +257,9 @@ def server_failure(settings: Settings, error: BaseException | str) -> str | None
 def locate_store(settings: Settings) -> StoreLocation:
     """The store to use: ``DATABASE_URL`` if set, else the embedded server (started here)."""
     if settings.database_url:
+        malformed = malformed_dsn(settings.database_url)
+        if malformed:  # before any line prints it (redaction cannot tell its parts apart)
+            raise StoreUnavailable(malformed[0].upper() + malformed[1:])
         return StoreLocation(settings.database_url,
                              f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)",
                              schema=settings.schema)

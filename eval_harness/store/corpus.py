@@ -21,6 +21,8 @@ from typing import Any, Mapping
 import psycopg
 from psycopg import sql
 
+from eval_harness.dataset_config import sql_name
+
 INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search path)
 
 
@@ -67,8 +69,8 @@ class Corpus:
 
     @property
     def relation_name(self) -> str:
-        """The relation as a person writes it (``public.l2_insights``)."""
-        return ".".join(self.relation)
+        """The relation as SQL writes it (``public.l2_insights``, ``"My Schema"."Docs"``)."""
+        return sql_name(*self.relation)
 
     # -------------------------------------------------------------------- SQL pieces
 
@@ -87,6 +89,9 @@ class Corpus:
         return sql.SQL("{}").format(sql.Identifier(alias, self.id))
 
     def content_of(self, alias: str) -> sql.Composed:
+        """The document's text; a live row without one (NULL) reads as empty."""
+        if self.is_live:
+            return sql.SQL("coalesce({}, '')").format(sql.Identifier(alias, self.content))
         return sql.SQL("{}").format(sql.Identifier(alias, self.content))
 
     def embedding_of(self, alias: str) -> sql.Composed:

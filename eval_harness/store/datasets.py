@@ -6,8 +6,11 @@ recorded, its ground truth mirrored and its queries embedded
 (:func:`eval_harness.store.live.attach_live_dataset`), so every command sees the RAG system's
 current ground truth. An *ingested* dataset is left as it is: ingesting reads a folder and
 stays an explicit step (``eval-harness ingest``, the ``corpus`` asset). Read-only commands
-(search, report, agreement, review export) never attach; a dataset missing from the store
-gets one sentence that says what to run (:func:`missing_dataset_message`).
+(search, report, agreement, review export) never attach; nor do the dry runs (``judge
+--dry-run``, ``calibrate --no-write``), which check a live mapping in place and say how the
+live ground truth changed since it was last attached (:func:`check_attached_dataset`). A
+dataset missing from the store gets one sentence that says what to run
+(:func:`missing_dataset_message`).
 
 **The demo RAG store.** With ``store.demo_rag_schema`` set and no ``DATABASE_URL`` (the
 embedded store is the harness's own), the BEIR folder ``store.demo_rag_source`` (the bundled
@@ -30,7 +33,8 @@ from eval_harness.settings import Settings
 from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
-from eval_harness.store.live import AttachReport, LiveMappingError, attach_live_dataset
+from eval_harness.store.live import (AttachReport, LiveMappingError, attach_live_dataset,
+                                     check_mapping, live_ground_truth_rows)
 
 @dataclass(frozen=True)
 class PreparedDataset:
@@ -141,6 +145,44 @@ def prepare_dataset(conn: psycopg.Connection, settings: Settings, name: str, *,
     report = attach_live_dataset(conn, cfg, embedder_factory=dataset_embedder_factory(
         settings, cfg), progress=progress)
     return PreparedDataset(name, "live", attach=report, demo=demo)
+
+
+def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
+                           name: str) -> str | None:
+    """What a command that writes nothing (``judge --dry-run``, ``calibrate --no-write``)
+    does instead of :func:`prepare_dataset`: a live dataset is not attached again (that
+    writes the harness schema, and a role that may only SELECT could not), its mapping is
+    checked in place (reads only) and the command works on the ground truth as last
+    attached. Returns one line saying so, with how the live ground truth has changed since
+    (new, changed and removed queries, counted as an attach would); None for a dataset
+    that is not live. A live dataset never attached is left to the command, which says to
+    attach it (:func:`missing_dataset_message`)."""
+    cfg = settings.datasets.get(name)
+    if cfg is None or not cfg.is_live:
+        return None
+    attached = conn.execute("SELECT updated_at FROM datasets WHERE name = %s AND kind = 'live'",
+                            (name,)).fetchone()
+    if attached is None:
+        return None
+    checked = check_mapping(conn, cfg)
+    new, changed, removed = conn.execute(sql.SQL("""
+        WITH live AS ({rows}), kept AS (SELECT * FROM live WHERE {kept})
+        SELECT count(*) FILTER (WHERE h.external_id IS NULL),
+               count(*) FILTER (WHERE k.external_id IS NOT NULL AND h.external_id IS NOT NULL
+                                AND (k.query, k.expected_docs)
+                                    IS DISTINCT FROM (h.query, h.expected_docs)),
+               count(*) FILTER (WHERE k.external_id IS NULL)
+        FROM kept k FULL JOIN (SELECT external_id, query, expected_docs FROM ground_truth
+                               WHERE dataset = %s) h ON h.external_id = k.external_id""").format(
+        rows=live_ground_truth_rows(checked.ground_truth),
+        kept=sql.SQL("cardinality(expected_docs) > 0" if checked.ground_truth.labelled
+                     else "TRUE")), (name,)).fetchone()
+    since = f"as attached at {attached[0]:%Y-%m-%d %H:%M %Z}".rstrip()
+    state = ("unchanged since" if not (new or changed or removed) else
+             f"changed since: {new} new, {changed} changed, {removed} removed queries, which "
+             f"`eval-harness attach --dataset {name}` takes in")
+    return (f"dataset '{name}' (live, {checked.corpus.relation_name}): not attached again "
+            f"(this command writes nothing); its ground truth {since}, the live one {state}")
 
 
 def missing_dataset_message(settings: Settings, name: str) -> str | None:

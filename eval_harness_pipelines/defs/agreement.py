@@ -8,7 +8,7 @@ import dagster as dg
 
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.agreement.data import dataset_agreement, kappa_gate, stand_in_note
+from eval_harness.agreement.data import dataset_agreement, kappa_gate, kappa_verdict
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.files import write_report
 from eval_harness.agreement.review import queue_disagreements
@@ -34,7 +34,8 @@ def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,
     with store.location().connection() as conn:
         queued = queue_disagreements(conn, dataset,
                                      threshold=cfg.agreement.disagreement_threshold)
-        result = dataset_agreement(conn, dataset, cfg.agreement)
+        result = dataset_agreement(conn, dataset, cfg.agreement, configured_judges=(
+            cfg.judges.judge1, cfg.judges.judge2))
     text = format_agreement_markdown(result)
     path = write_report(cfg.root / "reports", REPORT_NAME, text)
     context.log.info(f"review queue: {queued}; {result.gate.description}")
@@ -82,20 +83,18 @@ def kappa_lower_bound_above_floor(context: dg.AssetCheckExecutionContext,
     cfg = settings.load()
     used = tuple(tuple(m for m in str(seen.get(key) or "").split(", ") if m)
                  for key in ("judge1_models", "judge2_models"))
-    note = stand_in_note((cfg.judges.judge1, cfg.judges.judge2), used)
-    severity, description = dg.AssetCheckSeverity.ERROR, gate.description
-    if note is not None and not gate.passed and cfg.agreement.stand_in_judges == "warn":
-        # WARN severity does not block: calibration still runs, the failure stays visible
-        severity = dg.AssetCheckSeverity.WARN
-        description += (f" Only a warning: {note}; set the keys for the real gate "
-                        "(agreement.stand_in_judges: block makes it block anyway).")
+    verdict = kappa_verdict(gate, configured=(cfg.judges.judge1, cfg.judges.judge2),
+                            used=used, stand_in_judges=cfg.agreement.stand_in_judges)
+    # WARN severity does not block: calibration still runs, the failure stays visible
+    severity = (dg.AssetCheckSeverity.WARN if verdict.status == "WARN"
+                else dg.AssetCheckSeverity.ERROR)
     result = dg.AssetCheckResult(
-        passed=gate.passed, severity=severity, description=description,
+        passed=gate.passed, severity=severity, description=verdict.description,
         metadata=readable({
             "lower_bound": gate.lower_bound, "kappa": gate.kappa, "floor": gate.floor,
             "n_scored": gate.n_scored, "dataset": seen.get("dataset"),
-            "stand_in_judges": note or "no",
-            "blocks_downstream": not gate.passed and severity == dg.AssetCheckSeverity.ERROR}))
+            "verdict": verdict.status, "stand_in_judges": verdict.stand_ins or "no",
+            "blocks_downstream": verdict.blocks}))
     yield from check_outcome(result, name="kappa_lower_bound_above_floor", blocking=True,
                              figure=_kappa_figure(gate), figures={
                                  "lower_bound": gate.lower_bound, "floor": gate.floor,

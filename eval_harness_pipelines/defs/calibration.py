@@ -22,11 +22,11 @@ import pandas as pd
 
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
-from eval_harness.calibration.history import (append_grid_history, calibrated_row, grid_frame,
-                                              verdict_from_grid)
+from eval_harness.calibration.history import (append_grid_history, calibrated_row,
+                                              figure_from_grid, grid_frame)
 from eval_harness.calibration.report import calibration_markdown, write_calibration_report
 from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
-                                          format_table, verdict_sentence)
+                                          format_table)
 from eval_harness.calibration.publish import publish_calibrated_weights
 
 GROUP = "calibration"
@@ -54,9 +54,10 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
     append_grid_history(cfg.history_duckdb_path, frame)
     report, _ = write_calibration_report(cfg.root / "reports", result)
     context.log.info(format_table(result))
-    uplift, cv = result.uplift, result.cross_validation
+    uplift, cv, figure = result.uplift, result.cross_validation, result.figure
     metadata = {
         "dataset": result.dataset, "label_source": result.label_source,
+        "verdict_p_at_5": figure.p_at_5, "verdict_label_source": figure.label_source,
         "queries": result.n_queries,
         "best_semantic_weight": result.best.semantic_weight,
         "best_keyword_weight": result.best.keyword_weight,
@@ -84,16 +85,17 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
                        settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     cfg = settings.load()
     best = calibrated_row(calibration_grid)
+    figure = figure_from_grid(calibration_grid, _bands(cfg))  # what the verdict is given on
     dataset = str(best["dataset"])
     with store.location().connection(autocommit=True) as conn:
         published = publish_calibrated_weights(
             conn, cfg.config_path, dataset=dataset,
-            semantic_weight=float(best["semantic_weight"]), p_at_5=float(best["p_at_5"]),
-            verdict=str(best["verdict"]), run_id=context.run_id,
+            semantic_weight=float(best["semantic_weight"]), p_at_5=figure.p_at_5,
+            verdict=figure.verdict, run_id=context.run_id,
             calibrated_at=_utc(best["run_at"]),
-            label_source=str(best.get("label_source", "human")))
+            label_source=figure.label_source or str(best.get("label_source", "human")))
     metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
-                "p_at_5": float(best["p_at_5"]), "dataset": dataset,
+                "p_at_5": figure.p_at_5, "dataset": dataset,
                 "label_source": published.label_source,
                 "calibrated_weights_id": published.row_id}
     change = published.config
@@ -115,23 +117,33 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
                             "figure; partial success warns.")
 def p_at_5_verdict(calibration_grid: pd.DataFrame,
                    settings: EvalSettings) -> Iterator[dg.AssetCheckResult]:
-    calibration = settings.load().calibration
-    bands = VerdictBands(calibration.full_success, calibration.partial_success)
-    verdict, p_at_5 = verdict_from_grid(calibration_grid, bands)
+    bands = _bands(settings.load())
+    figure = figure_from_grid(calibration_grid, bands)  # the CLI's and the row's figure
+    verdict, p_at_5 = figure.verdict, figure.p_at_5
     # A blocking check with WARN severity does not block: partial success only warns.
     severity = dg.AssetCheckSeverity.ERROR if verdict == "failure" else dg.AssetCheckSeverity.WARN
+    metadata = {"p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
+                "label_source": figure.label_source or "not recorded", "basis": figure.basis,
+                "full_success": bands.full_success, "partial_success": bands.partial_success,
+                "semantic_weight": figure.semantic_weight}
+    if figure.interval is not None:
+        metadata.update(interval_low=figure.interval[0], interval_high=figure.interval[1],
+                        judges_p_at_5=figure.judges_p_at_5, n_human=figure.n_human,
+                        n_judged=figure.n_judged)
     result = dg.AssetCheckResult(
         passed=verdict == "full_success", severity=severity,
-        description=verdict_sentence(verdict, p_at_5, bands, _ceiling(calibration_grid)),
-        metadata=readable({
-            "p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
-            "full_success": bands.full_success, "partial_success": bands.partial_success,
-            "semantic_weight": float(calibrated_row(calibration_grid)["semantic_weight"])}))
+        description=figure.sentence(bands, _ceiling(calibration_grid)),
+        metadata=readable(metadata))
     yield from check_outcome(
         result, name="p_at_5_verdict", blocking=True,
-        figure=f"P@5 {below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
+        figure=f"{'PPI-corrected ' if figure.basis == 'ppi' else ''}P@5 "
+               f"{below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
         figures={"p_at_5": p_at_5, "partial_success": bands.partial_success,
                  "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
+
+
+def _bands(cfg) -> VerdictBands:
+    return VerdictBands(cfg.calibration.full_success, cfg.calibration.partial_success)
 
 
 def _utc(value) -> datetime:

@@ -7,7 +7,7 @@ import re
 
 import psycopg
 
-from eval_harness.agreement.data import DatasetAgreement, dataset_agreement, stand_in_note
+from eval_harness.agreement.data import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
@@ -31,7 +31,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
                       dataset: str) -> BuiltSection:
     """The agreement gate's verdict and statistics of ``dataset``'s judge labels."""
     title = SECTION_TITLES["agreement"]
-    result = dataset_agreement(conn, dataset, settings.agreement)
+    result = dataset_agreement(conn, dataset, settings.agreement, configured_judges=(
+        settings.judges.judge1, settings.judges.judge2))
     as_of = last_judged_at(conn, dataset)
     summary = result.summary()
     metrics = agreement_metric_keys()
@@ -43,14 +44,9 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
         hint = (f"No judged pairs yet in dataset '{dataset}' ({result.n_queries} ground-truth "
                 "queries): run the judges (`eval-harness judge`).")
         return no_data("agreement", hint, metrics, check=CHECK_NAME)
-    note = stand_in_note((settings.judges.judge1, settings.judges.judge2),
-                         (result.judge1_models, result.judge2_models))
-    status = PASS if result.gate.passed else FAIL
-    if status == FAIL and note and settings.agreement.stand_in_judges == "warn":
-        status = WARN
-    blocks: list[Block] = [Paragraph(f"**Gate: {status}.** {result.gate.description}")]
-    if note:
-        blocks.append(Paragraph(f"Note: {note}; this says nothing about the configured judges."))
+    verdict = result.verdict  # the one verdict: the summary, this heading, the folded report
+    status = {"PASS": PASS, "WARN": WARN, "FAIL": FAIL}[verdict.status]
+    blocks: list[Block] = [Paragraph(f"**Gate: {status}.** {verdict.description}")]
     blocks.append(Paragraph(
         f"{result.n_judged_queries} of {result.n_queries} ground-truth queries judged, "
         f"{result.n_pairs} (query, document) pairs; judge 1: "

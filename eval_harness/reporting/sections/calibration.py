@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from eval_harness.calibration.history import calibrated_row, read_grid_history, verdict_from_grid
-from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, verdict_sentence,
-                                          weight_label)
+from eval_harness.calibration.history import calibrated_row, figure_from_grid, read_grid_history
+from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
                                            Check, Figure, Metric, Paragraph, Section, Table,
@@ -29,13 +28,14 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         return no_data("calibration", hint, dict(CALIBRATION_KEYS), check=CHECK_NAME)
     grid = history[history["run_at"] == history["run_at"].max()].sort_values("semantic_weight")
     bands = VerdictBands(settings.calibration.full_success, settings.calibration.partial_success)
-    verdict, p_at_5 = verdict_from_grid(grid, bands)
+    figure = figure_from_grid(grid, bands)  # what calibrate printed and stored
+    verdict, p_at_5 = figure.verdict, figure.p_at_5
     best = calibrated_row(grid)
     default = grid[grid["is_default"]]
     ceiling = float(best["p_at_5_ceiling"])
     calibrated_at = fmt.utc(best["run_at"])
     status = {"full_success": PASS, "partial_success": WARN, "failure": FAIL}[verdict]
-    sentence = verdict_sentence(verdict, p_at_5, bands, ceiling)
+    sentence = figure.sentence(bands, ceiling)
     blocks = (
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
@@ -49,11 +49,15 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         Paragraph(f"P@5 ceiling (what a perfect ranker gets on this ground truth: mean of "
                   f"min(5, relevant) / 5): **{ceiling:.4f}**."))
     default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
-    metrics = {"p_at_5_best": p_at_5, "best_semantic_weight": float(best["semantic_weight"]),
+    metrics = {"p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
+               "best_semantic_weight": float(best["semantic_weight"]),
                "p_at_5_default": default_p, "p_at_5_ceiling": ceiling,
                "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat()}
-    check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: P@5 {p_at_5:.4f} at "
-                  f"semantic {weight_label(float(best['semantic_weight']))}", calibrated_at)
+    corrected = "PPI-corrected " if figure.basis == "ppi" else ""
+    labels = f", labels {figure.label_source}" if figure.label_source else ""
+    check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: {corrected}P@5 "
+                  f"{p_at_5:.4f} at semantic {weight_label(figure.semantic_weight)}{labels}",
+                  calibrated_at)
     return BuiltSection(Section("calibration", title, blocks, status), metrics, (check,))
 
 

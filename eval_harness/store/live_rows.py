@@ -1,0 +1,154 @@
+"""What the rows of a live corpus hold, checked when it is attached: one row per id, an
+embedding per row, a text per row.
+
+The mapping's columns can have the right types and still hold rows the harness cannot use as
+documents (:mod:`eval_harness.store.live` checks the types):
+
+* **ids that repeat, or NULL ids**: every statement joins candidates back to the corpus by
+  id, so a repeated id multiplies rows (the same document ranked several times, metrics over
+  duplicates). Refused, naming how many ids repeat and a few of them, as for the ground
+  truth. A unique index on the column (with NOT NULL) proves it without reading a row, as
+  the seeds' primary key does; a view or an unindexed table is read once (one aggregate over
+  the id column, linear; see README "Operations" for its cost at scale);
+* **NULL embeddings**: such a row has no semantic score, so the fused score (which needs
+  both) is undefined; it is left out of search entirely, never a candidate, like an
+  ingested empty document. Attach says how many rows that is (and how many of them the
+  ground truth expects);
+* **no text** (NULL or empty content): read as an empty text; such a row is found by its
+  embedding only. Attach says how many.
+
+Reads only.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from eval_harness.dataset_config import CorpusMapping
+
+EXAMPLES = 5  # ids a message shows
+
+
+class LiveMappingError(ValueError):
+    """A live mapping does not fit the store; one sentence naming the config key.
+    (Defined here, the lowest module raising it; :mod:`eval_harness.store.live` exports it.)"""
+
+
+def _examples(ids, count: int) -> str:
+    return ", ".join(str(i) for i in ids[:EXAMPLES]) + (", ..." if count > EXAMPLES else "")
+
+
+def _relation(mapping: CorpusMapping) -> sql.Identifier:
+    return sql.Identifier(mapping.relation.schema, mapping.relation.name)
+
+
+def has_unique_index(conn: psycopg.Connection, oid: int, column: str) -> bool:
+    """Whether ``column`` of relation ``oid`` is NOT NULL with a valid, non-partial unique
+    index on it alone (a primary key is one): then no two rows share an id."""
+    return conn.execute("""
+        SELECT a.attnotnull AND EXISTS (
+            SELECT 1 FROM pg_index i
+            WHERE i.indrelid = a.attrelid AND i.indisunique AND i.indisvalid
+              AND i.indpred IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)
+        FROM pg_attribute a WHERE a.attrelid = %s AND a.attname = %s""",
+                        (oid, column)).fetchone()[0]
+
+
+def check_unique_ids(conn: psycopg.Connection, mapping: CorpusMapping, oid: int,
+                     where: str) -> None:
+    """Refuse a corpus whose id column repeats an id or holds NULL (module docstring)."""
+    if has_unique_index(conn, oid, mapping.id):
+        return
+    repeated, examples, without = conn.execute(sql.SQL("""
+        SELECT count(*) FILTER (WHERE g.n > 1 AND g.id IS NOT NULL),
+               (array_agg(g.id ORDER BY g.id) FILTER (WHERE g.n > 1 AND g.id IS NOT NULL))
+                   [1:{shown}],
+               coalesce(sum(g.n) FILTER (WHERE g.id IS NULL), 0)
+        FROM (SELECT {id} AS id, count(*) AS n FROM {rel} GROUP BY {id}) g""").format(
+        id=sql.Identifier(mapping.id), rel=_relation(mapping),
+        shown=sql.Literal(EXAMPLES))).fetchone()
+    column = f"{mapping.relation}.{mapping.id}"
+    if repeated:
+        raise LiveMappingError(
+            f"'{where}.id': {column} is not unique: {repeated} ids occur in more than one row "
+            f"(e.g. {_examples(examples, repeated)}), and every search joins documents by id; "
+            "map a relation or view with one row per document.")
+    if without:
+        raise LiveMappingError(f"'{where}.id': {without} rows of {mapping.relation} have no id "
+                              f"(NULL in {mapping.id}); map a relation or view whose rows all "
+                              "have one.")
+
+
+def row_notices(conn: psycopg.Connection, mapping: CorpusMapping,
+                expected_ids: set[int]) -> list[str]:
+    """One line each for the rows without an embedding and the rows without text (module
+    docstring); ``expected_ids`` are the ground truth's expected documents."""
+    rel = _relation(mapping)
+    embedding, content = sql.Identifier(mapping.embedding), sql.Identifier(mapping.content)
+    no_vector, no_text = conn.execute(sql.SQL(
+        "SELECT count(*) FILTER (WHERE {e} IS NULL), "
+        "count(*) FILTER (WHERE {c} IS NULL OR {c} = '') FROM {rel}").format(
+        e=embedding, c=content, rel=rel)).fetchone()
+    notices = []
+    if no_vector:
+        ids = _ids_where(conn, mapping, sql.SQL("{} IS NULL").format(embedding))
+        expected = _count_expected(conn, mapping, expected_ids,
+                                   sql.SQL("{} IS NULL").format(embedding))
+        also = (f" ({expected} of them expected by the ground truth, which search cannot "
+                "find)" if expected else "")
+        notices.append(f"{_rows(no_vector)} of {mapping.relation} {_have(no_vector)} no "
+                       f"embedding (NULL in {mapping.embedding}; ids {_examples(ids, no_vector)}"
+                       f"): left out of search, neither semantic nor keyword candidates, as "
+                       f"an empty document{also}; embed them to include them")
+    if no_text:
+        ids = _ids_where(conn, mapping, sql.SQL("{c} IS NULL OR {c} = ''").format(c=content))
+        notices.append(f"{_rows(no_text)} of {mapping.relation} {_have(no_text)} no text "
+                       f"(NULL or empty {mapping.content}; ids {_examples(ids, no_text)}): "
+                       f"read as empty, found by {'its' if no_text == 1 else 'their'} "
+                       "embedding only")
+    return notices
+
+
+def _rows(count: int) -> str:
+    return "1 row" if count == 1 else f"{count} rows"
+
+
+def _have(count: int) -> str:
+    return "has" if count == 1 else "have"
+
+
+def _ids_where(conn: psycopg.Connection, mapping: CorpusMapping,
+               condition: sql.Composable) -> list[int]:
+    """The smallest ids of the rows where ``condition`` holds (a top-N sort, linear)."""
+    return [i for (i,) in conn.execute(sql.SQL(
+        "SELECT {id} FROM {rel} WHERE {cond} ORDER BY {id} LIMIT {n}").format(
+        id=sql.Identifier(mapping.id), rel=_relation(mapping), cond=condition,
+        n=sql.Literal(EXAMPLES)))]
+
+
+def _count_expected(conn: psycopg.Connection, mapping: CorpusMapping, expected_ids: set[int],
+                    condition: sql.Composable) -> int:
+    if not expected_ids:
+        return 0
+    return conn.execute(sql.SQL(
+        "SELECT count(*) FROM {rel} WHERE {cond} AND {id} = ANY(%s)").format(
+        rel=_relation(mapping), cond=condition, id=sql.Identifier(mapping.id)),
+        (sorted(expected_ids),)).fetchone()[0]
+
+
+def sampled_dimensions(conn: psycopg.Connection, mapping: CorpusMapping, where: str) -> int:
+    """The dimensions of an untyped vector column, from its first 1,000 vectors (they must
+    agree: the search casts every vector to one dimension)."""
+    dims = [d for (d,) in conn.execute(sql.SQL(
+        "SELECT DISTINCT vector_dims(e) FROM (SELECT {} AS e FROM {} WHERE {} IS NOT NULL "
+        "LIMIT 1000) s").format(sql.Identifier(mapping.embedding), _relation(mapping),
+                                sql.Identifier(mapping.embedding)))]
+    if not dims:
+        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
+                              "holds no vector yet; nothing to search.")
+    if len(dims) > 1:
+        raise LiveMappingError(f"'{where}.embedding': {mapping.relation}.{mapping.embedding} "
+                              f"mixes vectors of {sorted(dims)} dimensions; a dataset "
+                              "needs one embedding model (map a view that selects one).")
+    return dims[0]
