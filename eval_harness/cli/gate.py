@@ -2,7 +2,9 @@
 
 ``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
 may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
-store, a partition outside the configured range, a crashed step).
+store, a partition outside the configured range, a crashed step, a store that went away
+under the run), 130 / 143 SIGINT / SIGTERM stopped it (the answers gated are kept; see
+:mod:`eval_harness.stopping`).
 
 With ``--partition DAY`` (default: today, UTC) it gates that daily partition: the installed
 ``eval-harness`` runs the Dagster ``quality_gate_job`` in-process, so the run and its checks land
