@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import date
 
+from eval_harness import stopping
 from eval_harness.cli.common import CliError, root_cause
 from eval_harness.settings import Settings
 from eval_harness_pipelines.dagster_home import open_instance
@@ -35,6 +36,7 @@ def run_gate_job(settings: Settings, day: date, gates):
         result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
             partition_key=day.isoformat(), instance=instance, run_config=run_config,
             raise_on_error=False)
+    stopping.check()  # a stop signal ended the run: say so, not that a step failed
     for event in result.all_events:
         if event.is_step_failure:
             error = event.event_specific_data.error

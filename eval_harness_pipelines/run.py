@@ -7,9 +7,11 @@ onto ``store.demo_rag_schema`` (:mod:`eval_harness.store.datasets`); ``nightly_j
 check, calibration with the P@5 verdict); the configured answers file is imported; then
 ``quality_gate_job`` for every day that file covers (or the latest day with answers); then
 ``report_job``. A failed check does not stop the later steps, and neither does a failed
-step: what ran is kept and the report says what is missing. Exit code: 0 when every step
-ran (checks are reported, and with ``--strict`` a failed blocking check exits 1), 2 when a
-step could not run.
+step: what ran is kept and the report says what is missing. A stop signal (SIGINT, SIGTERM)
+does stop them: the step running stops as its command would (:mod:`eval_harness.stopping`),
+its Dagster run ends, no later step starts, and one line says where it stopped. Exit code:
+0 when every step ran (checks are reported, and with ``--strict`` a failed blocking check
+exits 1), 2 when a step could not run, 130 / 143 when stopped by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
+from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
 from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
 from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
@@ -69,6 +72,16 @@ def add_run_command(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    step = ["preparing the run"]  # the step running, for the line a stop signal ends with
+    try:
+        return _run_steps(args, settings, step)
+    except stopping.Interrupted as exc:
+        exc.kept = (f"stopped during {step[0]}: {exc.kept or 'what finished is kept'}; the "
+                    "later steps did not run")
+        raise
+
+
+def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) -> int:
     prepare_dagster_home(settings)
     from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.defs.reporting import REPORT_JOB
@@ -84,13 +97,20 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     outcome = RunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
-    def execute(job: str, step: str, ops: dict, partition: str | None = None):
-        print(step, flush=True)
+    def execute(job: str, title: str, ops: dict, partition: str | None = None):
+        print(title, flush=True)
+        step[0] = title.split(":", 1)[0]
         with open_instance(settings) as instance:
             result = defs.resolve_job_def(job).execute_in_process(
                 instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
                 raise_on_error=False)
         outcome.run_ids.append(result.run_id)
+        stopped = _interrupted_steps(result)
+        if stopped:
+            step[0] += f" (step {', '.join(stopped)})"
+        if stopping.requested() is not None:  # a stop signal ended this run: no later one
+            _print_materializations(result)  # what it finished first
+            stopping.check()
         _collect(result, outcome, partition)
         return result
 
@@ -198,6 +218,16 @@ def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
         if error is not None and error.cls_name in EXPECTED_CHECK_FAILURE:
             continue  # already listed with the checks
         outcome.errors.append(f"{event.step_key}: {root_cause(error)}")
+
+
+# a step a stop signal ended: ours (eval_harness.stopping), Dagster's own, plain Python's
+INTERRUPTS = ("Interrupted", "DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _interrupted_steps(result) -> list[str]:
+    """The steps of ``result`` a stop signal ended."""
+    return [event.step_key for event in result.all_events if event.is_step_failure
+            and getattr(event.event_specific_data.error, "cls_name", None) in INTERRUPTS]
 
 
 def _print_materializations(result) -> None:

@@ -1,7 +1,9 @@
 """The ``eval-harness`` command.
 
 Exit codes: 0 success, 1 the work ran and found a failure, 2 it could not run (bad input,
-bad configuration, store unreachable). Errors are one sentence on stderr, never a traceback.
+bad configuration, store unreachable), 130 / 143 the user stopped it (SIGINT / SIGTERM; see
+:mod:`eval_harness.stopping`: one line says what was kept). Errors are one sentence on
+stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Callable
 import psycopg
 
 from eval_harness.cli.calibrate import add_calibrate_command
+from eval_harness import stopping
 from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
-                                     internal_error)
+                                     internal_error, quiet_psycopg_warnings,
+                                     store_lost_message)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
@@ -30,6 +34,7 @@ from eval_harness.store.beir import DatasetError
 from eval_harness.store.connection import redact_conninfo, server_failure
 from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.store.live import LiveMappingError
+from eval_harness.judges.stops import StoreLost
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -53,10 +58,15 @@ def cmd_ingest(args, settings: Settings) -> int:
                        "the folder under another --name.")
     location = open_store(settings)
     print(f"store: {location.description}")
-    with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
-        report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
-                             split=args.split, embedder_factory=embedder_factory(settings),
-                             embeddings=args.embeddings, progress=progress)
+    try:
+        with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
+            report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
+                                 split=args.split, embedder_factory=embedder_factory(settings),
+                                 embeddings=args.embeddings, progress=progress)
+    except stopping.Interrupted as exc:  # the ingest's one transaction was rolled back
+        exc.kept = (f"nothing of dataset '{args.name}' was stored (an ingest stores the "
+                    "whole folder at once, or nothing)")
+        raise
     print(f"dataset '{report.dataset}': documents {report.documents}; "
           f"queries {report.queries}; embeddings {report.embeddings}")
     if report.skipped_queries:
@@ -246,8 +256,15 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
 
 
 def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | None = None) -> int:
-    """Run one command; exit code 0 / 1 (ran, found a failure) / 2 (could not run)."""
+    """Run one command; exit code 0 / 1 (ran, found a failure) / 2 (could not run) / 130 or
+    143 (stopped by SIGINT or SIGTERM)."""
     args = (parser or build_parser()).parse_args(argv)
+    quiet_psycopg_warnings()
+    with stopping.handle_stop_signals():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     settings = None
     try:
         # doctor loads the config itself: a bad one is one of its FAIL lines
@@ -258,6 +275,15 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
             print(notice, file=sys.stderr, flush=True)
         with said_once_per_command():  # one command, each fallback notice once
             return args.func(args, settings)
+    except stopping.Interrupted as exc:
+        print(f"eval-harness: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # raised by Python's own handler: SIGINT
+        print(f"eval-harness: {stopping.interrupted_line(exc)}", file=sys.stderr)
+        return 130
+    except StoreLost as exc:  # the store went away under paid work, which stopped at once
+        print(f"eval-harness: error: {store_lost_message(settings, exc)}", file=sys.stderr)
+        return EXIT_ERROR
     except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
             StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
@@ -271,9 +297,6 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
             "the store reported: " + lines[0]
         print(f"eval-harness: error: {redact_conninfo(message)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("eval-harness: interrupted; completed work is kept", file=sys.stderr)
-        return 130
     except Exception as exc:  # not SystemExit: argparse's own exit codes stay
         print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,7 +9,9 @@ reports/calibration-results-<dataset>.md with its plot. ``--no-write`` writes no
 and nothing else either: a live dataset is not attached again (its mapping is checked and
 the ground truth as last attached is calibrated on), so a role that may only SELECT can run
 it.
-Exit code: 0 full or partial success, 1 failure, 2 it could not run.
+Exit code: 0 full or partial success, 1 failure, 2 it could not run, 130 / 143 stopped by
+SIGINT / SIGTERM: before the grid is done nothing is written; once the outputs are being
+written they are all written first (:mod:`eval_harness.stopping`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
 
@@ -56,16 +59,22 @@ def cmd_calibrate(args, settings: Settings) -> int:
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings, read_only=args.no_write)
-    with location.connection() as conn:
-        if args.no_write:  # writes nothing: a live dataset is read as last attached
-            as_attached = check_attached_dataset(conn, settings, dataset)
-            if as_attached:
-                print(as_attached, file=sys.stderr)
-        else:
-            prepare_dataset(conn, settings, dataset)
-        result = calibrate_with_settings(conn, settings, args.dataset, grid_step=args.grid_step,
-                                         labels=args.labels)
-        trec_paths = write_trec_runs(conn, result, Path(args.trec_runs)) if args.trec_runs else []
+    try:
+        with location.connection() as conn:
+            if args.no_write:  # writes nothing: a live dataset is read as last attached
+                as_attached = check_attached_dataset(conn, settings, dataset)
+                if as_attached:
+                    print(as_attached, file=sys.stderr)
+            else:
+                prepare_dataset(conn, settings, dataset)
+            result = calibrate_with_settings(conn, settings, args.dataset,
+                                             grid_step=args.grid_step, labels=args.labels)
+            trec_paths = (write_trec_runs(conn, result, Path(args.trec_runs))
+                          if args.trec_runs else [])
+    except stopping.Interrupted as exc:
+        exc.kept = ("nothing was written (calibration writes its weights, history and report "
+                    "only once the grid is done)")
+        raise
     written = {"weights": None, "config": None, "history": None, "report": None, "plot": None,
                "trec_runs": [str(p) for p in trec_paths]}
     notes = []
@@ -74,9 +83,18 @@ def cmd_calibrate(args, settings: Settings) -> int:
                      f"and report of dataset '{result.dataset}' left unchanged")
     else:
         try:
-            notes += _write_outputs(location, result, settings, written)
+            with stopping.cooperative():  # a stop waits until every output is written
+                notes += _write_outputs(location, result, settings, written)
         except HistoryUnavailable as exc:
             raise CliError(str(exc)) from None
+        except stopping.Interrupted as exc:
+            if written["report"] is None:
+                exc.kept = "nothing was written (the stop came before the outputs)"
+                raise
+            exc.kept = (f"the calibration of dataset '{result.dataset}' was finished first: "
+                        "its weights, history and report are written")
+            exc.next_step = "nothing is left to do"
+            raise
     if trec_paths:
         notes.append(f"TREC runs of dataset '{result.dataset}': {len(trec_paths) - 1} files and "
                      f"{trec_paths[0].name} in {args.trec_runs}")

@@ -6,6 +6,7 @@ import this at the top instead of reaching back into ``cli`` at call time.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import traceback
 from typing import TYPE_CHECKING
@@ -47,6 +48,49 @@ def internal_error(exc: Exception) -> str:
         where = ""
     return redact_conninfo(f"internal error ({what}); the command could not run, no check "
                            f"failed{where}; please report it.")
+
+
+def store_lost_message(settings, lost) -> str:
+    """One sentence when the store went away under paid work (``lost``: a
+    :class:`~eval_harness.judges.runner.StoreLost`): what happened, what was kept, where the
+    server's log is, and that a rerun resumes."""
+    from eval_harness.store.connection import redact_conninfo, server_failure
+
+    error = getattr(lost, "error", None) or lost
+    what = server_failure(settings, error) if settings is not None else None
+    if what is None:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        what = f"the store failed under the run ({lines[0]})"
+    kept = getattr(lost, "kept", None)
+    again = ("run the same command again once the server is back"
+             if settings is None or settings.database_url else
+             "run the same command again (it starts the embedded server again)")
+    return redact_conninfo(
+        f"{what.rstrip('.')}; the run stopped at once and sent no more paid requests"
+        + (f" ({kept})" if kept else "") + f"; {again}: it resumes with the rest.")
+
+
+class _IgnoredErrors(logging.Filter):
+    """psycopg's warnings about errors it ignored while cleaning up after an earlier one
+    (a rollback, a pipeline or a cancel on a lost connection): the command reports that
+    earlier error itself, in one sentence."""
+
+    _PREFIXES = ("error ignored", "query cancellation interrupted",
+                 "query not terminated after cancellation")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self._PREFIXES)
+
+
+_IGNORED_ERRORS = _IgnoredErrors()
+
+
+def quiet_psycopg_warnings() -> None:
+    """Leave out psycopg's "error ignored ..." warnings (see :class:`_IgnoredErrors`)."""
+    for name in ("psycopg", "psycopg.transaction"):  # a logger's filters skip its children
+        logger = logging.getLogger(name)
+        if _IGNORED_ERRORS not in logger.filters:
+            logger.addFilter(_IGNORED_ERRORS)
 
 
 def describe_config(settings: "Settings") -> str:

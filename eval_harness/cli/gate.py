@@ -2,7 +2,9 @@
 
 ``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
 may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
-store, a partition outside the configured range, a crashed step).
+store, a partition outside the configured range, a crashed step, a store that went away
+under the run), 130 / 143 SIGINT / SIGTERM stopped it (the answers gated are kept; see
+:mod:`eval_harness.stopping`).
 
 With ``--partition DAY`` (default: today, UTC) it gates that daily partition: the installed
 ``eval-harness`` runs the Dagster ``quality_gate_job`` in-process, so the run and its checks land
@@ -27,9 +29,12 @@ from time import perf_counter
 
 import psycopg
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness import stopping
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
+from eval_harness.judges.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store.connection import server_failure
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
@@ -101,6 +106,9 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
     except Exception as exc:  # exit 2 (or a crash): CI still gets both files, saying why
         _write_ci_error(args, _reason(exc), started, perf_counter() - clock)
         raise
+    except stopping.Interrupted as exc:  # exit 130 / 143: the files say so too
+        _write_ci_error(args, str(exc), started, perf_counter() - clock)
+        raise
     # One report object feeds every output.
     print(report.to_json() if args.json else format_gate_table(report))
     _write_ci_outputs(report, args, started, perf_counter() - clock)
@@ -129,9 +137,12 @@ def gate_report(args, settings: Settings):
                                          progress=progress)
         runner = getattr(args, "partition_runner", None) or run_gate_window
         return runner(settings, day, gates)
-    except psycopg.Error as exc:
-        raise CliError(f"the quality gates failed in the store: "
-                         f"{str(exc).strip().splitlines()[0]}") from None
+    except StoreLost as exc:  # the judges stopped buying at once: what was kept, the log
+        raise CliError(store_lost_message(settings, exc)) from None
+    except psycopg.Error as exc:  # a server that went away is said with its log's path
+        lost = server_failure(settings, exc)
+        raise CliError(lost or f"the quality gates failed in the store: "
+                               f"{str(exc).strip().splitlines()[0]}") from None
 
 
 _USER_ERRORS = (CliError, ValueError, LookupError, StoreUnavailable, MigrationError)

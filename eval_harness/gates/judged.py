@@ -39,6 +39,9 @@ answer_reward
     loads no embedding model (the local one is an optional extra and may be absent, and a paid
     embedding call per reflexion is not worth it here).
 
+A run the user stops (SIGINT / SIGTERM) or a store that goes away stops the judge at once
+(nothing more is sent): an answer not judged by then gets no result (None; the runner stores
+only the others), and a lost store is raised (:class:`~eval_harness.judges.runner.StoreLost`).
 A judge that fails (outcome failed or unscored, an exception, the budget used up) gives a
 failed result: not passed, score None, the error in ``details["error"]``; the run itself goes
 on. When no usable reply was obtained (provider down, budget, exception) ``details["retry"]``
@@ -69,7 +72,7 @@ from eval_harness.judges import prompts
 from eval_harness.judges.grounding_verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
 from eval_harness.judges.local import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import JudgeResult, Outcome
-from eval_harness.judges.runner import BudgetExhausted
+from eval_harness.judges.stops import BudgetExhausted, RunInterrupted, StoreLost
 from eval_harness.judges.session import FallbackNotices, JudgeSession, resolve_judge_specs
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
@@ -152,31 +155,42 @@ class _JudgedGateRunner:
     def threshold(self) -> float:
         return score_threshold(self.gate, self.settings.quality_gates.gate(self.gate))
 
-    def __call__(self, answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
+    def __call__(self, answers: Sequence[Answer], run: GateRun) -> list[GateResult | None]:
         started = perf_counter()
         try:
             with locate_store(self.settings).connection() as conn:
                 return _run(self._evaluate(conn, answers, run))
+        except StoreLost:
+            raise  # nothing could be stored: the gate run ends
         except Exception as exc:  # the store or the session failed: every answer fails
             latency = (perf_counter() - started) * 1000.0 / max(1, len(answers))
             return [_failure(self.gate, self.threshold, f"{type(exc).__name__}: {exc}", latency)
                     for _ in answers]
 
     async def _evaluate(self, conn: psycopg.Connection, answers: Sequence[Answer],
-                        run: GateRun) -> list[GateResult]:
+                        run: GateRun) -> list[GateResult | None]:
         async with JudgeSession(self.settings, conn, run_id=run.run_id,
                                 **(self.session_options or {})) as session:
             context = self._context(conn, answers)
-            return list(await asyncio.gather(
+            results = list(await asyncio.gather(
                 *(self._one(session, answer, context) for answer in answers)))
+            pipeline = session.pipeline
+            if pipeline.stopped == "store":
+                raise StoreLost(pipeline.stop_reason, pipeline.store_error)
+            return results
 
     def _context(self, conn: psycopg.Connection, answers: Sequence[Answer]) -> Any:
         return None
 
-    async def _one(self, session: JudgeSession, answer: Answer, context: Any) -> GateResult:
+    async def _one(self, session: JudgeSession, answer: Answer,
+                   context: Any) -> GateResult | None:
         started = perf_counter()
+        if session.halted:  # a local judge sends nothing the pipeline could refuse
+            return None
         try:
             return await self._score(session, answer, context, started)
+        except (RunInterrupted, StoreLost):
+            return None  # not judged: no result (its replies so far are cached)
         except BudgetExhausted as exc:
             error = f"budget: {exc}"
         except Exception as exc:  # one bad answer must not fail the others

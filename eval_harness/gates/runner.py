@@ -15,6 +15,12 @@ rule in :mod:`eval_harness.gates.report`.
 Reading and writing use two connections: the reading one holds the cursor's transaction open
 while the writing one commits batch by batch.
 
+A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) stops evaluating at
+once (a judge sends no new request), stores every result it has (per answer and gate) and
+raises :class:`~eval_harness.stopping.Interrupted` saying how many answers are gated; the
+rerun evaluates the rest. A store that goes away ends the run with
+:class:`~eval_harness.judges.runner.StoreLost` (the judges stop buying at once).
+
 Crashes and concurrent runs. A batch's results and the side effects of its gates (evaluation
 log, reflexions, regeneration queue) commit together, so a killed run leaves whole batches
 and the rerun evaluates only answers without a current result. Two runs of the same window
@@ -36,6 +42,9 @@ from time import perf_counter
 
 import psycopg
 
+from eval_harness import stopping
+from eval_harness.judges.stops import StoreLost
+from eval_harness.store.crash import is_server_failure
 from eval_harness.store.locks import take_session_lock
 from eval_harness.gates import queries
 from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
@@ -62,8 +71,10 @@ class EvaluationRun:
     seconds: float = 0.0
 
 
-def _evaluate_gate(gate: Gate, answers: Sequence[Answer], run: GateRun) -> list[GateResult]:
-    """The gate's results for ``answers``; never raises, and ``passed`` follows the threshold.
+def _evaluate_gate(gate: Gate, answers: Sequence[Answer],
+                   run: GateRun) -> list[GateResult | None]:
+    """The gate's results for ``answers`` (None: not evaluated, the run was stopped); never
+    raises but for a lost store, and ``passed`` follows the threshold.
 
     A failing evaluator (a judge that is down) yields unscored results carrying the error,
     so the run goes on and those answers count as not passing.
@@ -74,6 +85,8 @@ def _evaluate_gate(gate: Gate, answers: Sequence[Answer], run: GateRun) -> list[
         if len(results) != len(answers):
             raise RuntimeError(f"the evaluator returned {len(results)} results for "
                                f"{len(answers)} answers")
+    except StoreLost:
+        raise
     except Exception as exc:  # a judge failure is a failed result, never a crashed run
         latency = (perf_counter() - started) * 1000.0 / max(1, len(answers))
         return [GateResult.unscored(gate.name, gate.threshold, f"{type(exc).__name__}: {exc}",
@@ -81,10 +94,13 @@ def _evaluate_gate(gate: Gate, answers: Sequence[Answer], run: GateRun) -> list[
     return _normalise(gate, results)
 
 
-def _normalise(gate: Gate, results: list[GateResult]) -> list[GateResult]:
+def _normalise(gate: Gate, results: list[GateResult | None]) -> list[GateResult | None]:
     """Every result names the gate and passes by ``score >= gate.threshold``."""
     normalised = []
     for result in results:
+        if result is None:
+            normalised.append(None)
+            continue
         passed = result.score is not None and result.score >= gate.threshold
         if (result.gate, result.threshold, result.passed) != (gate.name, gate.threshold, passed):
             result = replace(result, gate=gate.name, threshold=gate.threshold, passed=passed)
@@ -93,8 +109,9 @@ def _normalise(gate: Gate, results: list[GateResult]) -> list[GateResult]:
 
 
 def _evaluate_batch(batch: list[tuple[Answer, list[str]]], gates: Sequence[Gate],
-                    run: GateRun) -> list[tuple[Gate, list[Answer], list[GateResult]]]:
-    """Each gate's stale answers of the batch and its results for them.
+                    run: GateRun) -> list[tuple[Gate, list[Answer], list[GateResult | None]]]:
+    """Each gate's stale answers of the batch and its results for them (None where a stop
+    came first: the answer was not evaluated by that gate).
 
     Gates with a per-answer function run answer by answer, one gate after the other on the
     same answer, so that they share its parse (cached in the citations module); the others
@@ -104,6 +121,8 @@ def _evaluate_batch(batch: list[tuple[Answer, list[str]]], gates: Sequence[Gate]
     rule_results: dict[str, tuple[list[Answer], list[GateResult]]] = {
         gate.name: ([], []) for gate in rule_gates}
     for answer, stale in batch:
+        if stopping.requested() is not None:
+            break
         for gate in rule_gates:
             if gate.name in stale:
                 answers, results = rule_results[gate.name]
@@ -116,15 +135,22 @@ def _evaluate_batch(batch: list[tuple[Answer, list[str]]], gates: Sequence[Gate]
             results = _normalise(gate, results)
         else:
             answers = [answer for answer, stale in batch if gate.name in stale]
-            results = _evaluate_gate(gate, answers, run) if answers else []
+            if stopping.requested() is not None:
+                results = [None] * len(answers)
+            else:
+                results = _evaluate_gate(gate, answers, run) if answers else []
         if answers:
             evaluated.append((gate, answers, results))
     return evaluated
 
 
 def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]],
-                 gates: Sequence[Gate], run: GateRun, evaluation: dict[str, list[int]]) -> None:
-    results_by_gate = _evaluate_batch(batch, gates, run)
+                 gates: Sequence[Gate], run: GateRun,
+                 evaluation: dict[str, list[int]]) -> tuple[int, int]:
+    """Evaluate and store one batch; returns how many of its answers now have every stale
+    gate's result stored (all of them, unless a stop came first), and how many results."""
+    results_by_gate = _without_unevaluated(_evaluate_batch(batch, gates, run))
+    done = {(answer.id, gate.name) for gate, answers, _ in results_by_gate for answer in answers}
     for gate, answers, results in results_by_gate:
         counts = evaluation.setdefault(gate.name, [0, 0])
         counts[0] += len(answers)
@@ -141,6 +167,18 @@ def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]]
                 kept = [(a, r) for a, r in zip(answers, results) if (a.id, gate.name) in written]
                 if kept:
                     gate.record(conn, [a for a, _ in kept], [r for _, r in kept], run)
+    return (sum(all((answer.id, name) in done for name in stale) for answer, stale in batch),
+            len(done))
+
+
+def _without_unevaluated(evaluated):
+    """``evaluated`` without the answers a stop left unevaluated (their result is None)."""
+    kept = []
+    for gate, answers, results in evaluated:
+        pairs = [(a, r) for a, r in zip(answers, results) if r is not None]
+        if pairs:
+            kept.append((gate, [a for a, _ in pairs], [r for _, r in pairs]))
+    return kept
 
 
 def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate],
@@ -176,38 +214,72 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
     read = 0
     evaluation: dict[str, list[int]] = {}
     if gates:
-        names, versions = [g.name for g in gates], [g.version for g in gates]
-        # write_conn holds the window's lock for the whole run; closing it releases the lock,
-        # also when the process dies.
-        with store.connection() as read_conn, store.connection(autocommit=True) as write_conn:
-            _lock_window(write_conn, window, relation)
-            queries.create_results_staging(write_conn)
-            total = None
-            if progress is not None:
-                total = queries.count_pending_answers(write_conn, relation, window, names,
-                                                      versions)
-                progress(0, total)
-            batch: list[tuple[Answer, list[str]]] = []
-            pending = queries.pending_answer_rows(read_conn, relation, window, names, versions,
-                                                  batch_size=batch_size)
-            for row in readable_rows(pending, relation):
-                batch.append((Answer(*row[:6]), row[6]))
-                if len(batch) >= batch_size:
-                    _store_batch(write_conn, batch, gates, run, evaluation)
-                    read += len(batch)
-                    batch = []
-                    if progress is not None:
-                        progress(read, max(read, total or 0))
-            if batch:
-                _store_batch(write_conn, batch, gates, run, evaluation)
-                read += len(batch)
-                if progress is not None:
-                    progress(read, max(read, total or 0))
-            _rethreshold(write_conn, window, gates, relation)
+        with stopping.cooperative():  # a stop signal: store what is evaluated, then raise
+            read = _evaluate_pending(store, window, gates, relation, run, batch_size,
+                                     progress, evaluation)
     return EvaluationRun(run.run_id, window, read,
                          evaluated={name: counts[0] for name, counts in evaluation.items()},
                          unscored={name: counts[1] for name, counts in evaluation.items()},
                          seconds=perf_counter() - started)
+
+
+def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate],
+                      relation: str, run: GateRun, batch_size: int,
+                      progress: ProgressCallback | None,
+                      evaluation: dict[str, list[int]]) -> int:
+    """:func:`evaluate_window`'s work; returns the answers read. Stops after the batch in
+    which a stop signal came (noting what is gated, see :mod:`eval_harness.stopping`)."""
+    names, versions = [g.name for g in gates], [g.version for g in gates]
+    read = gated = results = 0
+
+    def store_batch() -> None:
+        nonlocal read, gated, results, batch
+        answers, stored = _store_batch(write_conn, batch, gates, run, evaluation)
+        read, gated, results, batch = read + len(batch), gated + answers, results + stored, []
+        if progress is not None:
+            progress(gated, max(gated, total or 0))
+
+    # write_conn holds the window's lock for the whole run; closing it releases the lock,
+    # also when the process dies.
+    with store.connection() as read_conn, store.connection(autocommit=True) as write_conn:
+        _lock_window(write_conn, window, relation)
+        queries.create_results_staging(write_conn)
+        total = None
+        if progress is not None:
+            total = queries.count_pending_answers(write_conn, relation, window, names, versions)
+            progress(0, total)
+        batch: list[tuple[Answer, list[str]]] = []
+        pending = queries.pending_answer_rows(read_conn, relation, window, names, versions,
+                                              batch_size=batch_size)
+        try:
+            for row in readable_rows(pending, relation):
+                batch.append((Answer(*row[:6]), row[6]))
+                if len(batch) >= batch_size or stopping.requested() is not None:
+                    store_batch()
+                    if stopping.requested() is not None:
+                        break
+            if batch:
+                store_batch()
+        except StoreLost as exc:
+            raise _store_lost(exc, gated) from None
+        except psycopg.OperationalError as exc:
+            if not is_server_failure(exc):
+                raise
+            raise _store_lost(exc, gated) from exc
+        if stopping.requested() is not None:
+            left = queries.count_pending_answers(write_conn, relation, window, names, versions)
+            stopping.note_kept(f"{gated:,} of {gated + left:,} answers gated ({results:,} "
+                               "gate results stored)")
+            return read
+        _rethreshold(write_conn, window, gates, relation)
+    return read
+
+
+def _store_lost(error: BaseException, gated: int) -> StoreLost:
+    """The store went away under the run: what happened and what was kept."""
+    lost = error if isinstance(error, StoreLost) else StoreLost(str(error), error)
+    lost.kept = f"{gated:,} answers gated and stored before it"
+    return lost
 
 
 def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate], *,

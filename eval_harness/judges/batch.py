@@ -18,7 +18,8 @@ requests, :func:`prefill_cache_by_batch`
    run (kind ``quota`` / ``auth``, see :mod:`.runner`): the live phase then sends nothing
    either;
 4. polls every batch, resumed or new, every ``judges.batch.poll_interval_seconds`` until it
-   ends or ``max_wait_seconds`` pass (a transient error while polling is one more poll);
+   ends or ``max_wait_seconds`` pass (a transient error while polling is one more poll), or
+   the run is stopped by the user or a lost store (the batches go on at the provider);
 5. stores an ended batch's successful results like live calls, one ``api_cost_log`` row
    each with ``batch = true`` and the provider's batch discount applied, and the reply in
    the cache, in the transaction that marks the batch ended: they are stored once, by
@@ -185,14 +186,14 @@ async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
                           clock: Clock) -> None:
     deadline = clock() + settings.max_wait_seconds
     pending = list(batches)
-    while pending:
+    while pending and not pipeline.halted.is_set():
         for batch in list(pending):
             if await _poll(pipeline, batch, report):
                 pending.remove(batch)
         if pending:
             if clock() >= deadline:
                 break
-            await sleep(settings.poll_interval_seconds)
+            await _sleep_unless_halted(pipeline, sleep, settings.poll_interval_seconds)
     for batch in pending:  # still running: billed anyway, so its requests are not made live
         message = (f"the reply is in {batch.provider} batch {batch.batch_id}, still "
                    f"{batch.status} after judges.batch.max_wait_seconds "
@@ -202,6 +203,18 @@ async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
             pipeline.awaiting_batch[key] = message
         report.unfinished += len(batch.planned)
         report.pending_batch_ids.append(batch.batch_id)
+
+
+async def _sleep_unless_halted(pipeline: CallPipeline, sleep: Sleep, seconds: float) -> None:
+    """Wait between polls; a stop signal or a lost store ends the wait (the batches keep
+    running at the provider, and the next batch run collects them)."""
+    waiting = asyncio.ensure_future(sleep(seconds))
+    halted = asyncio.ensure_future(pipeline.halted.wait())
+    try:
+        await asyncio.wait({waiting, halted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, halted):
+            task.cancel()
 
 
 async def _poll(pipeline: CallPipeline, batch: _Batch, report: BatchReport) -> bool:

@@ -62,14 +62,16 @@ class QueryClaims:
         self._held.update(claimed)
         return claimed
 
-    async def wait_for_some(self, texts: Iterable[str]) -> set[str]:
+    async def wait_for_some(self, texts: Iterable[str], *,
+                            until: Callable[[], bool] = lambda: False) -> set[str]:
         """Claim as many of ``texts`` as are free, waiting (polling, with a growing pause up
-        to :data:`MAX_POLL_S`) until at least one is; the set claimed."""
+        to :data:`MAX_POLL_S`) until at least one is, or ``until()`` (a stopped run); the
+        set claimed."""
         texts = list(texts)
         pause = FIRST_POLL_S
         while True:
             claimed = self.try_claim_many(texts)
-            if claimed or not texts:
+            if claimed or not texts or until():
                 return claimed
             await self._sleep(pause)
             pause = min(pause * 2, MAX_POLL_S)

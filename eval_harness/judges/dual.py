@@ -29,6 +29,11 @@ Crashes and concurrent runs:
   on its text held from its first request until its row is written (:mod:`.claims`). A query
   another run has claimed is judged last, from the cache, once that run is done with it
   (:mod:`.dual_rounds`).
+* A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) sends nothing more,
+  stores the replies already on their way and every query whose pairs are all judged, then
+  :func:`judge_dataset` raises :class:`~eval_harness.stopping.Interrupted` saying how many
+  judgements are kept. A store that goes away stops the run at once
+  (:class:`~eval_harness.judges.stops.StoreLost`): nothing is bought that could not be stored.
 * A query is written only if its text, expected documents and embedding are still those it
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
@@ -62,12 +67,14 @@ from eval_harness.judges.dual_scores import judgement_score, pair_kappa, store_q
 from eval_harness.judges.dual_summary import JudgeRunSummary
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Passage
+from eval_harness.judges.stops import StoreLost
 from eval_harness.judges.session import JudgeSession
 from eval_harness.judges.shards import queries_of_shard
 from eval_harness.judges.staged import StagingReport, estimate_saved, sample_agreement
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
+from eval_harness import stopping
 
 T = TypeVar("T")
 log = logging.getLogger("eval_harness.judges")
@@ -148,6 +155,8 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                                        session_options=session_options,
                                        retry_unscored=retry_unscored, shard=shard)
         config = settings.datasets.get(dataset)
+        if summary.stopped == "interrupt":
+            return summary  # the rerun writes back what it completes
         if config is not None and config.live is not None and config.live.write_judge_scores:
             # still under the run lock: what is written back is what this run left stored
             # (shards running side by side write back one at a time)
@@ -195,6 +204,11 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             else:
                 summary.staging = await _judge_staged(conn, settings, session, planned,
                                                       documents, rounds, batch=batch)
+            if session.pipeline.stopped == "store":  # seen by the watch, not by a call
+                raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
+        except StoreLost as exc:
+            exc.kept = summary.kept()
+            raise
         finally:
             claims.release_all()
         stats = session.stats
@@ -254,8 +268,14 @@ def _batch_plan(judges: Sequence, planned: Sequence[PlannedQuery],
 
 def judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str,
                   **options: Any) -> JudgeRunSummary:
-    """:func:`judge_dataset_async` for synchronous callers (CLI, Dagster)."""
-    return _run(judge_dataset_async(conn, settings, dataset, **options))
+    """:func:`judge_dataset_async` for synchronous callers (CLI, Dagster). A stop signal
+    ends it with :class:`~eval_harness.stopping.Interrupted` once what was judged is stored
+    (see the module docstring)."""
+    with stopping.cooperative():
+        summary = _run(judge_dataset_async(conn, settings, dataset, **options))
+        if summary.stopped == "interrupt":
+            stopping.note_kept(summary.kept())
+    return summary
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,13 +7,19 @@ scores), writes the query's row and only then gives up the claim. A query anothe
 claimed is put aside; when the round's other queries are done, the run says once that it is
 waiting for another run and takes the ones put aside as their claims come free (their
 replies are then cached: they cost nothing). The round's pooled scores feed staged judging.
+
+A stop signal (:mod:`eval_harness.stopping`) ends a round early: queries not started are not
+judged (the pipeline refuses their requests; local judges are not asked), the ones whose
+pairs are all judged are stored. A lost store ends it at once
+(:class:`~eval_harness.judges.stops.StoreLost`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 import psycopg
 
@@ -21,10 +27,11 @@ from eval_harness.judges.claims import QueryClaims
 from eval_harness.judges.dual_plan import PlannedQuery
 from eval_harness.judges.dual_scores import QueryChanged, judgement_score, store_query_judgements
 from eval_harness.judges.dual_summary import JudgeRunSummary
-from eval_harness.judges.protocol import JudgeResult, Passage
-from eval_harness.judges.runner import RunStopped
+from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
 from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.stops import RunStopped, StoreLost
 from eval_harness.progress import ProgressCallback
+from eval_harness.store.crash import is_server_failure
 
 log = logging.getLogger("eval_harness.judges")
 
@@ -35,7 +42,8 @@ async def _not_asked() -> None:
 
 async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
                       query_id: int | None,
-                      on_pair: Callable[[], None] = lambda: None, with_judge2: bool = True
+                      on_pair: Callable[[Sequence[object]], None] = lambda results: None,
+                      with_judge2: bool = True
                       ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float] | None]]:
     """Both judges' relevance results for every document (judges in parallel per pair).
 
@@ -43,6 +51,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
     exhausted quota or a rejected key stopped the run before all were judged. With
     ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
+    ``on_pair(results)`` is called as each pair is done (a result or exception per judge).
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
@@ -50,7 +59,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
             session.judge2.relevance(query, document, query_id=query_id) if with_judge2
             else _not_asked(),
             return_exceptions=True)
-        on_pair()
+        on_pair(results)
         return results
 
     pairs = await asyncio.gather(*(pair(d) for d in documents))
@@ -59,6 +68,13 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
         stopped = [e for e in errors if isinstance(e, RunStopped)]
         raise (stopped or errors)[0]
     return [r[0] for r in pairs], [r[1] for r in pairs]
+
+
+def _kept(results: Sequence[object], *, local: bool) -> int:
+    """How many of ``results`` are judgements a stopped run keeps: an LLM judge's once its
+    reply is stored, a local judge's (never stored on its own) once its query is written."""
+    return sum(isinstance(r, JudgeResult) and r.outcome is not Outcome.FAILED
+               and r.judge.startswith("local:") == local for r in results)
 
 
 class JudgingRounds:
@@ -87,16 +103,18 @@ class JudgingRounds:
         log.warning(f"waiting for another run judging {len(waiting)} queries of dataset "
                     f"'{self._summary.dataset}' (this run judged its others; their replies "
                     "will be cached, so they cost this run nothing)")
-        while waiting and not self._session.pipeline.stopped:
-            free = await self._claims.wait_for_some({p.text for p in waiting})
+        while waiting and not self._session.pipeline.stopped and not self._session.halted:
+            free = await self._claims.wait_for_some({p.text for p in waiting},
+                                                    until=lambda: self._session.halted)
             try:
                 await self._judge_all([p for p in waiting if p.text in free], with_judge2)
             finally:
                 self._claims.release(free)
             waiting = [p for p in waiting if p.text not in free]
 
-    def pair_done(self) -> None:
+    def pair_done(self, results: Sequence[object] = ()) -> None:
         self._judged += 1
+        self._summary.judgements_kept += _kept(results, local=False)  # its reply is stored
         if self._progress is not None:
             self._progress(self._judged, self._summary.pairs)
 
@@ -115,8 +133,12 @@ class JudgingRounds:
     async def _judge_query(self, plan: PlannedQuery, with_judge2: bool) -> bool:
         """Claim, judge, store and release one query; False when another run holds it."""
         async with self._window:
-            if not self._claims.try_claim(plan.text):
-                return False
+            if self._session.halted:  # local judges send nothing the pipeline could refuse
+                self._session.pipeline.interrupt()  # a no-op once the pipeline is stopped
+                return True  # not judged: the rerun does it
+            with self._store_errors():
+                if not self._claims.try_claim(plan.text):
+                    return False
             try:
                 query = Passage(plan.text, plan.query_id, plan.embedding)
                 docs = [self._documents.get(d) or Passage("", d) for d in plan.doc_ids]
@@ -124,13 +146,29 @@ class JudgingRounds:
                     results1, results2 = await judge_pairs(
                         self._session, query, docs, query_id=plan.query_id,
                         on_pair=self.pair_done, with_judge2=with_judge2)
+                except StoreLost:
+                    raise  # nothing more can be stored: end the run now
                 except RunStopped:
                     return True  # the pipeline is stopped: the rest finish from cache or fail
-                self._session.ledger.flush()  # the replies are stored before the scores
-                self._store(plan, results1, results2, with_judge2)
+                self._session.pipeline.flush_ledger()  # the replies before the scores
+                with self._store_errors():
+                    self._store(plan, results1, results2, with_judge2)
             finally:
-                self._claims.release([plan.text])
+                if self._session.pipeline.stopped != "store":  # else gone with the session
+                    with self._store_errors():
+                        self._claims.release([plan.text])
             return True
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """A statement of the run on its connection: a server that went away stops the
+        pipeline (:meth:`~eval_harness.judges.runner.CallPipeline.store_lost`)."""
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if not is_server_failure(exc):
+                raise
+            raise self._session.pipeline.store_lost(exc) from exc
 
     def _store(self, plan: PlannedQuery, results1, results2, with_judge2: bool) -> None:
         summary, session = self._summary, self._session
@@ -143,6 +181,7 @@ class JudgingRounds:
             summary.changed_meanwhile += 1
             return
         summary.queries_written += 1
+        summary.judgements_kept += _kept([*results1, *results2], local=True)
         summary.queries_changed += changed
         summary.pairs_written += len(plan.doc_ids)
         for result in results1:

@@ -49,9 +49,9 @@ class JudgeRunSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     pooled_kappa: float | None = None
-    stopped: str | None = None      # "budget" / "quota" / "auth" when the budget, a
-                                    # provider's exhausted quota or a rejected key ended
-                                    # the run early
+    stopped: str | None = None      # "budget" / "quota" / "auth" / "interrupt" / "store"
+                                    # when the budget, a provider's exhausted quota, a
+                                    # rejected key, the user or the store ended the run early
     stop_reason: str | None = None
     changed_meanwhile: int = 0      # queries re-ingested during the run, left unwritten
     queries_waited: int = 0         # queries another run was judging: judged last, from its
@@ -62,6 +62,15 @@ class JudgeRunSummary:
     shard: str | None = None        # "i/n": only the queries of that shard were planned
     judge2_skipped: int = 0         # pairs judge 2 was not asked (staged judging)
     staging: StagingReport | None = None
+    judgements_kept: int = 0        # LLM results with a stored reply, local ones written
+
+    def kept(self) -> str:
+        """What a stopped run keeps, for the line the command prints."""
+        kept = f"{self.judgements_kept:,} of {2 * self.pairs:,} judgements kept"
+        if self.batch is not None and self.batch.unfinished:
+            kept += (f" ({self.batch.unfinished:,} more wait in provider batches still running: "
+                     "the next batch run collects them without paying again)")
+        return kept
 
     @property
     def scored(self) -> int:

@@ -30,6 +30,14 @@
   :class:`AuthenticationRejected` with one sentence naming the provider and its server (never
   the key): every later call would be refused with the same key. All three stops are
   :class:`RunStopped`.
+* **Interrupted** (:meth:`CallPipeline.interrupt`, the user's SIGINT or SIGTERM): no new
+  request is sent (cached replies are still answered); requests already sent get
+  :data:`INTERRUPT_GRACE_SECONDS` to deliver their replies, which are stored, and are then
+  abandoned. Later calls raise :class:`RunInterrupted`.
+* **The store went away** (:meth:`CallPipeline.store_lost`: a ledger read or write failed,
+  or the session saw the connection close): nothing more is sent, since no reply could be
+  stored, and requests already sent are abandoned at once. Later calls raise
+  :class:`StoreLost`, carrying the store's error.
 * **Cache key**: a request carries the base URL of its provider's server (the key includes
   it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
   provider it would be sent to, so a reply is never cached under the wrong server.
@@ -49,6 +57,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+import psycopg
+
 from eval_harness.judges.cache import JudgeLedger, RetryEvent
 from eval_harness.judges.config import RateLimit
 from eval_harness.judges.adaptive import AdaptiveRateLimiter
@@ -57,58 +67,9 @@ from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import ChatProvider
 from eval_harness.judges.retry import ErrorInfo, RetryPolicy, classify_error
-
-
-class RunStopped(RuntimeError):
-    """The run cannot go on: no more calls are sent (cached replies are still answered)."""
-
-    kind = "stopped"
-
-
-class BudgetExhausted(RunStopped):
-    """The run's judge budget does not cover the next call; nothing more is sent."""
-
-    kind = "budget"
-
-
-class QuotaExhausted(RunStopped):
-    """A provider refused a call because the account has no quota or credit left; waiting
-    cannot fix it, so nothing more is sent."""
-
-    kind = "quota"
-
-
-class AuthenticationRejected(RunStopped):
-    """A provider rejected the API key (401) or refused it the permission (403); every later
-    call would be refused the same way, so nothing more is sent."""
-
-    kind = "auth"
-
-
-_STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, AuthenticationRejected)}
-# stops after which a call waiting for a slot is not sent: the provider would refuse it too
-_REFUSING_STOPS = ("quota", "auth")
-
-
-def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
-    """The one sentence a run stopped by ``error`` (kind ``auth``) ends with."""
-    where = f" at {base_url}" if base_url else " (its default server)"
-    what = ("rejected the API key" if error.status_code != 403
-            else "rejected the API key (it lacks the permission for this request)")
-    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
-    fix = f"set a valid key in {variable}" if variable else "set a valid key"
-    return (f"the {provider} server{where} {what} (HTTP {error.status_code}, {error.code}), "
-            f"so the run stopped; {fix} (or point the base URL at the right server) and run "
-            "again (what was judged is kept and cached)")
-
-
-def quota_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
-    """The one sentence a run stopped by ``error`` (kind ``quota``) ends with."""
-    where = f" at {base_url}" if base_url else ""
-    status = f", HTTP {error.status_code}" if error.status_code else ""
-    return (f"the {provider} account{where} has no quota or credit left ({error.code}{status}), "
-            "which waiting does not fix, so the run stopped; add credit or raise its spend "
-            "limit with the provider and run again (what was judged is kept and cached)")
+from eval_harness.judges.stops import (  # noqa: F401 (the stops are importable from here)
+    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
+    QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
 
 
 class Budget:
@@ -198,8 +159,11 @@ class CallPipeline:
         self.budget = budget
         self.retry = retry
         self.stats = RunStats()
-        self.stopped: str | None = None  # "budget" / "quota" / "auth" once stopped
+        self.stopped: str | None = None  # "budget" / "quota" / "auth" / ... once stopped
         self.stop_reason: str | None = None
+        self.store_error: BaseException | None = None  # why the store was lost
+        self._sending: set[asyncio.Task] = set()  # requests on their way to a provider
+        self.halted = asyncio.Event()  # set when the user or the store stops the run
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
         self._limiters = {name: AdaptiveRateLimiter(rate_limits[name].requests_per_minute,
@@ -243,10 +207,51 @@ class CallPipeline:
         this stop raises."""
         if not self.stopped:
             self.stopped, self.stop_reason = kind, reason
-        return _STOPS.get(kind, RunStopped)(reason)
+        return STOPS.get(kind, RunStopped)(reason)
 
     def _stopped_error(self) -> RunStopped:
-        return _STOPS.get(self.stopped, RunStopped)(self.stop_reason)
+        if self.stopped == "store":
+            return StoreLost(self.stop_reason, self.store_error)
+        return STOPS.get(self.stopped, RunStopped)(self.stop_reason)
+
+    def interrupt(self, grace_seconds: float = INTERRUPT_GRACE_SECONDS) -> None:
+        """The user asked to stop: send nothing more; requests on their way get
+        ``grace_seconds`` to deliver their replies (stored as usual), then are abandoned.
+        Called on the event loop (the session schedules it from the signal handler)."""
+        if self.stopped:
+            return
+        self.stop("interrupt", "the run was interrupted: no request was sent after the "
+                               "signal, replies already on their way were stored")
+        self.halted.set()
+        asyncio.get_running_loop().call_later(grace_seconds, self._abandon_requests)
+
+    def store_lost(self, error: BaseException) -> StoreLost:
+        """The store failed under the run: send nothing more and abandon the requests on
+        their way (their replies could not be stored). Returns the exception to raise."""
+        if self.stopped != "store":
+            self.store_error = error
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.stopped = None  # the store's loss outranks any earlier stop
+            self.stop("store", f"the store failed under the run ({first}), so no more "
+                               "requests were sent")
+            self.halted.set()
+            self._abandon_requests()
+        return self._stopped_error()
+
+    def _abandon_requests(self) -> None:
+        for task in list(self._sending):
+            task.cancel()
+
+    def flush_ledger(self) -> None:
+        """Write what the ledger holds buffered (a store error stops the run)."""
+        self._from_store(self.ledger.flush)
+
+    def _from_store(self, read_or_write, *args, **kwargs):
+        """A ledger call; a store error stops the run (see :meth:`store_lost`)."""
+        try:
+            return read_or_write(*args, **kwargs)
+        except psycopg.Error as exc:
+            raise self.store_lost(exc) from exc
 
     async def call(self, request: ChatRequest, *, query_id: int | None = None,
                    refresh: bool = False) -> CallOutcome:
@@ -260,7 +265,9 @@ class CallPipeline:
         later uncached call).
         """
         key = self.cache_key(request)
-        cached = None if refresh else self.ledger.cached(key)
+        if self.stopped == "store":  # nothing can be read or stored any more
+            raise self._stopped_error()
+        cached = None if refresh else self._from_store(self.ledger.cached, key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
             self.ledger.record_cache_hit(
@@ -337,6 +344,24 @@ class CallPipeline:
             limiter.observe(headers, outcome="success")
             return completion
 
+    async def _send_abandonable(self, provider: ChatProvider, request: ChatRequest,
+                                limiter: AdaptiveRateLimiter) -> Completion:
+        """:meth:`_send`, as a task the pipeline can abandon (see :meth:`interrupt` and
+        :meth:`store_lost`); an abandoned request raises the stop that abandoned it."""
+        sending = asyncio.ensure_future(self._send(provider, request, limiter))
+        self._sending.add(sending)
+        try:
+            return await sending
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if sending.cancelled() and self.stopped and not (current and current.cancelling()):
+                raise self._stopped_error() from None
+            raise
+        finally:
+            self._sending.discard(sending)
+            if not sending.done():
+                sending.cancel()
+
     async def _call_provider(self, request: ChatRequest, query_id: int | None,
                              refresh: bool = False) -> CallOutcome:
         provider = self.providers[request.provider]
@@ -354,11 +379,11 @@ class CallPipeline:
                         # the rate is taken with the slot: a request that passed the limiter
                         # and then queued for a slot would go at a rate since lowered
                         await limiter.acquire(estimate)
-                        if self.stopped in _REFUSING_STOPS:  # it would only be refused too
+                        if self.stopped in REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
                         self.stats.provider_calls += 1
-                        completion = await self._send(provider, request, limiter)
+                        completion = await self._send_abandonable(provider, request, limiter)
                 except (asyncio.CancelledError, RunStopped):
                     raise
                 except Exception as exc:  # every provider error is classified, none escapes
@@ -379,15 +404,16 @@ class CallPipeline:
                     self.stats.failed_calls += 1
                     return CallOutcome(None, error, attempts,
                                        latency_s=self._clock() - started)
-                retry_ids.append(self.ledger.record_retry(
-                    request, RetryEvent(error.kind, error.status_code, attempts, wait)))
+                retry_ids.append(self._from_store(self.ledger.record_retry, request,
+                                                  RetryEvent(error.kind, error.status_code,
+                                                             attempts, wait)))
                 self.stats.retries += 1
                 await self._sleep(wait)
             used = completion.usage.input_tokens + completion.usage.output_tokens
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)
-            self.ledger.record_call(request, completion, cost=cost, query_id=query_id,
-                                    retry_ids=retry_ids, replace=refresh)
+            self._from_store(self.ledger.record_call, request, completion, cost=cost,
+                             query_id=query_id, retry_ids=retry_ids, replace=refresh)
             self.stats.add_billed(completion, cost)
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)

@@ -18,6 +18,13 @@ Dagster's in-process executor) each say theirs. A caller that opens several sess
 run passes them the same :class:`FallbackNotices`. :func:`resolve_judge_specs` called without
 one (the doctor, gate versions) keeps one process-wide record, as before.
 
+**Stopping.** Entered with ``async with``, a session stops its pipeline when the user stops
+the run (:mod:`eval_harness.stopping`: SIGINT / SIGTERM; see
+:meth:`~eval_harness.judges.runner.CallPipeline.interrupt`) and when the server ends the
+ledger's connection (:mod:`eval_harness.store.liveness`; see
+:meth:`~eval_harness.judges.runner.CallPipeline.store_lost`), so no request is bought that
+could not be stored.
+
 Keys come from :class:`~eval_harness.settings.Settings` only; they are passed to the SDK
 clients and never logged, stored or shown (provider error text is sanitised).
 """
@@ -29,6 +36,7 @@ import logging
 import random
 import time
 import uuid
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Iterable
 
 import psycopg
@@ -43,6 +51,8 @@ from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
 from eval_harness.judges.retry import RetryPolicy
 from eval_harness.judges.runner import Budget, CallPipeline
+from eval_harness.store.liveness import watch_idle_connection
+from eval_harness import stopping
 
 if TYPE_CHECKING:
     from eval_harness.settings import Settings
@@ -134,6 +144,8 @@ class JudgeSession:
         self.fallback_notices = FallbackNotices() if notices is None else notices
         spec1, spec2, self.notices = resolve_judge_specs(settings,
                                                          notices=self.fallback_notices)
+        self._conn = conn
+        self._watching = ExitStack()
         self.ledger = JudgeLedger(conn, run_id=self.run_id)
         self.prices = PriceTable(config.prices)
         self.pipeline = CallPipeline(
@@ -149,6 +161,12 @@ class JudgeSession:
     @property
     def stats(self):
         return self.pipeline.stats
+
+    @property
+    def halted(self) -> bool:
+        """Whether the user or the store stopped the run (a stop signal counts at once, before
+        the event loop has passed it on: local judges may keep the loop busy)."""
+        return self.pipeline.halted.is_set() or stopping.requested() is not None
 
     def judge(self, spec: str) -> Judge:
         """The judge named ``spec`` (built once per session). No fallback here: a paid judge
@@ -197,14 +215,27 @@ class JudgeSession:
         return OpenAIProvider(base_url=base_url, **options)
 
     async def aclose(self) -> None:
-        """Write what is buffered (cache, cost and retry rows) and close the HTTP clients."""
+        """Write what is buffered (cache, cost and retry rows) and close the HTTP clients
+        (with the store gone, nothing is written: it would only fail again)."""
         try:
-            self.ledger.flush()
+            if self.pipeline.stopped != "store":
+                self.pipeline.flush_ledger()
         finally:
+            self._watching.close()
             for provider in self.pipeline.providers.values():
                 await provider.aclose()
 
     async def __aenter__(self) -> "JudgeSession":
+        """Start watching for a stop signal and for the store going away (see above)."""
+        loop = asyncio.get_running_loop()
+        pipeline = self.pipeline
+
+        def interrupt() -> None:  # called from the signal handler: only schedule
+            loop.call_soon_threadsafe(pipeline.interrupt)
+
+        self._watching.enter_context(stopping.on_stop(interrupt))
+        self._watching.enter_context(watch_idle_connection(self._conn, pipeline.store_lost,
+                                                           loop))
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -33,6 +33,8 @@ _REASONS = _CRASHES + (
     re.compile(r"exited with exit code \d+"),
     re.compile(r"FATAL:\s+[^\n]*"),
 )
+# ...and the line saying the server was asked to stop (pg_ctl stop, a service manager)
+_SHUTDOWN = re.compile(r"received (smart|fast|immediate) shutdown request")
 _RUNNING = re.compile(r"DETAIL:\s+Failed process was running: (.*)")
 _TAIL_BYTES = 256 * 1024
 
@@ -107,10 +109,14 @@ def server_failure_message(error: BaseException | str, log: Path | None, *,
         time.sleep(0.1)
         reason = last_reason(log, since=since)
     if log is None:
-        return (f"{where} went away ({first}); its log on the server says why "
-                "(look for 'terminated by signal' or PANIC).")
+        return (f"{where} went away ({first}); the server's log says why "
+                "(look for 'terminated by signal', PANIC or 'shutdown request').")
     if reason is None:
         return f"{where} went away ({first}); server log: {log}."
+    stopped = None if last_crash(log, since=since) else last_reason(log, since=since,
+                                                                     patterns=(_SHUTDOWN,))
+    if stopped is not None:  # asked to stop, not crashed: its other lines are the shutdown's
+        return f"{where} was shut down ({stopped}); server log: {log}."
     return f"{where} crashed ({reason}); server log: {log}."
 
 

@@ -12,19 +12,23 @@ from typing import Callable, Iterator, Sequence
 
 import psycopg
 
+from eval_harness.store.liveness import statements_cancelled_on_stop
+
 
 def take_session_lock(conn: psycopg.Connection, key: str, *,
                       on_wait: Callable[[], None] | None = None, shared: bool = False) -> None:
     """Take the advisory lock ``key`` for the session (``shared``: in share mode, which only
     an exclusive holder blocks); if another session holds it, call ``on_wait()`` once (to
-    say so) and wait for it."""
+    say so) and wait for it, or for a stop signal (the wait then fails with
+    ``QueryCanceled``)."""
     mode = "_shared" if shared else ""
     if on_wait is not None:
         if conn.execute(f"SELECT pg_try_advisory_lock{mode}(hashtext(%s))",
                         (key,)).fetchone()[0]:
             return
         on_wait()
-    conn.execute(f"SELECT pg_advisory_lock{mode}(hashtext(%s))", (key,))
+    with statements_cancelled_on_stop(conn):  # a stop signal ends the wait
+        conn.execute(f"SELECT pg_advisory_lock{mode}(hashtext(%s))", (key,))
 
 
 @contextmanager

@@ -1,0 +1,393 @@
+"""A run the user stops stops: SIGINT / SIGTERM to `judge`, `gate`, `ingest`, `calibrate` and
+`run` (issue #20).
+
+Each test starts the real command in its own process against the real store and the fake
+LLM provider, waits until a known number of replies were delivered while every slot the
+judges have waits at the provider (``hold_replies_after``), sends a real signal, lets the
+held replies arrive, and checks what the user sees (exit 130 or 143, one line saying what
+was kept, no traceback, within a few seconds) and what was kept: every reply that arrived
+is stored and no request is sent after the signal. The rerun (through the library, which is
+what the command runs) asks the provider only for what is missing, so over both runs the
+provider answers each distinct judgement once.
+"""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+import time
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
+                                 finish, held, ledger_counts, lock_waiters, scalar, wait_until)
+from eval_harness.settings import load_settings
+
+STOPPED_WITHIN = 8.0  # seconds from the signal to the exit (interpreter exit included)
+EXIT_CODE = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def judge_config(location, tmp_path: Path, *, n_queries: int = 6) -> Path:
+    """A small dataset (texts unique to this test) ingested into ``location``, and a config
+    judging it with both judges on the fake provider, 4 requests at a time each."""
+    from eval_harness.store.ingest import ingest_beir
+
+    folder = beir(tmp_path / "judged", n_docs=30, n_queries=n_queries, tag=tmp_path.name[-12:])
+    with location.connection() as conn:
+        ingest_beir(conn, folder, name="jd")
+    config = tmp_path / "config.yaml"
+    config.write_text(textwrap.dedent(f"""
+        default_dataset: jd
+        datasets:
+          jd: {{path: {folder}}}
+        hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
+        history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
+        judges:
+          judge1: openai:gpt-4o
+          judge2: anthropic:claude-haiku-4-5
+          budget_usd: 5.0
+          concurrency: 4
+          hybrid_top_k: 2
+          rate_limits:
+            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
+            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
+    """))
+    return config
+
+
+def library_settings(config: Path, location, fake):
+    """What the command loads from ``config`` with the child's environment."""
+    return load_settings(config, environ={"DATABASE_URL": location.url, **fake_keys(fake)})
+
+
+def stop_after_replies(process, fake, location, replies: int, in_flight: int,
+                       signum: int) -> tuple[float, int]:
+    """Once ``replies`` replies are stored and ``in_flight`` requests (every slot the judges
+    have) wait at the provider, send ``signum``, then let the held replies arrive. Returns
+    when the signal was sent and how many requests had been sent by then."""
+    wait_until(lambda: scalar(location, "SELECT count(*) FROM api_cost_log") >= replies
+               and sum(r.held for r in fake.chat_records()) == in_flight,
+               what=f"{replies} replies stored while {in_flight} requests wait",
+               processes=[process], timeout=60)
+    process.send_signal(signum)
+    signalled, sent = time.monotonic(), fake.chat_requests
+    time.sleep(0.3)
+    fake.release_replies()  # the replies on their way arrive after the signal: stored
+    return signalled, sent
+
+
+def interrupted_line(err: str) -> str:
+    """The command's interrupted line: its last stderr line, the only one after its start-up
+    lines, with no traceback or psycopg warning anywhere."""
+    assert "Traceback" not in err and "error ignored" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("eval-harness: interrupted: "), err
+    assert [line for line in lines if not line.startswith(("store: ", "eval-harness: "))] == [], err
+    return lines[-1]
+
+
+def kept_of(line: str) -> tuple[int, int]:
+    """(N, M) of "interrupted: N of M ..."."""
+    kept, _, rest = line.split("interrupted: ", 1)[1].partition(" of ")
+    return int(kept.replace(",", "")), int(rest.split(" ", 1)[0].replace(",", ""))
+
+
+# ---------------------------------------------------------------------------------------
+# judge: judgements kept
+
+
+def test_a_stopped_judge_run_keeps_what_it_paid_for_and_the_rerun_pays_only_the_rest(
+        fresh, tmp_path, fake):
+    from eval_harness.judges.dual import judge_dataset
+
+    config = judge_config(fresh, tmp_path)
+    fake.hold_replies_after(10)
+    run = cli("--config", config, "judge", "--json", env=child_env(fresh, **fake_keys(fake)),
+              cwd=tmp_path)
+    signalled, sent = stop_after_replies(run, fake, fresh, 10, 2 * 4, signal.SIGINT)
+    code, out, err = finish(run, timeout=30)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    line = interrupted_line(err)
+    assert line.endswith(" judgements kept; run the same command again to finish"), line
+    assert out == ""
+    assert fake.chat_requests == sent  # no request was sent after the signal
+    assert ledger_counts(fresh) == (sent, sent)  # each reply that arrived is stored
+    kept, judgements = kept_of(line)
+    assert kept == sent
+
+    with fresh.connection() as conn:
+        rerun = judge_dataset(conn, library_settings(config, fresh, fake), "jd")
+    assert rerun.complete and judgements == 2 * rerun.pairs
+    assert fake.chat_requests - sent == rerun.provider_calls == judgements - kept
+    assert ledger_counts(fresh) == (judgements, judgements)  # each paid for once
+
+
+def test_a_second_signal_while_stopping_exits_at_once(fresh, tmp_path, fake):
+    """The first SIGINT waits a few seconds for the replies on their way (which never come
+    here); a second one ends the process at once, still with exit code 130."""
+    config = judge_config(fresh, tmp_path)
+    fake.hold_replies_after(4)
+    run = cli("--config", config, "judge", env=child_env(fresh, **fake_keys(fake)), cwd=tmp_path)
+    wait_until(lambda: sum(r.held for r in fake.chat_records()) == 2 * 4,
+               what="every slot waiting at the provider", processes=[run], timeout=60)
+    run.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    run.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    code, out, err = finish(run, timeout=30)
+    fake.release_replies()
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == ("eval-harness: interrupted again: stopped at once; what "
+                                    "was stored is kept; run the same command again to finish")
+    assert ledger_counts(fresh) == (4, 4)
+
+
+def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path, fake):
+    """Another run of the dataset holds its judge lock (here): SIGINT ends the wait."""
+    config = judge_config(fresh, tmp_path, n_queries=2)
+    with fresh.connection(autocommit=True) as other_run:
+        other_run.execute("SELECT pg_advisory_lock(hashtext('eval_harness.judge:jd'))")
+        run = cli("--config", config, "judge", env=child_env(fresh, **fake_keys(fake)),
+                  cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="the run to wait for the lock",
+                   processes=[run], timeout=60)
+        run.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert "Traceback" not in err and "waiting for it to end" in err, err
+    assert err.splitlines()[-1] == ("eval-harness: interrupted: the work finished so far is "
+                                    "kept; run the same command again to finish")
+    assert fake.chat_requests == 0
+
+
+# ---------------------------------------------------------------------------------------
+# gate: answers gated (--since through the library, --partition through Dagster)
+
+GATE_DAY = "2025-01-15"
+
+
+def gate_config(location, tmp_path: Path, n_answers: int) -> Path:
+    """``n_answers`` answers on GATE_DAY and a config gating them with the rule gates and the
+    two LLM gates (judge 1 on the fake provider, 4 requests at a time): two judgements per
+    answer."""
+    from psycopg.types.json import Jsonb
+
+    tag = tmp_path.name[-12:]
+    with location.connection() as conn:
+        for i in range(n_answers):
+            conn.execute("INSERT INTO answers (id, query, answer, sources, created_at) "
+                         "VALUES (%s, %s, %s, %s, %s)",
+                         (f"a{i:02d}", f"Does aspirin help, case {i}? {tag}",
+                          f"Aspirin lowers heart risk in case {i} {tag} [1].",
+                          Jsonb([{"id": "d1", "text": f"Aspirin reduces heart risk. {tag}"}]),
+                          f"{GATE_DAY}T{8 + i % 10:02d}:00:00Z"))
+        conn.commit()
+    config = tmp_path / "config.yaml"
+    config.write_text(textwrap.dedent("""
+        judges:
+          judge1: openai:gpt-4o
+          judge2: local:lexical
+          budget_usd: 5.0
+          concurrency: 4
+          rate_limits:
+            openai: {requests_per_minute: 100000, tokens_per_minute: null}
+            anthropic: {requests_per_minute: 100000, tokens_per_minute: null}
+        quality_gates:
+          partition_start: 2024-01-01
+          gates:
+            format_compliance: {enabled: true}
+            citation_coverage: {enabled: true}
+            grounding: {enabled: true, threshold: 0.8, min_pass_rate: 0.5}
+            answer_reward: {enabled: true, threshold: 0.3, blocking: false}
+    """))
+    return config
+
+
+@pytest.mark.parametrize("window, signum", [(["--since", GATE_DAY], signal.SIGTERM),
+                                            (["--partition", GATE_DAY], signal.SIGINT)],
+                         ids=["since-SIGTERM", "partition-SIGINT"])
+def test_a_stopped_gate_run_stores_what_it_evaluated_and_the_rerun_does_the_rest(
+        fresh, tmp_path, fake, window, signum):
+    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.runner import run_quality_gates
+
+    answers = 20
+    config = gate_config(fresh, tmp_path, answers)
+    env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"), **fake_keys(fake))
+    fake.hold_replies_after(6)
+    gate = cli("--config", config, "gate", *window, "--json", "--junit-xml",
+               tmp_path / "junit.xml", env=env, cwd=tmp_path)
+    signalled, sent = stop_after_replies(gate, fake, fresh, 6, 4, signum)
+    code, out, err = finish(gate, timeout=60)
+    assert code == EXIT_CODE[signum], err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    line = interrupted_line(err)
+    assert fake.chat_requests == sent  # nothing was sent after the signal
+    assert ledger_counts(fresh) == (sent, sent)  # every reply that arrived is stored
+    # grounding goes first for every answer, so none has all its gates yet; each grounding
+    # result whose reply arrived is stored, with both rule gates' results of every answer
+    results = scalar(fresh, "SELECT count(*) FROM gate_results")
+    assert results == 2 * answers + sent
+    assert line == (f"eval-harness: interrupted: 0 of {answers} answers gated ({results} gate "
+                    "results stored); run the same command again to finish")
+    assert "interrupted: 0 of" in (tmp_path / "junit.xml").read_text()
+
+    settings = library_settings(config, fresh, fake)
+    rerun = run_quality_gates(fresh, TimeWindow.day(date.fromisoformat(GATE_DAY)),
+                              configured_gates(settings))
+    assert {s.gate: s.evaluated_now for s in rerun.summaries} == {
+        "format_compliance": 0, "citation_coverage": 0, "grounding": answers - sent,
+        "answer_reward": answers}
+    judgements = 2 * answers  # grounding and answer_reward, one request each
+    assert fake.chat_requests == judgements  # each paid for once, over both runs
+    assert ledger_counts(fresh) == (judgements, judgements)
+
+
+# ---------------------------------------------------------------------------------------
+# ingest and calibrate: no LLM; one transaction, or writes only at the end
+
+
+def test_a_stopped_ingest_stores_nothing_and_the_rerun_ingests(fresh, tmp_path):
+    """The ingest waits for a lock (held here) when SIGTERM comes: psycopg cancels the
+    statement, the transaction is rolled back, and the same command then ingests."""
+    folder = beir(tmp_path / "folder", n_docs=10, n_queries=3, tag=tmp_path.name[-12:])
+    env = child_env(fresh)
+    with held(fresh, "l2_insights"):  # the ingest's first write waits on it
+        run = cli("ingest", folder, "--name", "stopped", env=env, cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="the ingest to wait on the lock",
+                   processes=[run], timeout=60)
+        run.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+    assert code == 143, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert interrupted_line(err) == (
+        "eval-harness: interrupted: nothing of dataset 'stopped' was stored (an ingest stores "
+        "the whole folder at once, or nothing); run the same command again to finish")
+    assert scalar(fresh, "SELECT count(*) FROM l2_insights WHERE dataset = 'stopped'") == 0
+    code, out, err = finish(cli("ingest", folder, "--name", "stopped", env=env, cwd=tmp_path))
+    assert code == 0, err
+    assert scalar(fresh, "SELECT count(*) FROM l2_insights WHERE dataset = 'stopped'") == 10
+
+
+def test_a_stopped_calibration_writes_nothing(fresh, tmp_path):
+    """Calibration reads the ground truth (held here) when SIGINT comes: nothing is written,
+    neither the calibrated_weights table nor config.yaml."""
+    from eval_harness.store.ingest import ingest_beir
+
+    folder = beir(tmp_path / "folder", n_docs=20, n_queries=4, tag=tmp_path.name[-12:])
+    with fresh.connection() as conn:
+        ingest_beir(conn, folder, name="cal")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_dataset: cal\ndatasets:\n  cal: {{path: {folder}}}\n"
+                      f"history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}\n")
+    before = config.read_text()
+    with held(fresh, "ground_truth"):
+        run = cli("--config", config, "calibrate", env=child_env(fresh), cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="calibration to wait on the lock",
+                   processes=[run], timeout=60)
+        run.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert interrupted_line(err) == (
+        "eval-harness: interrupted: nothing was written (calibration writes its weights, "
+        "history and report only once the grid is done); run the same command again to "
+        "finish")
+    assert config.read_text() == before
+    assert scalar(fresh, "SELECT count(*) FROM calibrated_weights") == 0
+    assert not (tmp_path / "history.duckdb").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# run: the Dagster jobs in-process
+
+
+def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_step(
+        fresh, tmp_path, fake):
+    config = judge_config(fresh, tmp_path)
+    env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"), **fake_keys(fake))
+    fake.hold_replies_after(10)
+    run = cli("--config", config, "run", env=env, cwd=tmp_path)
+    signalled, sent = stop_after_replies(run, fake, fresh, 10, 2 * 4, signal.SIGINT)
+    code, out, err = finish(run, timeout=60)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert "Traceback" not in out
+    line = interrupted_line(err)
+    assert line.startswith("eval-harness: interrupted: stopped during [1/3] nightly pipeline "
+                           f"(step dual_judge_scores): {sent} of "), line
+    assert line.endswith(" judgements kept; the later steps did not run; run the same command "
+                         "again to finish"), line
+    assert "[1/3]" in out and "[2/3]" not in out and "[3/3]" not in out, out
+    assert fake.chat_requests == sent
+    assert ledger_counts(fresh) == (sent, sent)
+
+
+def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, tmp_path):
+    """SIGTERM while the ingest step waits for a lock (held here): Dagster's own handler
+    interrupts that op; the command still ends at once with exit 143 and one line."""
+    folder = beir(tmp_path / "folder", n_docs=10, n_queries=3, tag=tmp_path.name[-12:])
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_dataset: ing\ndatasets:\n  ing: {{path: {folder}}}\n"
+                      f"history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}\n"
+                      "judges: {judge1: local:lexical, judge2: local:embedding}\n")
+    env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"))
+    with held(fresh, "l2_insights"):
+        run = cli("--config", config, "run", env=env, cwd=tmp_path)
+        wait_until(lambda: lock_waiters(fresh) >= 1, what="the ingest step to wait on the lock",
+                   processes=[run], timeout=120)
+        run.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=60)
+    assert code == 143, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert "Traceback" not in out
+    assert interrupted_line(err) == (
+        "eval-harness: interrupted: stopped during [1/3] nightly pipeline (step corpus): what "
+        "finished is kept; the later steps did not run; run the same command again to finish")
+    assert "[2/3]" not in out and "[3/3]" not in out, out
+    assert scalar(fresh, "SELECT count(*) FROM l2_insights WHERE dataset = 'ing'") == 0
+
+
+def test_a_stopped_batch_judge_run_stops_waiting_and_the_rerun_resumes_its_batches(
+        fresh, tmp_path, fake):
+    """`judge --batch` polls its batches every 30 s; SIGINT ends the wait at once. The
+    batches go on at the provider, and the next batch run collects them: nothing is
+    submitted (or paid) twice."""
+    from eval_harness.judges.dual import judge_dataset
+
+    config = judge_config(fresh, tmp_path, n_queries=3)
+    config.write_text(config.read_text() + "  batch: {poll_interval_seconds: 30, "
+                                           "max_wait_seconds: 600}\n")
+    fake.batch_polls = 10 ** 6  # the batches run until end_batches()
+    run = cli("--config", config, "judge", "--batch", env=child_env(fresh, **fake_keys(fake)),
+              cwd=tmp_path)
+    wait_until(lambda: scalar(fresh, "SELECT count(*) FROM judge_batches") == 2,
+               what="both batches to be registered", processes=[run], timeout=60)
+    time.sleep(0.5)  # the first polls are done: the run waits out its poll interval
+    run.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    code, out, err = finish(run, timeout=30)
+    assert code == 130, err
+    assert time.monotonic() - signalled < STOPPED_WITHIN
+    line = interrupted_line(err)
+    assert line.endswith(" more wait in provider batches still running: the next batch run "
+                         "collects them without paying again); run the same command again to "
+                         "finish"), line
+    assert fake.chat_requests == 0 and len(fake.batch_submissions()) == 2
+
+    fake.end_batches()
+    with fresh.connection() as conn:
+        rerun = judge_dataset(conn, library_settings(config, fresh, fake), "jd", batch=True)
+    assert rerun.complete and rerun.batch.resumed_batches == 2 and rerun.batch.batches == 0
+    assert len(fake.batch_submissions()) == 2 and fake.chat_requests == 0
