@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import signal
-import textwrap
 from pathlib import Path
 
 from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
                                  finish, held, ingest, ledger_counts, lock_step, lock_waiters,
-                                 scalar, wait_until)
+                                 scalar, two_judges_config, wait_until)
 from conftest import scratch_database
 from eval_harness.store import migrate
 
@@ -24,23 +23,7 @@ def judge_project(location, tmp_path: Path, *, n_queries: int = 6) -> dict:
     folder = beir(tmp_path / "judged", n_docs=30, n_queries=n_queries, tag=tag)
     run = finish(ingest(folder, "jd", env=child_env(location), cwd=tmp_path))
     assert run[0] == 0, run
-    config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(f"""
-        default_dataset: jd
-        datasets:
-          jd: {{path: {folder}}}
-        hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
-        history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
-        judges:
-          judge1: openai:gpt-4o
-          judge2: anthropic:claude-haiku-4-5
-          budget_usd: 5.0
-          concurrency: 8
-          hybrid_top_k: 2
-          rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
-    """))
+    config = two_judges_config(folder, tmp_path, concurrency=8)
     return {"config": config, "folder": folder, "tag": tag}
 
 

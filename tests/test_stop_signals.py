@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, held, ledger_counts, lock_waiters, scalar, wait_until)
+                                 finish, held, ledger_counts, lock_waiters, scalar,
+                                 two_judges_config, wait_until)
 from eval_harness.settings import load_settings
 
 STOPPED_WITHIN = 8.0  # seconds from the signal to the exit (interpreter exit included)
@@ -37,24 +38,7 @@ def judge_config(location, tmp_path: Path, *, n_queries: int = 6) -> Path:
     folder = beir(tmp_path / "judged", n_docs=30, n_queries=n_queries, tag=tmp_path.name[-12:])
     with location.connection() as conn:
         ingest_beir(conn, folder, name="jd")
-    config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(f"""
-        default_dataset: jd
-        datasets:
-          jd: {{path: {folder}}}
-        hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
-        history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
-        judges:
-          judge1: openai:gpt-4o
-          judge2: anthropic:claude-haiku-4-5
-          budget_usd: 5.0
-          concurrency: 4
-          hybrid_top_k: 2
-          rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
-    """))
-    return config
+    return two_judges_config(folder, tmp_path, concurrency=4)
 
 
 def library_settings(config: Path, location, fake):
