@@ -416,3 +416,35 @@ def test_the_pipeline_slows_to_the_servers_advertised_limit_with_few_refusals(sp
     assert 0.8 * 600 <= limiter.requests_per_minute <= 600 + 1e-9
     # ~10 from the server's bucket, the other 30 at 10/s: the client went no faster
     assert elapsed >= (n - 10 - 2) / 10.0
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o", "anthropic:claude-haiku-4-5"])
+def test_random_refusals_with_room_in_the_bucket_keep_the_pace(spec, settings, conn):
+    """10% 429 and 5% 503 at random while the server's headers show room: no cut, no pause;
+    only the refused requests wait (Retry-After 0.2 s, backoffs from 0.1 s, to stay quick);
+    the run counts the refusals."""
+    n = 60
+    with FakeLLMServer(rpm_limit=6000, rate_limit_headers=True, fault_rate=0.15,
+                       fault_kinds=("429", "429", "503"), retry_after=0.2, seed=5) as fake:
+        config = judge_settings(settings, fake, judge1=spec, judge2="local:lexical",
+                                concurrency=8, retry=RetrySettings(base_delay_seconds=0.1),
+                                rate_limits={"openai": RateLimit(6000, None),
+                                             "anthropic": RateLimit(6000, None)})
+        tag = uuid.uuid4().hex
+
+        async def run():
+            async with JudgeSession(config, conn) as session:
+                results = await asyncio.gather(*(
+                    session.judge1.relevance(f"aspirin risk {tag} {i}", "aspirin lowers risk")
+                    for i in range(n)))
+                return results, session
+
+        results, session = asyncio.run(run())
+        records = fake.chat_records()
+    refused = sum(r.status == 429 for r in records)
+    controller = session.pipeline.limiter(spec.split(":")[0]).controller
+    assert all(r.outcome is Outcome.SCORED for r in results)
+    assert refused >= 3 and not any(r.fault == "over_limit" for r in records)
+    assert controller.cuts == 0 and controller.paused_seconds == 0.0
+    assert controller.rate == pytest.approx(6000)
+    assert session.stats.refused == refused and session.stats.backoff_wait_s >= refused * 0.2
