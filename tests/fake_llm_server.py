@@ -57,6 +57,7 @@ import itertools
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -418,6 +419,11 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # the default backlog of 5 drops connections under concurrency
     daemon_threads = True
     block_on_close = False
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away (a stopped second client, a timeout test) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
