@@ -15,7 +15,8 @@ Scenarios (one fresh server each, per API):
 
 * ``faults``: limit 3,000/min; 10% of requests 429 (Retry-After 1 s) and 5% 503 at random,
   with headers (a random fault takes a token of the bucket, so the headers show room).
-  Target: requests received >= 90% of the limit, 0 judgements lost.
+  Target: requests received >= 90% of the limit, 0 judgements lost, a rerun of the same
+  judgements makes 0 provider calls (the cache answers).
 * ``faults-no-headers``: the same without any rate-limit header. Target: >= 70%.
 * ``changing``: the limit goes 3,000 -> 1,000 -> 3,000/min (``--phase-seconds`` each), no
   random faults, headers. Target per phase: served >= 90% of the limit, < 2% of the
@@ -168,8 +169,8 @@ def rows_of(scenario: Scenario, api: str, fake: FakeLLMServer, run: dict) -> lis
                         "rest": served / max(1.0, limit - other), "": served / limit}[
             scenario.target]
         met = row["value"] >= scenario.share
-        if scenario.target == "received":
-            met &= run["lost"] == 0 and run["rerun_calls"] in (None, 0)
+        if scenario.name == "faults":  # the target: none lost, none paid twice
+            met &= run["lost"] == 0 and run["rerun_calls"] == 0
         if scenario.target in ("served", "rest"):
             met &= row["over_share"] < 0.02
         row["met"] = met if scenario.target else None
@@ -209,8 +210,8 @@ def _target(scenario: Scenario) -> str:
         return "reported"
     what = {"received": "received", "served": "served", "rest": "served of the rest"}
     text = f">= {scenario.share:.0%} {what[scenario.target]}"
-    if scenario.target == "received":
-        text += ", 0 lost"
+    if scenario.name == "faults":
+        text += ", 0 lost, rerun 0 calls"
     if scenario.target in ("served", "rest"):
         text += ", < 2% refused"
     return text

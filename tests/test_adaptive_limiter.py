@@ -328,6 +328,11 @@ def test_a_low_remaining_eases_the_rate_before_any_refusal_at_most_once_a_second
     eased = controller.rate
     controller.observe(RateSignal(request_limit=3000, requests_remaining=60), now=3.5)
     assert controller.rate > eased  # room again: it climbs back
+    daily = RateController(3000)  # a quota counted per day drains by design: no easing
+    for step in range(30):
+        daily.observe(RateSignal(requests_remaining=100 - 3 * step, requests_reset=3600.0),
+                      now=step / 10)
+    assert daily.eases == 0 and daily.rate == 3000
 
 
 def _share_a_quota(*, other_rpm: float, seconds: float = 60.0, limit: float = 3000.0,

@@ -18,7 +18,8 @@ Below it, every provider response (success or refusal) moves the request rate:
   changes); R below ``low_remaining`` (15%) of it means someone is draining the bucket faster
   than it refills (another client on the same key, or us): the rate eases by ``ease`` (10%)
   at most once a second, before any refusal, and rises only while R is above that mark
-  (ECN's idea: act on the queue filling, not on the loss).
+  (ECN's idea: act on the queue filling, not on the loss). Not when ``reset`` is more than a
+  minute away: a daily quota drains by design.
 * **A 429 (rate limited)** is first classified:
 
   - *stray*: the headers contradict it (R >= max(1, ``stray_remaining`` (10%) of the
@@ -33,10 +34,15 @@ Below it, every provider response (success or refusal) moves the request rate:
     429s) a run of 5 starts at a response with probability (1-p) p**5, and a window reaches
     14 of 40 with probability P(Binomial(40, p) >= 14): at p = 0.105 (10% 429 and 5% 503
     sent at random) about 1.1e-5 + 3.2e-5 per response, so at 50 responses a second
-    (3,000/min) a false congestion every 7-8 minutes (each costs about 3 s of sending at
-    half rate and one ``Retry-After`` pause); at 500/min one every 75 minutes. A real limit
-    below our rate refuses (rate - limit) / rate of the requests on top of the random ones,
-    found within a window or two (a second or two at these rates).
+    (3,000/min) a false congestion every 7-8 minutes (each costs one ``Retry-After`` pause
+    and 10 s of climbing back from half the rate: 2.5 s worth of requests, under 1% of the
+    time between two); at 500/min one every 75 minutes. A real limit below our rate refuses
+    (rate - limit) / rate of the requests on top of the random ones: at 1.5 times the limit
+    or more (a third refused) it is found within a window or two, a second or two at these
+    rates. Closer to the limit the refusals are retried and the server still serves its
+    limit; the price of not taking a stray 429 for a limit is that, without headers, the
+    rate saws between about 0.75 and 1.5 times a lowered limit and more of its requests are
+    refused (benchmarks/RESULTS.md, "changing-no-headers").
 
   A congestion cuts the rate multiplicatively (``decrease``, 0.5) and pauses sending to the
   provider until its ``Retry-After`` (capped at ``max_pause``, 60 s). One congestion cuts
@@ -131,7 +137,7 @@ class RateController:
         if not self._sent_before_cut(sent_at):
             self._evidence.append(False)
             self._refused_in_a_row = 0
-        if self._running_low(signal.requests_remaining):
+        if self._running_low(signal):
             if now - max(self.eased_at, self.decreased_at) >= 1.0:
                 self.rate = max(self.floor, self.rate * self.ease)
                 self.eased_at = now
@@ -182,9 +188,14 @@ class RateController:
                 or (len(self._evidence) == self._evidence.maxlen
                     and refused >= self.share * len(self._evidence)))
 
-    def _running_low(self, remaining: float | None) -> bool:
+    def _running_low(self, signal: RateSignal) -> bool:
+        """Whether the provider's bucket is nearly drained while it refills within a minute
+        (a quota counted over hours or a day, e.g. requests per day, drains by design:
+        easing would not make it last, only slow the run)."""
+        remaining, reset = signal.requests_remaining, signal.requests_reset
         return (remaining is not None and self.bucket is not None
-                and remaining < self.low_remaining * self.bucket)
+                and remaining < self.low_remaining * self.bucket
+                and (reset is None or reset <= 60.0))
 
     def _sent_before_cut(self, sent_at: float | None) -> bool:
         return sent_at is not None and sent_at < self.decreased_at
