@@ -44,6 +44,11 @@ Below it, every provider response (success or refusal) moves the request rate:
     rate saws between about 0.75 and 1.5 times a lowered limit and more of its requests are
     refused (benchmarks/RESULTS.md, "changing-no-headers").
 
+  - *beyond*: a ``Retry-After`` longer than ``beyond_wait`` (the pipeline passes
+    ``judges.retry.max_wait_seconds``): that call is given up, and no pace would let the
+    others through sooner. Pausing for it (60 s at a time) made a run with 30% of replies
+    asking for a day take ten times as long and fail the same calls; it moves nothing.
+
   A congestion cuts the rate multiplicatively (``decrease``, 0.5) and pauses sending to the
   provider until its ``Retry-After`` (capped at ``max_pause``, 60 s). One congestion cuts
   once: refusals of requests sent before the last cut are the same congestion seen late
@@ -90,7 +95,7 @@ class RateController:
                  recovery_seconds: float = 20.0, max_pause: float = 60.0,
                  stray_remaining: float = 0.10, low_remaining: float = 0.15,
                  ease: float = 0.9, run: int = 5, share: float = 0.35,
-                 window: int = 40) -> None:
+                 window: int = 40, beyond_wait: float = math.inf) -> None:
         if ceiling <= 0 or not 0 < decrease < 1 or recovery_seconds <= 0 or not 0 < ease < 1:
             raise ValueError("an adaptive rate needs a positive ceiling, a decrease and an "
                              "ease in (0, 1) and a positive recovery time")
@@ -99,6 +104,7 @@ class RateController:
         self.recovery_seconds = recovery_seconds
         self.stray_remaining, self.low_remaining = stray_remaining, low_remaining
         self.run, self.share = run, share
+        self.beyond_wait = beyond_wait
         self.floor = min(1.0, ceiling)
         self.rate = ceiling
         self.target = ceiling
@@ -114,6 +120,7 @@ class RateController:
         self.cuts = 0          # multiplicative decreases (congestions)
         self.eases = 0         # gentle decreases on a low ``remaining``
         self.stray = 0         # 429s not taken as a rate signal
+        self.beyond = 0        # 429s asking for a wait longer than ``beyond_wait``
         self.paused_seconds = 0.0
         self.capped_pauses = 0  # pauses a Retry-After above ``max_pause`` asked for
 
@@ -122,8 +129,8 @@ class RateController:
         """Take one response into account. ``outcome``: ``success`` (2xx), ``refused`` (429
         rate limited) or ``error`` (anything else: only its limits are read). ``sent_at``:
         when the request was sent (None: as if just now). Returns what the response was
-        taken for: ``success``, ``error``, ``stray``, ``congestion`` or ``late`` (a refusal of
-        a congestion already acted on)."""
+        taken for: ``success``, ``error``, ``stray``, ``congestion``, ``late`` (a refusal of
+        a congestion already acted on) or ``beyond`` (a wait longer than ``beyond_wait``)."""
         self._follow_limit(signal.request_limit, now)
         if signal.requests_remaining is not None:
             self.bucket = max(self.bucket or 0.0, signal.requests_remaining)
@@ -161,6 +168,9 @@ class RateController:
         self.rate = self.target
 
     def _refused(self, signal: RateSignal, now: float, sent_at: float | None) -> str:
+        if signal.retry_after is not None and signal.retry_after > self.beyond_wait:
+            self.beyond += 1
+            return "beyond"
         if not self._is_congestion(signal.requests_remaining, sent_at):
             self.stray += 1
             return "stray"

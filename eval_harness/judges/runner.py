@@ -183,10 +183,7 @@ class CallPipeline:
         self.halted = asyncio.Event()  # set when the user or the store stops the run
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
-        self._limiters = {name: AdaptiveRateLimiter(rate_limits[name].requests_per_minute,
-                                                    rate_limits[name].tokens_per_minute,
-                                                    clock=clock, sleep=sleep)
-                          for name in providers}
+        self._limiters = {name: self._new_limiter(rate_limits[name]) for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
@@ -195,11 +192,15 @@ class CallPipeline:
 
     def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
         self.providers[provider.name] = provider
-        self._limiters[provider.name] = AdaptiveRateLimiter(limit.requests_per_minute,
-                                                            limit.tokens_per_minute,
-                                                            clock=self._clock,
-                                                            sleep=self._sleep)
+        self._limiters[provider.name] = self._new_limiter(limit)
         self._slots[provider.name] = asyncio.Semaphore(concurrency)
+
+    def _new_limiter(self, limit: RateLimit) -> AdaptiveRateLimiter:
+        """A provider's limiter: a 429 asking for a longer wait than a call takes ends that
+        call and is no rate signal (pausing the others would not bring the moment nearer)."""
+        return AdaptiveRateLimiter(limit.requests_per_minute, limit.tokens_per_minute,
+                                   clock=self._clock, sleep=self._sleep,
+                                   beyond_wait=self.retry.settings.max_wait_seconds)
 
     def limiter(self, provider: str) -> AdaptiveRateLimiter:
         """``provider``'s rate limiter (its current rates say how it has adapted)."""
