@@ -14,11 +14,16 @@ Behaviour is configurable per test:
   whose body is not JSON);
 * ``fault_rule``: a function ``(api, user_text) -> fault kind or None`` applied to every chat
   request (e.g. always 503 for one document);
-* ``fault_rate`` / ``fault_kinds`` / ``seed``: random faults on a share of chat requests;
+* ``fault_rate`` / ``fault_kinds`` / ``seed``: random faults on a share of chat requests (a
+  kind listed twice comes twice as often: ``("429", "429", "503")`` at 0.15 is 10% 429 and
+  5% 503);
 * ``rpm_limit``: a server-side token bucket (requests per minute) answering 429 with a
-  ``Retry-After`` when exceeded, like a provider's rate limiter;
-* ``rate_limit_headers``: with ``rpm_limit``, every chat reply (success or 429) carries the
-  rate-limit headers of its wire format, from the server's bucket: OpenAI's
+  ``Retry-After`` when exceeded, like a provider's rate limiter. A request it lets through
+  takes a token even when a random fault then refuses it (the provider's edge counted it
+  before a replica or a proxy behind it failed); one it refuses takes none;
+* ``rate_limit_headers``: with ``rpm_limit``, every chat reply (success, 429 or random fault)
+  carries the rate-limit headers of its wire format, from the server's bucket as it was once
+  the request arrived and was counted (a random 429 shows the bucket's real level): OpenAI's
   ``x-ratelimit-limit-requests`` / ``-remaining-requests`` / ``-reset-requests`` (a duration,
   ``"120ms"``, ``"1.5s"``), Anthropic's ``anthropic-ratelimit-requests-limit`` / ``-remaining``
   / ``-reset`` (an RFC 3339 moment); ``reset`` is when the bucket is full again. The limit can
@@ -52,6 +57,7 @@ import itertools
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -414,6 +420,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away (a stopped second client, a timeout test) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -496,6 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
         record = Recorded(api, "POST", self.path, self._headers(), body)
         system, user, input_tokens = _conversation(api, body)
         fault = fake._next_fault(api, user)
+        rate_headers = fake._rate_headers(api)  # as the server's limiter saw it on admission
         record.fault = None if fault is None else "over_limit" if fault.over_limit else fault.kind
         record.held = fake._should_hold()
         fake._record(record)
@@ -512,7 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
             make = anthropic_message if api == "anthropic" else openai_completion
             record.status = 200
             return self._send(200, make(model, reply, input_tokens, fake._new_id("msg_")),
-                              headers=fake._rate_headers(api))
+                              headers=rate_headers)
         if fault.kind == "bad_json":
             record.status = 200
             return self._send(200, b"<html>upstream proxy error</html>")
@@ -520,12 +532,12 @@ class _Handler(BaseHTTPRequestHandler):
             record.status, payload = quota_refusal(api, fault.kind)
             return self._send(record.status, payload)
         record.status = ERROR_STATUS[fault.kind]
-        self._send_fault(api, fault)
+        self._send_fault(api, fault, rate_headers)
 
-    def _send_fault(self, api: str, fault: Fault) -> None:
+    def _send_fault(self, api: str, fault: Fault, rate_headers: dict[str, str]) -> None:
         fake = self.fake
         status = ERROR_STATUS[fault.kind]
-        headers = fake._rate_headers(api) if api in ("anthropic", "openai") else {}
+        headers = dict(rate_headers)
         if status == 429 or fault.retry_after is not None:
             headers["retry-after"] = f"{fault.retry_after or fake.retry_after:g}"
         message = f"fake {fault.kind}"
@@ -553,7 +565,7 @@ class _Handler(BaseHTTPRequestHandler):
         record.status = ERROR_STATUS.get(fault.kind, 200) if fault is not None else 200
         fake._record(record)
         if fault is not None and fault.kind in ERROR_STATUS:
-            return self._send_fault(api, fault)
+            return self._send_fault(api, fault, {})
         if api == "anthropic":
             models = [{"type": "model", "id": m, "display_name": m,
                        "created_at": "2025-01-01T00:00:00Z"}

@@ -10,6 +10,7 @@ import asyncio
 import math
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -22,6 +23,8 @@ from eval_harness.judges.session import JudgeSession
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
+NONE_LEFT = {"x-ratelimit-remaining-requests": "0"}  # a 429 with this is congestion
+NONE_LEFT_SIGNAL = RateSignal(requests_remaining=0)
 
 
 def _limiter(time_: FakeTime, rpm: float = 3000, tpm: float | None = None, **options):
@@ -111,17 +114,17 @@ def test_a_429_pauses_until_its_retry_after_and_halves_the_rate_once_per_congest
         limiter = _limiter(time_, 3000)
         sent = time_.now
         time_.now += 0.1
-        limiter.observe({"retry-after": "2"}, outcome="refused", sent_at=sent)
+        limiter.observe(NONE_LEFT | {"retry-after": "2"}, outcome="refused", sent_at=sent)
         assert limiter.requests_per_minute == pytest.approx(1500)
         # refusals of requests sent before that cut are the same congestion: no second cut
-        limiter.observe({"retry-after": "2"}, outcome="refused", sent_at=sent)
+        limiter.observe(NONE_LEFT | {"retry-after": "2"}, outcome="refused", sent_at=sent)
         assert limiter.requests_per_minute == pytest.approx(1500)
         assert limiter.controller.cuts == 1
         start = time_.now
         await limiter.acquire()
         waited = time_.now - start
         # a request sent after the cut and refused again cuts again
-        limiter.observe({}, outcome="refused", sent_at=time_.now)
+        limiter.observe(NONE_LEFT, outcome="refused", sent_at=time_.now)
         return waited, limiter.requests_per_minute
 
     waited, rate = asyncio.run(run())
@@ -132,7 +135,7 @@ def test_a_429_pauses_until_its_retry_after_and_halves_the_rate_once_per_congest
 def test_a_retry_after_longer_than_max_pause_pauses_only_max_pause():
     time_ = FakeTime()
     limiter = _limiter(time_, 3000, max_pause=30.0)
-    limiter.observe({"retry-after": "3600"}, outcome="refused", sent_at=time_.now)
+    limiter.observe(NONE_LEFT | {"retry-after": "3600"}, outcome="refused", sent_at=time_.now)
     assert limiter.controller.paused_until == pytest.approx(time_.now + 30.0)
 
 
@@ -168,7 +171,7 @@ def test_nothing_remaining_without_a_limit_pauses_until_the_reset():
 
 def test_recovery_is_additive_in_time_and_never_exceeds_the_ceiling():
     controller = RateController(3000, recovery_seconds=20.0)
-    controller.observe(RateSignal(), now=1.0, outcome="refused")
+    controller.observe(NONE_LEFT_SIGNAL, now=1.0, outcome="refused")
     assert controller.rate == pytest.approx(1500)
     rates = []
     for step in range(1, 401):  # a success every 0.1 s for 40 s
@@ -182,7 +185,7 @@ def test_recovery_is_additive_in_time_and_never_exceeds_the_ceiling():
 
 def test_recovery_does_not_count_idle_time_nor_the_burst_rate():
     controller = RateController(3000, recovery_seconds=20.0)
-    controller.observe(RateSignal(), now=0.0, outcome="refused")
+    controller.observe(NONE_LEFT_SIGNAL, now=0.0, outcome="refused")
     controller.observe(RateSignal(), now=100.0, outcome="success")  # idle: at most 1 s
     assert controller.rate == pytest.approx(1500 + 150)
     for _ in range(1000):  # many successes at the same moment add nothing more
@@ -194,7 +197,8 @@ def test_recovery_stops_at_the_providers_limit_when_it_is_below_the_ceiling():
     controller = RateController(3000)
     limit = RateSignal(request_limit=1000)
     controller.observe(limit, now=1.0, outcome="success")
-    controller.observe(limit, now=2.0, outcome="refused", sent_at=2.0)
+    controller.observe(replace(limit, requests_remaining=0), now=2.0, outcome="refused",
+                       sent_at=2.0)
     assert controller.rate == pytest.approx(500)
     for step in range(500):
         controller.observe(limit, now=3.0 + step, outcome="success")
@@ -204,7 +208,7 @@ def test_recovery_stops_at_the_providers_limit_when_it_is_below_the_ceiling():
 
 def test_errors_other_than_429_neither_cut_nor_raise_the_rate():
     controller = RateController(3000)
-    controller.observe(RateSignal(), now=1.0, outcome="refused")
+    controller.observe(NONE_LEFT_SIGNAL, now=1.0, outcome="refused")
     controller.observe(RateSignal(), now=2.0, outcome="error")
     assert controller.rate == pytest.approx(1500) and controller.cuts == 1
 
@@ -251,8 +255,8 @@ def test_the_pipeline_slows_to_the_servers_advertised_limit_with_few_refusals(sp
     refused = sum(r.fault == "over_limit" for r in records)
     assert all(r.outcome is Outcome.SCORED for r in results)
     assert refused <= 2, f"{refused} of {len(records)} requests refused"
-    # at the advertised limit, or below it still recovering from a refusal
-    assert limiter.requests_per_minute == pytest.approx(600) or (
-        refused and limiter.requests_per_minute < 600)
+    # at the advertised limit, or a little below it: this server's bucket holds one second,
+    # as the client's does, so at the limit its ``remaining`` runs low and the client eases
+    assert 0.8 * 600 <= limiter.requests_per_minute <= 600 + 1e-9
     # ~10 from the server's bucket, the other 30 at 10/s: the client went no faster
     assert elapsed >= (n - 10 - 2) / 10.0

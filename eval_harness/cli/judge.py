@@ -1,14 +1,15 @@
 """``eval-harness judge``: dual-judge relevance scores for a dataset's ground truth.
 
 Prints a progress bar (on stderr, in a terminal only) and a summary: pairs, scored, unscored,
-failed, provider calls, cache hits, retries, tokens, cost and pooled kappa (or one JSON object
-with ``--json``). Exit code: 0 when every planned query was written and every judgement has a
-score, 1 when the run stopped early (budget, no quota, rejected key) or a judgement is
-unscored or failed (what was done is kept; running again costs nothing for it; an unscored
-judgement's replies are cached, so ``--retry-unscored`` re-asks those), 2 when it could not
-run or the store went away under it (one sentence: what was kept, the server's log), 130 /
-143 when SIGINT / SIGTERM stopped it (one line: the judgements kept; see
-:mod:`eval_harness.stopping`).
+failed, provider calls, cache hits, retries, requests the provider refused (rate limit) and
+time spent waiting, a server's request to wait longer than calls wait, tokens, cost and
+pooled kappa (or one JSON object with ``--json``). Exit code: 0 when every planned query was
+written and every judgement has a score, 1 when the run stopped early (budget, no quota,
+rejected key) or a judgement is unscored or failed (what was done is kept; running again
+costs nothing for it; an unscored judgement's replies are cached, so ``--retry-unscored``
+re-asks those), 2 when it could not run or the store went away under it (one sentence: what
+was kept, the server's log), 130 / 143 when SIGINT / SIGTERM stopped it (one line: the
+judgements kept; see :mod:`eval_harness.stopping`).
 
 ``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.shards.shard_of`);
 runs of different shards go side by side, each paying only for its own pairs.

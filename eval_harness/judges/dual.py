@@ -215,8 +215,13 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         summary.pooled_kappa = pair_kappa(*rounds.pooled[:2], threshold=threshold)
         summary.stopped = session.pipeline.stopped
         summary.stop_reason = session.pipeline.stop_reason
+        summary.paused_s = sum(session.pipeline.limiter(name).controller.paused_seconds
+                               for name in session.pipeline.providers)
+        summary.wait_notices = session.wait_notices()
+        session.fallback_notices.record(summary.wait_notices)  # the summary says them
     for name in ("provider_calls", "billed_calls", "batch_requests", "cache_hits", "retries",
-                 "input_tokens", "output_tokens", "cost_usd"):
+                 "input_tokens", "output_tokens", "cost_usd", "refused", "limiter_wait_s",
+                 "backoff_wait_s"):
         setattr(summary, name, getattr(stats, name))
     summary.elapsed_s = time.monotonic() - started
     return summary

@@ -48,6 +48,11 @@ class JudgeRunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    refused: int = 0                # requests refused as rate limited (429)
+    limiter_wait_s: float = 0.0     # summed over calls: waiting for the rate limiter
+    backoff_wait_s: float = 0.0     # summed over calls: retry backoffs
+    paused_s: float = 0.0           # sending to a provider paused after a congestion
+    wait_notices: tuple[str, ...] = ()  # a server asked to wait longer than calls wait
     pooled_kappa: float | None = None
     stopped: str | None = None      # "budget" / "quota" / "auth" / "interrupt" / "store"
                                     # when the budget, a provider's exhausted quota, a
@@ -93,7 +98,11 @@ class JudgeRunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(notices=list(self.notices), scored=self.scored, unscored=self.unscored,
+        data.update(notices=list(self.notices), wait_notices=list(self.wait_notices),
+                    limiter_wait_s=round(self.limiter_wait_s, 3),
+                    backoff_wait_s=round(self.backoff_wait_s, 3),
+                    paused_s=round(self.paused_s, 3),
+                    scored=self.scored, unscored=self.unscored,
                     failed=self.failed, complete=self.complete,
                     staging=None if self.staging is None else self.staging.to_dict(),
                     cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
@@ -111,7 +120,11 @@ class JudgeRunSummary:
                 "pool_size_max": (self.pool_sizes or {}).get("max"), "scored": self.scored, "unscored": self.unscored,
                 "failed": self.failed, "provider_calls": self.provider_calls,
                 "batch_requests": self.batch_requests, "cache_hits": self.cache_hits,
-                "retries": self.retries, "input_tokens": self.input_tokens,
+                "retries": self.retries, "refused": self.refused,
+                "waiting_s": round(self.limiter_wait_s + self.backoff_wait_s, 3),
+                "paused_s": round(self.paused_s, 3),
+                "wait_notices": "; ".join(self.wait_notices) or "none",
+                "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
                 "changed_meanwhile": self.changed_meanwhile,
@@ -123,6 +136,17 @@ class JudgeRunSummary:
                 else self.staging.sample_queries,
                 "staging_saved_usd": None if self.staging is None
                 else round(self.staging.saved_usd, 6)}
+
+    def waiting_line(self) -> str:
+        """Refusals and time spent waiting, so a slow run explains itself."""
+        requests = "1 request" if self.refused == 1 else f"{self.refused} requests"
+        line = (f"{requests} refused by the provider (rate limit), "
+                f"{self.limiter_wait_s + self.backoff_wait_s:.0f} s waiting (rate limiter "
+                f"{self.limiter_wait_s:.0f} s, retry backoffs {self.backoff_wait_s:.0f} s, "
+                "summed over calls in flight)")
+        if self.paused_s:
+            line += f"; sending paused {self.paused_s:.0f} s in all after congestion"
+        return line
 
     def format(self) -> str:
         kappa = "undefined" if self.pooled_kappa is None else f"{self.pooled_kappa:.3f}"
@@ -148,12 +172,14 @@ class JudgeRunSummary:
             + (f", {self.judge2_skipped} not asked" if self.judge2_skipped else "") + ")",
             f"provider calls {self.provider_calls} (retries {self.retries}), batch requests "
             f"{self.batch_requests}, cache hits {self.cache_hits}",
+            self.waiting_line(),
             f"tokens {self.input_tokens} in / {self.output_tokens} out, cost "
             f"${self.cost_usd:.4f}",
             f"pooled kappa {kappa}",
         ]
         if self.staging is not None:
             lines.append(self.staging.format())
+        lines += self.wait_notices
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")
         if self.batch is not None and self.batch.pending_batch_ids:

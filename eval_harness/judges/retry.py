@@ -188,6 +188,43 @@ class RetryPolicy:
         wait = max(self.backoff(retry_number), retry_after or 0.0)
         return None if wait > self.settings.max_wait_seconds else wait
 
+    def asks_too_long(self, retry_after: float | None) -> bool:
+        """Whether a server's ``Retry-After`` is beyond what a call waits."""
+        return retry_after is not None and retry_after > self.settings.max_wait_seconds
+
+
+@dataclass
+class WaitAsked:
+    """Calls to one provider that ended because its server asked to wait too long."""
+
+    longest_s: float = 0.0   # the longest Retry-After asked
+    calls_given_up: int = 0
+
+
+def wait_asked_notice(provider: str, asked: WaitAsked, *, max_wait_s: float,
+                      paused_s: float | None = None) -> str:
+    """The one sentence a run says about ``provider``'s server asking for waits beyond
+    ``max_wait_s``; ``paused_s``: sending to it was paused that long at a time (the cap of a
+    provider-wide pause), if it was."""
+    calls = "1 call was" if asked.calls_given_up == 1 else f"{asked.calls_given_up} calls were"
+    text = (f"the {provider} server asked to wait {asked.longest_s:g} s "
+            f"({human_duration(asked.longest_s)}) before retrying; calls wait at most "
+            f"{max_wait_s:g} s (judges.retry.max_wait_seconds), so {calls} given up: run "
+            "again later")
+    if paused_s is not None:
+        text += f"; sending to it paused {paused_s:g} s at a time"
+    return text
+
+
+def human_duration(seconds: float) -> str:
+    """``seconds`` in the largest whole unit that fits: "1 day", "2 h", "5 min", "30 s"."""
+    for unit, size in (("day", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            value = seconds / size
+            amount = f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+            return f"{amount} {unit}" + ("s" if unit == "day" and amount != "1" else "")
+    return f"{seconds:g} s"
+
 
 _PATTERNS = (
     (re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"), r"\1***"),

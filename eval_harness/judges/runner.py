@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import psycopg
@@ -66,7 +66,7 @@ from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import ChatProvider
-from eval_harness.judges.retry import ErrorInfo, RetryPolicy, classify_error
+from eval_harness.judges.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
 from eval_harness.judges.stops import (  # noqa: F401 (the stops are importable from here)
     INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
     QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
@@ -108,7 +108,14 @@ class Budget:
 
 @dataclass
 class RunStats:
-    """Counters of one run; ``provider_calls`` counts HTTP requests (retries included)."""
+    """Counters of one run; ``provider_calls`` counts HTTP requests (retries included).
+
+    ``refused``: requests a provider refused as rate limited (429, not quota). Waiting is
+    summed over calls (calls wait side by side, so it can exceed the run's time):
+    ``limiter_wait_s`` for the rate limiter (its pauses included), ``backoff_wait_s`` for
+    retry backoffs. ``waits_asked``: per provider, the longest ``Retry-After`` above
+    ``judges.retry.max_wait_seconds`` and how many calls it ended (see :mod:`.retry`).
+    """
 
     provider_calls: int = 0
     billed_calls: int = 0
@@ -119,6 +126,16 @@ class RunStats:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    refused: int = 0
+    limiter_wait_s: float = 0.0
+    backoff_wait_s: float = 0.0
+    waits_asked: dict[str, WaitAsked] = field(default_factory=dict)
+
+    def add_wait_asked(self, provider: str, seconds: float) -> None:
+        """A call to ``provider`` ended because its server asked to wait ``seconds``."""
+        asked = self.waits_asked.setdefault(provider, WaitAsked())
+        asked.longest_s = max(asked.longest_s, seconds)
+        asked.calls_given_up += 1
 
     def add_billed(self, completion: Completion, cost: float) -> None:
         self.billed_calls += 1
@@ -166,10 +183,7 @@ class CallPipeline:
         self.halted = asyncio.Event()  # set when the user or the store stops the run
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
-        self._limiters = {name: AdaptiveRateLimiter(rate_limits[name].requests_per_minute,
-                                                    rate_limits[name].tokens_per_minute,
-                                                    clock=clock, sleep=sleep)
-                          for name in providers}
+        self._limiters = {name: self._new_limiter(rate_limits[name]) for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
@@ -178,11 +192,15 @@ class CallPipeline:
 
     def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
         self.providers[provider.name] = provider
-        self._limiters[provider.name] = AdaptiveRateLimiter(limit.requests_per_minute,
-                                                            limit.tokens_per_minute,
-                                                            clock=self._clock,
-                                                            sleep=self._sleep)
+        self._limiters[provider.name] = self._new_limiter(limit)
         self._slots[provider.name] = asyncio.Semaphore(concurrency)
+
+    def _new_limiter(self, limit: RateLimit) -> AdaptiveRateLimiter:
+        """A provider's limiter: a 429 asking for a longer wait than a call takes ends that
+        call and is no rate signal (pausing the others would not bring the moment nearer)."""
+        return AdaptiveRateLimiter(limit.requests_per_minute, limit.tokens_per_minute,
+                                   clock=self._clock, sleep=self._sleep,
+                                   beyond_wait=self.retry.settings.max_wait_seconds)
 
     def limiter(self, provider: str) -> AdaptiveRateLimiter:
         """``provider``'s rate limiter (its current rates say how it has adapted)."""
@@ -341,7 +359,7 @@ class CallPipeline:
                 limiter.observe(getattr(getattr(exc, "response", None), "headers", None),
                                 outcome="refused" if refused else "error", sent_at=sent_at)
                 raise
-            limiter.observe(headers, outcome="success")
+            limiter.observe(headers, outcome="success", sent_at=sent_at)
             return completion
 
     async def _send_abandonable(self, provider: ChatProvider, request: ChatRequest,
@@ -378,7 +396,7 @@ class CallPipeline:
                     async with self._slots[provider.name]:
                         # the rate is taken with the slot: a request that passed the limiter
                         # and then queued for a slot would go at a rate since lowered
-                        await limiter.acquire(estimate)
+                        self.stats.limiter_wait_s += await limiter.acquire(estimate)
                         if self.stopped in REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
@@ -398,9 +416,12 @@ class CallPipeline:
                     self.stats.failed_calls += 1
                     raise self.stop("auth", auth_message(
                         provider.name, getattr(provider, "base_url", None), error))
+                self.stats.refused += error.kind == "rate_limit"
                 wait = (self.retry.wait(attempts, error.retry_after)
                         if error.retryable and attempts <= self.retry.max_retries else None)
                 if wait is None:
+                    if self.retry.asks_too_long(error.retry_after):
+                        self.stats.add_wait_asked(provider.name, error.retry_after)
                     self.stats.failed_calls += 1
                     return CallOutcome(None, error, attempts,
                                        latency_s=self._clock() - started)
@@ -408,6 +429,7 @@ class CallPipeline:
                                                   RetryEvent(error.kind, error.status_code,
                                                              attempts, wait)))
                 self.stats.retries += 1
+                self.stats.backoff_wait_s += wait
                 await self._sleep(wait)
             used = completion.usage.input_tokens + completion.usage.output_tokens
             self._limiters[provider.name].refund(estimate - used)

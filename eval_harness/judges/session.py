@@ -49,7 +49,7 @@ from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
 from eval_harness.judges.notice_scope import first_in_command
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
-from eval_harness.judges.retry import RetryPolicy
+from eval_harness.judges.retry import RetryPolicy, wait_asked_notice
 from eval_harness.judges.runner import Budget, CallPipeline
 from eval_harness.store.liveness import watch_idle_connection
 from eval_harness import stopping
@@ -73,8 +73,9 @@ def _api_key(settings: "Settings", provider: str) -> str | None:
 
 
 class FallbackNotices:
-    """The fallback notices one run has said: each distinct notice is logged once (a warning
-    on ``logger``) per instance, however many sessions of the run share it.
+    """The notices one run has said (judges that fell back to local ones; a provider that
+    asked to wait longer than calls wait): each distinct notice is logged once (a warning on
+    ``logger``) per instance, however many sessions of the run share it.
 
     ``said`` is the set to record them in (a new one by default).
     """
@@ -93,6 +94,11 @@ class FallbackNotices:
                 self._said.add(notice)
                 if first_in_command(notice):  # a command of many runs says it once
                     self._log.warning(notice)
+
+    def record(self, notices: Iterable[str]) -> None:
+        """Count ``notices`` as said without logging them (the caller says them elsewhere,
+        e.g. in a run summary)."""
+        self._said.update(notices)
 
 
 def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None = None
@@ -168,6 +174,20 @@ class JudgeSession:
         the event loop has passed it on: local judges may keep the loop busy)."""
         return self.pipeline.halted.is_set() or stopping.requested() is not None
 
+    def wait_notices(self) -> tuple[str, ...]:
+        """One sentence per provider whose server asked to wait longer than calls wait
+        (``judges.retry.max_wait_seconds``), with the figure and the calls given up; said
+        once per run when the session closes, unless the caller says it (and records it in
+        :attr:`fallback_notices`) first."""
+        max_wait = self.pipeline.retry.settings.max_wait_seconds
+        notices = []
+        for provider, asked in sorted(self.pipeline.stats.waits_asked.items()):
+            controller = self.pipeline.limiter(provider).controller
+            paused = controller.max_pause if controller.capped_pauses else None
+            notices.append(wait_asked_notice(provider, asked, max_wait_s=max_wait,
+                                             paused_s=paused))
+        return tuple(notices)
+
     def judge(self, spec: str) -> Judge:
         """The judge named ``spec`` (built once per session). No fallback here: a paid judge
         asked for by name needs its key and a price."""
@@ -215,8 +235,10 @@ class JudgeSession:
         return OpenAIProvider(base_url=base_url, **options)
 
     async def aclose(self) -> None:
-        """Write what is buffered (cache, cost and retry rows) and close the HTTP clients
-        (with the store gone, nothing is written: it would only fail again)."""
+        """Say the run's wait notices, write what is buffered (cache, cost and retry rows)
+        and close the HTTP clients (with the store gone, nothing is written: it would only
+        fail again)."""
+        self.fallback_notices.announce(self.wait_notices())
         try:
             if self.pipeline.stopped != "store":
                 self.pipeline.flush_ledger()
