@@ -3,9 +3,17 @@
 # Tests run in EVAL_HARNESS_TEST_WORKERS processes (pytest-xdist, default 2; 0 runs them in
 # this process), each test file in one process: a worker starts its own embedded server, and
 # most of the suite waits on subprocesses and servers rather than the CPU.
+# The run's temporary files (embedded servers' data included) live in a folder of its own,
+# not in pytest's shared /tmp/pytest-of-$USER, where another pytest run on the machine prunes
+# old sessions and could delete a running server's data; it is removed after a passing run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_bootstrap.sh
 bootstrap "[test]"
 workers="${EVAL_HARNESS_TEST_WORKERS:-2}"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile "$@"
+basetemp="$(mktemp -d "${TMPDIR:-/tmp}/eval-harness-tests.XXXXXX")"
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile \
+  --basetemp="$basetemp" "$@" || status=$?
+if [ "$status" -eq 0 ]; then rm -rf "$basetemp"; else echo "test files kept in $basetemp" >&2; fi
+exit "$status"

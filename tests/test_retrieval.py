@@ -143,3 +143,19 @@ def test_unknown_dataset_says_how_to_ingest(conn):
 def test_query_embedding_of_wrong_width_is_refused(conn, corpus):
     with pytest.raises(ValueError, match="has 3 dimensions"):
         hybrid_search(conn, corpus["name"], query_text="x", query_embedding=np.ones(3))
+
+
+def test_an_unknown_dataset_names_at_most_eight_known_ones(fresh, tmp_path):
+    # A store of twelve datasets: the sentence names eight and says how many more, so a
+    # store of hundreds (a shared test server, a team's history) never turns it into a page.
+    folder = write_beir(tmp_path / "ds", {"d1": "heart attack", "d2": "brain"},
+                        {"q1": "heart"}, [("q1", "d1", 1)])
+    names = [f"known{i:02d}" for i in range(12)]
+    with fresh.connection() as conn:
+        for name in names:
+            ingest_beir(conn, folder, name=name)
+        with pytest.raises(UnknownDataset) as caught:
+            dataset_info(conn, "nope")
+    message = str(caught.value)
+    assert "known: " + ", ".join(f"'{n}'" for n in names[:8]) + " and 4 more);" in message
+    assert "known08" not in message and message.count("\n") == 0

@@ -155,8 +155,10 @@ def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
         def test_after(conn, n):
             conn.execute("SELECT 1")
     """))
+    # its own basetemp: a pytest run in the default one prunes old sessions there
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "-p", "no:randomly", str(suite)], cwd=tmp_path,
+                             "-p", "no:randomly", f"--basetemp={tmp_path / 'inner'}",
+                             str(suite)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=180)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output  # pytest: interrupted

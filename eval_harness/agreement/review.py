@@ -38,8 +38,7 @@ from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFil
                                                 one_line, read_review_file, snippet,
                                                 wrong_rows)
 from eval_harness.files import write_report
-from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info
-from eval_harness.retrieval.queries import dataset_names
+from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.ingest import validate_dataset_name
 
@@ -226,7 +225,7 @@ def imported_corpus(conn: psycopg.Connection, path: Path | str, dataset: str):
     except UnknownDataset:
         if _is_dataset_name(dataset):
             raise
-        known = ", ".join(f"'{name}'" for name in dataset_names(conn)) or "none"
+        known = known_datasets(conn)
         raise ReviewFileError(
             f"{path}: nothing was imported because its dataset column names "
             f"'{echo(dataset)}', which is not a dataset in the store (known: {known}); fix "

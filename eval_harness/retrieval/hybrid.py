@@ -34,6 +34,16 @@ from eval_harness.store.corpus import Corpus, count_documents, document_external
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
 
+def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
+    """The store's dataset names for a message saying a name is not one of them: at most
+    ``most``, quoted, then how many more (a store of many datasets must not turn one
+    sentence into a page)."""
+    names = queries.dataset_names(conn)
+    shown = ", ".join(f"'{name}'" for name in names[:most]) or "none"
+    more = len(names) - most
+    return shown if more <= 0 else f"{shown} and {more} more"
+
+
 class UnknownDataset(LookupError):
     """A dataset the store does not hold; ``dataset`` names it, so a caller that knows the
     config can say what to run (:func:`eval_harness.store.datasets.missing_dataset_message`)."""
@@ -89,11 +99,10 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     not to."""
     row = queries.dataset_row(conn, name)
     if row is None:
-        known = queries.dataset_names(conn)
         shown = " ".join(name.split())  # it may come from a file: one line, cut
         shown = shown if len(shown) <= 80 else shown[:79] + "…"
         raise UnknownDataset(
-            f"Dataset '{shown}' is not in the store (known: {', '.join(known) or 'none'}); "
+            f"Dataset '{shown}' is not in the store (known: {known_datasets(conn)}); "
             f"run `eval-harness ingest PATH --name {shown}` for a BEIR folder, or "
             f"`eval-harness attach --dataset {shown}` for a live dataset in config.yaml.",
             name)
