@@ -43,7 +43,11 @@ def own_server(tmp_path_factory):
     url = start_embedded(pgdata)
     with StoreLocation(url).connection() as conn:
         migrate(conn)
-    return pgdata, url
+    yield pgdata, url
+    # a test restarts the server through a handle nobody cleans up at exit: stop it here,
+    # or it outlives the session
+    if (pgdata / "postmaster.pid").exists():
+        _stop_server(pgdata)
 
 
 @pytest.fixture
