@@ -138,17 +138,10 @@ def beir(folder: Path, n_docs: int = 40, n_queries: int = 8, seed: int = 0,
     return write_beir(folder, docs, queries, qrels, seed=seed)
 
 
-def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path:
-    """A config.yaml in ``tmp_path`` judging the dataset ``jd`` (ingested from ``folder``)
-    with an OpenAI and an Anthropic judge on the fake provider, ``concurrency`` requests at a
-    time each, no rate limit to speak of."""
-    config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(f"""
-        default_dataset: jd
-        datasets:
-          jd: {{path: {folder}}}
-        hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
-        history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
+def judges_yaml(concurrency: int) -> str:
+    """config.yaml's ``judges:`` block for an OpenAI and an Anthropic judge on the fake
+    provider, ``concurrency`` requests at a time each, no rate limit to speak of."""
+    return textwrap.dedent(f"""
         judges:
           judge1: openai:gpt-4o
           judge2: anthropic:claude-haiku-4-5
@@ -158,7 +151,20 @@ def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path
           rate_limits:
             openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
             anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
-    """))
+    """)
+
+
+def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path:
+    """A config.yaml in ``tmp_path`` judging the dataset ``jd`` (ingested from ``folder``)
+    with :func:`judges_yaml`'s two judges."""
+    config = tmp_path / "config.yaml"
+    config.write_text(textwrap.dedent(f"""
+        default_dataset: jd
+        datasets:
+          jd: {{path: {folder}}}
+        hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
+        history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
+    """) + judges_yaml(concurrency))
     return config
 
 

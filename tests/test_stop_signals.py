@@ -239,20 +239,31 @@ def test_a_stopped_gate_run_stores_what_it_evaluated_and_the_rerun_does_the_rest
 # ingest and calibrate: no LLM; one transaction, or writes only at the end
 
 
+def signalled_while_waiting(location, table: str, argv, sig, *, env, cwd):
+    """Run ``eval-harness argv`` while ``table`` is held, so that it waits on the lock; send
+    ``sig`` once it waits. Returns (exit code, stdout, stderr, seconds from the signal to
+    the exit)."""
+    with held(location, table):
+        run = cli(*argv, env=env, cwd=cwd)
+        wait_until(lambda: lock_waiters(location) >= 1, what=f"{argv} to wait on {table}",
+                   processes=[run], timeout=60)
+        run.send_signal(sig)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+        return code, out, err, time.monotonic() - signalled
+
+
 def test_a_stopped_ingest_stores_nothing_and_the_rerun_ingests(fresh, tmp_path):
     """The ingest waits for a lock (held here) when SIGTERM comes: psycopg cancels the
     statement, the transaction is rolled back, and the same command then ingests."""
     folder = beir(tmp_path / "folder", n_docs=10, n_queries=3, tag=tmp_path.name[-12:])
     env = child_env(fresh)
-    with held(fresh, "l2_insights"):  # the ingest's first write waits on it
-        run = cli("ingest", folder, "--name", "stopped", env=env, cwd=tmp_path)
-        wait_until(lambda: lock_waiters(fresh) >= 1, what="the ingest to wait on the lock",
-                   processes=[run], timeout=60)
-        run.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        code, out, err = finish(run, timeout=30)
+    # the ingest's first write waits on the held table
+    code, out, err, took = signalled_while_waiting(
+        fresh, "l2_insights", ("ingest", folder, "--name", "stopped"), signal.SIGTERM,
+        env=env, cwd=tmp_path)
     assert code == 143, err
-    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert took < STOPPED_WITHIN
     assert interrupted_line(err) == (
         "eval-harness: interrupted: nothing of dataset 'stopped' was stored (an ingest stores "
         "the whole folder at once, or nothing); run the same command again to finish")
@@ -274,15 +285,11 @@ def test_a_stopped_calibration_writes_nothing(fresh, tmp_path):
     config.write_text(f"default_dataset: cal\ndatasets:\n  cal: {{path: {folder}}}\n"
                       f"history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}\n")
     before = config.read_text()
-    with held(fresh, "ground_truth"):
-        run = cli("--config", config, "calibrate", env=child_env(fresh), cwd=tmp_path)
-        wait_until(lambda: lock_waiters(fresh) >= 1, what="calibration to wait on the lock",
-                   processes=[run], timeout=60)
-        run.send_signal(signal.SIGINT)
-        signalled = time.monotonic()
-        code, out, err = finish(run, timeout=30)
+    code, out, err, took = signalled_while_waiting(
+        fresh, "ground_truth", ("--config", config, "calibrate"), signal.SIGINT,
+        env=child_env(fresh), cwd=tmp_path)
     assert code == 130, err
-    assert time.monotonic() - signalled < STOPPED_WITHIN
+    assert took < STOPPED_WITHIN
     assert interrupted_line(err) == (
         "eval-harness: interrupted: nothing was written (calibration writes its weights, "
         "history and report only once the grid is done); run the same command again to "

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, wait_until)
+                                 finish, judges_yaml, wait_until)
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import embedded_server_log, start_embedded
 from eval_harness.store.ingest import ingest_beir
@@ -98,20 +98,6 @@ def _count(url: str, query: str) -> int:
         return conn.execute(query).fetchone()[0]
 
 
-def _judges_yaml(concurrency: int) -> str:
-    return textwrap.dedent(f"""
-        judges:
-          judge1: openai:gpt-4o
-          judge2: anthropic:claude-haiku-4-5
-          budget_usd: 5.0
-          concurrency: {concurrency}
-          hybrid_top_k: 2
-          rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
-    """)
-
-
 def _stop_under_paying_run(command, store, fake, replies: int, in_flight: int):
     """Stop the server once ``replies`` replies are stored and ``in_flight`` requests (every
     slot the judges have) wait at the provider; returns (the command's exit code, stderr,
@@ -148,7 +134,7 @@ def test_a_judge_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once
         ingest_beir(conn, folder, name="jd")
     config = tmp_path / "config.yaml"
     config.write_text(f"store: {{embedded_pgdata: {own_store['pgdata']}}}\ndefault_dataset: jd\n"
-                      f"datasets:\n  jd: {{path: {folder}}}\n" + _judges_yaml(concurrency=4))
+                      f"datasets:\n  jd: {{path: {folder}}}\n" + judges_yaml(concurrency=4))
     env = _env(own_store, fake)
     fake.hold_replies_after(8)
     run = cli("--config", config, "judge", "--json", env=env, cwd=tmp_path)
@@ -187,7 +173,7 @@ def test_a_gate_run_whose_store_stops_buys_nothing_more_and_the_rerun_pays_once(
         conn.commit()
     config = tmp_path / "config.yaml"
     config.write_text(f"store: {{embedded_pgdata: {own_store['pgdata']}}}\n"
-                      + _judges_yaml(concurrency=4).replace("anthropic:claude-haiku-4-5",
+                      + judges_yaml(concurrency=4).replace("anthropic:claude-haiku-4-5",
                                                             "local:lexical")
                       + textwrap.dedent("""
                           quality_gates:
