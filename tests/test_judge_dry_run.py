@@ -288,14 +288,7 @@ judges:
   judge1: openai:gpt-4o
   judge2: anthropic:claude-haiku-4-5
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
-                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dry-000000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dry-000000")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
+    _cli_environment(monkeypatch, store, fake)
     return {"config": str(config), "name": dataset}
 
 
