@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -160,15 +161,30 @@ def handle_stop_signals() -> Iterator[None]:
     writer.setblocking(False)
     old_wakeup = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     _state.installed, _state.wakeup = True, reader
+    old_unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
     finally:
+        sys.unraisablehook = old_unraisable
         signal.set_wakeup_fd(old_wakeup)
         _restore(previous)
         reader.close()
         writer.close()
         _state.installed, _state.wakeup = False, None
         _forget()
+
+
+def _unraisable(passed_on):
+    """A hook for exceptions Python can only report (raised in a garbage-collection callback
+    or a ``__del__``): an interrupt raised there, by our handler or Dagster's, once a stop
+    was asked for, is that stop, which the wake-up socket still carries, so it is not printed
+    as a traceback; anything else is passed on."""
+    def hook(unraisable) -> None:
+        interrupt = isinstance(unraisable.exc_value, KeyboardInterrupt) or (
+            type(unraisable.exc_value).__name__ == "DagsterExecutionInterruptedError")
+        if not (interrupt and requested() is not None):
+            passed_on(unraisable)
+    return hook
 
 
 def at_hard_exit(hook: Callable[[], None]) -> None:

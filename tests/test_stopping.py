@@ -139,3 +139,37 @@ def test_a_store_that_closes_the_connection_stops_the_pipeline_at_once(settings,
     assert seconds < 1 and fake.chat_requests == 2
     assert session.pipeline.stopped == "store"
     assert "server closed the connection" in str(session.pipeline.store_error)
+
+
+def test_an_interrupt_python_can_only_report_is_not_printed_once_a_stop_is_asked(
+        monkeypatch):
+    # A stop signal landing in a garbage-collection callback (Dagster's handler raises
+    # there too) comes out as "Exception ignored in ... Traceback": the stop itself is
+    # carried by the wake-up socket, so that report is noise. Other errors are still reported.
+    import gc
+    import os
+    import signal as signals
+    import sys
+
+    from eval_harness import stopping
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(type(u.exc_value)))
+
+    class RaisesOnCollect:
+        def __init__(self, error):
+            self.error = error
+
+        def __del__(self):
+            raise self.error
+
+    with stopping.handle_stop_signals():
+        with pytest.raises(stopping.Interrupted):
+            with stopping.cooperative():
+                os.kill(os.getpid(), signals.SIGINT)
+                assert stopping.requested() == signals.SIGINT
+                RaisesOnCollect(KeyboardInterrupt())
+                gc.collect()
+                RaisesOnCollect(ValueError("not a stop"))
+                gc.collect()
+    assert reported == [ValueError]
