@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grounding_validation import SETS, load_begin, parse_args  # noqa: E402
 
 from eval_harness.gates.judged import grounding_result  # noqa: E402
-from eval_harness.judges.config import LocalJudgeSettings  # noqa: E402
+from eval_harness.settings.judges import LocalJudgeSettings  # noqa: E402
 from eval_harness.judges.grounding_local import checkable_claims  # noqa: E402
 from eval_harness.judges.grounding_verdicts import check_grounding_aligned  # noqa: E402
 from eval_harness.judges.local import (CLAIM_SUPPORT_THRESHOLD,  # noqa: E402

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import anthropic  # noqa: E402
 import openai  # noqa: E402
 
-from eval_harness.judges.config import RateLimit  # noqa: E402
+from eval_harness.settings.judges import RateLimit  # noqa: E402
 from eval_harness.judges.dual_summary import JudgeRunSummary  # noqa: E402
 from eval_harness.judges.protocol import Outcome  # noqa: E402
 from eval_harness.judges.session import JudgeSession  # noqa: E402

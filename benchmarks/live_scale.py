@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from eval_harness.calibration.run import calibrate_dataset
-from eval_harness.dataset_config import (CorpusMapping, DatasetConfig, GroundTruthMapping,
+from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                          LiveMapping, Relation)
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores
 from eval_harness.store import StoreLocation, migrate

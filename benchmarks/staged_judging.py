@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eval_harness.judges.config import RateLimit, StagedSettings  # noqa: E402
+from eval_harness.settings.judges import RateLimit, StagedSettings  # noqa: E402
 from eval_harness.judges.dual import judge_dataset  # noqa: E402
 from eval_harness.settings import load_settings  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402

@@ -761,7 +761,7 @@ def judge_settings(base, server: FakeLLMServer | None, **judges):
     """
     from dataclasses import replace
 
-    from eval_harness.judges.config import RateLimit
+    from eval_harness.settings.judges import RateLimit
 
     judges.setdefault("rate_limits", {"openai": RateLimit(1e6, None),
                                       "anthropic": RateLimit(1e6, None)})

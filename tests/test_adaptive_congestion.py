@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from eval_harness.judges.adaptive import AdaptiveRateLimiter, RateController, RateSignal
-from eval_harness.judges.config import RateLimit, RetrySettings
+from eval_harness.settings.judges import RateLimit, RetrySettings
 from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.retry import RetryPolicy
 from eval_harness.judges.session import JudgeSession

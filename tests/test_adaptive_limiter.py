@@ -17,7 +17,7 @@ import pytest
 
 from eval_harness.judges.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
                                           parse_reset, read_rate_headers)
-from eval_harness.judges.config import RateLimit
+from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.session import JudgeSession
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings

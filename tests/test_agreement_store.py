@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
+from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
 from eval_harness_pipelines import cli

@@ -22,7 +22,7 @@ from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
-from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
+from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from beir_factory import write_beir
-from eval_harness.calibration.queries import LATEST_WEIGHTS_SQL
+from eval_harness.calibration.sql import LATEST_WEIGHTS_SQL
 from eval_harness.calibration.report import dataset_file_stem, report_file_names
 from eval_harness.calibration.weights import (ConfigWriteError, DatasetNotInConfig,
                                               write_calibrated_weights)
@@ -22,7 +22,7 @@ from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
 from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
-from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid
+from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid
 from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,
                                               duckdb_io_manager)
 

@@ -21,7 +21,7 @@ import pytest
 import pytrec_eval
 from ranx import Qrels, Run, evaluate
 
-from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
 from eval_harness_pipelines.check_outcomes import BlockingCheckFailed
 from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
                               duckdb_io_manager)
@@ -430,7 +430,7 @@ def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn
     """A history file written before the verdict_* columns gets them added on the next
     append; its old rows give their verdict on their own P@5, label source not recorded."""
     from eval_harness.calibration.history import figure_from_grid
-    from eval_harness.calibration.queries import GRID_COLUMNS, HISTORY_TABLE
+    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
     from eval_harness.calibration.run import VerdictBands
 
     result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
@@ -550,8 +550,8 @@ def test_definitions_hold_the_calibration_job():
 def materialize_judged_calibration(config, store, tmp_path):
     """judging -> agreement (+ kappa check) -> calibration (+ verdict) on ``config``: the
     result, the materialized asset names and the kappa check's evaluation."""
-    from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from eval_harness_pipelines.defs.judging import dual_judge_scores
+    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
                      **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})

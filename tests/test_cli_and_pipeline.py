@@ -11,9 +11,9 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from eval_harness_pipelines.defs.datasets import corpus_and_ground_truth
+from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
 from eval_harness_pipelines.resources import default_resources
-from eval_harness_pipelines.defs.retrieval import retrieval_report
+from eval_harness_pipelines.assets.retrieval import retrieval_report
 from beir_factory import write_beir
 from eval_harness_pipelines import cli
 

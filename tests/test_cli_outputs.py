@@ -15,9 +15,9 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from eval_harness_pipelines.defs.judging import dual_judge_scores
-from eval_harness_pipelines.defs.quality_gates import check_metadata
-from eval_harness_pipelines.defs.reporting import run_report
+from eval_harness_pipelines.assets.judging import dual_judge_scores
+from eval_harness_pipelines.assets.quality_gates import check_metadata
+from eval_harness_pipelines.assets.reporting import run_report
 from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
 from eval_harness_pipelines import cli

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from eval_harness_pipelines import cli
-from eval_harness.judges.config import parse_judge_settings
+from eval_harness.settings.judges import parse_judge_settings
 from eval_harness.settings import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[1]

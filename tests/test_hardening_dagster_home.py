@@ -56,7 +56,7 @@ PREPARED_CLI = """
 import os, sys, time
 from pathlib import Path
 import dagster, sqlalchemy
-import eval_harness_pipelines.defs.quality_gates, eval_harness_pipelines.resources
+import eval_harness_pipelines.assets.quality_gates, eval_harness_pipelines.resources
 from eval_harness_pipelines.cli import main
 
 barrier = Path(os.environ["TEST_BARRIER"])

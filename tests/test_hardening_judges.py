@@ -146,7 +146,7 @@ def test_the_fake_servers_reject_key_knob_is_restored_by_reset(fake):
 CHILD = """
     import json, sys
     from types import SimpleNamespace
-    from eval_harness.judges.config import RetrySettings
+    from eval_harness.settings.judges import RetrySettings
     from eval_harness.judges.dual import judge_dataset
     from eval_harness.settings import load_settings
     from eval_harness.store import StoreLocation

@@ -24,7 +24,7 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.judges.cache import BatchedRequest, BatchReply, JudgeLedger
-from eval_harness.judges.config import BatchSettings
+from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.dual import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.store.ingest import ingest_beir
@@ -37,7 +37,7 @@ from test_judge_dual import DOCS, LLM, QRELS, QUERIES  # the same small corpus
 CHILD = """
     import json, sys
     from types import SimpleNamespace
-    from eval_harness.judges.config import BatchSettings
+    from eval_harness.settings.judges import BatchSettings
     from eval_harness.judges.dual import judge_dataset
     from eval_harness.settings import load_settings
     from eval_harness.store import StoreLocation

@@ -12,7 +12,7 @@ import pytest
 
 from beir_factory import ingest_aspirin_dataset
 from colliding_processes import beir
-from eval_harness.judges.config import StagedSettings
+from eval_harness.settings.judges import StagedSettings
 from eval_harness.judges.dry_run import estimate_judge_run, estimated_input_tokens
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.judges.pricing import PriceTable

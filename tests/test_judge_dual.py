@@ -12,7 +12,7 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from eval_harness_pipelines.defs.judging import dual_judge_scores
+from eval_harness_pipelines.assets.judging import dual_judge_scores
 from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
 from eval_harness_pipelines import cli

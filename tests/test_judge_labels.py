@@ -16,10 +16,10 @@ from eval_harness.agreement.review import import_review_csv, refresh_and_export
 from eval_harness.calibration.labels import derive_labels, load_judge_labels, pair_label
 from eval_harness.calibration.run import configured_grid
 from eval_harness.calibration.weights import keyword_weight_for
-from eval_harness.dataset_config import DatasetConfigError, parse_datasets
+from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
-from eval_harness.retrieval.queries import graded_expected_docs
+from eval_harness.retrieval.sql import graded_expected_docs
 from eval_harness.settings import AgreementSettings
 from eval_harness.store.beir import DatasetError, read_beir
 from eval_harness.store.ingest import ingest_beir
@@ -98,7 +98,7 @@ def test_live_queries_mapping_parses_and_exactly_one_source_is_required(tmp_path
 
 
 def test_live_dataset_mapped_by_queries_mirrors_every_query_without_labels(fresh, tmp_path):
-    from eval_harness.dataset_config import (CorpusMapping, DatasetConfig, GroundTruthMapping,
+    from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                              LiveMapping, Relation)
     from eval_harness.store.demo_rag import build_rag_store
     from eval_harness.store.live import attach_live_dataset

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_harness.judges.config import LocalJudgeSettings
+from eval_harness.settings.judges import LocalJudgeSettings
 from eval_harness.judges.local import (EmbeddingJudge, LexicalJudge, check_grounding_locally,
                                        evaluate_answer_locally, lexical_relevance,
                                        lexical_support, reflect_locally, trigram_support)

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from eval_harness.judges.config import RateLimit, RetrySettings
+from eval_harness.settings.judges import RateLimit, RetrySettings
 from eval_harness.judges.limiter import RateLimiter
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.judges.protocol import Outcome

@@ -14,7 +14,7 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.calibration.run import calibrate_dataset as calibrate
-from eval_harness.dataset_config import (CorpusMapping, DatasetConfig, GroundTruthMapping,
+from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                          LiveMapping, Relation)
 from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
 from eval_harness.store.demo_rag import build_rag_store
@@ -178,7 +178,7 @@ def test_a_stored_tsvector_column_ranks_like_the_expression(fresh, beir_folder):
 # ------------------------------------------------------------------ names as SQL reads them
 
 def test_relation_and_column_names_are_read_as_sql_reads_them():
-    from eval_harness.dataset_config import parse_sql_name, sql_name
+    from eval_harness.settings.datasets import parse_sql_name, sql_name
 
     assert parse_sql_name("ProbeMC.L2Ins") == ["probemc", "l2ins"]  # unquoted: folded
     assert parse_sql_name('"Probe Mixed"."L2 Insights"') == ["Probe Mixed", "L2 Insights"]

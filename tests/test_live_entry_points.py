@@ -23,8 +23,8 @@ from eval_harness.store.datasets import prepare_dataset
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import LiveMappingError
 from eval_harness_pipelines import cli
-from eval_harness_pipelines.defs.datasets import corpus_and_ground_truth
-from eval_harness_pipelines.defs.retrieval import retrieval_report
+from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
+from eval_harness_pipelines.assets.retrieval import retrieval_report
 from eval_harness_pipelines.resources import default_resources
 
 WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "

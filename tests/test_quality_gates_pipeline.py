@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eval_harness_pipelines.check_outcomes import rounded
-from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
+from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
 from eval_harness_pipelines.resources import default_resources
 from eval_harness_pipelines import cli
 from eval_harness.gates.answers import (AnswersFileError, TimeWindow, import_answers,

@@ -5,8 +5,8 @@ On PostgreSQL 15 one hybrid search took 54 s against 0.02 s on 18: the earlier
 and before PostgreSQL 17 such a correlated IN is planned as a SubPlan run once per document
 of the corpus, each run an HNSW scan. The statements now join the candidate ids to the
 corpus. These tests EXPLAIN the statements exactly as the harness composes them
-(:func:`~eval_harness.retrieval.queries.search_statement`,
-:func:`~eval_harness.retrieval.queries.candidate_statement`), for an ingested copy and for a
+(:func:`~eval_harness.retrieval.sql.search_statement`,
+:func:`~eval_harness.retrieval.sql.candidate_statement`), for an ingested copy and for a
 seed-layout live relation, and look at the plan's shape:
 
 * no SubPlan whose subtree scans the corpus (the quadratic shape);
@@ -35,7 +35,7 @@ from psycopg import sql
 
 from beir_factory import write_beir
 from conftest import scratch_database
-from eval_harness.retrieval import queries
+from eval_harness.retrieval import sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
@@ -215,11 +215,11 @@ def plans_of(location, dataset: str, build):
 
 def search(semantic: bool):
     def build(corpus):
-        params = queries.search_params(
+        params = sql.search_params(
             query_text="aspirin heart dose",
             query_embedding=np.ones(DIM, np.float32) if semantic else None,
             semantic_weight=0.7 if semantic else 0.0, keyword_weight=0.3, k=5)
-        return queries.search_statement(corpus, DEPTH, semantic=semantic), params
+        return sql.search_statement(corpus, DEPTH, semantic=semantic), params
     return build
 
 
@@ -238,7 +238,7 @@ def test_hybrid_search_plan_is_linear(planned_store, dataset, semantic):
 def test_bulk_candidate_plan_is_linear(planned_store, dataset):
     natural, steered, table, hnsw, gin = plans_of(
         planned_store[0], dataset,
-        lambda corpus: (queries.candidate_statement(corpus, DEPTH), {"ids": None}))
+        lambda corpus: (sql.candidate_statement(corpus, DEPTH), {"ids": None}))
     assert_linear(natural, table)
     assert_linear(steered, table)
     assert_indexes_used(steered, table, hnsw=hnsw, gin=gin)
@@ -255,7 +255,7 @@ def in_form_statement(corpus) -> sql.Composed:
         dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
         did=corpus.id_of("d"), demb=corpus.embedding_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d"),
-        candidates=queries.candidate_ids(corpus, DEPTH, semantic=True))
+        candidates=sql.candidate_ids(corpus, DEPTH, semantic=True))
 
 
 def test_the_old_in_form_is_caught_before_postgresql_17(planned_store):

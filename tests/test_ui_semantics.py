@@ -21,7 +21,7 @@ import pytest
 from dagster._core.definitions.dependency import NodeHandle
 
 from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
-from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
+from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 from beir_factory import write_beir
 from eval_harness.gates.answers import import_configured_answers
@@ -60,8 +60,8 @@ def _blocking(checks) -> dict[str, bool]:
 
 
 def test_checks_are_declared_blocking_exactly_as_configured(tmp_path):
-    from eval_harness_pipelines.defs.agreement import kappa_lower_bound_above_floor
-    from eval_harness_pipelines.defs.calibration import p_at_5_verdict
+    from eval_harness_pipelines.assets.agreement import kappa_lower_bound_above_floor
+    from eval_harness_pipelines.assets.calibration import p_at_5_verdict
 
     settings = load_settings(REPO / "config.yaml", environ={})
     _, checks = quality_gate_assets(settings)
@@ -139,7 +139,7 @@ def serving_weights() -> None:
 
 def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
         tmp_path, store, dataset):
-    from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
 
     config = write_config(tmp_path / "config.yaml", dataset, full=1.0, partial=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -195,9 +195,9 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
 
 
 def test_a_failed_kappa_gate_stops_calibration_with_its_figure(tmp_path, store, dataset):
-    from eval_harness_pipelines.defs.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from eval_harness_pipelines.defs.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
-    from eval_harness_pipelines.defs.judging import dual_judge_scores
+    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     config = write_config(tmp_path / "config.yaml", dataset, full=0.0, partial=0.0, floor=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -244,7 +244,7 @@ def gate_definitions(config: Path, url: str, folder: Path, tag: str):
     module = folder / f"gate_defs_{tag}.py"  # a new name per load, as a reload is
     module.write_text(
         "import dagster as dg\n"
-        "from eval_harness_pipelines.defs.quality_gates import quality_gate_definitions\n"
+        "from eval_harness_pipelines.assets.quality_gates import quality_gate_definitions\n"
         "from eval_harness_pipelines.resources import default_resources\n"
         "from eval_harness.settings import load_settings\n"
         f"settings = load_settings({str(config)!r}, environ={{'DATABASE_URL': {url!r}}})\n"

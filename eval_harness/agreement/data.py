@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from eval_harness.agreement.queries import count_queries, judged_query_rows
+from eval_harness.agreement.sql import count_queries, judged_query_rows
 from eval_harness.judges.dual_scores import SKIPPED
 from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
                                             JudgeHumanReport, agreement_report,

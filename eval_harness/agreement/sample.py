@@ -46,7 +46,7 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.agreement import queries
+from eval_harness.agreement import sql
 from eval_harness.agreement.review import ImportCounts, imported_corpus
 from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, check_row, echo,
                                                 escape_formula, file_dataset, one_line,
@@ -90,16 +90,16 @@ def export_sample_csv(conn: psycopg.Connection, dataset: str, path: Path | str, 
         raise ValueError(f"--n must be at least 1 query, got {n}.")
     with conn.transaction():
         corpus = dataset_info(conn, dataset, with_counts=False).corpus
-        queries.lock_human_sample(conn, dataset)
+        sql.lock_human_sample(conn, dataset)
         seed = _sample_seed(conn, dataset, seed)
-        judged = queries.scored_query_external_ids(conn, corpus)
+        judged = sql.scored_query_external_ids(conn, corpus)
         if not judged:
             raise ValueError(f"dataset '{dataset}' has no pair scored by both judges to sample "
                              "from; run `eval-harness judge` first.")
         id_of = {ext: qid for qid, ext in judged}
         drawn = [id_of[ext] for ext in sample_order(seed, list(id_of))[:n]]
-        added = queries.add_to_human_sample(conn, corpus, drawn, seed)
-        rows = queries.human_sample_export_rows(conn, corpus, drawn)
+        added = sql.add_to_human_sample(conn, corpus, drawn, seed)
+        rows = sql.human_sample_export_rows(conn, corpus, drawn)
     target = Path(path)
     _write_sample_file(target, rows)
     return SampleExport(target, dataset, seed, len(drawn), len(judged), len(rows), added,
@@ -129,13 +129,13 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
     dataset = file_dataset(path, records, dataset)
     with conn.transaction():
         corpus = imported_corpus(conn, path, dataset)
-        queries.lock_human_sample(conn, dataset)
+        sql.lock_human_sample(conn, dataset)
         sampled = {(qid, doc): (q_ext, d_ext) for qid, doc, q_ext, d_ext
-                   in queries.human_sample_pairs_for_update(conn, corpus)}
+                   in sql.human_sample_pairs_for_update(conn, corpus)}
         updates, problems, blank = _check_sample_records(records, dataset, sampled)
         if problems:
             raise _wrong_sample_rows(path, problems)
-        changed = sum(queries.store_sample_verdict(conn, *key, verdict=verdict,
+        changed = sum(sql.store_sample_verdict(conn, *key, verdict=verdict,
                                                    reviewer=reviewer, note=note)
                       for key, verdict, reviewer, note in updates)
     return ImportCounts.of(changed, updates, blank, dataset)
@@ -146,7 +146,7 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
 
 
 def _sample_seed(conn: psycopg.Connection, dataset: str, seed: int | None) -> int:
-    seeds = queries.human_sample_seeds(conn, dataset)
+    seeds = sql.human_sample_seeds(conn, dataset)
     if not seeds:
         return DEFAULT_SEED if seed is None else seed
     if seed is not None and seed != seeds[0]:

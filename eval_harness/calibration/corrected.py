@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psycopg
 
-from eval_harness.agreement import queries as agreement_queries
+from eval_harness.agreement import sql as agreement_sql
 from eval_harness.agreement.review import VERDICTS
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.calibration.verdict import verdict_figure
@@ -132,8 +132,8 @@ def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *
     verdict on the corrected estimate; ``result`` unchanged when nobody labelled a pair of
     the dataset's human sample."""
     with conn.transaction():
-        sample = agreement_queries.human_sample_labels(conn, result.dataset)
-        judged = agreement_queries.judged_query_rows(conn, result.dataset)
+        sample = agreement_sql.human_sample_labels(conn, result.dataset)
+        judged = agreement_sql.judged_query_rows(conn, result.dataset)
     human: dict[int, dict[int, int]] = {}
     for qid, doc, verdict in sample:
         human.setdefault(qid, {})

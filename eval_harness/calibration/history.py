@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from eval_harness.calibration.queries import GRID_COLUMNS, grid_history_rows, insert_grid_rows
+from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
 from eval_harness.calibration.run import CalibrationResult
 from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
                                               figure_from_row)

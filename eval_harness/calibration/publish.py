@@ -2,7 +2,7 @@
 
 Two readers take the weights a calibration chose. The RAG system reads the newest row of its
 dataset in the harness schema's ``calibrated_weights`` table
-(:data:`eval_harness.calibration.queries.LATEST_WEIGHTS_SQL`); the harness itself (search,
+(:data:`eval_harness.calibration.sql.LATEST_WEIGHTS_SQL`); the harness itself (search,
 reports, judges) reads ``datasets.<name>.hybrid_search`` in config.yaml
 (:meth:`eval_harness.settings.Settings.weights_for`). Both get the same weights, the row
 inside a transaction that commits only once the config file was written (or could not be,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.calibration import queries
+from eval_harness.calibration import sql
 from eval_harness.calibration.weights import (DatasetNotInConfig, WeightsWritten,
                                               keyword_weight_for, write_calibrated_weights)
 
@@ -68,7 +68,7 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
                            "transaction (commit or roll back first).")
     semantic, keyword = float(semantic_weight), keyword_weight_for(semantic_weight)
     with conn.transaction():
-        row_id = queries.insert_calibrated_weights(
+        row_id = sql.insert_calibrated_weights(
             conn, dataset=dataset, semantic_weight=semantic, keyword_weight=keyword,
             p_at_5=p_at_5, verdict=verdict, label_source=label_source, run_id=run_id,
             calibrated_at=calibrated_at)

@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
-from eval_harness.dataset_config import DatasetConfig
+from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, KeywordCost,
                                                  measure_keyword_cost)
 from eval_harness.settings import Settings

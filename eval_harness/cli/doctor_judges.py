@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
-from eval_harness.judges.config import KEY_VARIABLES, JudgeSettings
+from eval_harness.settings.judges import KEY_VARIABLES, JudgeSettings
 from eval_harness.judges.pricing import PriceTable
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_url

@@ -41,7 +41,7 @@ from typing import Any
 
 import psycopg
 
-from eval_harness.gates import queries
+from eval_harness.gates import sql
 from eval_harness.settings import Settings
 from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
 
@@ -69,7 +69,7 @@ class Answer:
     answer: str
     sources: Sequence[Mapping[str, Any]]
     created_at: datetime
-    content_hash: str  # of query, answer and sources (queries.content_hash_sql)
+    content_hash: str  # of query, answer and sources (sql.content_hash_sql)
 
 
 @dataclass(frozen=True)
@@ -254,8 +254,8 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
         pass
     try:
         with conn.transaction():
-            queries.lock_answers_import(conn, _IMPORT_LOCK + relation)
-            total, updated, inserted, days = queries.merge_answers(conn, relation, (
+            sql.lock_answers_import(conn, _IMPORT_LOCK + relation)
+            total, updated, inserted, days = sql.merge_answers(conn, relation, (
                 (r.id, r.query, r.answer, r.sources, r.created_at)
                 for r in read_answers_file(path)))
     except psycopg.errors.InsufficientPrivilege as exc:  # not a schema problem: no migrate
@@ -308,7 +308,7 @@ def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
     their own (a savepoint when one is open): ``conn`` must not be used for anything else
     while the iterator is being consumed.
     """
-    rows = queries.window_answer_rows(conn, relation, window, batch_size=batch_size)
+    rows = sql.window_answer_rows(conn, relation, window, batch_size=batch_size)
     for row in readable_rows(rows, relation):
         yield Answer(*row)
 

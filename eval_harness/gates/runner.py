@@ -46,7 +46,7 @@ from eval_harness import stopping
 from eval_harness.judges.stops import StoreLost
 from eval_harness.store.crash import is_server_failure
 from eval_harness.store.locks import take_session_lock
-from eval_harness.gates import queries
+from eval_harness.gates import sql
 from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
 from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
 from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary
@@ -156,7 +156,7 @@ def _store_batch(conn: psycopg.Connection, batch: list[tuple[Answer, list[str]]]
         counts[0] += len(answers)
         counts[1] += sum(1 for result in results if result.score is None)
     with conn.transaction():
-        written = queries.upsert_gate_results(conn, (
+        written = sql.upsert_gate_results(conn, (
             (answer.id, gate.name, answer.content_hash, gate.version, result.score,
              result.passed, result.threshold, result.details, max(0.0, result.latency_ms),
              run.run_id)
@@ -186,7 +186,7 @@ def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[G
     """Re-derive ``passed`` of stored results whose gate threshold was changed in config."""
     with conn.transaction():
         for gate in gates:
-            queries.rethreshold_results(conn, relation, window, gate.name, gate.threshold)
+            sql.rethreshold_results(conn, relation, window, gate.name, gate.threshold)
 
 
 def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) -> None:
@@ -243,13 +243,13 @@ def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[
     # also when the process dies.
     with store.connection() as read_conn, store.connection(autocommit=True) as write_conn:
         _lock_window(write_conn, window, relation)
-        queries.create_results_staging(write_conn)
+        sql.create_results_staging(write_conn)
         total = None
         if progress is not None:
-            total = queries.count_pending_answers(write_conn, relation, window, names, versions)
+            total = sql.count_pending_answers(write_conn, relation, window, names, versions)
             progress(0, total)
         batch: list[tuple[Answer, list[str]]] = []
-        pending = queries.pending_answer_rows(read_conn, relation, window, names, versions,
+        pending = sql.pending_answer_rows(read_conn, relation, window, names, versions,
                                               batch_size=batch_size)
         try:
             for row in readable_rows(pending, relation):
@@ -267,7 +267,7 @@ def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[
                 raise
             raise _store_lost(exc, gated) from exc
         if stopping.requested() is not None:
-            left = queries.count_pending_answers(write_conn, relation, window, names, versions)
+            left = sql.count_pending_answers(write_conn, relation, window, names, versions)
             stopping.note_kept(f"{gated:,} of {gated + left:,} answers gated ({results:,} "
                                "gate results stored)")
             return read
@@ -289,7 +289,7 @@ def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequenc
     summaries = []
     for gate in gates:
         (answers, passed, unscored, evaluated_now, mean, p50, p95, worst, failing,
-         failing_count, seconds) = queries.gate_summary_row(
+         failing_count, seconds) = sql.gate_summary_row(
             conn, relation, window, gate=gate.name, version=gate.version,
             threshold=gate.threshold, run_id=run_id, worst=WORST_LISTED,
             listed=FAILING_LISTED)

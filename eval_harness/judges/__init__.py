@@ -32,7 +32,6 @@ _EXPORTS = {
     "AnswerEvaluation": "protocol", "Grounding": "protocol", "ClaimCheck": "protocol",
     "Reflexion": "protocol", "reward_from_criteria": "protocol",
     "FallbackNotices": "session",
-    "JudgeSettings": "config", "BudgetExhausted": "runner", "ParseError": "parsing",
     "QuotaExhausted": "runner", "RunStopped": "runner",
     "judge_dataset": "dual", "judge_dataset_async": "dual", "JudgeRunSummary": "dual_summary",
     "store_dual_judge_scores": "dual", "store_dual_judge_scores_async": "dual",

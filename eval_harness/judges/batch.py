@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from eval_harness.judges.cache import BatchedRequest, BatchReply
-from eval_harness.judges.config import BatchSettings
+from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.providers import BatchState, ChatProvider

@@ -1,5 +1,5 @@
 """The Postgres side of the call pipeline: the reply cache, the cost log, the retry log and
-the register of submitted batches (the statements are in :mod:`.queries`).
+the register of submitted batches (the statements are in :mod:`.sql`).
 
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
@@ -48,7 +48,7 @@ from typing import Iterator, Sequence
 import psycopg
 
 from eval_harness.store.locks import session_lock
-from eval_harness.judges import queries
+from eval_harness.judges import sql
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)
@@ -113,7 +113,7 @@ class JudgeLedger:
     def cached(self, key: str) -> Completion | None:
         row = self._pending_cache.get(key)
         if row is None:
-            row = queries.cached_reply(self._conn, key)
+            row = sql.cached_reply(self._conn, key)
         if row is None:
             return None
         return Completion(row[5], Usage(row[6], row[7], row[8]))
@@ -121,7 +121,7 @@ class JudgeLedger:
     def cached_keys(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` the cache already answers (one query, for batch planning)."""
         found = {k for k in keys if k in self._pending_cache}
-        return found | queries.cached_keys_among(self._conn, list(set(keys) - found))
+        return found | sql.cached_keys_among(self._conn, list(set(keys) - found))
 
     def record_cache_hit(self, request: ChatRequest, *, saved_cost: float) -> None:
         """A call answered by the cache (or by an identical call in flight): count it.
@@ -168,7 +168,7 @@ class JudgeLedger:
         """One retry, committed before this returns (``success`` false until
         :meth:`record_call` stores the call's reply); returns the row's id."""
         try:
-            row_id = queries.log_retry(self._conn, (
+            row_id = sql.log_retry(self._conn, (
                 self.run_id, request.provider, request.model, request.operation,
                 event.error_type, event.status_code, event.retry_count, event.wait_seconds,
                 False))
@@ -193,16 +193,16 @@ class JudgeLedger:
                 rows = list(self._pending_cache.values())
                 keep = [r for r in rows if r[0] not in self._replacing]
                 if keep:
-                    queries.store_replies(self._conn, keep)
+                    sql.store_replies(self._conn, keep)
                 if len(keep) < len(rows):
-                    queries.replace_replies(self._conn, [r for r in rows
+                    sql.replace_replies(self._conn, [r for r in rows
                                                          if r[0] in self._replacing])
             if self._costs:
-                queries.log_costs(self._conn, self._costs)
+                sql.log_costs(self._conn, self._costs)
             if self._succeeded:
-                queries.mark_retries_succeeded(self._conn, self._succeeded)
+                sql.mark_retries_succeeded(self._conn, self._succeeded)
             if hits:
-                queries.log_cache_hits(self._conn, [(self.run_id, *key, n, saved)
+                sql.log_cache_hits(self._conn, [(self.run_id, *key, n, saved)
                                                     for key, (n, saved) in hits.items()])
             self._conn.commit()
         except BaseException:
@@ -232,7 +232,7 @@ class JudgeLedger:
         oldest first."""
         if not keys:
             return []
-        rows = queries.open_batch_rows(self._conn, provider, keys)
+        rows = sql.open_batch_rows(self._conn, provider, keys)
         self._conn.commit()
         return [OpenBatch(provider, batch_id,
                           {key: BatchedRequest(**meta) for key, meta in requests.items()},
@@ -241,7 +241,7 @@ class JudgeLedger:
     def register_batch(self, provider: str, batch_id: str,
                        requests: dict[str, BatchedRequest]) -> None:
         """A batch the provider has just accepted: recorded and committed at once."""
-        queries.register_batch(
+        sql.register_batch(
             self._conn, provider, batch_id, models=sorted({r.model for r in requests.values()}),
             keys=list(requests),
             requests={key: {"model": r.model, "operation": r.operation,
@@ -251,7 +251,7 @@ class JudgeLedger:
 
     def abandon_batch(self, provider: str, batch_id: str) -> None:
         """The provider no longer knows the batch (or it expired unanswered): not polled again."""
-        queries.abandon_batch(self._conn, provider, batch_id)
+        sql.abandon_batch(self._conn, provider, batch_id)
         self._conn.commit()
 
     def record_batch_results(self, provider: str, batch_id: str, replies: Sequence[BatchReply],
@@ -260,16 +260,16 @@ class JudgeLedger:
         transaction. Returns False, storing nothing, when the batch is no longer open: another
         run collected it (its replies are then in the cache)."""
         try:
-            if not queries.end_batch(self._conn, provider, batch_id, status):
+            if not sql.end_batch(self._conn, provider, batch_id, status):
                 self._conn.rollback()
                 return False
             if replies:
-                queries.store_replies(self._conn, [
+                sql.store_replies(self._conn, [
                     (r.key, provider, r.request.model, r.request.operation,
                      r.request.prompt_version, r.completion.text,
                      r.completion.usage.input_tokens, r.completion.usage.output_tokens,
                      r.completion.usage.cached_tokens, True, self.run_id) for r in replies])
-                queries.log_costs(self._conn, [
+                sql.log_costs(self._conn, [
                     (self.run_id, provider, r.request.model, r.request.operation,
                      r.completion.usage.input_tokens, r.completion.usage.output_tokens,
                      r.completion.usage.cached_tokens, r.cost, True, r.request.query_id)

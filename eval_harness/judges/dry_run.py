@@ -54,7 +54,7 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import queries
+from eval_harness.judges import sql
 from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
                                            sample_order, sample_sizes)
 from eval_harness.judges.endpoints import endpoint_of
@@ -298,7 +298,7 @@ def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, 
     judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
     requests = _requests(judge, planned, documents)
     keys = [r.cache_key() for r in requests]
-    cached = queries.cached_keys_among(conn, keys)
+    cached = sql.cached_keys_among(conn, keys)
     pending = _in_open_batches(conn, provider, set(keys) - cached) if batch else set()
     for request, key in zip(requests, keys):
         if key in cached:
@@ -340,7 +340,7 @@ def _in_open_batches(conn: psycopg.Connection, provider: str, keys: set[str]) ->
     if not keys:
         return set()
     held = set()
-    for _, requests, _ in queries.open_batch_rows(conn, provider, sorted(keys)):
+    for _, requests, _ in sql.open_batch_rows(conn, provider, sorted(keys)):
         held.update(k for k in requests if k in keys)
     return held
 

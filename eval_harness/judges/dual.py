@@ -42,7 +42,7 @@ Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 Which pairs are judged is :mod:`.dual_plan`; judging and storing them, :mod:`.dual_rounds`;
 one query's kappa and its write, :mod:`.dual_scores`; what a run did, :mod:`.dual_summary`;
-the statements, :mod:`.queries`.
+the statements, :mod:`.sql`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import psycopg
 
 from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
-from eval_harness.judges import queries
+from eval_harness.judges import sql
 from eval_harness.judges.batch import prefill_cache_by_batch
 from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
                                            pool_sizes, sample_order, sample_sizes)
@@ -299,7 +299,7 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
     "judge2_model", "judge1_status", "judge2_status", "cost_usd"}``; a score is None where
     the judgement is unscored or failed (see the status lists).
     """
-    row = queries.ground_truth_embedding(conn, query_id)
+    row = sql.ground_truth_embedding(conn, query_id)
     if row is None:
         raise LookupError(f"Ground-truth query {query_id} does not exist; ingest the dataset "
                           "or pass the id of an existing query.")

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import queries
+from eval_harness.judges import sql
 from eval_harness.judges.dual_plan import PlannedQuery
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.metrics.agreement import cohen_kappa
@@ -67,7 +67,7 @@ def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Seq
     kappa = pair_kappa(scores1, scores2, threshold=threshold)
     versions = [next((r.prompt_version for r in results if r is not None and r.prompt_version),
                      None) for results in (results1, results2)]
-    changed = queries.write_query_judgements(
+    changed = sql.write_query_judgements(
         conn, query_id, doc_ids=doc_ids, scores=(scores1, scores2),
         statuses=([judgement_status(r) for r in results1],
                   [judgement_status(r) for r in results2]),

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Callable, Sequence, TypeVar
 
 from eval_harness.judges import prompts
-from eval_harness.judges.config import JudgeSettings
+from eval_harness.settings.judges import JudgeSettings
 from eval_harness.judges.parsing import (ParseError, parse_evaluation, parse_grounding,
                                          parse_reflexion, parse_relevance)
 from eval_harness.judges.protocol import (AnswerEvaluation, ChatRequest, Grounding, JudgeResult,

@@ -46,7 +46,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from eval_harness.judges import prompts
-from eval_harness.judges.config import LocalJudgeSettings
+from eval_harness.settings.judges import LocalJudgeSettings
 from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
                                           Outcome, Passage, Reflexion, as_passage)
 

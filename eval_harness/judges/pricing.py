@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from eval_harness.judges.config import Price
+from eval_harness.settings.judges import Price
 from eval_harness.judges.protocol import ChatRequest, Usage
 
 

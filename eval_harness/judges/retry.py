@@ -57,7 +57,7 @@ from typing import Iterable
 import anthropic
 import openai
 
-from eval_harness.judges.config import RetrySettings
+from eval_harness.settings.judges import RetrySettings
 
 AUTH_STATUS = frozenset({401, 403})  # the key is not valid / not allowed to do this
 RETRYABLE_STATUS = {429: "rate_limit", 529: "overloaded", 500: "server_error",

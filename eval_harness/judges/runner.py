@@ -60,7 +60,7 @@ from typing import Iterable, Mapping
 import psycopg
 
 from eval_harness.judges.cache import JudgeLedger, RetryEvent
-from eval_harness.judges.config import RateLimit
+from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.adaptive import AdaptiveRateLimiter
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.pricing import PriceTable

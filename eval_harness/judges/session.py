@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Iterable
 import psycopg
 
 from eval_harness.judges.cache import JudgeLedger
-from eval_harness.judges.config import KEY_VARIABLES, validate_judge_spec
+from eval_harness.settings.judges import KEY_VARIABLES, validate_judge_spec
 from eval_harness.judges.endpoints import endpoint_of
 from eval_harness.judges.limiter import Clock, Sleep
 from eval_harness.judges.local import EmbeddingJudge, LexicalJudge

@@ -41,7 +41,7 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import queries
+from eval_harness.judges import sql
 from eval_harness.judges.dry_run import estimated_input_tokens, estimated_output_tokens
 from eval_harness.judges.dual_plan import (PlannedQuery, sample_order,  # noqa: F401
                                            sample_sizes)  # (re-exported)
@@ -147,7 +147,7 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
             request = judge2.relevance_request(plan.text, documents.get(doc_id)
                                                or Passage("", doc_id))
             requests.setdefault(request.cache_key(), request)
-    cached = queries.cached_keys_among(conn, list(requests)) if requests else set()
+    cached = sql.cached_keys_among(conn, list(requests)) if requests else set()
     conn.commit()  # a read; the run's connection holds no transaction across awaits
     model = judge2.spec.split(":", 1)[1]
     for key, request in requests.items():
@@ -169,7 +169,7 @@ def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingRe
     from eval_harness.judges.dual_plan import load_documents
     from eval_harness.judges.llm import LLMJudge
 
-    rows = queries.judge2_skipped_rows(conn, dataset)
+    rows = sql.judge2_skipped_rows(conn, dataset)
     if not rows:
         return None
     agreement = settings.agreement

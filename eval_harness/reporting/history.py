@@ -10,7 +10,7 @@ point). Only numbers are kept: a flag is stored as 0 or 1; text, None and NaN ar
 The file is opened as :mod:`eval_harness.calibration.history` opens it (DuckDB allows one
 writer at a time: lock retries with capped backoff and jitter, then
 :class:`HistoryUnavailable`), and each write is one transaction
-(:mod:`eval_harness.reporting.queries` holds the statements).
+(:mod:`eval_harness.reporting.sql` holds the statements).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval_harness.calibration.history import HistoryUnavailable, open_history
-from eval_harness.reporting.queries import (RUN_HISTORY_COLUMNS, RUN_HISTORY_TABLE,
+from eval_harness.reporting.sql import (RUN_HISTORY_COLUMNS, RUN_HISTORY_TABLE,
                                             replace_run_rows, run_history_rows)
 
 __all__ = ["RUN_HISTORY_TABLE", "HistoryUnavailable", "history_values", "record_run",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval import queries
+from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
 
@@ -38,7 +38,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
     """The store's dataset names for a message saying a name is not one of them: at most
     ``most``, quoted, then how many more (a store of many datasets must not turn one
     sentence into a page)."""
-    names = queries.dataset_names(conn)
+    names = sql.dataset_names(conn)
     shown = ", ".join(f"'{name}'" for name in names[:most]) or "none"
     more = len(names) - most
     return shown if more <= 0 else f"{shown} and {more} more"
@@ -97,7 +97,7 @@ class QueryCandidates:
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
     """The dataset's language, embedding model and corpus; document/query counts unless told
     not to."""
-    row = queries.dataset_row(conn, name)
+    row = sql.dataset_row(conn, name)
     if row is None:
         shown = " ".join(name.split())  # it may come from a file: one line, cut
         shown = shown if len(shown) <= 80 else shown[:79] + "…"
@@ -110,7 +110,7 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
               else Corpus.ingested(name, language, dim))
     documents = count_documents(conn, corpus) if with_counts else -1
-    count = queries.count_queries(conn, name) if with_counts else -1
+    count = sql.count_queries(conn, name) if with_counts else -1
     return DatasetInfo(name, language, model, dim, documents, count, corpus)
 
 
@@ -123,7 +123,7 @@ def _set_ef_search(conn: psycopg.Connection, depth: int) -> None:
     # ef_search bounds how many neighbours an HNSW scan can return; twice the depth keeps
     # the approximate top-`depth` close to exact at little cost.
     ef = min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
-    queries.set_hnsw_ef_search(conn, ef)
+    sql.set_hnsw_ef_search(conn, ef)
 
 
 def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
@@ -151,7 +151,7 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
         raise ValueError(f"The query embedding has {len(query_embedding)} dimensions; dataset "
                          f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
     _set_ef_search(conn, candidate_depth)
-    rows = queries.search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
+    rows = sql.search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
                                query_embedding=query_embedding,
                                semantic_weight=semantic_weight, keyword_weight=keyword_weight,
                                k=k)
@@ -176,7 +176,7 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
     result = []
-    for query_id, doc_ids, sem, kw in queries.candidate_rows(
+    for query_id, doc_ids, sem, kw in sql.candidate_rows(
             conn, info.corpus, candidate_depth, query_ids=query_ids):
         result.append(QueryCandidates(
             int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
@@ -202,7 +202,7 @@ def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,
         undefined = np.isnan(found.semantic)
         if not repeated.size and not undefined.any():
             continue
-        query = queries.query_external_ids(conn, [found.query_id])[found.query_id]
+        query = sql.query_external_ids(conn, [found.query_id])[found.query_id]
         where = f"dataset '{corpus.dataset}': query '{query}'"
         if repeated.size:
             shown = _shown_ids(sorted(set(repeated.tolist())))

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import psycopg
 
 from eval_harness.metrics.ranking import mean_metrics
-from eval_harness.retrieval import queries
+from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
 
@@ -34,7 +34,7 @@ class RetrievalReport:
 def load_qrels(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
     """Ground truth as {query id: {doc id: grade}} for the dataset."""
     return {qid: dict(zip(docs, grades))
-            for qid, docs, grades in queries.graded_expected_docs(conn, dataset)}
+            for qid, docs, grades in sql.graded_expected_docs(conn, dataset)}
 
 
 def fused_runs(candidates: list[QueryCandidates], semantic_weight: float,

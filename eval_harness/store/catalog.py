@@ -18,7 +18,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import DatasetConfig, sql_name
+from eval_harness.settings.datasets import DatasetConfig, sql_name
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
 

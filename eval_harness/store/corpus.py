@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import sql_name
+from eval_harness.settings.datasets import sql_name
 
 INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search path)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import DatasetConfig
+from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.settings import Settings
 from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_store

@@ -34,7 +34,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_harness.dataset_config import CorpusMapping, DatasetConfig, GroundTruthMapping
+from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK

@@ -25,7 +25,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from eval_harness.dataset_config import CorpusMapping
+from eval_harness.settings.datasets import CorpusMapping
 
 EXAMPLES = 5  # ids a message shows
 

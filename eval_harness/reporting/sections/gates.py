@@ -19,7 +19,7 @@ from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Metric, Paragraph, Section,
                                            Table, no_data)
-from eval_harness.reporting.queries import (answers_with_result, gate_results_as_of,
+from eval_harness.reporting.sql import (answers_with_result, gate_results_as_of,
                                             latest_answer_at)
 from eval_harness.settings import Settings
 

@@ -83,8 +83,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) -> int:
     prepare_dagster_home(settings)
-    from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB
-    from eval_harness_pipelines.defs.reporting import REPORT_JOB
+    from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB
+    from eval_harness_pipelines.assets.reporting import REPORT_JOB
     from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
 
     defs = build_defs(settings)  # this command's config, whatever the environment says
@@ -297,7 +297,7 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     from psycopg import sql
 
     from eval_harness.gates.answers import import_configured_answers
-    from eval_harness.gates.queries import relation_sql
+    from eval_harness.gates.sql import relation_sql
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.gates.answers import TimeWindow
-from eval_harness.gates.queries import (CURRENT_RESULT_JOIN, relation_sql, window_condition,
+from eval_harness.gates.sql import (CURRENT_RESULT_JOIN, relation_sql, window_condition,
                                         window_params)
 from eval_harness.gates.registry import Gate
 

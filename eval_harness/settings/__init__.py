@@ -5,7 +5,6 @@ This is the only module that reads the environment; everything else receives a `
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -13,10 +12,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from eval_harness.config_file import (DEFAULT_CONFIG_NAME, ConfigError, locate_config,
+from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.file import (DEFAULT_CONFIG_NAME, locate_config,
                                       read_config)
-from eval_harness.dataset_config import DatasetConfig, DatasetConfigError, parse_datasets
-from eval_harness.judges.config import JudgeSettings, parse_judge_settings
+from eval_harness.settings.datasets import DatasetConfig, DatasetConfigError, parse_datasets
+from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 
 TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-search configuration)"
 
@@ -34,27 +34,6 @@ HYBRID_SEARCH_KEYS = ("semantic", "keyword", "candidate_depth")
 HISTORY_KEYS = ("duckdb_path",)
 DAGSTER_KEYS = ("home", "nightly")
 NIGHTLY_KEYS = ("cron", "timezone")
-
-
-def reject_unknown_keys(section: Mapping[str, Any], where: str, known: Sequence[str]) -> None:
-    """Raise a :class:`ConfigError` naming every key of ``section`` not in ``known``.
-
-    ``where`` is the section's dotted key ("" for the top level). Each unknown key is named in
-    full with the nearest known key when one is close (``difflib.get_close_matches``), then
-    the known keys are listed. The message carries no file name: the caller adds it.
-    """
-    prefix = f"{where}." if where else ""
-    unknown = [str(key) for key in section if str(key) not in known]
-    if not unknown:
-        return
-    named = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, list(known), n=1)
-        named.append(f"'{prefix}{key}'" + (f" (did you mean '{prefix}{close[0]}'?)"
-                                             if close else ""))
-    owner = f"known keys of '{where}'" if where else "known top-level keys"
-    raise ConfigError(f"unknown key{'s' if len(named) > 1 else ''} {', '.join(named)}; "
-                      f"{owner}: {', '.join(known)}.")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from datetime import timedelta, timezone
 
 import dagster as dg
 
-from eval_harness_pipelines.defs import (agreement, calibration, datasets, judging,
+from eval_harness_pipelines.assets import (agreement, calibration, datasets, judging,
                                          quality_gates, reporting, retrieval)
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
 from eval_harness.settings import Settings, load_settings

@@ -20,7 +20,7 @@ def run_gate_job(settings: Settings, day: date, gates):
     """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
     import dagster as dg
 
-    from eval_harness_pipelines.defs.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
+    from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from eval_harness_pipelines.resources import default_resources
     from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.report import GateReport, GateSummary

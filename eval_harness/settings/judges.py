@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+
 PROVIDERS = ("openai", "anthropic", "local")
 LOCAL_JUDGES = ("lexical", "embedding")
 DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7}
@@ -116,8 +118,6 @@ class JudgeSettings:
 
 
 def _error(message: str) -> Exception:
-    from eval_harness.settings import ConfigError  # settings imports this module
-
     # No file name here: parse_judge_settings (or load_settings) puts the file read in front.
     return ConfigError(message)
 
@@ -130,8 +130,6 @@ def _mapping(section: Mapping[str, Any], key: str, where: str) -> Mapping[str, A
 
 
 def _reject_unknown(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
-    from eval_harness.settings import reject_unknown_keys  # settings imports this module
-
     reject_unknown_keys(section, where, known)  # a typo would otherwise keep a default
 
 
@@ -304,8 +302,6 @@ def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] 
     ``source`` is the file the section was read from; every error message starts with it
     (None: no prefix, for a caller that adds the file itself, as ``load_settings`` does).
     """
-    from eval_harness.settings import ConfigError  # settings imports this module
-
     try:
         return _judge_settings(section, environ or {})
     except ConfigError as exc:

@@ -15,15 +15,13 @@ from typing import Any, Mapping
 
 import yaml
 
+from eval_harness.settings.errors import ConfigError
+
 DEFAULT_CONFIG_NAME = "config.yaml"
 CONFIG_VARIABLE = "EVAL_HARNESS_CONFIG"
 # where the config file came from: given by the caller (--config), the environment variable,
 # found as ./config.yaml, or none at all (defaults apply)
 ORIGINS = ("option", "environment", "working directory", "none")
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the file, the key and what to do."""
 
 
 def locate_config(config_path: Path | str | None,
