@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eval_harness.judges.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
+from eval_harness.judges.client.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
                                           parse_reset, read_rate_headers)
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)

@@ -25,11 +25,11 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import AuthenticationRejected, RunStopped
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.retry import classify_error
+from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeTime, default_reply, judge_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,7 +147,7 @@ CHILD = """
     import json, sys
     from types import SimpleNamespace
     from eval_harness.settings.judges import RetrySettings
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.settings import load_settings
     from eval_harness.store import StoreLocation
     from fake_llm_server import judge_settings

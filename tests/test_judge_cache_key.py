@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of, normalised_base_url
+from eval_harness.judges.client.endpoints import DEFAULT_BASE_URLS, endpoint_of, normalised_base_url
 from eval_harness.judges.protocol import ChatRequest, Message
-from eval_harness.judges.session import JudgeSession, JudgeUnavailable
+from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable
 from fake_llm_server import FakeLLMServer, FakeTime, default_reply, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
 from eval_harness.settings.judges import KEY_VARIABLES, JudgeSettings
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_url
 
@@ -48,7 +48,7 @@ def _quiet_judge_notices() -> Iterator[None]:
 def effective_judges(settings: Settings) -> dict[str, str | None]:
     """The judge each slot will use, by the session's own fallback rules; ``None`` for a
     slot that cannot be built (its key is missing and fallback is off)."""
-    from eval_harness.judges.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
+    from eval_harness.judges.client.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
 
     config: JudgeSettings = settings.judges
     try:
@@ -114,7 +114,7 @@ def _probe_failure(provider: str, exc: Exception, where: str, timeout: float,
     import anthropic  # the SDKs load only when a probe ran: the CLI starts fast
     import openai
 
-    from eval_harness.judges.retry import sanitize
+    from eval_harness.judges.client.retry import sanitize
 
     message = sanitize(_provider_message(exc), secrets)[:160]
     status = getattr(exc, "status_code", None)

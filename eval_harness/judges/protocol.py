@@ -27,7 +27,7 @@ from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_c
 
 import numpy as np
 
-from eval_harness.judges.endpoints import endpoint_of
+from eval_harness.judges.client.endpoints import endpoint_of
 
 Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
@@ -156,7 +156,7 @@ class ChatRequest:
     """One chat call to a provider, complete enough to be sent, cached and priced.
 
     ``base_url`` is the server the call goes to, normalised (see
-    :mod:`eval_harness.judges.endpoints`); ``None`` is the provider's default server.
+    :mod:`eval_harness.judges.client.endpoints`); ``None`` is the provider's default server.
     """
 
     provider: str            # "anthropic" | "openai"

@@ -9,7 +9,7 @@ A judge is named ``provider:model``: ``openai:<model>`` (OpenAI or any server sp
 Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` or ``local:lexical`` /
 ``local:embedding`` (offline, free). Any model name is accepted; a paid model needs an entry
 in ``prices`` when it is used (checked when the judges are built, see
-:mod:`eval_harness.judges.session`).
+:mod:`eval_harness.judges.client.session`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class BatchSettings:
 class StagedSettings:
     """``judges.staged``: judge 2 scores a seeded random sample of queries, growing it by
     ``step_queries`` from ``first_queries``, until the lower bound of the kappa interval on
-    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.staged`)."""
+    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.dual.staged`)."""
 
     enabled: bool = False
     seed: int = 0                # the order in which queries join the sample

@@ -13,10 +13,10 @@ from typing import Any, Mapping, Sequence
 
 import openai
 
-from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
+from eval_harness.judges.client.endpoints import DEFAULT_BASE_URLS, endpoint_of
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
-from eval_harness.judges.providers import BatchState, parsed
-from eval_harness.judges.retry import BadProviderResponse
+from eval_harness.judges.client.providers.base import BatchState, parsed
+from eval_harness.judges.client.retry import BadProviderResponse
 
 DEFAULT_BASE_URL = DEFAULT_BASE_URLS["openai"]
 CHAT_ENDPOINT = "/v1/chat/completions"

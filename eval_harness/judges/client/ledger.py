@@ -48,7 +48,7 @@ from typing import Iterator, Sequence
 import psycopg
 
 from eval_harness.store.locks import session_lock
-from eval_harness.judges import sql
+from eval_harness.judges.client import sql
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)

@@ -1,7 +1,7 @@
 """Why a judge run stops early, and the sentence each stop ends with.
 
 Every stop is a :class:`RunStopped` with a ``kind``: ``budget``, ``quota``, ``auth`` (see
-:mod:`eval_harness.judges.runner`), ``interrupt`` (the user's SIGINT or SIGTERM, see
+:mod:`eval_harness.judges.client.runner`), ``interrupt`` (the user's SIGINT or SIGTERM, see
 :mod:`eval_harness.stopping`) and ``store`` (the store went away under the run).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the commands import this module: it must not load the provider SDKs
-    from eval_harness.judges.retry import ErrorInfo
+    from eval_harness.judges.client.retry import ErrorInfo
 
 
 class RunStopped(RuntimeError):

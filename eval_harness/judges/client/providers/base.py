@@ -2,7 +2,7 @@
 
 A provider sends one :class:`~eval_harness.judges.protocol.ChatRequest` and returns the reply
 text with its usage, or raises the SDK's exception untouched (the pipeline classifies it,
-see :mod:`eval_harness.judges.retry`). The SDKs' own retries are disabled (``max_retries=0``)
+see :mod:`eval_harness.judges.client.retry`). The SDKs' own retries are disabled (``max_retries=0``)
 so the pipeline's are the only ones; their timeout comes from ``judges.timeout_seconds``.
 Batch methods submit many requests at once, report whether the batch has ended and return
 each request's reply (or an error message) by custom id.
@@ -25,7 +25,7 @@ class BatchState:
 
 class ChatProvider(Protocol):
     name: str
-    base_url: str  # normalised (eval_harness.judges.endpoints): the server, in the cache key
+    base_url: str  # normalised (eval_harness.judges.client.endpoints): the server, in the cache key
 
     async def complete(self, request: ChatRequest) -> Completion: ...
 

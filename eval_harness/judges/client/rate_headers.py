@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping
 
-from eval_harness.judges.retry import retry_after_seconds
+from eval_harness.judges.client.retry import retry_after_seconds
 
 _PREFIXES = (("x-ratelimit-{}-requests", "x-ratelimit-{}-tokens"),                 # OpenAI
              ("anthropic-ratelimit-requests-{}", "anthropic-ratelimit-tokens-{}"))  # Anthropic

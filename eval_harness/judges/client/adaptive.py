@@ -80,8 +80,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator, Mapping
 
-from eval_harness.judges.limiter import Clock, RateLimiter, Sleep
-from eval_harness.judges.rate_headers import (RateSignal, parse_reset,  # noqa: F401
+from eval_harness.judges.client.limiter import Clock, RateLimiter, Sleep
+from eval_harness.judges.client.rate_headers import (RateSignal, parse_reset,  # noqa: F401
                                               read_rate_headers)
 
 Wall = Callable[[], datetime]

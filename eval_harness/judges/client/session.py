@@ -9,7 +9,7 @@ key (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) is not set is replaced by a loc
 judge 1 by ``local:lexical``, judge 2 by ``local:embedding`` (or by whichever local judge the
 other judge does not already use, so the two stay different signals). This is said once per
 run (a warning on the ``eval_harness.judges`` logger), once per command however many runs it
-starts (:mod:`eval_harness.judges.notice_scope`), and listed in :attr:`notices`. With
+starts (:mod:`eval_harness.judges.client.notice_scope`), and listed in :attr:`notices`. With
 ``fallback_to_local: false`` a missing key is an error naming the variable.
 
 Which notices were said is the state of a :class:`FallbackNotices`, not of the process: each
@@ -20,9 +20,9 @@ one (the doctor, gate versions) keeps one process-wide record, as before.
 
 **Stopping.** Entered with ``async with``, a session stops its pipeline when the user stops
 the run (:mod:`eval_harness.stopping`: SIGINT / SIGTERM; see
-:meth:`~eval_harness.judges.runner.CallPipeline.interrupt`) and when the server ends the
+:meth:`~eval_harness.judges.client.runner.CallPipeline.interrupt`) and when the server ends the
 ledger's connection (:mod:`eval_harness.store.liveness`; see
-:meth:`~eval_harness.judges.runner.CallPipeline.store_lost`), so no request is bought that
+:meth:`~eval_harness.judges.client.runner.CallPipeline.store_lost`), so no request is bought that
 could not be stored.
 
 Keys come from :class:`~eval_harness.settings.Settings` only; they are passed to the SDK
@@ -41,16 +41,16 @@ from typing import TYPE_CHECKING, Iterable
 
 import psycopg
 
-from eval_harness.judges.cache import JudgeLedger
+from eval_harness.judges.client.ledger import JudgeLedger
 from eval_harness.settings.judges import KEY_VARIABLES, validate_judge_spec
-from eval_harness.judges.endpoints import endpoint_of
-from eval_harness.judges.limiter import Clock, Sleep
-from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
-from eval_harness.judges.notice_scope import first_in_command
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.endpoints import endpoint_of
+from eval_harness.judges.client.limiter import Clock, Sleep
+from eval_harness.judges.local.relevance import EmbeddingJudge, LexicalJudge
+from eval_harness.judges.client.notice_scope import first_in_command
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
-from eval_harness.judges.retry import RetryPolicy, wait_asked_notice
-from eval_harness.judges.runner import Budget, CallPipeline
+from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
+from eval_harness.judges.client.runner import Budget, CallPipeline
 from eval_harness.store.liveness import watch_idle_connection
 from eval_harness import stopping
 
@@ -227,10 +227,10 @@ class JudgeSession:
             raise JudgeUnavailable(f"{provider.upper()}_BASE_URL is not usable ({exc}); fix "
                                    f"it, or unset it to use {provider}'s own API.") from None
         if provider == "anthropic":
-            from eval_harness.judges.providers.anthropic import AnthropicProvider
+            from eval_harness.judges.client.providers.anthropic import AnthropicProvider
 
             return AnthropicProvider(base_url=base_url, **options)
-        from eval_harness.judges.providers.openai import OpenAIProvider
+        from eval_harness.judges.client.providers.openai import OpenAIProvider
 
         return OpenAIProvider(base_url=base_url, **options)
 

@@ -44,13 +44,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from eval_harness.judges.cache import BatchedRequest, BatchReply
+from eval_harness.judges.client.ledger import BatchedRequest, BatchReply
 from eval_harness.settings.judges import BatchSettings
-from eval_harness.judges.limiter import Clock, Sleep
+from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
-from eval_harness.judges.providers import BatchState, ChatProvider
-from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import CallPipeline, auth_message, quota_message
+from eval_harness.judges.client.providers.base import BatchState, ChatProvider
+from eval_harness.judges.client.retry import classify_error
+from eval_harness.judges.client.runner import CallPipeline, auth_message, quota_message
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has

@@ -14,12 +14,12 @@
 * **Rate limiter**: one :class:`AdaptiveRateLimiter` per provider (requests and tokens per
   minute), acquired for every attempt, retries included. The configured rates are its
   ceiling; every response's rate-limit headers, and every 429, move it below that (see
-  :mod:`eval_harness.judges.adaptive`). Providers with ``complete_with_headers`` hand their
+  :mod:`eval_harness.judges.client.adaptive`). Providers with ``complete_with_headers`` hand their
   successes' headers over; a refusal's come with the SDK's exception.
 * **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
   waiting out a backoff does not hold a slot. The rate limiter is taken inside the slot, so
   what passes it is sent at once, at the rate of that moment.
-* **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
+* **Retry**: see :mod:`eval_harness.judges.client.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
 * **No quota**: a provider saying the account has no quota or credit left (error kind
   ``quota``) stops the run like a used-up budget: that call and every later uncached call
@@ -59,15 +59,15 @@ from typing import Iterable, Mapping
 
 import psycopg
 
-from eval_harness.judges.cache import JudgeLedger, RetryEvent
+from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.settings.judges import RateLimit
-from eval_harness.judges.adaptive import AdaptiveRateLimiter
-from eval_harness.judges.limiter import Clock, Sleep
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
+from eval_harness.judges.client.limiter import Clock, Sleep
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Completion
-from eval_harness.judges.providers import ChatProvider
-from eval_harness.judges.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
-from eval_harness.judges.stops import (  # noqa: F401 (the stops are importable from here)
+from eval_harness.judges.client.providers.base import ChatProvider
+from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
+from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
     INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
     QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
 

@@ -1,0 +1,1 @@
+"""The chat providers behind the judges, one module each (see :mod:`.base`)."""
