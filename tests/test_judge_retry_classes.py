@@ -89,7 +89,7 @@ def _anthropic_body(type_, message="refused", error_code=None):
     ("anthropic", 529, _anthropic_body("overloaded_error"), {}, "overloaded", None, None),
 ])
 def test_sdk_errors_are_classified(sdk, status, body, headers, kind, code, retry_after):
-    info = classify_error(_sdk_error(sdk, status, body, headers), secrets=[KEY])
+    info = classify_error(_sdk_error(sdk, status, body, headers), sdk, secrets=[KEY])
     assert (info.kind, info.code, info.retry_after) == (kind, code, retry_after)
     assert info.retryable == (kind in ("rate_limit", "overloaded"))
     assert info.status_code == status and KEY not in info.message
@@ -98,7 +98,7 @@ def test_sdk_errors_are_classified(sdk, status, body, headers, kind, code, retry
 def test_a_quota_error_echoing_the_key_is_classified_with_the_key_masked():
     body = _openai_body("insufficient_quota", "insufficient_quota",
                         f"no quota left for Bearer {KEY}")
-    info = classify_error(_sdk_error("openai", 429, body), secrets=[KEY])
+    info = classify_error(_sdk_error("openai", 429, body), "openai", secrets=[KEY])
     assert info.kind == "quota" and KEY not in info.message and "***" in info.message
 
 

@@ -70,7 +70,12 @@ def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
     where = f" at {base_url}" if base_url else " (its default server)"
     what = ("rejected the API key" if error.status_code != 403
             else "rejected the API key (it lacks the permission for this request)")
-    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
+    from eval_harness.judges.client.providers import provider as provider_named
+
+    try:
+        variable = provider_named(provider).key_variable
+    except LookupError:
+        variable = None
     fix = f"set a valid key in {variable}" if variable else "set a valid key"
     return (f"the {provider} server{where} {what} (HTTP {error.status_code}, {error.code}), "
             f"so the run stopped; {fix} (or point the base URL at the right server) and run "

@@ -57,10 +57,11 @@ import psycopg
 from eval_harness.judges.client import sql
 from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
                                            sample_order, sample_sizes)
-from eval_harness.judges.client.endpoints import endpoint_of
+from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Passage, Usage
-from eval_harness.judges.client.session import FallbackNotices, JudgeUnavailable, resolve_judge_specs
+from eval_harness.judges.client.session import (FallbackNotices, JudgeUnavailable,  # noqa: F401
+                                               resolve_judge_specs, server_of)
 from eval_harness.judges.dual.shards import queries_of_shard
 from eval_harness.settings import Settings
 
@@ -320,13 +321,7 @@ def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, 
 
 def _server(settings: Settings, provider: str) -> str:
     """The normalised base URL ``provider``'s client would talk to (part of the cache key)."""
-    base_url = {"openai": settings.openai_base_url,
-                "anthropic": settings.anthropic_base_url}[provider]
-    try:
-        return endpoint_of(provider, base_url)
-    except ValueError as exc:  # the value is not repeated: it may hold credentials
-        raise JudgeUnavailable(f"{provider.upper()}_BASE_URL is not usable ({exc}); fix it, "
-                               f"or unset it to use {provider}'s own API.") from None
+    return server_of(settings, provider_named(provider))[1]
 
 
 def _requests(judge, planned: Sequence[PlannedQuery],

@@ -52,6 +52,7 @@ from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import AgreementInputError, agreement_report
 from eval_harness.settings import AgreementSettings
+from eval_harness.settings.judges import LOCAL
 
 
 
@@ -187,7 +188,7 @@ def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingRe
                                with_embeddings=False)
     for spec, plans in by_judge.items():
         provider, _, model = spec.partition(":")
-        if provider not in ("openai", "anthropic") or prices.lookup(model) is None:
+        if provider == LOCAL or prices.lookup(model) is None:
             continue  # a local judge 2 costs nothing; an unpriced model cannot be estimated
         judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
         part = StagingReport(report.floor, report.confidence, report.seed)
