@@ -17,7 +17,7 @@ from eval_harness.calibration.labels import derive_labels, load_judge_labels, pa
 from eval_harness.calibration.run import configured_grid
 from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.sql import graded_expected_docs
 from eval_harness.settings import AgreementSettings

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import psycopg
 
 from eval_harness.agreement.sql import count_queries, judged_query_rows
-from eval_harness.judges.dual_scores import SKIPPED
+from eval_harness.store.ground_truth import SKIPPED
 from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)

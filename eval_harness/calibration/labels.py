@@ -11,14 +11,14 @@ Per pair, with ``relevant = score > agreement.relevance_threshold`` for each jud
   a person decides, ``agreement.disagreement_rule`` labels it: ``exclude`` (no label, source
   ``excluded``), ``judge1`` (judge 1's label) or ``mean`` (``(score1 + score2) / 2 >
   threshold``), source ``rule``;
-* a pair judge 2 was not asked (staged dual judging, :mod:`eval_harness.judges.staged`)
+* a pair judge 2 was not asked (staged dual judging, :mod:`eval_harness.judges.dual.staged`)
   takes judge 1's label (source ``judge1``): the random sample judge 2 scored showed the
   judges agree well enough;
 * a pair that a judge did not score (and nobody adjudicated) has no label (``unscored``).
 
 In calibration a document of a query's top 5 must be judged (labelled or excluded), else
 the P@5 of that weight would count an unknown document as not relevant; the judge plan's
-grid pool (:func:`eval_harness.judges.dual_plan.grid_pool`) makes this hold at every grid
+grid pool (:func:`eval_harness.judges.dual.plan.grid_pool`) makes this hold at every grid
 weight. An ``excluded`` pair counts as not relevant there (P@5 is then a lower bound) and
 the number of such pairs is reported.
 

@@ -64,61 +64,6 @@ def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
     return [found[answer_id] for answer_id in ids if answer_id in found]
 
 
-# ------------------------------------------------------------------------------ cost
-
-_COST_SQL = """
-    SELECT api_name, model, operation, count(*), count(*) FILTER (WHERE batch),
-           coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),
-           coalesce(sum(output_tokens), 0), coalesce(sum(estimated_cost), 0),
-           coalesce(sum(input_tokens) FILTER (WHERE batch), 0),
-           coalesce(sum(least(cached_tokens, input_tokens)) FILTER (WHERE batch), 0),
-           coalesce(sum(output_tokens) FILTER (WHERE batch), 0),
-           coalesce(sum(estimated_cost) FILTER (WHERE batch), 0), max(created_at)
-    FROM api_cost_log
-    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
-      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-    GROUP BY api_name, model, operation"""
-
-_HITS_SQL = """
-    SELECT api_name, model, operation, sum(hits), coalesce(sum(saved_cost), 0), max(created_at)
-    FROM api_cache_hit_log
-    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
-      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-    GROUP BY api_name, model, operation"""
-
-
-def _cost_params(run_ids: Sequence[str] | None, since: datetime | None) -> dict:
-    return {"run_ids": None if run_ids is None else list(run_ids), "since": since}
-
-
-def billed_call_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
-                     since: datetime | None) -> list[tuple]:
-    """``api_cost_log`` per (provider, model, operation), of the runs ``run_ids`` and/or
-    since ``since`` (None: no limit): ``(api, model, operation, calls, batch_calls,
-    input_tokens, cached_tokens, output_tokens, cost, batch_input_tokens,
-    batch_cached_tokens, batch_output_tokens, batch_cost, last_at)``."""
-    return conn.execute(_COST_SQL, _cost_params(run_ids, since)).fetchall()
-
-
-def cache_hit_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
-                   since: datetime | None) -> list[tuple] | None:
-    """``api_cache_hit_log`` per (provider, model, operation), limited as
-    :func:`billed_call_rows`: ``(api, model, operation, hits, saved_cost, last_at)``; None
-    when the store predates migration 0005 (the table is missing)."""
-    try:
-        with conn.transaction():
-            return conn.execute(_HITS_SQL, _cost_params(run_ids, since)).fetchall()
-    except psycopg.errors.UndefinedTable:
-        return None
-
-
-def billed_calls_ever(conn: psycopg.Connection) -> tuple[int, float]:
-    """Every billed call in ``api_cost_log``: how many, and their cost (USD)."""
-    calls, cost = conn.execute(
-        "SELECT count(*), coalesce(sum(estimated_cost), 0) FROM api_cost_log").fetchone()
-    return calls, float(cost)
-
-
 # ------------------------------------------------------------------------------ run history
 
 RUN_HISTORY_TABLE = "run_history"  # in the DuckDB history file, beside the calibration grids

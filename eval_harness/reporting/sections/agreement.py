@@ -71,8 +71,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
 
 
 def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str) -> str:
-    """What staged dual judging saved (:func:`eval_harness.judges.staged.stored_saving`)."""
-    from eval_harness.judges.staged import stored_saving
+    """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)."""
+    from eval_harness.judges.dual.staged import stored_saving
 
     saving = stored_saving(conn, settings, dataset)
     return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "

@@ -25,12 +25,12 @@ The order in which queries join the sample is a permutation of the planned queri
 ground-truth id) drawn with ``judges.staged.seed``: a rerun on unchanged data takes the same
 sample, finds its replies in the cache, stops at the same step and pays nothing.
 
-What staging saved is estimated like ``judge --dry-run`` (:mod:`eval_harness.judges.dry_run`):
+What staging saved is estimated like ``judge --dry-run`` (:mod:`eval_harness.judges.dual.dry_run`):
 judge 2's request for every skipped pair, less those already in the reply cache and the
 repeats, at the price table's rates (``ceil(chars / 4)`` input tokens, a typical reply).
 
 **Query shards** (``judges.shards``; ``judge --shard i/n``): :mod:`.shards` (re-exported
-here). The sample's order and sizes are planning (:mod:`.dual_plan`, re-exported here), so
+here). The sample's order and sizes are planning (:mod:`.plan`, re-exported here), so
 ``judge --dry-run`` plans judge 2's requests as a staged run asks them.
 """
 
@@ -41,16 +41,18 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import sql
-from eval_harness.judges.dry_run import estimated_input_tokens, estimated_output_tokens
-from eval_harness.judges.dual_plan import (PlannedQuery, sample_order,  # noqa: F401
+from eval_harness.judges.client import sql
+from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
+from eval_harness.judges.dual.plan import (PlannedQuery, sample_order,  # noqa: F401
                                            sample_sizes)  # (re-exported)
-from eval_harness.judges.dual_scores import SKIPPED  # noqa: F401  (re-exported)
-from eval_harness.judges.pricing import PriceTable
-from eval_harness.judges.shards import parse_shard, queries_of_shard, shard_of  # noqa: F401
+from eval_harness.store import ground_truth
+from eval_harness.store.ground_truth import SKIPPED  # noqa: F401  (named in the docstring)
+from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of  # noqa: F401
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import AgreementInputError, agreement_report
 from eval_harness.settings import AgreementSettings
+from eval_harness.settings.judges import LOCAL
 
 
 
@@ -137,7 +139,7 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
                    prices: PriceTable, *, batch: bool = False) -> None:
     """Fill ``report.saved_*``: judge 2's requests for the ``skipped`` queries' pairs that
     the run would have paid for (not in the reply cache, each distinct request once), their
-    estimated tokens and cost (:mod:`eval_harness.judges.dry_run`'s rules). A local judge 2
+    estimated tokens and cost (:mod:`eval_harness.judges.dual.dry_run`'s rules). A local judge 2
     sends nothing: nothing saved in money."""
     if not hasattr(judge2, "relevance_request"):
         return
@@ -165,11 +167,11 @@ def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingRe
     figure): the pairs whose ``judge2_status`` is ``skipped``, and judge 2's requests for
     them priced like :func:`estimate_saved` (for the judge 2 that wrote those rows). None
     when no pair was skipped. Only reads the store."""
-    from eval_harness.judges.dry_run import _server
-    from eval_harness.judges.dual_plan import load_documents
+    from eval_harness.judges.dual.dry_run import _server
+    from eval_harness.judges.dual.plan import load_documents
     from eval_harness.judges.llm import LLMJudge
 
-    rows = sql.judge2_skipped_rows(conn, dataset)
+    rows = ground_truth.judge2_skipped_rows(conn, dataset)
     if not rows:
         return None
     agreement = settings.agreement
@@ -186,7 +188,7 @@ def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingRe
                                with_embeddings=False)
     for spec, plans in by_judge.items():
         provider, _, model = spec.partition(":")
-        if provider not in ("openai", "anthropic") or prices.lookup(model) is None:
+        if provider == LOCAL or prices.lookup(model) is None:
             continue  # a local judge 2 costs nothing; an unpriced model cannot be estimated
         judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
         part = StagingReport(report.floor, report.confidence, report.seed)

@@ -14,12 +14,12 @@
 * **Rate limiter**: one :class:`AdaptiveRateLimiter` per provider (requests and tokens per
   minute), acquired for every attempt, retries included. The configured rates are its
   ceiling; every response's rate-limit headers, and every 429, move it below that (see
-  :mod:`eval_harness.judges.adaptive`). Providers with ``complete_with_headers`` hand their
+  :mod:`eval_harness.judges.client.adaptive`). Providers with ``complete_with_headers`` hand their
   successes' headers over; a refusal's come with the SDK's exception.
 * **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
   waiting out a backoff does not hold a slot. The rate limiter is taken inside the slot, so
   what passes it is sent at once, at the rate of that moment.
-* **Retry**: see :mod:`eval_harness.judges.retry`. After the last attempt the call is
+* **Retry**: see :mod:`eval_harness.judges.client.retry`. After the last attempt the call is
   returned as failed (the caller records the pair as failed and the run goes on).
 * **No quota**: a provider saying the account has no quota or credit left (error kind
   ``quota``) stops the run like a used-up budget: that call and every later uncached call
@@ -59,15 +59,16 @@ from typing import Iterable, Mapping
 
 import psycopg
 
-from eval_harness.judges.cache import JudgeLedger, RetryEvent
+from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.settings.judges import RateLimit
-from eval_harness.judges.adaptive import AdaptiveRateLimiter
-from eval_harness.judges.limiter import Clock, Sleep
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
+from eval_harness.judges.client.limiter import Clock, Sleep
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Completion
-from eval_harness.judges.providers import ChatProvider
-from eval_harness.judges.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
-from eval_harness.judges.stops import (  # noqa: F401 (the stops are importable from here)
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.providers.base import ChatClient
+from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
+from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
     INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
     QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
 
@@ -165,7 +166,7 @@ class CallOutcome:
 
 
 class CallPipeline:
-    def __init__(self, *, providers: Mapping[str, ChatProvider], ledger: JudgeLedger,
+    def __init__(self, *, providers: Mapping[str, ChatClient], ledger: JudgeLedger,
                  prices: PriceTable, budget: Budget, retry: RetryPolicy,
                  rate_limits: Mapping[str, RateLimit], concurrency: int,
                  secrets: Iterable[str | None] = (), clock: Clock = time.monotonic,
@@ -183,23 +184,28 @@ class CallPipeline:
         self.halted = asyncio.Event()  # set when the user or the store stops the run
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
-        self._limiters = {name: self._new_limiter(rate_limits[name]) for name in providers}
+        self._limiters = {name: self._new_limiter(rate_limits[name], name) for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
         # cache key -> why its reply is not here yet (a provider batch still running)
         self.awaiting_batch: dict[str, str] = {}
 
-    def add_provider(self, provider: ChatProvider, limit: RateLimit, concurrency: int) -> None:
+    def add_provider(self, provider: ChatClient, limit: RateLimit, concurrency: int, *,
+                     secret: str | None = None) -> None:
+        """Send ``provider``'s requests; ``secret`` (its key) is masked in its errors."""
         self.providers[provider.name] = provider
-        self._limiters[provider.name] = self._new_limiter(limit)
+        self._limiters[provider.name] = self._new_limiter(limit, provider.name)
         self._slots[provider.name] = asyncio.Semaphore(concurrency)
+        if secret:
+            self._secrets += (secret,)
 
-    def _new_limiter(self, limit: RateLimit) -> AdaptiveRateLimiter:
-        """A provider's limiter: a 429 asking for a longer wait than a call takes ends that
-        call and is no rate signal (pausing the others would not bring the moment nearer)."""
+    def _new_limiter(self, limit: RateLimit, provider: str) -> AdaptiveRateLimiter:
+        """A provider's limiter, reading its headers: a 429 asking for a longer wait than a
+        call takes ends it and is no rate signal (pausing others would not bring it nearer)."""
         return AdaptiveRateLimiter(limit.requests_per_minute, limit.tokens_per_minute,
                                    clock=self._clock, sleep=self._sleep,
+                                   read_headers=provider_named(provider).read_rate_headers,
                                    beyond_wait=self.retry.settings.max_wait_seconds)
 
     def limiter(self, provider: str) -> AdaptiveRateLimiter:
@@ -342,7 +348,7 @@ class CallPipeline:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _send(self, provider: ChatProvider, request: ChatRequest,
+    async def _send(self, provider: ChatClient, request: ChatRequest,
                     limiter: AdaptiveRateLimiter) -> Completion:
         """``provider``'s reply (or its exception); what the response says about the rate
         limits, and whether it was a 429, goes to ``limiter``."""
@@ -355,14 +361,14 @@ class CallPipeline:
                 else:
                     completion, headers = await with_headers(request)
             except Exception as exc:
-                refused = classify_error(exc).kind == "rate_limit"
+                refused = classify_error(exc, provider.name).kind == "rate_limit"
                 limiter.observe(getattr(getattr(exc, "response", None), "headers", None),
                                 outcome="refused" if refused else "error", sent_at=sent_at)
                 raise
             limiter.observe(headers, outcome="success", sent_at=sent_at)
             return completion
 
-    async def _send_abandonable(self, provider: ChatProvider, request: ChatRequest,
+    async def _send_abandonable(self, provider: ChatClient, request: ChatRequest,
                                 limiter: AdaptiveRateLimiter) -> Completion:
         """:meth:`_send`, as a task the pipeline can abandon (see :meth:`interrupt` and
         :meth:`store_lost`); an abandoned request raises the stop that abandoned it."""
@@ -405,7 +411,7 @@ class CallPipeline:
                 except (asyncio.CancelledError, RunStopped):
                     raise
                 except Exception as exc:  # every provider error is classified, none escapes
-                    error = classify_error(exc, secrets=self._secrets)
+                    error = classify_error(exc, provider.name, secrets=self._secrets)
                 else:
                     break
                 if error.kind == "quota":  # no retry helps, nor would any later call

@@ -1,9 +1,9 @@
 """``eval-harness judge --dry-run``: what a judge run would send and roughly what it would cost,
 without sending or writing anything.
 
-The pairs are planned by the same :func:`~eval_harness.judges.dual_plan.plan_queries` a real
+The pairs are planned by the same :func:`~eval_harness.judges.dual.plan.plan_queries` a real
 run uses, kept to the same shard (``--shard``:
-:func:`~eval_harness.judges.shards.queries_of_shard`), and every paid judge's request is built
+:func:`~eval_harness.judges.dual.shards.queries_of_shard`), and every paid judge's request is built
 by the same
 :meth:`LLMJudge.relevance_request <eval_harness.judges.llm.LLMJudge.relevance_request>` (same
 prompt, same server in the cache key), so "cached" means exactly "the real run would answer
@@ -34,7 +34,7 @@ Estimates, for the requests to pay for only:
 * ``cost_usd``: those tokens at the model's price in ``judges.prices`` (the batch discount
   with ``--batch``), none of them assumed served from the provider's prompt cache;
 * ``max_cost_usd``: the upper bound the run's budget reserves per call
-  (:meth:`PriceTable.worst_case <eval_harness.judges.pricing.PriceTable.worst_case>`: three
+  (:meth:`PriceTable.worst_case <eval_harness.judges.client.pricing.PriceTable.worst_case>`: three
   characters per token and the full ``max_tokens`` of output).
 
 Local judges send nothing and cost 0.
@@ -42,7 +42,7 @@ Local judges send nothing and cost 0.
 With staged judging (``judges.staged``) judge 2 is asked for a growing seeded sample of
 queries until kappa's lower bound on it clears the floor, which depends on the replies: its
 figures are then a range, ``at_least`` its first sample (the staged run's own order,
-:func:`~eval_harness.judges.dual_plan.sample_order`), the figures themselves every query (the
+:func:`~eval_harness.judges.dual.plan.sample_order`), the figures themselves every query (the
 bound never clears). A staged batch run asks judge 2 live: so is it priced.
 """
 
@@ -54,14 +54,15 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import sql
-from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
+from eval_harness.judges.client import sql
+from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
                                            sample_order, sample_sizes)
-from eval_harness.judges.endpoints import endpoint_of
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Passage, Usage
-from eval_harness.judges.session import FallbackNotices, JudgeUnavailable, resolve_judge_specs
-from eval_harness.judges.shards import queries_of_shard
+from eval_harness.judges.client.session import (FallbackNotices, JudgeUnavailable,  # noqa: F401
+                                               resolve_judge_specs, server_of)
+from eval_harness.judges.dual.shards import queries_of_shard
 from eval_harness.settings import Settings
 
 CHARS_PER_TOKEN = 4
@@ -233,7 +234,7 @@ def _usd(amount: float) -> str:
 def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: str, *,
                        limit: int | None = None, batch: bool = False,
                        shard: tuple[int, int] | None = None) -> DryRunReport:
-    """Plan ``dataset``'s judge run like :func:`~eval_harness.judges.dual.judge_dataset` and
+    """Plan ``dataset``'s judge run like :func:`~eval_harness.judges.dual.run.judge_dataset` and
     estimate it per judge (see the module docstring). Only reads the store.
 
     ``shard=(i, n)`` plans only that shard's queries, as ``judge --shard i/n`` does. With
@@ -241,8 +242,8 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
     staged run's seeded order), at most every query; with ``batch`` it is asked live, as the
     staged batch run asks it.
 
-    Raises :class:`~eval_harness.judges.session.JudgeUnavailable` or
-    :class:`~eval_harness.judges.pricing.MissingPrice` where the real run would.
+    Raises :class:`~eval_harness.judges.client.session.JudgeUnavailable` or
+    :class:`~eval_harness.judges.client.pricing.MissingPrice` where the real run would.
     """
     spec1, spec2, notices = resolve_judge_specs(settings, notices=FallbackNotices())
     planned = queries_of_shard(plan_queries(conn, dataset, settings, limit=limit), shard)
@@ -320,13 +321,7 @@ def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, 
 
 def _server(settings: Settings, provider: str) -> str:
     """The normalised base URL ``provider``'s client would talk to (part of the cache key)."""
-    base_url = {"openai": settings.openai_base_url,
-                "anthropic": settings.anthropic_base_url}[provider]
-    try:
-        return endpoint_of(provider, base_url)
-    except ValueError as exc:  # the value is not repeated: it may hold credentials
-        raise JudgeUnavailable(f"{provider.upper()}_BASE_URL is not usable ({exc}); fix it, "
-                               f"or unset it to use {provider}'s own API.") from None
+    return server_of(settings, provider_named(provider))[1]
 
 
 def _requests(judge, planned: Sequence[PlannedQuery],

@@ -28,21 +28,21 @@ Crashes and concurrent runs:
   query), no judgement is paid twice: each query is judged under its claim, an advisory lock
   on its text held from its first request until its row is written (:mod:`.claims`). A query
   another run has claimed is judged last, from the cache, once that run is done with it
-  (:mod:`.dual_rounds`).
+  (:mod:`.rounds`).
 * A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) sends nothing more,
   stores the replies already on their way and every query whose pairs are all judged, then
   :func:`judge_dataset` raises :class:`~eval_harness.stopping.Interrupted` saying how many
   judgements are kept. A store that goes away stops the run at once
-  (:class:`~eval_harness.judges.stops.StoreLost`): nothing is bought that could not be stored.
+  (:class:`~eval_harness.judges.client.stops.StoreLost`): nothing is bought that could not be stored.
 * A query is written only if its text, expected documents and embedding are still those it
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
 
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
-Which pairs are judged is :mod:`.dual_plan`; judging and storing them, :mod:`.dual_rounds`;
-one query's kappa and its write, :mod:`.dual_scores`; what a run did, :mod:`.dual_summary`;
-the statements, :mod:`.sql`.
+Which pairs are judged is :mod:`.plan`; judging and storing them, :mod:`.rounds`;
+one query's kappa and its write, :mod:`.scores`; what a run did, :mod:`.summary`;
+the statements, :mod:`eval_harness.store.ground_truth`.
 """
 
 from __future__ import annotations
@@ -57,20 +57,20 @@ import psycopg
 
 from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
-from eval_harness.judges import sql
-from eval_harness.judges.batch import prefill_cache_by_batch
-from eval_harness.judges.dual_plan import (PlannedQuery, load_documents, plan_queries,
+from eval_harness.store import ground_truth
+from eval_harness.judges.client.batch import prefill_cache_by_batch
+from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
                                            pool_sizes, sample_order, sample_sizes)
-from eval_harness.judges.claims import QueryClaims
-from eval_harness.judges.dual_rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
-from eval_harness.judges.dual_scores import judgement_score, pair_kappa, store_query_judgements
-from eval_harness.judges.dual_summary import JudgeRunSummary
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.dual.claims import QueryClaims
+from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
+from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
+from eval_harness.judges.dual.summary import JudgeRunSummary
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Passage
-from eval_harness.judges.stops import StoreLost
-from eval_harness.judges.session import JudgeSession
-from eval_harness.judges.shards import queries_of_shard
-from eval_harness.judges.staged import StagingReport, estimate_saved, sample_agreement
+from eval_harness.judges.client.stops import StoreLost
+from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.dual.shards import queries_of_shard
+from eval_harness.judges.dual.staged import StagingReport, estimate_saved, sample_agreement
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
@@ -137,9 +137,9 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
     ``shard=(i, n)`` judges only the queries of shard ``i`` of ``n``
-    (:func:`eval_harness.judges.shards.shard_of`). With ``judges.staged`` on, judge 2 scores
+    (:func:`eval_harness.judges.dual.shards.shard_of`). With ``judges.staged`` on, judge 2 scores
     a growing random sample of the queries until kappa's lower bound clears the floor
-    (:mod:`eval_harness.judges.staged`; per shard when sharded).
+    (:mod:`eval_harness.judges.dual.staged`; per shard when sharded).
 
     One run per dataset at a time (:func:`judge_run_lock`). A live dataset configured with
     ``live.write_judge_scores: true`` then gets the stored scores written back into its own
@@ -147,7 +147,7 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     the Dagster asset both come through here). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
-    whose cached replies leave it unscored is asked anew (see :mod:`.llm`).
+    whose cached replies leave it unscored is asked anew (see :mod:`eval_harness.judges.llm`).
     """
     with judge_run_lock(conn, dataset, shard):
         summary = await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
@@ -299,7 +299,7 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
     "judge2_model", "judge1_status", "judge2_status", "cost_usd"}``; a score is None where
     the judgement is unscored or failed (see the status lists).
     """
-    row = sql.ground_truth_embedding(conn, query_id)
+    row = ground_truth.ground_truth_embedding(conn, query_id)
     if row is None:
         raise LookupError(f"Ground-truth query {query_id} does not exist; ingest the dataset "
                           "or pass the id of an existing query.")

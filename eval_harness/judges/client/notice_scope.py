@@ -1,6 +1,6 @@
 """One command, each notice once: the scope in which a fallback notice is said at most once.
 
-A :class:`~eval_harness.judges.session.FallbackNotices` says each notice once per run; but one
+A :class:`~eval_harness.judges.client.session.FallbackNotices` says each notice once per run; but one
 command is many runs to the person who typed it: ``eval-harness run`` is a nightly job, a gate
 job per day and a report job, each with several steps and judge sessions, and ``gate`` builds
 its judged gates in the definitions, the resources and each check. So "OPENAI_API_KEY is not
@@ -9,7 +9,7 @@ set, so local:lexical judges ..." came 17 times out of one ``run.sh``. The comma
 process), and inside it a notice any run has said is not said again. Outside it (notebooks,
 the test suite, a long-lived Dagster code server) each run still says its own.
 
-Kept out of :mod:`eval_harness.judges.session` so the command line can open the scope without
+Kept out of :mod:`eval_harness.judges.client.session` so the command line can open the scope without
 importing the provider SDKs at start-up.
 """
 

@@ -14,7 +14,7 @@ The rates can be changed while requests wait (:meth:`RateLimiter.set_rates`; a l
 also shrinks what the buckets hold, so no burst of the old rate is sent at the new one) and
 sending can be paused until a moment (:meth:`RateLimiter.pause_until`) or held to a number
 of requests at once (:meth:`RateLimiter.hold_at_most`): the adaptive
-limiter (:mod:`eval_harness.judges.adaptive`) does both from what the provider says.
+limiter (:mod:`eval_harness.judges.client.adaptive`) does both from what the provider says.
 
 Why not aiolimiter (1.x): its ``AsyncLimiter(max_rate, time_period)`` is one leaky bucket
 whose capacity is a whole period's rate; it refuses an ``acquire(amount)`` above that, serves

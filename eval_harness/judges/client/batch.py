@@ -44,13 +44,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from eval_harness.judges.cache import BatchedRequest, BatchReply
+from eval_harness.judges.client.ledger import BatchedRequest, BatchReply
 from eval_harness.settings.judges import BatchSettings
-from eval_harness.judges.limiter import Clock, Sleep
+from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
-from eval_harness.judges.providers import BatchState, ChatProvider
-from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import CallPipeline, auth_message, quota_message
+from eval_harness.judges.client.providers.base import BatchState, ChatClient
+from eval_harness.judges.client.retry import classify_error
+from eval_harness.judges.client.runner import CallPipeline, auth_message, quota_message
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has
@@ -124,7 +124,7 @@ async def prefill_cache_by_batch(pipeline: CallPipeline,
     return report
 
 
-async def _resume_open_batches(pipeline: CallPipeline, provider: ChatProvider,
+async def _resume_open_batches(pipeline: CallPipeline, provider: ChatClient,
                                wanted: set[str], report: BatchReport) -> list[_Batch]:
     """The open batches of earlier runs that hold some of ``wanted``; lost ones abandoned."""
     resumed, held = [], set()
@@ -141,7 +141,7 @@ async def _resume_open_batches(pipeline: CallPipeline, provider: ChatProvider,
     return resumed
 
 
-async def _submit(pipeline: CallPipeline, provider: ChatProvider,
+async def _submit(pipeline: CallPipeline, provider: ChatClient,
                   wanted: dict[str, tuple[ChatRequest, int | None]],
                   report: BatchReport) -> _Batch | None:
     """Submit what the budget allows of ``wanted`` as one batch and register it."""
@@ -162,7 +162,7 @@ async def _submit(pipeline: CallPipeline, provider: ChatProvider,
     except BaseException as exc:
         for reserve in reserved.values():
             pipeline.budget.settle(reserve, 0.0)
-        error = classify_error(exc) if isinstance(exc, Exception) else None
+        error = classify_error(exc, provider.name) if isinstance(exc, Exception) else None
         if error is not None and error.kind == "quota":  # the live calls then stop at once
             pipeline.stop("quota", quota_message(provider.name, pipeline.base_url(provider.name),
                                                  error))
@@ -228,7 +228,7 @@ async def _poll(pipeline: CallPipeline, batch: _Batch, report: BatchReport) -> b
         try:
             results = await provider.batch_results(batch.batch_id)
         except Exception as exc:
-            error = classify_error(exc)
+            error = classify_error(exc, provider.name)
             if error.status_code != 404:
                 if error.retryable:
                     return False  # asked again at the next poll
@@ -244,13 +244,13 @@ async def _poll(pipeline: CallPipeline, batch: _Batch, report: BatchReport) -> b
     return True
 
 
-async def _state(provider: ChatProvider, batch_id: str) -> BatchState | None:
+async def _state(provider: ChatClient, batch_id: str) -> BatchState | None:
     """The batch's state; None when the provider does not know it (any more). A transient
     error reads as "not ended yet": the batch is polled again."""
     try:
         return await provider.batch_state(batch_id)
     except Exception as exc:
-        error = classify_error(exc)
+        error = classify_error(exc, provider.name)
         if error.status_code == 404:
             return None
         if error.retryable:

@@ -1,6 +1,6 @@
 """Verdicts of the offline grounding judge, with the evidence for each and an honest "cannot tell".
 
-A claim is aligned with its best span (:mod:`eval_harness.judges.grounding_local`); with the
+A claim is aligned with its best span (:mod:`eval_harness.judges.local.grounding`); with the
 support threshold ``t`` (``judges.local.lexical_support``) and the band
 :data:`CANNOT_TELL_MARGIN` below it, the claim is
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from eval_harness.judges.grounding_local import SIGNALS, Alignment, Span, align_answer
+from eval_harness.judges.local.grounding import SIGNALS, Alignment, Span, align_answer
 from eval_harness.judges.protocol import ClaimCheck, Grounding
 
 GROUNDING_VERSION = "local-grounding-v1"  # stored as the grounding result's prompt version

@@ -1,7 +1,7 @@
 """Why a judge run stops early, and the sentence each stop ends with.
 
 Every stop is a :class:`RunStopped` with a ``kind``: ``budget``, ``quota``, ``auth`` (see
-:mod:`eval_harness.judges.runner`), ``interrupt`` (the user's SIGINT or SIGTERM, see
+:mod:`eval_harness.judges.client.runner`), ``interrupt`` (the user's SIGINT or SIGTERM, see
 :mod:`eval_harness.stopping`) and ``store`` (the store went away under the run).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the commands import this module: it must not load the provider SDKs
-    from eval_harness.judges.retry import ErrorInfo
+    from eval_harness.judges.client.retry import ErrorInfo
 
 
 class RunStopped(RuntimeError):
@@ -70,7 +70,12 @@ def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
     where = f" at {base_url}" if base_url else " (its default server)"
     what = ("rejected the API key" if error.status_code != 403
             else "rejected the API key (it lacks the permission for this request)")
-    variable = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
+    from eval_harness.judges.client.providers import provider as provider_named
+
+    try:
+        variable = provider_named(provider).key_variable
+    except LookupError:
+        variable = None
     fix = f"set a valid key in {variable}" if variable else "set a valid key"
     return (f"the {provider} server{where} {what} (HTTP {error.status_code}, {error.code}), "
             f"so the run stopped; {fix} (or point the base URL at the right server) and run "

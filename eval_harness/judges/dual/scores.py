@@ -9,12 +9,11 @@ from typing import Sequence
 
 import psycopg
 
-from eval_harness.judges import sql
-from eval_harness.judges.dual_plan import PlannedQuery
+from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.metrics.agreement import cohen_kappa
-
-SKIPPED = "skipped"  # the status of a judgement not asked (staged dual judging, judge 2)
+from eval_harness.store import ground_truth
+from eval_harness.store.ground_truth import SKIPPED  # a judgement not asked (staged, judge 2)
 
 
 class QueryChanged(RuntimeError):
@@ -67,7 +66,7 @@ def store_query_judgements(conn: psycopg.Connection, query_id: int, doc_ids: Seq
     kappa = pair_kappa(scores1, scores2, threshold=threshold)
     versions = [next((r.prompt_version for r in results if r is not None and r.prompt_version),
                      None) for results in (results1, results2)]
-    changed = sql.write_query_judgements(
+    changed = ground_truth.write_query_judgements(
         conn, query_id, doc_ids=doc_ids, scores=(scores1, scores2),
         statuses=([judgement_status(r) for r in results1],
                   [judgement_status(r) for r in results2]),

@@ -5,11 +5,12 @@
         evaluation = await session.judge("anthropic:claude-haiku-4-5").evaluate_answer(...)
 
 **Fallback.** With ``judges.fallback_to_local: true`` (the default), a judge whose provider
-key (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) is not set is replaced by a local judge:
+key (its ``key_variable``: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...) is not set, where the
+provider needs one, is replaced by a local judge:
 judge 1 by ``local:lexical``, judge 2 by ``local:embedding`` (or by whichever local judge the
 other judge does not already use, so the two stay different signals). This is said once per
 run (a warning on the ``eval_harness.judges`` logger), once per command however many runs it
-starts (:mod:`eval_harness.judges.notice_scope`), and listed in :attr:`notices`. With
+starts (:mod:`eval_harness.judges.client.notice_scope`), and listed in :attr:`notices`. With
 ``fallback_to_local: false`` a missing key is an error naming the variable.
 
 Which notices were said is the state of a :class:`FallbackNotices`, not of the process: each
@@ -20,9 +21,9 @@ one (the doctor, gate versions) keeps one process-wide record, as before.
 
 **Stopping.** Entered with ``async with``, a session stops its pipeline when the user stops
 the run (:mod:`eval_harness.stopping`: SIGINT / SIGTERM; see
-:meth:`~eval_harness.judges.runner.CallPipeline.interrupt`) and when the server ends the
+:meth:`~eval_harness.judges.client.runner.CallPipeline.interrupt`) and when the server ends the
 ledger's connection (:mod:`eval_harness.store.liveness`; see
-:meth:`~eval_harness.judges.runner.CallPipeline.store_lost`), so no request is bought that
+:meth:`~eval_harness.judges.client.runner.CallPipeline.store_lost`), so no request is bought that
 could not be stored.
 
 Keys come from :class:`~eval_harness.settings.Settings` only; they are passed to the SDK
@@ -41,16 +42,16 @@ from typing import TYPE_CHECKING, Iterable
 
 import psycopg
 
-from eval_harness.judges.cache import JudgeLedger
-from eval_harness.settings.judges import KEY_VARIABLES, validate_judge_spec
-from eval_harness.judges.endpoints import endpoint_of
-from eval_harness.judges.limiter import Clock, Sleep
-from eval_harness.judges.local import EmbeddingJudge, LexicalJudge
-from eval_harness.judges.notice_scope import first_in_command
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.ledger import JudgeLedger
+from eval_harness.settings.judges import LOCAL, validate_judge_spec
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.limiter import Clock, Sleep
+from eval_harness.judges.local.relevance import EmbeddingJudge, LexicalJudge
+from eval_harness.judges.client.notice_scope import first_in_command
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
-from eval_harness.judges.retry import RetryPolicy, wait_asked_notice
-from eval_harness.judges.runner import Budget, CallPipeline
+from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
+from eval_harness.judges.client.runner import Budget, CallPipeline
 from eval_harness.store.liveness import watch_idle_connection
 from eval_harness import stopping
 
@@ -65,11 +66,6 @@ _announced: set[str] = set()
 
 class JudgeUnavailable(LookupError):
     """A judge cannot be built (missing key, missing price); the message says what to set."""
-
-
-def _api_key(settings: "Settings", provider: str) -> str | None:
-    return {"openai": settings.openai_api_key,
-            "anthropic": settings.anthropic_api_key}.get(provider)
 
 
 class FallbackNotices:
@@ -114,10 +110,13 @@ def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None
     fallbacks = []
     for slot, other in (("judge1", "judge2"), ("judge2", "judge1")):
         spec = chosen[slot]
-        provider = spec.split(":", 1)[0]
-        if provider == "local" or _api_key(settings, provider):
+        name = spec.split(":", 1)[0]
+        if name == LOCAL:
             continue
-        variable = KEY_VARIABLES[provider]
+        provider = provider_named(name)
+        if provider.api_key(settings) or not provider.key_required:
+            continue
+        variable = provider.key_variable
         if not config.fallback_to_local:
             raise JudgeUnavailable(
                 f"{slot} is {spec} but {variable} is not set; set it, choose a local judge "
@@ -130,6 +129,17 @@ def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None
                          f"{spec}")
     (notices if notices is not None else FallbackNotices(said=_announced)).announce(fallbacks)
     return chosen["judge1"], chosen["judge2"], tuple(fallbacks)
+
+
+def server_of(settings: "Settings", provider) -> tuple[str | None, str]:
+    """The base URL the settings point ``provider`` at (None: its default) and its
+    normalised form (the server in the cache key); JudgeUnavailable when it is not usable."""
+    base_url = provider.configured_base_url(settings)
+    try:
+        return base_url, provider.endpoint(base_url)
+    except ValueError as exc:  # the value is not repeated: it may hold credentials
+        raise JudgeUnavailable(f"{provider.base_url_variable} is not usable ({exc}); fix it, "
+                               f"or unset it to use {provider.name}'s own API.") from None
 
 
 class JudgeSession:
@@ -158,8 +168,7 @@ class JudgeSession:
             providers={}, ledger=self.ledger, prices=self.prices,
             budget=Budget(config.budget_usd), retry=RetryPolicy(config.retry, rng),
             rate_limits=config.rate_limits, concurrency=config.concurrency,
-            secrets=(settings.openai_api_key, settings.anthropic_api_key), clock=clock,
-            sleep=sleep)
+            clock=clock, sleep=sleep)
         self._judges: dict[str, Judge] = {}
         self.judge1 = self.judge(spec1)
         self.judge2 = self.judge(spec2)
@@ -199,40 +208,31 @@ class JudgeSession:
     def _build(self, spec: str) -> Judge:
         from eval_harness.judges.llm import LLMJudge
 
-        provider, model = spec.split(":", 1)
+        name, model = spec.split(":", 1)
         config = self.settings.judges
-        if provider == "local":
+        if name == LOCAL:
             return (LexicalJudge if model == "lexical" else EmbeddingJudge)(config.local)
-        key = _api_key(self.settings, provider)
-        if not key:
-            raise JudgeUnavailable(f"judge {spec} needs {KEY_VARIABLES[provider]}; it is not set.")
+        provider = provider_named(name)
+        key = provider.api_key(self.settings)
+        if not key and provider.key_required:
+            raise JudgeUnavailable(f"judge {spec} needs {provider.key_variable}; it is not set.")
         try:
             self.prices.require(model, spec)
         except LookupError as exc:
             raise JudgeUnavailable(str(exc)) from None
-        if provider not in self.pipeline.providers:
-            self.pipeline.add_provider(self._provider(provider, key), config.rate_limits[provider],
-                                       config.concurrency)
-        return LLMJudge(spec, self.pipeline, config, base_url=self.pipeline.base_url(provider))
+        if name not in self.pipeline.providers:
+            limit = config.rate_limits.get(name, provider.default_rate_limit)
+            self.pipeline.add_provider(self._client(provider, key), limit, config.concurrency,
+                                       secret=key)
+        return LLMJudge(spec, self.pipeline, config, base_url=self.pipeline.base_url(name))
 
-    def _provider(self, provider: str, key: str):
+    def _client(self, provider, key: str | None):
+        """``provider``'s client for this run, pointed at its configured server."""
         config = self.settings.judges
-        options = {"api_key": key, "timeout": config.timeout_seconds,
-                   "send_temperature": config.send_temperature[provider]}
-        base_url = {"openai": self.settings.openai_base_url,
-                    "anthropic": self.settings.anthropic_base_url}[provider]
-        try:
-            endpoint_of(provider, base_url)
-        except ValueError as exc:  # the value is not repeated: it may hold credentials
-            raise JudgeUnavailable(f"{provider.upper()}_BASE_URL is not usable ({exc}); fix "
-                                   f"it, or unset it to use {provider}'s own API.") from None
-        if provider == "anthropic":
-            from eval_harness.judges.providers.anthropic import AnthropicProvider
-
-            return AnthropicProvider(base_url=base_url, **options)
-        from eval_harness.judges.providers.openai import OpenAIProvider
-
-        return OpenAIProvider(base_url=base_url, **options)
+        base_url = server_of(self.settings, provider)[0]
+        return provider.client(api_key=key, base_url=base_url, timeout=config.timeout_seconds,
+                               send_temperature=config.send_temperature.get(
+                                   provider.name, provider.sends_temperature))
 
     async def aclose(self) -> None:
         """Say the run's wait notices, write what is buffered (cache, cost and retry rows)

@@ -4,7 +4,7 @@ processes.
 Query ``q`` belongs to shard ``sha256(external_id) mod n`` (:func:`shard_of`), which does not
 depend on the process, the Python hash seed, the query's row id or the other queries, so
 every process agrees and every query is in exactly one shard. A real run
-(:mod:`eval_harness.judges.dual`) and its dry run (:mod:`eval_harness.judges.dry_run`) keep
+(:mod:`eval_harness.judges.dual.run`) and its dry run (:mod:`eval_harness.judges.dual.dry_run`) keep
 the same queries (:func:`queries_of_shard`).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from eval_harness.judges.dual_plan import PlannedQuery
+from eval_harness.judges.dual.plan import PlannedQuery
 
 
 def shard_of(external_id: str, shards: int) -> int:

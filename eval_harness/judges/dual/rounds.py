@@ -11,7 +11,7 @@ replies are then cached: they cost nothing). The round's pooled scores feed stag
 A stop signal (:mod:`eval_harness.stopping`) ends a round early: queries not started are not
 judged (the pipeline refuses their requests; local judges are not asked), the ones whose
 pairs are all judged are stored. A lost store ends it at once
-(:class:`~eval_harness.judges.stops.StoreLost`).
+(:class:`~eval_harness.judges.client.stops.StoreLost`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Callable, Iterator, Sequence
 
 import psycopg
 
-from eval_harness.judges.claims import QueryClaims
-from eval_harness.judges.dual_plan import PlannedQuery
-from eval_harness.judges.dual_scores import QueryChanged, judgement_score, store_query_judgements
-from eval_harness.judges.dual_summary import JudgeRunSummary
+from eval_harness.judges.dual.claims import QueryClaims
+from eval_harness.judges.dual.plan import PlannedQuery
+from eval_harness.judges.dual.scores import QueryChanged, judgement_score, store_query_judgements
+from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
-from eval_harness.judges.session import JudgeSession
-from eval_harness.judges.stops import RunStopped, StoreLost
+from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import RunStopped, StoreLost
 from eval_harness.progress import ProgressCallback
 from eval_harness.store.crash import is_server_failure
 
@@ -48,7 +48,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     """Both judges' relevance results for every document (judges in parallel per pair).
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
-    :class:`~eval_harness.judges.runner.RunStopped` is raised if the budget or a provider's
+    :class:`~eval_harness.judges.client.runner.RunStopped` is raised if the budget or a provider's
     exhausted quota or a rejected key stopped the run before all were judged. With
     ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
     ``on_pair(results)`` is called as each pair is done (a result or exception per judge).
@@ -162,7 +162,7 @@ class JudgingRounds:
     @contextmanager
     def _store_errors(self) -> Iterator[None]:
         """A statement of the run on its connection: a server that went away stops the
-        pipeline (:meth:`~eval_harness.judges.runner.CallPipeline.store_lost`)."""
+        pipeline (:meth:`~eval_harness.judges.client.runner.CallPipeline.store_lost`)."""
         try:
             yield
         except psycopg.OperationalError as exc:

@@ -1,4 +1,4 @@
-"""What a dual-judge run did (:func:`eval_harness.judges.dual.judge_dataset`): queries and
+"""What a dual-judge run did (:func:`eval_harness.judges.dual.run.judge_dataset`): queries and
 pairs planned, written and changed, each judge's outcomes, calls, cache hits, tokens, cost, the
 pooled kappa and why the run stopped early, as text, strict JSON and flat Dagster metadata."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from eval_harness.judges.batch import BatchReport
+from eval_harness.judges.client.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
-from eval_harness.judges.staged import StagingReport
+from eval_harness.judges.dual.staged import StagingReport
 
 
 @dataclass

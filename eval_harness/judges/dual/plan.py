@@ -23,7 +23,7 @@ import psycopg
 
 from eval_harness.calibration.sql import dataset_has_labels
 from eval_harness.calibration.weights import keyword_weight_for
-from eval_harness.judges import sql
+from eval_harness.store import ground_truth
 from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
@@ -48,7 +48,7 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
     expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed; for
     a dataset without labels, the grid pool (module docstring)."""
     dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
-    rows = sql.ground_truth_queries(conn, dataset, limit)
+    rows = ground_truth.ground_truth_queries(conn, dataset, limit)
     top_k, weights = settings.judges.hybrid_top_k, settings.weights_for(dataset)
     pools = None
     if rows and not dataset_has_labels(conn, dataset):
@@ -116,7 +116,7 @@ def load_documents(conn: psycopg.Connection, dataset: str, doc_ids: Sequence[int
 
 
 # ---------------------------------------------------------------------------------------
-# Staged judging's sample (eval_harness.judges.staged): which queries judge 2 is asked for,
+# Staged judging's sample (eval_harness.judges.dual.staged): which queries judge 2 is asked for,
 # in which steps; planning, so that a dry run plans what the staged run asks
 
 

@@ -1,6 +1,9 @@
 """Classify provider errors, decide whether and how long to wait, and keep keys out of text.
 
-Classes (both SDKs, by status code and exception type):
+Each provider classifies its own SDK's errors into one
+:class:`~eval_harness.judges.client.providers.base.RetryDecision` (its ``classify``, by status
+code, error code and exception type); what no provider claims is classified here (a plain
+timeout or connection error, a bad response, a bug). The classes:
 
 ==============  ===========================================  =========
 kind            what                                         retried
@@ -23,9 +26,9 @@ OpenAI's 429 ``insufficient_quota`` (also ``billing_hard_limit_reached``,
 (``enforced_spend_limit_reached``, ``contract_spend_limit_reached``) and its 400 "credit
 balance is too low" (recognised by its wording, the only sign older API versions give).
 Waiting cannot fix any of them, so the pipeline stops the run (see
-:class:`~eval_harness.judges.runner.QuotaExhausted`) instead of failing every later call the
+:class:`~eval_harness.judges.client.runner.QuotaExhausted`) instead of failing every later call the
 same way. ``auth`` stops the run for the same reason (see
-:class:`~eval_harness.judges.runner.AuthenticationRejected`): every later call would be
+:class:`~eval_harness.judges.client.runner.AuthenticationRejected`): every later call would be
 refused with the same key.
 
 Backoff before retry ``n`` (1-based): ``base * 2**(n-1)`` times a uniform jitter factor in
@@ -50,39 +53,20 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import anthropic
-import openai
-
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.providers.base import BadProviderResponse
 from eval_harness.settings.judges import RetrySettings
 
-AUTH_STATUS = frozenset({401, 403})  # the key is not valid / not allowed to do this
-RETRYABLE_STATUS = {429: "rate_limit", 529: "overloaded", 500: "server_error",
-                    502: "server_error", 503: "server_error", 504: "server_error"}
-_TIMEOUTS = (anthropic.APITimeoutError, openai.APITimeoutError, TimeoutError)
-_CONNECTION = (anthropic.APIConnectionError, openai.APIConnectionError, ConnectionError)
-_STATUS = (anthropic.APIStatusError, openai.APIStatusError)
-
-
-class BadProviderResponse(Exception):
-    """A successful HTTP status whose body is not what the API promises (e.g. HTML)."""
-
-
-# Error codes and types (OpenAI ``error.code`` / ``error.type``, Anthropic ``error.type`` /
-# ``error.details.error_code``) saying the account cannot pay for the call.
-QUOTA_CODES = frozenset({
-    "insufficient_quota", "billing_hard_limit_reached", "billing_not_active",  # OpenAI
-    "billing_error", "enforced_spend_limit_reached", "contract_spend_limit_reached",
-    "linked_organization_spend_limit_reached", "linked_organization_billing_unavailable",
-})
-_QUOTA_WORDING = ("credit balance is too low",)  # Anthropic's 400 invalid_request_error
+if TYPE_CHECKING:
+    from eval_harness.judges.client.providers.base import Provider
 
 
 @dataclass(frozen=True)
 class ErrorInfo:
+    """How one call's error ended up: the provider's decision and the sanitised message."""
+
     kind: str
     retryable: bool
     status_code: int | None
@@ -91,79 +75,24 @@ class ErrorInfo:
     code: str | None = None    # the provider's error code, where it matters (kind "quota")
 
 
-def quota_code(exc: BaseException) -> str | None:
-    """The code under which a provider error says the account has no quota or credit left,
-    or None when it says something else."""
-    if not isinstance(exc, _STATUS):
-        return None
-    for value in (getattr(exc, "code", None), getattr(exc, "error_code", None),
-                  getattr(exc, "type", None)):
-        if isinstance(value, str) and value in QUOTA_CODES:
-            return value
-    if int(exc.status_code) == 402:
-        return "payment_required"
-    wording = str(getattr(exc, "api_message", None) or getattr(exc, "message", "")).lower()
-    if 400 <= int(exc.status_code) < 500 and any(w in wording for w in _QUOTA_WORDING):
-        return "credit_balance_too_low"
-    return None
-
-
-def classify_error(exc: BaseException, *, secrets: Iterable[str | None] = ()) -> ErrorInfo:
-    """The class of a provider error (see module docstring); ``message`` is sanitised."""
+def classify_error(exc: BaseException, provider: "Provider | str",
+                   *, secrets: Iterable[str | None] = ()) -> ErrorInfo:
+    """The class of an error of ``provider`` (see module docstring); ``message`` is
+    sanitised."""
     message = sanitize(_first_line(exc), secrets)
-    if (code := quota_code(exc)) is not None:
-        return ErrorInfo("quota", False, int(exc.status_code), None, message, code)
-    if isinstance(exc, _STATUS):
-        status = int(exc.status_code)
-        if status in AUTH_STATUS:
-            return ErrorInfo("auth", False, status, None, message,
-                             _error_code(exc) or ("authentication" if status == 401
-                                                  else "permission"))
-        kind = RETRYABLE_STATUS.get(status, "client_error" if 400 <= status < 500
-                                    else "server_error")
-        return ErrorInfo(kind, status in RETRYABLE_STATUS, status,
-                         retry_after_seconds(exc.response.headers), message)
-    if isinstance(exc, _TIMEOUTS):
+    if isinstance(provider, str):
+        provider = provider_named(provider)
+    decision = provider.classify(exc)
+    if decision is not None:
+        return ErrorInfo(decision.kind, decision.retry, decision.status_code,
+                         decision.retry_after, message, decision.code)
+    if isinstance(exc, TimeoutError):
         return ErrorInfo("timeout", True, None, None, message)
-    if isinstance(exc, _CONNECTION):
+    if isinstance(exc, ConnectionError):
         return ErrorInfo("connection", True, None, None, message)
     if isinstance(exc, BadProviderResponse):
         return ErrorInfo("bad_response", False, None, None, message)
     return ErrorInfo("other", False, None, None, f"{type(exc).__name__}: {message}")
-
-
-def _error_code(exc: BaseException) -> str | None:
-    """The provider's own name for an error (OpenAI ``code``, Anthropic ``type``)."""
-    for value in (getattr(exc, "code", None), getattr(exc, "type", None)):
-        if isinstance(value, str) and value and value != "invalid_request_error":
-            return value
-    return None
-
-
-def retry_after_seconds(headers) -> float | None:
-    """``retry-after-ms`` (milliseconds) or ``retry-after`` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return max(0.0, (moment - datetime.now(timezone.utc)).total_seconds())
 
 
 class RetryPolicy:

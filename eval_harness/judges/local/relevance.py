@@ -8,7 +8,7 @@ Two genuinely different signals, so that their agreement means something:
     ``tf / (tf + 0.5)``; the mean over query words is scaled so that covering every word
     about twice gives 1.0. Grounding aligns each claim with the best sentence or two of the
     sources, with figures, names and negation checked and an honest "cannot tell"
-    (:mod:`eval_harness.judges.grounding_local`, :mod:`~eval_harness.judges.grounding_verdicts`).
+    (:mod:`eval_harness.judges.local.grounding`, :mod:`~eval_harness.judges.local.verdicts`).
     The accuracy criterion of answer evaluation keeps the simpler text support: the weighted
     share of a claim's words (content words 1, stopwords 0.5, stemmed) found in one or two
     consecutive sentences of a source or in the whole source (:func:`claim_support`), at
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections import Counter
 from dataclasses import replace
@@ -47,6 +46,8 @@ import numpy as np
 
 from eval_harness.judges import prompts
 from eval_harness.settings.judges import LocalJudgeSettings
+from eval_harness.judges.local.text import (WORD, STOPWORDS, content_terms, content_words,
+                                           numbers, sentences, simple_claim_sentences, stem)
 from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
                                           Outcome, Passage, Reflexion, as_passage)
 
@@ -54,60 +55,6 @@ LOCAL_PROMPT_VERSION = "local-v3"  # the heuristics' version, stored like a prom
 # local:lexical answer evaluation: a claim's claim_support must reach it (chosen for it on BEGIN
 # WoW dev; judges.local.lexical_support is the grounding judge's threshold since local-grounding-v1)
 CLAIM_SUPPORT_THRESHOLD = 0.73
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_CITATION = re.compile(r"\s*\[(\d+)\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
-_MARKUP = re.compile(r"^\s*(?:#+|[-*+>]|\d+[.)])\s+")
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before
-being below between both but by can could did do does doing down during each few for from
-further had has have having he her here hers him his how i if in into is it its itself just
-may me might more most must my no nor not now of off on once only or other our ours out over
-own same shall she should so some such than that the their theirs them then there these they
-this those through to too under until up upon very was we were what when where which while
-who whom whose why will with would you your yours
-aber als am an auch auf aus bei bin bis da dass dem den der des die doch du ein eine einem
-einen einer eines er es für hat ich ihr im in ist mit nach nicht noch oder sich sie sind so
-über um und uns von vor war wie wir zu zum zur
-""".split())
-_SUFFIXES = ("ational", "ization", "fulness", "iveness", "ations", "ation", "ments", "ment",
-             "ness", "ings", "ing", "ies", "edly", "ed", "ly", "es", "s")
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper: enough to match "treatments" with "treatment" or "treated"."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[:-len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def content_words(text: str) -> list[str]:
-    """Lower-cased words that carry content (stopwords and single letters dropped)."""
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS
-            and (len(w) > 1 or w.isdigit())]
-
-
-def content_terms(text: str) -> list[str]:
-    return [stem(w) for w in content_words(text)]
-
-
-def numbers(text: str) -> set[str]:
-    return {n.replace(",", ".") for n in _NUMBER.findall(text)}
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences of a text (Markdown list markers, headings and citation marks removed)."""
-    parts = []
-    for line in text.splitlines():
-        line = _MARKUP.sub("", line).strip()
-        if line:
-            parts.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
-    return parts
-
 
 def _trigrams(text: str) -> Counter:
     grams: Counter = Counter()
@@ -134,9 +81,9 @@ def claim_support(claim: str, window: str) -> float:
     wording. ``local:lexical`` grounding uses it (validated against human labels in
     benchmarks/grounding_validation.py); 0.0 for a claim without words.
     """
-    found = {stem(w) for w in _WORD.findall(window.lower())}
+    found = {stem(w) for w in WORD.findall(window.lower())}
     total = supported = 0.0
-    for word in _WORD.findall(claim.lower()):
+    for word in WORD.findall(claim.lower()):
         weight = STOPWORD_WEIGHT if word in STOPWORDS else 1.0
         total += weight
         supported += weight if stem(word) in found else 0.0
@@ -184,28 +131,13 @@ def _windows(source: str) -> list[str]:
     return parts + [f"{a} {b}" for a, b in zip(parts, parts[1:])] + [source]
 
 
-MIN_CLAIM_WORDS = 2  # "Sure!" or "Yes." asserts nothing; "I love it." does
-
-
-def claim_sentences(answer: str) -> list[str]:
-    """Sentences of the answer that assert something (at least two words, some content).
-
-    Markdown headings ("## Short answer") are left out: a heading names a section and asserts
-    nothing, as in the citation_coverage gate.
-    """
-    prose = "\n".join(line for line in _CITATION.sub("", answer).splitlines()
-                      if not _HEADING.match(line))
-    return [s for s in sentences(prose)
-            if len(_WORD.findall(s)) >= MIN_CLAIM_WORDS and content_words(s)]
-
-
 def check_grounding_locally(answer: str, sources: Sequence[str], support: Support,
                             threshold: float) -> Grounding:
     """Each claim is supported when one source window supports at least ``threshold`` of it
     and contains every number the claim states; ``source`` is the best window's source."""
     checks = []
     windows = [(i, w) for i, s in enumerate(sources, start=1) for w in _windows(s)]
-    for claim in claim_sentences(answer):
+    for claim in simple_claim_sentences(answer):
         figures = numbers(claim)
         best, best_source = 0.0, None
         for source_number, window in windows:
@@ -355,7 +287,7 @@ class LexicalJudge(_LocalJudge):
         """Claims aligned with the best span of the sources (grounding_verdicts); a source
         ending in ``[...]`` was cut, and what it may hold is "cannot tell", never unsupported."""
         # imported here: grounding_local builds on this module's stemmer and stopwords
-        from eval_harness.judges.grounding_verdicts import (GROUNDING_VERSION,
+        from eval_harness.judges.local.verdicts import (GROUNDING_VERSION,
                                                             check_grounding_aligned)
 
         started = time.monotonic()

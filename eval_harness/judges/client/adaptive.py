@@ -3,8 +3,8 @@
 The configured ``judges.rate_limits.<provider>`` are a ceiling: the client never sends faster.
 Below it, every provider response (success or refusal) moves the request rate:
 
-* **The provider's limit.** ``x-ratelimit-limit-requests`` (OpenAI) or
-  ``anthropic-ratelimit-requests-limit`` (Anthropic) lower than the ceiling becomes the
+* **The provider's limit.** Its advertised request limit (``x-ratelimit-limit-requests``, OpenAI;
+  ``anthropic-ratelimit-requests-limit``, Anthropic) lower than the ceiling becomes the
   target rate. When the advertised limit changes, the rate jumps to the new target, down or
   up (never above the ceiling): the provider has said what it accepts, so there is nothing to
   probe. The tokens variant lowers a configured tokens-per-minute limit the same way; with no
@@ -59,7 +59,8 @@ Below it, every provider response (success or refusal) moves the request rate:
   second of it: a long idle time is no evidence the provider would take more). Counting
   successes instead would recover 50 times faster at 3,000/min than at 60/min.
 
-Malformed header values are ignored (:mod:`.rate_headers`). Quota refusals (429
+Each provider reads its own headers (its ``read_rate_headers``, given to the limiter as
+``read_headers``); malformed values are ignored (:mod:`.rate_headers`). Quota refusals (429
 ``insufficient_quota``) stop the run elsewhere (:mod:`.runner`) and are not rate signals.
 
 Why AIMD with the headers on top: inspect_ai and promptfoo adapt concurrency to 429s alone
@@ -80,11 +81,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator, Mapping
 
-from eval_harness.judges.limiter import Clock, RateLimiter, Sleep
-from eval_harness.judges.rate_headers import (RateSignal, parse_reset,  # noqa: F401
-                                              read_rate_headers)
+from eval_harness.judges.client.limiter import Clock, RateLimiter, Sleep
+from eval_harness.judges.client.rate_headers import (RateSignal, parse_reset,  # noqa: F401
+                                                     read_retry_after)
 
 Wall = Callable[[], datetime]
+HeaderReader = Callable[..., RateSignal]  # (headers, *, now) -> what they say (a provider's)
 
 
 class RateController:
@@ -224,8 +226,10 @@ class AdaptiveRateLimiter(RateLimiter):
 
     def __init__(self, requests_per_minute: float, tokens_per_minute: float | None = None, *,
                  clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep,
-                 wall: Wall = lambda: datetime.now(timezone.utc), **controller) -> None:
+                 wall: Wall = lambda: datetime.now(timezone.utc),
+                 read_headers: HeaderReader = read_retry_after, **controller) -> None:
         super().__init__(requests_per_minute, tokens_per_minute, clock=clock, sleep=sleep)
+        self._read_headers = read_headers  # the provider's: each names its headers its way
         self.controller = RateController(requests_per_minute, **controller)
         self._token_ceiling = tokens_per_minute
         self._wall = wall
@@ -246,7 +250,7 @@ class AdaptiveRateLimiter(RateLimiter):
                 sent_at: float | None = None) -> RateSignal:
         """Adapt to one response (see :meth:`RateController.observe`); returns what it said.
         Called inside :meth:`sending` of the request it answers."""
-        signal = read_rate_headers(headers, now=self._wall())
+        signal = self._read_headers(headers, now=self._wall())
         now = self._clock()
         self.refusals += outcome == "refused"
         self.controller.observe(signal, now=now, outcome=outcome, sent_at=sent_at)

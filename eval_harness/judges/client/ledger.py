@@ -4,8 +4,8 @@ the register of submitted batches (the statements are in :mod:`.sql`).
 * ``judge_cache`` (migration 0002): one row per distinct request key (see
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
   and writes no cost row. The key names the server (the normalised base URL, see
-  :mod:`.endpoints`), so two servers serving a model of the same name (OpenAI and a vLLM
-  server) never answer for each other, and a rerun against the same server, however its URL
+  :func:`~eval_harness.judges.client.providers.base.normalised_base_url`), so two servers
+  serving a model of the same name (OpenAI and a vLLM server) never answer for each other, and a rerun against the same server, however its URL
   is spelled, is answered from here.
 
   Rows written before the server was part of the key (key version 1) are never read again:
@@ -48,7 +48,7 @@ from typing import Iterator, Sequence
 import psycopg
 
 from eval_harness.store.locks import session_lock
-from eval_harness.judges import sql
+from eval_harness.judges.client import sql
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)

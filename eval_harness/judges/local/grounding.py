@@ -3,7 +3,7 @@
 The ``local:lexical`` grounding judge. A long source is never judged as one window (a long
 article offers some window that "supports" almost any sentence), and never cut silently: it is
 windowed. The verdicts (supported / unsupported / cannot tell) are in
-:mod:`eval_harness.judges.grounding_verdicts`; the method and its validation against human
+:mod:`eval_harness.judges.local.verdicts`; the method and its validation against human
 labels in benchmarks/grounding_validation.py and benchmarks/RESULTS.md ("Grounding validation").
 
 Claims
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from eval_harness.judges.local import (_CITATION, _HEADING, MIN_CLAIM_WORDS, STOPWORDS,
-                                       content_words, stem)
+from eval_harness.judges.local.text import (WORD, STOPWORDS, claim_sentences,
+                                           sentence_bounds, stem, words)
 
 SIGNALS = ("word coverage", "figures", "negation", "names")
 
@@ -57,17 +57,10 @@ MAX_UNIT_CHARS = 300           # a longer sentence is windowed
 WHOLE_SOURCE_CHARS = 2 * MAX_UNIT_CHARS  # a source this short is also a span as a whole
 WINDOW_WORDS, WINDOW_STRIDE = 40, 20
 
-_TOKEN = re.compile(r"n't|[^\W_]+")
-_WORD = re.compile(r"[^\W_]+")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NON_SPACE = re.compile(r"\S+")
-_BOUNDARY = re.compile(r"(?<=[.!?])([\"'\u201d\u2019)\]]*)\s+(?=[\"'\u201c\u2018(\[]?[^\W_])")
-_MARKUP = re.compile(r"^\s*(?:#+|[-*+>]|\d+[.)])\s+")
-_INITIALS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]?")
 _PARTICLE = re.compile(r"^\s*(?:(?:yes|yeah|yep|no|nope|nah|oh|well|ok|okay|sure)\b"
                        r"|not really\b|not exactly\b)[\s,.!:;-]*(?:but\s+)?", re.IGNORECASE)
-ABBREVIATIONS = frozenset("""mr mrs ms dr prof st sr jr vs etc al fig figs no nos vol approx
-ca cf eq ref inc ltd co corp dept est jan feb mar apr jun jul aug sep sept oct nov dec""".split())
 NEGATIONS = frozenset("""not no non never nor none nothing nobody neither cannot without
 n't""".split())  # "non" as in "non-chromatin bound"
 NEGATIVE_STEMS = ("forbid", "ban", "prohibit", "unable", "lack", "fail", "refus", "absen",
@@ -96,11 +89,6 @@ def term(token: str) -> str:
     return found[:-2] if found.endswith("at") and len(found) >= 6 else found
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased word tokens; "don't" gives "do" and "n't" (a negation of its own)."""
-    return _TOKEN.findall(text.lower().replace("\u2019", "'").replace("n't", " n't"))
-
-
 def _figures(text: str, tokens: Sequence[str]) -> frozenset[str]:
     found = {n.replace(",", "") for n in _DIGITS.findall(text)}
     found.update(_NUMBER_WORDS[t] for t in tokens if t in _NUMBER_WORDS)
@@ -111,27 +99,6 @@ def figures(text: str) -> frozenset[str]:
     """Figures a text states: digit groups ("1,200" = "1200") and number words from "two" up
     ("one" is too often a pronoun to be held to a figure)."""
     return _figures(text, words(text))
-
-
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of ``text``; list markers and heading marks left out."""
-    bounds, offset = [], 0
-    for line in text.splitlines(keepends=True):
-        marker = _MARKUP.match(line)
-        start = offset + (marker.end() if marker else 0)
-        body = text[start:offset + len(line)]
-        cut = 0
-        for match in _BOUNDARY.finditer(body):
-            before = body[cut:match.start()].rstrip(".!?")
-            last = before.rsplit(None, 1)[-1].lower() if before.strip() else ""
-            if body[match.start() - 1] == "." and not match.group(1) and (
-                    last in ABBREVIATIONS or len(last) == 1 or _INITIALS.fullmatch(last)):
-                continue  # "Dr. Smith", "J. K. Rowling", "the U.S. army", "e.g. this"
-            bounds.append((start + cut, start + match.start() + len(match.group(1))))
-            cut = match.end()
-        bounds.append((start + cut, start + len(body.rstrip())))
-        offset += len(line)
-    return [(s, e) for s, e in bounds if text[s:e].strip()]
 
 
 def _units(text: str) -> list[tuple[int, int]]:
@@ -251,7 +218,7 @@ class Claim:
                 function[key] = function.get(key, 0.0) + FUNCTION_WORD_WEIGHT
             else:
                 content[key] = content.get(key, 0.0) + 1.0
-        names = frozenset(w.lower() for w in _WORD.findall(body)[1:]
+        names = frozenset(w.lower() for w in WORD.findall(body)[1:]
                           if w[:1].isupper() and w != "I" and w.lower() not in STOPWORDS)
         return cls(text, content, function, _figures(body, tokens), names,
                    not NEGATIONS.isdisjoint(tokens))
@@ -285,15 +252,6 @@ class Claim:
 
     def missing_words(self, span: Span, limit: int = 5) -> tuple[str, ...]:
         return tuple(k for k in self.content if k not in span.stems)[:limit]
-
-
-def claim_sentences(answer: str) -> list[str]:
-    """The answer's sentences that may assert something (at least two words, a content word;
-    citation marks and Markdown headings left out)."""
-    prose = "\n".join(line for line in _CITATION.sub("", answer).splitlines()
-                      if not _HEADING.match(line))
-    found = (prose[start:end] for start, end in sentence_bounds(prose))
-    return [s for s in found if len(words(s)) >= MIN_CLAIM_WORDS and content_words(s)]
 
 
 def checkable_claims(answer: str) -> list[Claim]:

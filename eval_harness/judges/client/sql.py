@@ -1,20 +1,23 @@
-"""Every SQL statement of the judges: the reply cache and the call logs (written by
-:class:`~eval_harness.judges.cache.JudgeLedger`), the register of provider batches, and the
-dual-judge run's reads and writes of ``ground_truth`` (documents are read through
-:mod:`eval_harness.store.corpus`).
+"""Every SQL statement on the tables of the LLM client: the reply cache (``judge_cache``), the
+call logs (``api_cost_log``, ``api_retry_log``, ``api_cache_hit_log``; written by
+:class:`~eval_harness.judges.client.ledger.JudgeLedger`, the cost reads are the run report's)
+and the register of provider batches (``judge_batches``). The dual-judge run's reads and writes
+of ``ground_truth`` are :mod:`eval_harness.store.ground_truth`'s.
 
 Each function runs in the caller's transaction: committing, rolling back and the advisory
-locks (their statements too) stay with the callers (:mod:`.cache`, :mod:`.dual`, :mod:`.dual_plan`,
-:mod:`.dual_scores`).
+locks (their statements too) stay with the callers (:mod:`.ledger`, :mod:`.batch`,
+:mod:`eval_harness.judges.dual.dry_run`, :mod:`eval_harness.reporting.sections.cost`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
+
+from eval_harness.store.ground_truth import EXISTING_QUERY_ID
 
 # ------------------------------------------------------------------------------ reply cache
 
@@ -64,7 +67,7 @@ def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
 _INSERT_COST = (
     "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
     "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, (SELECT id FROM ground_truth WHERE id = %s)")
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, " + EXISTING_QUERY_ID)
 _INSERT_RETRY = (
     "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, status_code, "
     "retry_count, wait_seconds, success) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
@@ -108,6 +111,61 @@ def log_cache_hits(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
         cur.executemany(_INSERT_HITS, rows)
 
 
+# ------------------------------------------------------------------------------ cost reads (the run report)
+
+_COST_SQL = """
+    SELECT api_name, model, operation, count(*), count(*) FILTER (WHERE batch),
+           coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),
+           coalesce(sum(output_tokens), 0), coalesce(sum(estimated_cost), 0),
+           coalesce(sum(input_tokens) FILTER (WHERE batch), 0),
+           coalesce(sum(least(cached_tokens, input_tokens)) FILTER (WHERE batch), 0),
+           coalesce(sum(output_tokens) FILTER (WHERE batch), 0),
+           coalesce(sum(estimated_cost) FILTER (WHERE batch), 0), max(created_at)
+    FROM api_cost_log
+    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
+      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+    GROUP BY api_name, model, operation"""
+
+_HITS_SQL = """
+    SELECT api_name, model, operation, sum(hits), coalesce(sum(saved_cost), 0), max(created_at)
+    FROM api_cache_hit_log
+    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
+      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+    GROUP BY api_name, model, operation"""
+
+
+def _cost_params(run_ids: Sequence[str] | None, since: datetime | None) -> dict:
+    return {"run_ids": None if run_ids is None else list(run_ids), "since": since}
+
+
+def billed_call_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
+                     since: datetime | None) -> list[tuple]:
+    """``api_cost_log`` per (provider, model, operation), of the runs ``run_ids`` and/or
+    since ``since`` (None: no limit): ``(api, model, operation, calls, batch_calls,
+    input_tokens, cached_tokens, output_tokens, cost, batch_input_tokens,
+    batch_cached_tokens, batch_output_tokens, batch_cost, last_at)``."""
+    return conn.execute(_COST_SQL, _cost_params(run_ids, since)).fetchall()
+
+
+def cache_hit_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
+                   since: datetime | None) -> list[tuple] | None:
+    """``api_cache_hit_log`` per (provider, model, operation), limited as
+    :func:`billed_call_rows`: ``(api, model, operation, hits, saved_cost, last_at)``; None
+    when the store predates migration 0005 (the table is missing)."""
+    try:
+        with conn.transaction():
+            return conn.execute(_HITS_SQL, _cost_params(run_ids, since)).fetchall()
+    except psycopg.errors.UndefinedTable:
+        return None
+
+
+def billed_calls_ever(conn: psycopg.Connection) -> tuple[int, float]:
+    """Every billed call in ``api_cost_log``: how many, and their cost (USD)."""
+    calls, cost = conn.execute(
+        "SELECT count(*), coalesce(sum(estimated_cost), 0) FROM api_cost_log").fetchone()
+    return calls, float(cost)
+
+
 # ------------------------------------------------------------------------------ provider batches
 
 def open_batch_rows(conn: psycopg.Connection, provider: str,
@@ -144,79 +202,3 @@ def end_batch(conn: psycopg.Connection, provider: str, batch_id: str, status: st
         "UPDATE judge_batches SET status = %s, ended_at = now() WHERE provider = %s "
         "AND batch_id = %s AND status = 'submitted'",
         (status, provider, batch_id)).rowcount)
-
-
-# ------------------------------------------------------------------------------ dual-judge runs
-
-def ground_truth_queries(conn: psycopg.Connection, dataset: str,
-                         limit: int | None) -> list[tuple]:
-    """``(id, external_id, query, query_embedding, expected_docs)`` of the ground-truth
-    queries of ``dataset``, by id, at most ``limit`` (None: all)."""
-    return conn.execute("SELECT id, external_id, query, query_embedding, expected_docs "
-                        "FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
-                        (dataset, limit)).fetchall()
-
-
-def ground_truth_embedding(conn: psycopg.Connection, query_id: int) -> tuple | None:
-    """``(query_embedding, dataset)`` of ground-truth query ``query_id``; None when there is
-    none."""
-    return conn.execute("SELECT query_embedding, dataset FROM ground_truth WHERE id = %s",
-                        (query_id,)).fetchone()
-
-
-# `old` is the row as it was before this UPDATE (a self-join reads the statement's snapshot);
-# RETURNING compares it with the new row. Works on every Postgres version.
-_WRITE_JUDGEMENTS = """
-        UPDATE ground_truth AS g SET judged_docs = %s::int[], judge1_score = %s::float8[],
-               judge2_score = %s::float8[], judge1_model = %s, judge2_model = %s, kappa = %s,
-               judge1_status = %s::text[], judge2_status = %s::text[],
-               judge_prompt_versions = %s::text[], judge_run_id = %s, judged_at = now()
-        FROM ground_truth AS old
-        WHERE old.id = g.id AND g.id = %s"""
-# the embedding as text: after a re-ingest its width may differ
-_STILL_AS_PLANNED = (" AND g.query = %s AND g.expected_docs = %s::int[] "
-                     "AND g.query_embedding::text IS NOT DISTINCT FROM %s::vector::text")
-_JUDGEMENT_CHANGED = """
-        RETURNING (old.judged_docs, old.judge1_score, old.judge2_score, old.judge1_model,
-                   old.judge2_model, old.judge1_status, old.judge2_status,
-                   old.judge_prompt_versions)
-                  IS DISTINCT FROM
-                  (g.judged_docs, g.judge1_score, g.judge2_score, g.judge1_model,
-                   g.judge2_model, g.judge1_status, g.judge2_status, g.judge_prompt_versions)"""
-
-
-PlannedAs = tuple[str, Sequence[int], np.ndarray | None]  # query, expected_docs, embedding
-
-
-def write_query_judgements(conn: psycopg.Connection, query_id: int, *,
-                           doc_ids: Sequence[int],
-                           scores: tuple[Sequence[float | None], Sequence[float | None]],
-                           statuses: tuple[Sequence[str], Sequence[str]],
-                           judges: tuple[str, str], prompt_versions: Sequence[str | None],
-                           kappa: float | None, run_id: str,
-                           planned_as: PlannedAs | None = None) -> bool | None:
-    """Write one query's judgements into its ``ground_truth`` row (judge 1 first in each
-    pair); whether the stored judgement changed (documents, scores, outcomes, judges or prompt
-    versions; not the run id or time). With ``planned_as = (query, expected_docs,
-    query_embedding)`` the row is written only while it still holds those; None when no row
-    was written."""
-    guard = "" if planned_as is None else _STILL_AS_PLANNED
-    row = conn.execute(
-        _WRITE_JUDGEMENTS + guard + _JUDGEMENT_CHANGED,
-        (list(doc_ids), list(scores[0]), list(scores[1]), judges[0], judges[1], kappa,
-         list(statuses[0]), list(statuses[1]), list(prompt_versions), run_id, query_id,
-         *(() if planned_as is None
-           else (planned_as[0], list(planned_as[1]), planned_as[2])))).fetchone()
-    return None if row is None else bool(row[0])
-
-
-def judge2_skipped_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """``(id, external_id, query, judge2_model, doc ids judge 2 was not asked)`` of each query
-    of ``dataset`` with such pairs (``judge2_status`` ``skipped``: staged dual judging)."""
-    return conn.execute("""
-        SELECT g.id, g.external_id, g.query, g.judge2_model,
-               array(SELECT d FROM unnest(g.judged_docs, g.judge2_status) AS p(d, s)
-                     WHERE p.s = 'skipped')
-        FROM ground_truth g
-        WHERE g.dataset = %s AND 'skipped' = ANY(g.judge2_status)
-        ORDER BY g.id""", (dataset,)).fetchall()

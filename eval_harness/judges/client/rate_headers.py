@@ -1,11 +1,12 @@
-"""What a provider's response headers say about its rate limits, in either wire format.
+"""What a provider's response headers say about its rate limits: the part every format shares.
 
-OpenAI sends ``x-ratelimit-limit-requests`` / ``-remaining-requests`` / ``-reset-requests``
-(the reset a Go-style duration, ``"6m0s"``, ``"20ms"``) and the same for tokens; Anthropic
-sends ``anthropic-ratelimit-requests-limit`` / ``-remaining`` / ``-reset`` (the reset an RFC
-3339 moment) and the same for tokens. Both send ``retry-after`` on a 429. Values that do not
-parse (not a number, negative, a limit of 0, a date that is not RFC 3339) are read as not said:
-a proxy's odd header never stops a run. :mod:`.adaptive` acts on what is read here.
+Each provider reads its own header names (see ``read_rate_headers`` of
+:mod:`eval_harness.judges.client.providers.openai` and ``.anthropic``) with
+:func:`read_rate_signal`: a limit, what remains and when it resets, for requests and for
+tokens, and the ``retry-after`` every provider sends on a 429. A reset may be a Go-style
+duration (``"6m0s"``, ``"20ms"``), a number of seconds or an RFC 3339 moment. Values that do
+not parse (not a number, negative, a limit of 0, a date that is not RFC 3339) are read as not
+said: a proxy's odd header never stops a run. :mod:`.adaptive` acts on what is read here.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Mapping
 
-from eval_harness.judges.retry import retry_after_seconds
-
-_PREFIXES = (("x-ratelimit-{}-requests", "x-ratelimit-{}-tokens"),                 # OpenAI
-             ("anthropic-ratelimit-requests-{}", "anthropic-ratelimit-tokens-{}"))  # Anthropic
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
@@ -32,6 +30,32 @@ class RateSignal:
     requests_reset: float | None = None    # seconds until fully replenished
     token_limit: float | None = None       # tokens per minute
     retry_after: float | None = None       # seconds
+
+
+def retry_after_seconds(headers) -> float | None:
+    """``retry-after-ms`` (milliseconds) or ``retry-after`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return max(0.0, (moment - datetime.now(timezone.utc)).total_seconds())
 
 
 def parse_reset(value: str | None, *, now: datetime) -> float | None:
@@ -68,22 +92,28 @@ def _number(value: str | None, *, positive: bool = False) -> float | None:
     return None if number is None or (positive and number == 0) else number
 
 
-def read_rate_headers(headers: Mapping[str, str] | None, *, now: datetime | None = None
-                      ) -> RateSignal:
-    """The rate signal in a response's headers (either wire format; OpenAI's if both)."""
+def read_rate_signal(headers: Mapping[str, str] | None, *, requests: str, tokens: str,
+                     now: datetime | None = None) -> RateSignal:
+    """The rate signal in ``headers`` whose names are ``requests`` / ``tokens`` with ``{}``
+    standing for ``limit``, ``remaining`` and ``reset`` (e.g. ``x-ratelimit-{}-requests``);
+    header names are matched case-insensitively."""
     if not headers:
         return RateSignal()
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     now = now or datetime.now(timezone.utc)
-    for requests, tokens in _PREFIXES:
-        if any(requests.format(w) in lowered or tokens.format(w) in lowered
-               for w in ("limit", "remaining")):
-            break
-    else:
-        requests, tokens = _PREFIXES[0]
     return RateSignal(
         request_limit=_number(lowered.get(requests.format("limit")), positive=True),
         requests_remaining=_number(lowered.get(requests.format("remaining"))),
         requests_reset=parse_reset(lowered.get(requests.format("reset")), now=now),
         token_limit=_number(lowered.get(tokens.format("limit")), positive=True),
         retry_after=retry_after_seconds(lowered))
+
+
+def read_retry_after(headers: Mapping[str, str] | None, *,
+                     now: datetime | None = None) -> RateSignal:
+    """Only the ``retry-after`` of ``headers``: the reading of a limiter not told the
+    provider's header names."""
+    if not headers:
+        return RateSignal()
+    return RateSignal(retry_after=retry_after_seconds({str(k).lower(): str(v)
+                                                       for k, v in headers.items()}))

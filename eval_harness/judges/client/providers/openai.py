@@ -3,22 +3,25 @@ vLLM or Ollama, via ``OPENAI_BASE_URL``), and the Batch API (file upload, create
 and error files).
 
 ``max_tokens`` is sent rather than ``max_completion_tokens`` because OpenAI-compatible servers
-understand it; GPT-4o-class models accept both.
+understand it; GPT-4o-class models accept both. The key is ``OPENAI_API_KEY``; the rate-limit
+headers are ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``, the reset a Go-style
+duration (``"6m0s"``, ``"20ms"``).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 import openai
 
-from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of
+from eval_harness.judges.client.providers.base import (BadProviderResponse, BatchState,
+                                                       Provider, RetryDecision, decide_status,
+                                                       error_code_of, parsed, quota_code)
+from eval_harness.judges.client.rate_headers import RateSignal, read_rate_signal
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
-from eval_harness.judges.providers import BatchState, parsed
-from eval_harness.judges.retry import BadProviderResponse
 
-DEFAULT_BASE_URL = DEFAULT_BASE_URLS["openai"]
 CHAT_ENDPOINT = "/v1/chat/completions"
 FINAL_BATCH_STATUSES = ("completed", "failed", "expired", "cancelled")
 
@@ -43,18 +46,17 @@ def _completion_from_body(body: dict) -> Completion:
     return Completion(text, _usage(body.get("usage")))
 
 
-class OpenAIProvider:
-    name = "openai"
-
-    def __init__(self, *, api_key: str, base_url: str | None, timeout: float,
-                 send_temperature: bool = True) -> None:
-        self.base_url = endpoint_of(self.name, base_url)  # normalised: part of the cache key
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url or DEFAULT_BASE_URL,
+class OpenAIClient:
+    def __init__(self, *, name: str, api_key: str, base_url: str | None, endpoint: str,
+                 timeout: float, send_temperature: bool = True) -> None:
+        self.name = name
+        self.base_url = endpoint  # normalised: part of the cache key
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url or endpoint,
                                           timeout=timeout, max_retries=0)
         self._send_temperature = send_temperature
 
     def __repr__(self) -> str:  # never the key (nor credentials in the URL)
-        return f"OpenAIProvider(base_url={self.base_url!r})"
+        return f"OpenAIClient(base_url={self.base_url!r})"
 
     def params(self, request: ChatRequest) -> dict[str, Any]:
         messages = [{"role": "system", "content": request.system}] if request.system else []
@@ -117,3 +119,58 @@ class OpenAIProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+class OpenAI(Provider):
+    """The OpenAI API, or any server speaking it (``OPENAI_BASE_URL``).
+
+    A subclass serves another OpenAI-compatible server under a name of its own: set
+    :attr:`name`, the variables and the default server, override what differs.
+    """
+
+    name = "openai"
+    key_variable = "OPENAI_API_KEY"
+    base_url_variable = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
+    requests_headers = "x-ratelimit-{}-requests"
+    tokens_headers = "x-ratelimit-{}-tokens"
+
+    def api_key(self, settings) -> str | None:
+        return settings.openai_api_key
+
+    def configured_base_url(self, settings) -> str | None:
+        return settings.openai_base_url
+
+    def client(self, *, api_key: str | None, base_url: str | None, timeout: float,
+               send_temperature: bool) -> OpenAIClient:
+        return OpenAIClient(name=self.name, api_key=api_key or "", base_url=base_url,
+                            endpoint=self.endpoint(base_url), timeout=timeout,
+                            send_temperature=send_temperature)
+
+    def classify(self, exc: BaseException) -> RetryDecision | None:
+        if isinstance(exc, openai.APIStatusError):
+            status = int(exc.status_code)
+            if (code := quota_code(exc)) is not None:  # OpenAI sends it as a 429 too
+                return RetryDecision.no("quota", status, code)
+            return decide_status(status, exc.response.headers, error_code=error_code_of(exc))
+        if isinstance(exc, openai.APITimeoutError):  # a connection error too: asked first
+            return RetryDecision.transient("timeout")
+        if isinstance(exc, openai.APIConnectionError):
+            return RetryDecision.transient("connection")
+        return None
+
+    def read_rate_headers(self, headers: Mapping[str, str] | None, *,
+                          now: datetime | None = None) -> RateSignal:
+        return read_rate_signal(headers, requests=self.requests_headers,
+                                tokens=self.tokens_headers, now=now)
+
+    async def probe(self, *, api_key: str, base_url: str, timeout: float) -> None:
+        client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=timeout,
+                                    max_retries=0)
+        try:
+            await client.models.list()
+        finally:
+            await client.close()
+
+
+PROVIDER = OpenAI()
