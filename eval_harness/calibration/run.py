@@ -39,19 +39,17 @@ from eval_harness.calibration import sql
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
-from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
-    precision_verdict, uplift_over_default, weight_grid)
+    precision_verdict, uplift_over_default)
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
                                           reciprocal_rank_fusion, sweep_weights)
+from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
+                                            keyword_weight_for)
 from eval_harness.settings import AgreementSettings, Settings
-
-MIN_GRID_STEP = 0.01
-
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -151,13 +149,6 @@ class CalibrationResult:
         return data if self.corrected is None else self.corrected.add_to_json(data)
 
 
-def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
-    """Semantic weights ``start..stop`` (inclusive) by ``step`` within [0, 1], step >= 0.01."""
-    if not MIN_GRID_STEP - 1e-12 <= step <= 1.0:
-        raise ValueError(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
-    return weight_grid(start, stop, step)
-
-
 def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       grid: np.ndarray | list[float] | None = None,
                       current_weight: float = DEFAULT_SEMANTIC_WEIGHT,
@@ -175,7 +166,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     rule); :class:`~eval_harness.calibration.labels.LabelsMissing` when they do not exist.
     """
     started = time.perf_counter()
-    weights = _grid_with_default(grid, default_weight)
+    weights = grid_with_default(grid, default_weight)
     if cv_folds < 2:
         raise ValueError(f"cv_folds must be at least 2, got {cv_folds}.")
     info = dataset_info(conn, dataset)
@@ -218,7 +209,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     return CalibrationResult(
         dataset=dataset, n_queries=candidates.n_queries, n_documents=info.documents,
         candidate_depth=candidate_depth, grid=points,
-        default_added_to_grid=not np.any(np.isclose(_as_grid(grid), default_weight, atol=1e-9)),
+        default_added_to_grid=not np.any(np.isclose(grid_or_default(grid), default_weight, atol=1e-9)),
         p_at_5_ceiling=sweep.p_at_5_ceiling,
         p_at_5_candidate_ceiling=sweep.p_at_5_candidate_ceiling,
         current_weight=float(current_weight), best=best,
@@ -268,14 +259,6 @@ def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: Candida
             f"{judge_labels.JUDGE_FIRST.format(dataset=dataset)}.")
 
 
-def configured_grid(settings: Settings) -> np.ndarray:
-    """The semantic weights a calibration with ``settings`` evaluates (the grid and the
-    default weight), ascending."""
-    options = settings.calibration
-    return _grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
-                                              options.grid_step), options.default_weight)
-
-
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
                             dataset: str | None = None, *,
                             grid_step: float | None = None,
@@ -300,20 +283,6 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
 
     return with_corrected_p_at_5(conn, result,
                                  relevance_threshold=settings.agreement.relevance_threshold)
-
-
-def _as_grid(grid) -> np.ndarray:
-    return weight_grid() if grid is None else np.asarray(grid, dtype=np.float64)
-
-
-def _grid_with_default(grid, default_weight: float) -> np.ndarray:
-    weights = _as_grid(grid)
-    if weights.ndim != 1 or weights.size == 0:
-        raise ValueError("the weight grid must hold at least one semantic weight.")
-    if not np.all((weights >= 0.0) & (weights <= 1.0)) or not 0.0 <= default_weight <= 1.0:
-        raise ValueError("semantic weights and the default weight must lie in [0, 1].")
-    weights = np.round(np.append(weights, default_weight), 10)
-    return np.unique(weights)  # sorted; drops the default when the grid already holds it
 
 
 def _grid_point(sweep: SweepResult, i: int) -> GridPoint:
