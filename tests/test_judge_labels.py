@@ -13,7 +13,7 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.agreement.review import import_review_csv, refresh_and_export
-from eval_harness.calibration.labels import derive_labels, load_judge_labels, pair_label
+from eval_harness.agreement.labels import derive_labels, load_judge_labels, pair_label
 from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness.judges.dual import judge_dataset

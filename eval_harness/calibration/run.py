@@ -18,7 +18,7 @@ gets afterwards. The default weight is always evaluated; it is added to the grid
 grid does not hold it.
 
 The labels are the human ones (``expected_docs``: BEIR qrels, the RAG system's own ground
-truth) or the judges' (:mod:`eval_harness.calibration.labels`): ``labels="human"|"judges"``,
+truth) or the judges' (:mod:`eval_harness.agreement.labels`): ``labels="human"|"judges"``,
 by default human when the dataset has expected_docs, else judges. Every output names the
 source (``label_source``).
 """
@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 import numpy as np
 import psycopg
 
-from eval_harness.calibration import labels as judge_labels
+from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration import sql
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
@@ -92,7 +92,7 @@ class CalibrationResult:
     seconds: dict[str, float]
     candidates: CandidateSet = field(repr=False, compare=False)
     sweep: SweepResult = field(repr=False, compare=False)
-    label_source: str = "human"  # "human" (expected_docs) or "judges" (calibration.labels)
+    label_source: str = "human"  # "human" (expected_docs) or "judges" (agreement.labels)
     judge_labels: dict | None = None  # with judge labels: the rule and pairs per source
     # P@5 corrected by a human sample (eval_harness.calibration.corrected); None without one
     corrected: Any = field(default=None, repr=False, compare=False)
@@ -163,7 +163,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     for an unknown dataset and ``ValueError`` when it has no ground-truth query or an
     option is out of range; reads the store only. ``labels`` picks the label source
     (module docstring; ``agreement`` holds the judge labels' threshold and disagreement
-    rule); :class:`~eval_harness.calibration.labels.LabelsMissing` when they do not exist.
+    rule); :class:`~eval_harness.agreement.labels.LabelsMissing` when they do not exist.
     """
     started = time.perf_counter()
     weights = grid_with_default(grid, default_weight)
@@ -226,7 +226,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
 def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
     """The label source a calibration of ``dataset`` uses: ``labels`` when given, else human
     when the dataset has expected_docs, else judges; human labels that do not exist are
-    :class:`~eval_harness.calibration.labels.LabelsMissing`."""
+    :class:`~eval_harness.agreement.labels.LabelsMissing`."""
     if labels is not None and labels not in judge_labels.LABEL_SOURCES:
         raise ValueError(f"labels must be human or judges, got {labels!r}.")
     has_labels = sql.dataset_has_labels(conn, dataset)
@@ -240,7 +240,7 @@ def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None)
 
 def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: CandidateSet,
                      weights: np.ndarray, derived: judge_labels.JudgeLabels) -> None:
-    """:class:`~eval_harness.calibration.labels.LabelsMissing` when a top 5 of some grid
+    """:class:`~eval_harness.agreement.labels.LabelsMissing` when a top 5 of some grid
     weight holds a document the judges have not labelled (its P@5 would be a guess)."""
     tops: dict[int, list[int]] = {}
     for weight in weights:

@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.store.corpus import Corpus
+from eval_harness.store.corpus import Corpus, candidate_ids
 
 # ------------------------------------------------------------------------------ datasets
 
@@ -57,35 +57,6 @@ def graded_expected_docs(conn: psycopg.Connection, dataset: str) -> list[tuple]:
 def set_hnsw_ef_search(conn: psycopg.Connection, ef: int) -> None:
     """Set ``hnsw.ef_search`` for the rest of the session."""
     conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
-
-
-def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
-    """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
-    ``id``s, joined to the corpus by id.
-
-    A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
-    planned as a correlated SubPlan, one vector-index scan per document of the corpus
-    (tests/test_search_plan.py checks the plan shape)."""
-    parts = []
-    if semantic:
-        # An empty document has no embedding: the index leaves it out, but a plan that sorts
-        # would put its NULL distance last and make it a candidate with no semantic score.
-        parts.append(sql.SQL(
-            "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
-            "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
-    # A document without an embedding has no semantic score, so no fused score: it is no
-    # keyword candidate either (an ingested one is empty and matches nothing anyway).
-    parts.append(sql.SQL(
-        "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
-        "AND {k_emb_col} IS NOT NULL "
-        "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
-    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
-              "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
-              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
-              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
-              "k_emb_col": corpus.embedding_column("k"),
-              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
-    return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
 
 
 def _semantic_expr(corpus: Corpus, semantic: bool) -> sql.Composable:

@@ -28,7 +28,7 @@ class AgreementSettings:
     stand_in_judges: str = "warn"
     # The label of a pair one judge calls relevant and the other not, until a person decides
     # it in the review queue: "exclude" (no label), "judge1" (judge 1's), "mean" (mean of
-    # both scores > relevance_threshold). See eval_harness.calibration.labels.
+    # both scores > relevance_threshold). See eval_harness.agreement.labels.
     disagreement_rule: str = "exclude"
 
 

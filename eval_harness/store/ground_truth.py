@@ -8,3 +8,7 @@ that names the table (tests/test_layers.py checks it).
 """
 
 from __future__ import annotations
+
+# The judge status of a pair judge 2 was not asked (staged dual judging): neither scored nor
+# failed, so the pair is settled by judge 1 alone.
+SKIPPED = "skipped"
