@@ -18,7 +18,7 @@ from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness.judges.dual import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
-from eval_harness.retrieval.sql import graded_expected_docs
+from eval_harness.store.ground_truth import graded_expected_docs
 from eval_harness.settings import AgreementSettings
 from eval_harness.store.beir import DatasetError, read_beir
 from eval_harness.store.ingest import ingest_beir

@@ -35,7 +35,6 @@ import numpy as np
 import psycopg
 
 from eval_harness.agreement import labels as judge_labels
-from eval_harness.calibration import sql
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
@@ -50,6 +49,7 @@ from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResul
 from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
                                             keyword_weight_for)
 from eval_harness.settings import AgreementSettings, Settings
+from eval_harness.store import ground_truth
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -229,7 +229,7 @@ def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None)
     :class:`~eval_harness.agreement.labels.LabelsMissing`."""
     if labels is not None and labels not in judge_labels.LABEL_SOURCES:
         raise ValueError(f"labels must be human or judges, got {labels!r}.")
-    has_labels = sql.dataset_has_labels(conn, dataset)
+    has_labels = ground_truth.dataset_has_labels(conn, dataset)
     if labels == "human" and not has_labels:
         raise judge_labels.LabelsMissing(
             f"Dataset '{dataset}' has no human labels (no query has expected_docs); calibrate "
@@ -250,7 +250,7 @@ def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: Candida
             tops.setdefault(query_id, []).extend(int(d) for d in top)
     missing = judge_labels.unjudged_in_top(derived, tops)
     if missing:
-        names = sql.query_external_ids(conn, list(missing))
+        names = ground_truth.query_external_ids(conn, list(missing))
         shown = ", ".join(f"'{names[q]}'" for q in sorted(missing)[:3])
         pairs = sum(len(set(d)) for d in missing.values())
         raise judge_labels.LabelsMissing(

@@ -20,6 +20,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from eval_harness.store import ground_truth
+
 if TYPE_CHECKING:  # answers imports this module
     from eval_harness.gates.answers import TimeWindow
 
@@ -311,13 +313,12 @@ def remember_reflexion(conn: psycopg.Connection, *, answer_id: str, query: str,
                        prompt_version: str) -> None:
     """The answer's reflexion into ``episode_memory``, unless it has one; the query
     embedding is that of a ground truth query with exactly this text, else NULL."""
-    conn.execute(
+    conn.execute(sql.SQL(
         "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
         "lesson, model, prompt_version) "
-        "SELECT %(id)s, %(query)s, (SELECT g.query_embedding FROM ground_truth g "
-        "WHERE g.query = %(query)s AND g.query_embedding IS NOT NULL "
-        "ORDER BY g.id LIMIT 1), %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
-        "%(version)s ON CONFLICT (answer_id) DO NOTHING",
+        "SELECT %(id)s, %(query)s, {embedding}, %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
+        "%(version)s ON CONFLICT (answer_id) DO NOTHING").format(
+            embedding=ground_truth.embedding_of_query_text()),
         {"id": answer_id, "query": query, "reward": reward, "problem": problem,
          "lesson": lesson, "model": model, "version": prompt_version})
 

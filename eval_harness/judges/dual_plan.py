@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import psycopg
 
-from eval_harness.calibration.sql import dataset_has_labels
+from eval_harness.store.ground_truth import dataset_has_labels
 from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.judges import sql
 from eval_harness.judges.protocol import Passage

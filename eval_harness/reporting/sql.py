@@ -21,14 +21,6 @@ from eval_harness.gates.sql import (CURRENT_RESULT_JOIN, relation_sql, window_co
                                         window_params)
 from eval_harness.gates.registry import Gate
 
-# ------------------------------------------------------------------------------ agreement
-
-def last_judged_at(conn: psycopg.Connection, dataset: str) -> datetime | None:
-    """When the newest judge label of ``dataset`` was written (None: no label yet)."""
-    return conn.execute("SELECT max(judged_at) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
 # ------------------------------------------------------------------------------ quality gates
 
 def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:

@@ -1,5 +1,6 @@
-"""Every SQL statement of retrieval: the dataset's settings, the hybrid search itself (one
-query, and the candidate scores of many ground-truth queries at once) and the graded qrels.
+"""Every SQL statement of retrieval: the dataset's settings and the hybrid search itself (one
+query, and the candidate scores of many ground-truth queries at once; the query rows from
+:func:`eval_harness.store.ground_truth.table`).
 
 Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
 or the RAG system's own relation: the same statements). The search statements are the
@@ -15,6 +16,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus, candidate_ids
 
 # ------------------------------------------------------------------------------ datasets
@@ -28,28 +30,9 @@ def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
         FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
 
 
-def count_queries(conn: psycopg.Connection, dataset: str) -> int:
-    """The ground-truth queries of ``dataset``."""
-    return conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
 def dataset_names(conn: psycopg.Connection) -> list[str]:
     """The names of the datasets in the store, sorted."""
     return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
-
-
-def query_external_ids(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
-    """The dataset's own ids of the ground-truth queries ``ids``: {id: own id}."""
-    return dict(conn.execute("SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
-                             ([int(i) for i in ids],)).fetchall())
-
-
-def graded_expected_docs(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """``(query id, expected_docs, relevance_grades)`` of each ground-truth query of
-    ``dataset``, by id."""
-    return conn.execute("SELECT id, expected_docs, relevance_grades FROM ground_truth "
-                        "WHERE dataset = %s ORDER BY id", (dataset,)).fetchall()
 
 
 # ------------------------------------------------------------------------------ hybrid search
@@ -124,7 +107,7 @@ def candidate_statement(corpus: Corpus, depth: int) -> sql.Composed:
     parameter is ``ids`` (an int list, or None for every query)."""
     return sql.SQL("""
         SELECT g.id, c.doc_ids, c.sem, c.kw
-        FROM ground_truth g
+        FROM {gt}
         CROSS JOIN LATERAL (SELECT g.query_embedding::vector({dim}) AS emb,
                                    eh_or_tsquery({lang}::regconfig, g.query) AS tsq
                             OFFSET 0) q
@@ -137,7 +120,7 @@ def candidate_statement(corpus: Corpus, depth: int) -> sql.Composed:
             JOIN {d} ON {did} = cand.id) c
         WHERE g.dataset = {name} AND (%(ids)s::int[] IS NULL OR g.id = ANY(%(ids)s::int[]))
         ORDER BY g.id""").format(
-        dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
+        gt=ground_truth.table("g"), dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
         name=sql.Literal(corpus.dataset), sem=_semantic_expr(corpus, True),
         did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
         candidates=candidate_ids(corpus, depth, semantic=True))
