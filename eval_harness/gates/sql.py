@@ -13,7 +13,7 @@ in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -22,8 +22,9 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.store import ground_truth
 
-if TYPE_CHECKING:  # answers imports this module
+if TYPE_CHECKING:  # answers and registry import this module
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.registry import Gate
 
 # ------------------------------------------------------------------------------ fragments
 
@@ -336,3 +337,38 @@ def queue_regeneration(conn: psycopg.Connection, *, answer_id: str, content_hash
         "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
         "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
         (answer_id, content_hash, reward, improvement_hint, Jsonb(issues), run_id))
+
+
+# ------------------------------------------------------------------------------ run report
+
+def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:
+    """When the newest answer in ``relation`` was created (None: no answer)."""
+    return conn.execute(sql.SQL("SELECT max(created_at) FROM {}").format(
+        relation_sql(relation))).fetchone()[0]
+
+
+def gate_results_as_of(conn: psycopg.Connection, relation: str,
+                       window: TimeWindow) -> datetime | None:
+    """When the newest gate result of an answer in ``window`` was stored."""
+    return conn.execute(sql.SQL(
+        "SELECT max(r.evaluated_at) FROM {relation} AS a JOIN gate_results AS r "
+        "ON r.answer_id = a.id WHERE {window}").format(
+        relation=relation_sql(relation), window=window_condition("a", window)),
+        window_params(window)).fetchone()[0]
+
+
+def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
+                        ids: Sequence[str]) -> list[tuple[str, str, float | None, dict | None]]:
+    """The answers ``ids`` (in that order) with their current result for ``gate``:
+    ``(id, query, score, details)``, score and details None when no current result exists."""
+    if not ids:
+        return []
+    rows = conn.execute(sql.SQL("""
+        SELECT a.id, a.query, r.score, r.details
+        FROM {relation} AS a
+        {current_result}
+        WHERE a.id = ANY(%(ids)s)""").format(relation=relation_sql(relation),
+                                             current_result=CURRENT_RESULT_JOIN),
+        {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
+    found = {row[0]: row for row in rows}
+    return [found[answer_id] for answer_id in ids if answer_id in found]

@@ -1,6 +1,7 @@
-"""Every SQL statement of retrieval: the dataset's settings and the hybrid search itself (one
-query, and the candidate scores of many ground-truth queries at once; the query rows from
-:func:`eval_harness.store.ground_truth.table`).
+"""Every SQL statement of retrieval: the hybrid search itself (one query, and the candidate
+scores of many ground-truth queries at once; the query rows from
+:func:`eval_harness.store.ground_truth.table`). The dataset rows are read through
+:mod:`eval_harness.store.catalog`.
 
 Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
 or the RAG system's own relation: the same statements). The search statements are the
@@ -18,22 +19,6 @@ from psycopg import sql
 
 from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus, candidate_ids
-
-# ------------------------------------------------------------------------------ datasets
-
-def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
-    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
-    ``name``; None when it is not in the store."""
-    return conn.execute("""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
-               d.corpus_mapping
-        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
-
-
-def dataset_names(conn: psycopg.Connection) -> list[str]:
-    """The names of the datasets in the store, sorted."""
-    return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
-
 
 # ------------------------------------------------------------------------------ hybrid search
 

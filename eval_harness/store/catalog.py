@@ -58,6 +58,20 @@ def ingested_datasets(conn: psycopg.Connection) -> dict[str, int]:
         "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
 
 
+def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
+    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
+    ``name``; None when it is not in the store."""
+    return conn.execute("""
+        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
+               d.corpus_mapping
+        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
+
+
+def dataset_names(conn: psycopg.Connection) -> list[str]:
+    """The names of the datasets in the store, sorted."""
+    return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+
+
 def live_dataset_names(conn: psycopg.Connection) -> set[str]:
     """The datasets attached as live (read in place). A store before migration 0008 has no
     ``kind`` column, so the row is read as JSON: there every dataset is ingested."""
