@@ -1,6 +1,7 @@
-"""Every SQL statement of the quality gates: the answers relation (import, window reads),
-``gate_results`` (staging, upsert, re-threshold, summaries), the window lock, and the rows
-the answer_reward gate writes (``evaluation_log``, ``episode_memory``, ``regeneration_queue``).
+"""Every SQL statement of the quality gates, the owner of the answers relation (import, window
+reads, the run report's reads), ``gate_results`` (staging, upsert, re-threshold, summaries),
+the window lock, and the rows the answer_reward gate writes (``evaluation_log``,
+``episode_memory``, ``regeneration_queue``); tests/test_layers.py holds the owner map.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,

@@ -1,7 +1,8 @@
 """What the server and the store hold, read for the doctor and the store commands: the
-server's version, extensions, whether a relation exists, the datasets ingested, a stored
-ground-truth query's embedding, the current role's privileges, and the live datasets (attached
-or only configured) with a representative query of each.
+server's version, extensions, whether a relation exists, the datasets in the store (the
+owner of the ``datasets`` table's reads; tests/test_layers.py holds the owner map), the current
+role's privileges, and the live datasets (attached or only configured) with a representative
+query of each.
 
 Reads only; each runs in the caller's transaction (the doctor's session is read-only). The
 migrations applied are read by :func:`eval_harness.store.migrate.applied_migrations`, beside
