@@ -13,7 +13,7 @@ import pytest
 from colliding_processes import beir
 from eval_harness.agreement.data import dataset_agreement, load_final_labels
 from eval_harness.agreement.review import queue_disagreements
-from eval_harness.calibration.labels import load_judge_labels
+from eval_harness.agreement.labels import load_judge_labels
 from eval_harness.settings.judges import StagedSettings, parse_judge_settings
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset

@@ -102,7 +102,7 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
     (a configured live dataset's own, ``local:``/``openai:``)."""
     from eval_harness.retrieval.hybrid import dataset_info
-    from eval_harness.store.catalog import stored_query_embedding
+    from eval_harness.store.ground_truth import stored_query_embedding
     from eval_harness.store.datasets import dataset_embedder_factory
 
     row = stored_query_embedding(conn, dataset, text)

@@ -43,9 +43,6 @@ def weight_grid(start: float = 0.5, stop: float = 0.9, step: float = 0.1) -> np.
     return np.round(start + step * np.arange(n_steps + 1), 10)
 
 
-DEFAULT_WEIGHTS = weight_grid()
-
-
 # --------------------------------------------------------------------------- statistics
 def best_weight(semantic_weights: np.ndarray, p_at_5: np.ndarray, *,
                 current_weight: float = DEFAULT_SEMANTIC_WEIGHT) -> float:

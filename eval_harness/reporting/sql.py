@@ -1,9 +1,9 @@
 """Every SQL statement the run report runs itself: reads of the Postgres store (each in the
 caller's transaction; the report never writes there) and the DuckDB run history table.
 
-What other domains own is read through their functions (dataset agreement, gate summaries,
-the calibration grid history), not here. Identifiers from configuration (the answers
-relation) are composed with :mod:`psycopg.sql`, never formatted in.
+What other domains own is read through their functions (dataset agreement, gate summaries
+and the answers' results in :mod:`eval_harness.gates.sql`, the calibration grid history), not
+here.
 """
 
 from __future__ import annotations
@@ -14,55 +14,6 @@ from datetime import datetime
 import duckdb
 import pandas as pd
 import psycopg
-from psycopg import sql
-
-from eval_harness.gates.answers import TimeWindow
-from eval_harness.gates.sql import (CURRENT_RESULT_JOIN, relation_sql, window_condition,
-                                        window_params)
-from eval_harness.gates.registry import Gate
-
-# ------------------------------------------------------------------------------ agreement
-
-def last_judged_at(conn: psycopg.Connection, dataset: str) -> datetime | None:
-    """When the newest judge label of ``dataset`` was written (None: no label yet)."""
-    return conn.execute("SELECT max(judged_at) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
-# ------------------------------------------------------------------------------ quality gates
-
-def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:
-    """When the newest answer in ``relation`` was created (None: no answer)."""
-    return conn.execute(sql.SQL("SELECT max(created_at) FROM {}").format(
-        relation_sql(relation))).fetchone()[0]
-
-
-def gate_results_as_of(conn: psycopg.Connection, relation: str,
-                       window: TimeWindow) -> datetime | None:
-    """When the newest gate result of an answer in ``window`` was stored."""
-    return conn.execute(sql.SQL(
-        "SELECT max(r.evaluated_at) FROM {relation} AS a JOIN gate_results AS r "
-        "ON r.answer_id = a.id WHERE {window}").format(
-        relation=relation_sql(relation), window=window_condition("a", window)),
-        window_params(window)).fetchone()[0]
-
-
-def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
-                        ids: Sequence[str]) -> list[tuple[str, str, float | None, dict | None]]:
-    """The answers ``ids`` (in that order) with their current result for ``gate``:
-    ``(id, query, score, details)``, score and details None when no current result exists."""
-    if not ids:
-        return []
-    rows = conn.execute(sql.SQL("""
-        SELECT a.id, a.query, r.score, r.details
-        FROM {relation} AS a
-        {current_result}
-        WHERE a.id = ANY(%(ids)s)""").format(relation=relation_sql(relation),
-                                             current_result=CURRENT_RESULT_JOIN),
-        {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
-    found = {row[0]: row for row in rows}
-    return [found[answer_id] for answer_id in ids if answer_id in found]
-
 
 # ------------------------------------------------------------------------------ run history
 

@@ -21,9 +21,9 @@ from typing import Iterator, Sequence
 import numpy as np
 import psycopg
 
-from eval_harness.calibration.sql import dataset_has_labels
-from eval_harness.calibration.weights import keyword_weight_for
+from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.store import ground_truth
+from eval_harness.store.ground_truth import dataset_has_labels
 from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
@@ -77,7 +77,7 @@ def grid_pool(conn: psycopg.Connection, dataset: str, settings: Settings,
               query_ids: list[int]) -> dict[int, list[int]]:
     """{query id: the union over every calibration grid weight of its fused top 5}, each
     list in the order the documents first appear (weights ascending, rank within a weight)."""
-    from eval_harness.calibration.run import configured_grid  # run imports retrieval only
+    from eval_harness.retrieval.weights import configured_grid
 
     depth = settings.weights_for(dataset).candidate_depth
     fetched = candidate_scores(conn, dataset, query_ids=query_ids, candidate_depth=depth)

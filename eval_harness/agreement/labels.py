@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import psycopg
 
+from eval_harness.agreement.data import load_judge_pairs
+from eval_harness.agreement.review import adjudicated_labels
 from eval_harness.settings import DISAGREEMENT_RULES, AgreementSettings
 
 LABEL_SOURCES = ("human", "judges")
@@ -121,9 +123,6 @@ def derive_labels(dataset: str, pairs: list[tuple[int, int, float | None, float 
 def load_judge_labels(conn: psycopg.Connection, dataset: str,
                       settings: AgreementSettings) -> JudgeLabels:
     """The judge labels of ``dataset`` from the stored judge scores and review verdicts."""
-    from eval_harness.agreement.data import load_judge_pairs  # agreement imports settings
-    from eval_harness.agreement.review import adjudicated_labels
-
     stored = load_judge_pairs(conn, dataset)
     pairs = list(zip(stored.query_ids, stored.doc_ids, stored.scores1, stored.scores2))
     skipped = frozenset(key for key, skip in zip(stored.keys, stored.skipped2) if skip)
