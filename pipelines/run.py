@@ -85,7 +85,8 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     prepare_dagster_home(settings)
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.assets.reporting import REPORT_JOB
-    from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
+    from eval_harness_pipelines.definitions import build_defs
+    from eval_harness_pipelines.jobs import NIGHTLY_JOB
 
     defs = build_defs(settings)  # this command's config, whatever the environment says
 

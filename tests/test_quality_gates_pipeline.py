@@ -382,7 +382,8 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
 
 
 def test_definitions_load_with_the_quality_gate_job():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
