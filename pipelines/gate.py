@@ -8,12 +8,21 @@ from __future__ import annotations
 from datetime import date
 
 from eval_harness import stopping
-from eval_harness.cli.common import CliError, root_cause
+from eval_harness.errors import UserError
 from eval_harness.settings import Settings
 from eval_harness_pipelines.dagster_home import open_instance
 
 # a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
+
+
+def root_cause(error) -> str:
+    """The innermost cause of a Dagster step failure (SerializableErrorInfo), as one line."""
+    while error.cause is not None:
+        error = error.cause
+    lines = error.message.strip().splitlines()
+    text = lines[0] if lines else error.cls_name or "unknown error"
+    return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
 
 
 def run_gate_job(settings: Settings, day: date, gates):
@@ -41,13 +50,13 @@ def run_gate_job(settings: Settings, day: date, gates):
         if event.is_step_failure:
             error = event.event_specific_data.error
             if error.cls_name not in EXPECTED_CHECK_FAILURE:
-                raise CliError(f"the quality-gate job failed: {root_cause(error)}")
+                raise UserError(f"the quality-gate job failed: {root_cause(error)}")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     summaries = []
     for gate in gates:
         evaluation = evaluations.get(gate.name)
         if evaluation is None:
-            raise CliError(f"the quality-gate job did not run the {gate.name} check; "
-                             "see the Dagster run history.")
+            raise UserError(f"the quality-gate job did not run the {gate.name} check; "
+                            "see the Dagster run history.")
         summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
     return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)

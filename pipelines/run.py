@@ -25,9 +25,9 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from eval_harness import stopping
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
-from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
@@ -151,8 +151,8 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
           f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
           f"http://127.0.0.1:3000{store}")
     if outcome.errors:
-        raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
-                       f"{outcome.errors[0]}")
+        raise UserError(f"{len(outcome.errors)} step(s) could not run; the first: "
+                        f"{outcome.errors[0]}")
     if args.strict and outcome.blocking_failures:
         return EXIT_FAILED
     return EXIT_OK
