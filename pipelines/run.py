@@ -295,17 +295,13 @@ def shown_path(path: str | Path) -> str:
 def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     """Import the configured answers file (idempotent) and return the UTC days to gate: the
     days the file covers, or the latest day with answers when no file is configured."""
-    from psycopg import sql
-
     from eval_harness.gates.answers import import_configured_answers
-    from eval_harness.gates.sql import relation_sql
+    from eval_harness.gates.sql import latest_answer_day
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:
             print(f"answers: {report} (from {report.path})")
             return list(report.days)
-        latest = conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) "
-                                      "FROM {}").format(relation_sql(
-                                          settings.quality_gates.answers_relation))).fetchone()[0]
+        latest = latest_answer_day(conn, settings.quality_gates.answers_relation)
     return [] if latest is None else [latest]
