@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -11,7 +12,9 @@ from eval_harness.metrics.ranking import mean_metrics
 from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
-from eval_harness.settings import Settings
+
+if TYPE_CHECKING:
+    from eval_harness.settings import Settings
 
 METRIC_LABELS = {"p_at_5": "P@5", "recall_at_5": "Recall@5", "ndcg_at_10": "nDCG@10",
                  "mrr_at_10": "MRR@10"}
