@@ -14,7 +14,6 @@ calibrated weights and fails the run with the verdict and its figure
 
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Optional
 
 import dagster as dg
@@ -22,12 +21,11 @@ import pandas as pd
 
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
-from eval_harness.calibration.history import (append_grid_history, calibrated_row,
-                                              figure_from_grid, grid_frame)
-from eval_harness.calibration.report import calibration_markdown, write_calibration_report
-from eval_harness.calibration.run import (VERDICT_LABELS, VerdictBands, calibrate_with_settings,
-                                          format_table)
-from eval_harness.calibration.publish import publish_calibrated_weights
+from eval_harness.calibration.history import calibrated_row, figure_from_grid, grid_frame
+from eval_harness.calibration.report import calibration_markdown
+from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings, format_table
+from eval_harness.calibration.workflow import (publish_calibration, record_calibration,
+                                               verdict_bands)
 
 GROUP = "calibration"
 
@@ -51,8 +49,7 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
                                          labels=config.labels)
     frame = grid_frame(result)
     frame["label_source"] = result.label_source  # not in the history table: for the row
-    append_grid_history(cfg.history_duckdb_path, frame)
-    report, _ = write_calibration_report(cfg.root / "reports", result)
+    recorded = record_calibration(cfg, result, frame)
     context.log.info(format_table(result))
     uplift, cv, figure = result.uplift, result.cross_validation, result.figure
     metadata = {
@@ -67,8 +64,8 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         "uplift_ci_high": uplift.ci_high, "uplift_p_value": uplift.p_value,
         "verdict": VERDICT_LABELS[result.verdict],
         "report": dg.MetadataValue.md(calibration_markdown(result)),
-        "report_path": dg.MetadataValue.path(str(report)),
-        "history_path": dg.MetadataValue.path(str(cfg.history_duckdb_path)),
+        "report_path": dg.MetadataValue.path(str(recorded.report)),
+        "history_path": dg.MetadataValue.path(str(recorded.history_path)),
         "dagster/row_count": len(frame)}
     if uplift.relative is not None:
         metadata["uplift_relative"] = uplift.relative
@@ -83,19 +80,11 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
                       "config.yaml (other keys, datasets and comments kept).")
 def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.DataFrame,
                        settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
-    cfg = settings.load()
-    best = calibrated_row(calibration_grid)
-    figure = figure_from_grid(calibration_grid, _bands(cfg))  # what the verdict is given on
-    dataset = str(best["dataset"])
-    with store.location().connection(autocommit=True) as conn:
-        published = publish_calibrated_weights(
-            conn, cfg.config_path, dataset=dataset,
-            semantic_weight=float(best["semantic_weight"]), p_at_5=figure.p_at_5,
-            verdict=figure.verdict, run_id=context.run_id,
-            calibrated_at=_utc(best["run_at"]),
-            label_source=figure.label_source or str(best.get("label_source", "human")))
+    outcome = publish_calibration(store.location(), settings.load(), calibration_grid,
+                                  run_id=context.run_id)
+    published, figure = outcome.weights, outcome.figure
     metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
-                "p_at_5": figure.p_at_5, "dataset": dataset,
+                "p_at_5": figure.p_at_5, "dataset": published.dataset,
                 "label_source": published.label_source,
                 "calibrated_weights_id": published.row_id}
     change = published.config
@@ -117,7 +106,7 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
                             "figure; partial success warns.")
 def p_at_5_verdict(calibration_grid: pd.DataFrame,
                    settings: EvalSettings) -> Iterator[dg.AssetCheckResult]:
-    bands = _bands(settings.load())
+    bands = verdict_bands(settings.load())
     figure = figure_from_grid(calibration_grid, bands)  # the CLI's and the row's figure
     verdict, p_at_5 = figure.verdict, figure.p_at_5
     # A blocking check with WARN severity does not block: partial success only warns.
@@ -140,17 +129,6 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame,
                f"{below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
         figures={"p_at_5": p_at_5, "partial_success": bands.partial_success,
                  "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
-
-
-def _bands(cfg) -> VerdictBands:
-    return VerdictBands(cfg.calibration.full_success, cfg.calibration.partial_success)
-
-
-def _utc(value) -> datetime:
-    """A grid's ``run_at`` as an aware datetime (grid_frame writes UTC; a frame read back
-    without its time zone is taken as UTC)."""
-    stamp = pd.Timestamp(value)
-    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).to_pydatetime()
 
 
 def _ceiling(grid: pd.DataFrame) -> Optional[float]:

@@ -31,7 +31,6 @@ class JudgingConfig(dg.Config):
 
 SHARD_GROUP = "judging_shards"
 SHARD_ASSET = "dual_judge_shard"
-SHARD_JOB = "judging_shards_job"
 
 
 @dg.asset(
@@ -62,11 +61,8 @@ def _result(context, summary) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=metadata)
 
 
-judging_job = dg.define_asset_job(
-    "judging_job", selection=dg.AssetSelection.groups(GROUP),
-    description="Dual-judge relevance scores of the default dataset's ground truth.")
-
-defs = dg.Definitions(assets=[dual_judge_scores], jobs=[judging_job])
+# The domain's two jobs, judging_job and judging_shards_job, are in eval_harness_pipelines.jobs.
+defs = dg.Definitions(assets=[dual_judge_scores])
 
 
 def shard_partitions(shards: int) -> dg.StaticPartitionsDefinition:
@@ -75,8 +71,8 @@ def shard_partitions(shards: int) -> dg.StaticPartitionsDefinition:
 
 
 def shard_definitions(settings) -> dg.Definitions:
-    """The partitioned judging asset and its job; ``judges.shards`` fixes the partitions
-    (like the answers' partitions, they are structure, read when the definitions load)."""
+    """The partitioned judging asset; ``judges.shards`` fixes the partitions (like the
+    answers' partitions, they are structure, read when the definitions load)."""
     partitions = shard_partitions(settings.judges.shards)
     count = settings.judges.shards
 
@@ -97,9 +93,4 @@ def shard_definitions(settings) -> dg.Definitions:
                                     batch=config.batch, run_id=context.run_id, shard=shard)
         return _result(context, summary)
 
-    job = dg.define_asset_job(
-        SHARD_JOB, selection=dg.AssetSelection.assets(dual_judge_shard),
-        partitions_def=partitions,
-        description="One query shard of the dual judges; backfill it to judge every shard "
-                    "in parallel.")
-    return dg.Definitions(assets=[dual_judge_shard], jobs=[job])
+    return dg.Definitions(assets=[dual_judge_shard])

@@ -5,7 +5,8 @@ gate results, the cost log) and writes ``reports/runs/<time>-<run>/report.html``
 ``report.md`` plus ``reports/latest.*``; its headline numbers go to asset metadata, so the
 UI plots them run over run. It is deliberately *not* downstream of the calibration assets:
 a blocking check that stops calibration must not stop the report that explains why. After
-every nightly_job run, successful or not, a sensor asks for ``report_job`` on that run.
+every nightly_job run, successful or not, a sensor asks for ``report_job`` on that run
+(:mod:`eval_harness_pipelines.schedules`).
 """
 
 from datetime import date
@@ -19,7 +20,6 @@ from eval_harness.reporting.run_report import build_run_report
 
 GROUP = "reports"
 REPORT_JOB = "report_job"
-SOURCE_RUN_TAG = "eval-harness/report-of"
 
 
 class RunReportConfig(dg.Config):
@@ -63,35 +63,6 @@ def run_report(context: dg.AssetExecutionContext, config: RunReportConfig,
 report_job = dg.define_asset_job(
     REPORT_JOB, selection=dg.AssetSelection.assets(run_report),
     description="Write the run report (HTML + Markdown) from what the store holds now.")
-
-
-def _report_request(context: dg.RunStatusSensorContext) -> dg.RunRequest:
-    run_id = context.dagster_run.run_id
-    return dg.RunRequest(
-        run_key=f"report-{run_id}", tags={SOURCE_RUN_TAG: run_id},
-        run_config={"ops": {"run_report": {"config": {"source_run_id": run_id}}}})
-
-
-def report_sensors(monitored_job) -> list[dg.SensorDefinition]:
-    """Two sensors (run succeeded / run failed) that request the report of ``monitored_job``."""
-
-    @dg.run_status_sensor(
-        name="report_after_nightly", run_status=dg.DagsterRunStatus.SUCCESS,
-        monitored_jobs=[monitored_job], request_job=report_job,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Writes the run report after nightly_job succeeds.")
-    def after_success(context: dg.RunStatusSensorContext):
-        return _report_request(context)
-
-    @dg.run_failure_sensor(
-        name="report_after_failed_nightly", monitored_jobs=[monitored_job],
-        request_job=report_job, default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Writes the run report after nightly_job fails (e.g. a blocking check): "
-                    "the report says what failed.")
-    def after_failure(context: dg.RunFailureSensorContext):
-        return _report_request(context)
-
-    return [after_success, after_failure]
 
 
 defs = dg.Definitions(assets=[run_report], jobs=[report_job])

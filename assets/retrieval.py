@@ -7,8 +7,8 @@ import dagster as dg
 
 from eval_harness_pipelines.check_outcomes import readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.retrieval.report import METRIC_LABELS, format_report
-from eval_harness.retrieval.report import retrieval_report as measure_retrieval
+from eval_harness.retrieval.report import (METRIC_LABELS, configured_retrieval_report,
+                                           format_report)
 from eval_harness.files import write_report
 
 
@@ -25,11 +25,8 @@ def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportC
                      settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     cfg = settings.load()
     dataset = config.dataset or cfg.default_dataset
-    weights = cfg.weights_for(dataset)  # the dataset's calibrated weights, else the global ones
-    with store.location().connection() as conn:
-        report = measure_retrieval(conn, dataset, semantic_weight=weights.semantic,
-                                   keyword_weight=weights.keyword,
-                                   candidate_depth=weights.candidate_depth)
+    with store.location().connection() as conn:  # the dataset's calibrated weights, else global
+        report = configured_retrieval_report(conn, cfg, dataset)
     text = format_report(report)
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")

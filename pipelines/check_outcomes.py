@@ -10,8 +10,8 @@ with its figure and threshold, e.g. "Blocking check p_at_5_verdict failed: P@5 0
 figures as metadata; downstream of the check does not run, as with Dagster's own error.
 
 :func:`readable` rounds the floats of asset and check metadata to a few significant digits:
-metadata is for people (the UI, the run's log); machine-read values (the gate summary JSON
-that ``eval-harness gate`` rebuilds its report from) are kept exact.
+metadata is for people (the UI, the run's log); machine-read values (the gate summary JSON)
+are kept exact.
 """
 
 from __future__ import annotations

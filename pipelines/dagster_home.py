@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from eval_harness.cli.common import CliError
+from eval_harness.errors import UserError
 from eval_harness.files import write_report
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_conninfo
@@ -47,7 +47,7 @@ def instance_yaml(settings: Settings) -> str:
 def prepare_dagster_home(settings: Settings) -> Path:
     """Point DAGSTER_HOME at the project folder (unless set) and keep its dagster.yaml current.
 
-    Raises :class:`CliError` (exit 2, one sentence) when the folder cannot be created or
+    Raises :class:`UserError` (exit 2, one sentence) when the folder cannot be created or
     written, or another process holds its lock for longer than :data:`LOCK_TIMEOUT_SECONDS`.
     """
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.dagster_home)))
@@ -76,9 +76,9 @@ def instance_lock(home: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise CliError(f"another eval-harness process has held the lock of DAGSTER_HOME {home} "
-                       f"for {LOCK_TIMEOUT_SECONDS:g} s ({home / INSTANCE_LOCK}); wait for it "
-                       "to finish or stop it, then try again.") from None
+        raise UserError(f"another eval-harness process has held the lock of DAGSTER_HOME {home} "
+                        f"for {LOCK_TIMEOUT_SECONDS:g} s ({home / INSTANCE_LOCK}); wait for it "
+                        "to finish or stop it, then try again.") from None
     except OSError as exc:
         raise _unusable(home, exc) from None
     try:
@@ -91,7 +91,7 @@ def instance_lock(home: Path) -> Iterator[None]:
 def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
     """The Dagster instance of DAGSTER_HOME (prepared first), opened under its lock.
 
-    A failure to open it (a damaged or unwritable storage) is a :class:`CliError` naming the
+    A failure to open it (a damaged or unwritable storage) is a :class:`UserError` naming the
     folder: exit 2, never the exit 1 of a failed check.
     """
     import dagster as dg
@@ -102,19 +102,19 @@ def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
             instance = dg.DagsterInstance.get()
         except Exception as exc:  # SQLite, SQLAlchemy, Dagster's own: all mean "cannot open"
             reason = redact_conninfo(_first_line(exc))  # a storage URL may be quoted
-            raise CliError(f"the Dagster instance in DAGSTER_HOME {home} cannot be opened "
-                           f"({type(exc).__name__}: {reason}); check that folder (and "
-                           "DAGSTER_POSTGRES_URL when set), or point DAGSTER_HOME at another "
-                           "one.") from None
+            raise UserError(f"the Dagster instance in DAGSTER_HOME {home} cannot be opened "
+                            f"({type(exc).__name__}: {reason}); check that folder (and "
+                            "DAGSTER_POSTGRES_URL when set), or point DAGSTER_HOME at another "
+                            "one.") from None
     with instance:
         yield instance
 
 
-def _unusable(home: Path, exc: OSError) -> CliError:
+def _unusable(home: Path, exc: OSError) -> UserError:
     reason = exc.strerror or type(exc).__name__
-    return CliError(f"DAGSTER_HOME {home} cannot be used as Dagster's instance folder "
-                    f"({reason}); point DAGSTER_HOME (or dagster.home in config.yaml) at a "
-                    "writable folder.")
+    return UserError(f"DAGSTER_HOME {home} cannot be used as Dagster's instance folder "
+                     f"({reason}); point DAGSTER_HOME (or dagster.home in config.yaml) at a "
+                     "writable folder.")
 
 
 def _first_line(exc: BaseException) -> str:

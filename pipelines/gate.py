@@ -1,6 +1,8 @@
 """``eval-harness gate --partition DAY`` through Dagster: ``quality_gate_job`` in-process.
 
-The run and its checks land in the project's Dagster run history, as runs from the UI do.
+The run and its checks land in the project's Dagster run history, as runs from the UI do;
+the report is then read from the stored results of that run, as the library's own gate run
+reads it (:func:`eval_harness.gates.runner.stored_gate_report`).
 """
 
 from __future__ import annotations
@@ -8,12 +10,21 @@ from __future__ import annotations
 from datetime import date
 
 from eval_harness import stopping
-from eval_harness.cli.common import CliError, root_cause
+from eval_harness.errors import UserError
 from eval_harness.settings import Settings
 from eval_harness_pipelines.dagster_home import open_instance
 
 # a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
+
+
+def root_cause(error) -> str:
+    """The innermost cause of a Dagster step failure (SerializableErrorInfo), as one line."""
+    while error.cause is not None:
+        error = error.cause
+    lines = error.message.strip().splitlines()
+    text = lines[0] if lines else error.cls_name or "unknown error"
+    return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
 
 
 def run_gate_job(settings: Settings, day: date, gates):
@@ -23,7 +34,8 @@ def run_gate_job(settings: Settings, day: date, gates):
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from eval_harness_pipelines.resources import default_resources
     from eval_harness.gates.answers import TimeWindow
-    from eval_harness.gates.report import GateReport, GateSummary
+    from eval_harness.gates.runner import stored_gate_report
+    from eval_harness.store import locate_store
 
     resources = default_resources(
         config_path=str(settings.config_path) if settings.config_path else None,
@@ -41,13 +53,12 @@ def run_gate_job(settings: Settings, day: date, gates):
         if event.is_step_failure:
             error = event.event_specific_data.error
             if error.cls_name not in EXPECTED_CHECK_FAILURE:
-                raise CliError(f"the quality-gate job failed: {root_cause(error)}")
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    summaries = []
+                raise UserError(f"the quality-gate job failed: {root_cause(error)}")
+    checked = {e.check_name for e in result.get_asset_check_evaluations()}
     for gate in gates:
-        evaluation = evaluations.get(gate.name)
-        if evaluation is None:
-            raise CliError(f"the quality-gate job did not run the {gate.name} check; "
-                             "see the Dagster run history.")
-        summaries.append(GateSummary.from_dict(evaluation.metadata["summary"].value))
-    return GateReport(TimeWindow.day(day), tuple(summaries), result.run_id)
+        if gate.name not in checked:
+            raise UserError(f"the quality-gate job did not run the {gate.name} check; "
+                            "see the Dagster run history.")
+    return stored_gate_report(locate_store(settings), TimeWindow.day(day), gates,
+                              relation=settings.quality_gates.answers_relation,
+                              run_id=result.run_id)

@@ -25,9 +25,9 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from eval_harness import stopping
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, root_cause
+from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
-from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
@@ -85,7 +85,8 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     prepare_dagster_home(settings)
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.assets.reporting import REPORT_JOB
-    from eval_harness_pipelines.definitions import NIGHTLY_JOB, build_defs
+    from eval_harness_pipelines.definitions import build_defs
+    from eval_harness_pipelines.jobs import NIGHTLY_JOB
 
     defs = build_defs(settings)  # this command's config, whatever the environment says
 
@@ -150,8 +151,8 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
           f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
           f"http://127.0.0.1:3000{store}")
     if outcome.errors:
-        raise CliError(f"{len(outcome.errors)} step(s) could not run; the first: "
-                       f"{outcome.errors[0]}")
+        raise UserError(f"{len(outcome.errors)} step(s) could not run; the first: "
+                        f"{outcome.errors[0]}")
     if args.strict and outcome.blocking_failures:
         return EXIT_FAILED
     return EXIT_OK
@@ -294,17 +295,13 @@ def shown_path(path: str | Path) -> str:
 def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     """Import the configured answers file (idempotent) and return the UTC days to gate: the
     days the file covers, or the latest day with answers when no file is configured."""
-    from psycopg import sql
-
     from eval_harness.gates.answers import import_configured_answers
-    from eval_harness.gates.sql import relation_sql
+    from eval_harness.gates.sql import latest_answer_day
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:
             print(f"answers: {report} (from {report.path})")
             return list(report.days)
-        latest = conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) "
-                                      "FROM {}").format(relation_sql(
-                                          settings.quality_gates.answers_relation))).fetchone()[0]
+        latest = latest_answer_day(conn, settings.quality_gates.answers_relation)
     return [] if latest is None else [latest]

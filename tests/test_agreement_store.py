@@ -473,7 +473,8 @@ def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp
 
 
 def test_agreement_is_its_own_job_until_the_judges_feed_it():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)

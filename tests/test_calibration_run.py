@@ -533,7 +533,8 @@ def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):
 
 
 def test_definitions_hold_the_calibration_job():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)

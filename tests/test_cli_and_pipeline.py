@@ -105,7 +105,8 @@ def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
 
 
 def test_definitions_load_and_validate():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)
@@ -184,7 +185,8 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
 def test_nightly_schedules_resolve_to_their_jobs():
     from datetime import datetime, timezone
 
-    from eval_harness_pipelines.definitions import NIGHTLY_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import NIGHTLY_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     nightly = defs.resolve_schedule_def("nightly")

@@ -154,14 +154,13 @@ def test_an_internal_error_in_gate_is_exit_2_with_one_sentence(fresh, answers_im
 def test_an_unexpected_exception_in_gate_is_exit_2_and_names_a_traceback_file(
         answers_imported, tmp_path, monkeypatch, capsys):
     """Whatever breaks inside the job, `gate` never says "a blocking gate failed" (exit 1)."""
-    from eval_harness.gates.report import GateSummary
     from eval_harness_pipelines import cli
 
-    def broken(data):
+    def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    # the job ran; reading its checks' results breaks (a bug)
-    monkeypatch.setattr(GateSummary, "from_dict", staticmethod(broken))
+    # the job ran; reading its report from the stored results breaks (a bug)
+    monkeypatch.setattr("eval_harness.gates.runner.stored_gate_report", broken)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     summary = tmp_path / "summary.md"
     code = cli.main(["--config", str(answers_imported), "gate", "--partition", DAY,

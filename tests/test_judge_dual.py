@@ -312,7 +312,8 @@ def test_asset_materializes_with_the_summary_in_its_metadata(project, store):
 
 
 def test_definitions_include_the_judging_asset():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}

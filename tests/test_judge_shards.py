@@ -187,8 +187,9 @@ judges: {{shards: 2, hybrid_top_k: 1}}
 
 def test_the_shard_asset_is_partitioned_by_judges_shards_and_judges_one_shard(
         shard_project, store, conn):
-    from eval_harness_pipelines.definitions import MAIN_JOB, NIGHTLY_JOB, build_defs
-    from eval_harness_pipelines.assets.judging import SHARD_ASSET, SHARD_JOB
+    from eval_harness_pipelines.definitions import build_defs
+    from eval_harness_pipelines.assets.judging import SHARD_ASSET
+    from eval_harness_pipelines.jobs import MAIN_JOB, NIGHTLY_JOB, SHARD_JOB
     from eval_harness_pipelines.resources import default_resources
     from eval_harness.settings import load_settings
 

@@ -368,7 +368,7 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
     # 6 of 10 answers of 2025-03-04 have one Markdown defect each (datasets/answers/README.md)
     assert (meta["answers"], meta["passed_answers"], meta["unscored"]) == (10, 4, 0)
     assert meta["pass_rate"] == 0.4 and meta["threshold"] == 0.95
-    # shown to 4 significant digits; the summary (read back by `gate`) keeps the exact bound
+    # shown to 4 significant digits; the summary JSON keeps the exact bound
     assert meta["pass_rate_wilson95_low"] == rounded(wilson_interval(4, 10)[0]) == 0.1682
     assert meta["summary"]["pass_rate_interval"][0] == pytest.approx(wilson_interval(4, 10)[0])
     assert meta["partition"] == "2025-03-04"
@@ -381,8 +381,38 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
         7, ["sa-0304-07", "sa-0304-06", "sa-0304-08"])  # scores 0.0, 0.333, 0.5
 
 
+def test_the_report_read_from_the_store_is_what_the_checks_of_the_run_recorded(
+        store, sample_imported):
+    """`gate --partition` reads its report from the stored results of the Dagster run
+    (stored_gate_report), as `gate --since` does; the checks of that run recorded the same
+    summaries, so the table, JUnit XML and Markdown are the same either way."""
+    from eval_harness.gates.ci_output import junit_xml, markdown_summary
+    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.report import GateReport, GateSummary, format_gate_table
+    from eval_harness.gates.runner import stored_gate_report
+
+    settings = load_settings(REPO / "config.yaml", environ={"DATABASE_URL": store.url})
+    answers_asset, checks = quality_gate_assets(settings)
+    resources = default_resources(config_path=str(REPO / "config.yaml"), database_url=store.url)
+    day = "2025-03-04"  # format_compliance and citation_coverage fail on it
+    result = dg.materialize([answers_asset, *checks], partition_key=day, resources=resources,
+                            raise_on_error=False)
+    gates, window = configured_gates(settings), TimeWindow.day(day)
+    recorded = {e.check_name: GateSummary.from_dict(e.metadata["summary"].value)
+                for e in result.get_asset_check_evaluations()}
+    from_checks = GateReport(window, tuple(recorded[gate.name] for gate in gates), result.run_id)
+    stored = stored_gate_report(store, window, gates,
+                                relation=settings.quality_gates.answers_relation,
+                                run_id=result.run_id)
+    assert stored == from_checks and not stored.passed
+    assert junit_xml(stored, seconds=1.5) == junit_xml(from_checks, seconds=1.5)
+    assert markdown_summary(stored) == markdown_summary(from_checks)
+    assert format_gate_table(stored) == format_gate_table(from_checks)
+
+
 def test_definitions_load_with_the_quality_gate_job():
-    from eval_harness_pipelines.definitions import MAIN_JOB, defs
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
 
     dg.Definitions.validate_loadable(defs)

@@ -186,15 +186,12 @@ def cmd_search(args, settings: Settings) -> int:
 
 
 def cmd_report(args, settings: Settings) -> int:
-    from eval_harness.retrieval.report import format_report, retrieval_report
+    from eval_harness.retrieval.report import configured_retrieval_report, format_report
 
     dataset = args.dataset or settings.default_dataset
-    weights = settings.weights_for(dataset)
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
-        report = retrieval_report(conn, dataset, semantic_weight=weights.semantic,
-                                  keyword_weight=weights.keyword,
-                                  candidate_depth=weights.candidate_depth)
+        report = configured_retrieval_report(conn, settings, dataset)
     print(json.dumps(report.to_dict()) if args.json else format_report(report))
     return EXIT_OK
 

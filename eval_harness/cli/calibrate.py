@@ -108,19 +108,14 @@ def cmd_calibrate(args, settings: Settings) -> int:
 
 
 def _write_outputs(location, result, settings: Settings, written: dict) -> list[str]:
-    """The calibrated_weights row and config.yaml, the DuckDB history, the report; fills
-    ``written`` and returns one note each."""
-    from eval_harness.calibration.history import append_grid_history, grid_frame
-    from eval_harness.calibration.publish import publish_calibrated_weights
-    from eval_harness.calibration.report import write_calibration_report
+    """The calibrated_weights row and config.yaml, the DuckDB history, the report
+    (:mod:`eval_harness.calibration.workflow`); fills ``written`` and returns one note each."""
+    from eval_harness.calibration.history import grid_frame
+    from eval_harness.calibration.workflow import publish_calibration, record_calibration
 
-    dataset, figure = result.dataset, result.figure  # the verdict's own figure and labels
-    with location.connection(autocommit=True) as conn:  # publish runs its own transaction
-        published = publish_calibrated_weights(
-            conn, settings.config_path, dataset=dataset,
-            semantic_weight=result.best.semantic_weight, p_at_5=figure.p_at_5,
-            verdict=figure.verdict, run_id=uuid.uuid4().hex[:12],
-            calibrated_at=result.calibrated_at, label_source=figure.label_source)
+    dataset, grid = result.dataset, grid_frame(result)
+    published = publish_calibration(location, settings, grid,
+                                    run_id=uuid.uuid4().hex[:12]).weights
     written["weights"] = published.to_dict()
     weights = f"semantic {published.semantic:g} / keyword {published.keyword:g}"
     notes = [f"calibrated_weights: row {published.row_id} for dataset '{dataset}' ({weights}, "
@@ -138,13 +133,12 @@ def _write_outputs(location, result, settings: Settings, written: dict) -> list[
         else:
             notes.append(f"config.yaml: {change.path} already holds {change.key} {weights}; "
                          f"unchanged")
-    rows = append_grid_history(settings.history_duckdb_path, grid_frame(result))
-    written["history"] = str(settings.history_duckdb_path)
-    notes.append(f"history: {rows} rows of dataset '{dataset}' appended to "
-                 f"calibration_grid_history in {settings.history_duckdb_path}")
-    report, plot = write_calibration_report(settings.root / "reports", result)
-    written["report"], written["plot"] = str(report), str(plot)
-    notes.append(f"report of dataset '{dataset}': {report} (plot {plot.name})")
+    recorded = record_calibration(settings, result, grid)
+    written["history"] = str(recorded.history_path)
+    notes.append(f"history: {recorded.history_rows} rows of dataset '{dataset}' appended to "
+                 f"calibration_grid_history in {recorded.history_path}")
+    written["report"], written["plot"] = str(recorded.report), str(recorded.plot)
+    notes.append(f"report of dataset '{dataset}': {recorded.report} (plot {recorded.plot.name})")
     return notes
 
 

@@ -11,23 +11,13 @@ import tempfile
 import traceback
 from typing import TYPE_CHECKING
 
+# exit codes and the one-sentence error, shared with the Dagster-backed commands
+from eval_harness.errors import EXIT_ERROR, EXIT_FAILED, EXIT_OK, UserError  # noqa: F401
+
 if TYPE_CHECKING:
     from eval_harness.settings import Settings
 
-EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2  # success / ran and found a failure / could not run
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one sentence, exit code 2."""
-
-
-def root_cause(error) -> str:
-    """The innermost cause of a Dagster step failure (SerializableErrorInfo), as one line."""
-    while error.cause is not None:
-        error = error.cause
-    lines = error.message.strip().splitlines()
-    text = lines[0] if lines else error.cls_name or "unknown error"
-    return text.split(": ", 1)[1] if text.startswith(f"{error.cls_name}: ") else text
+CliError = UserError  # a user-facing error: printed as one sentence, exit code 2
 
 
 def internal_error(exc: Exception) -> str:

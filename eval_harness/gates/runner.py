@@ -311,6 +311,15 @@ def run_quality_gates(store: StoreLocation, window: TimeWindow, gates: Sequence[
     """Evaluate the window (incrementally) and summarize every gate: the library's gate run."""
     run = evaluate_window(store, window, gates, relation=relation, run_id=run_id,
                           batch_size=batch_size, progress=progress)
+    return stored_gate_report(store, window, gates, relation=relation, run_id=run.run_id)
+
+
+def stored_gate_report(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
+                       relation: str = DEFAULT_RELATION, run_id: str) -> GateReport:
+    """The report of run ``run_id`` over ``window``, read from the stored results: every
+    gate's figures over all answers of the window, with what that run evaluated and the time
+    it spent. The library's gate run (:func:`run_quality_gates`) and a Dagster
+    ``quality_gate_job`` run (``eval-harness gate --partition``) are reported through it."""
     with store.connection() as conn:
-        summaries = summarize_gates(conn, window, gates, relation=relation, run_id=run.run_id)
-    return GateReport(window, tuple(summaries), run.run_id)
+        summaries = summarize_gates(conn, window, gates, relation=relation, run_id=run_id)
+    return GateReport(window, tuple(summaries), run_id)

@@ -142,6 +142,12 @@ def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple]
     return total, updated, inserted, days
 
 
+def latest_answer_day(conn: psycopg.Connection, relation: str) -> date | None:
+    """The latest UTC day with an answer in ``relation``; None when it holds none."""
+    return conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) FROM {}")
+                        .format(relation_sql(relation))).fetchone()[0]
+
+
 # ------------------------------------------------------------------------------ evaluation
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -11,6 +12,9 @@ from eval_harness.metrics.ranking import mean_metrics
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
 from eval_harness.store import ground_truth
+
+if TYPE_CHECKING:
+    from eval_harness.settings import Settings
 
 METRIC_LABELS = {"p_at_5": "P@5", "recall_at_5": "Recall@5", "ndcg_at_10": "nDCG@10",
                  "mrr_at_10": "MRR@10"}
@@ -59,6 +63,17 @@ def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight:
     metrics = mean_metrics(runs, qrels)
     return RetrievalReport(dataset, len(qrels), info.documents, semantic_weight, keyword_weight,
                            candidate_depth, metrics, time.perf_counter() - started)
+
+
+def configured_retrieval_report(conn: psycopg.Connection, settings: Settings,
+                                dataset: str) -> RetrievalReport:
+    """:func:`retrieval_report` at the weights ``settings`` give ``dataset``: its calibrated
+    ones (``datasets.<name>.hybrid_search``), else the global ``hybrid_search``. What
+    ``eval-harness report`` prints and the ``retrieval_report`` asset records."""
+    weights = settings.weights_for(dataset)
+    return retrieval_report(conn, dataset, semantic_weight=weights.semantic,
+                            keyword_weight=weights.keyword,
+                            candidate_depth=weights.candidate_depth)
 
 
 def format_report(report: RetrievalReport) -> str:
