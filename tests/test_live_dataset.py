@@ -17,7 +17,8 @@ from eval_harness.settings.datasets import DatasetConfig, Relation
 from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import LiveMappingError, attach_live_dataset, check_mapping
+from eval_harness.store.live import LiveMappingError, attach_live_dataset
+from eval_harness.store.live_mapping import check_mapping
 from live_store import live_config, no_embedder, rag_checksum
 
 
