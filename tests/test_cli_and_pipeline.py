@@ -243,7 +243,7 @@ def test_a_store_error_is_one_sentence_not_a_traceback(server_url, tmp_path, mon
     import psycopg
     from psycopg import sql
 
-    from conftest import scratch_database
+    from scratch_databases import scratch_database
     from eval_harness.store import migrate
 
     folder = write_beir(tmp_path / "data", DOCS, QUERIES, QRELS,

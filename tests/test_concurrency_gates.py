@@ -2,8 +2,8 @@
 
 Gate runs write gate_results, evaluation_log, episode_memory and regeneration_queue; answer
 imports merge by id. Real OS processes against the real store and the fake LLM provider;
-tests/colliding_processes.py says how two of them are made to collide and why each test has a
-database of its own.
+tests/support/colliding_processes.py says how two of them are made to collide and why each
+test has a database of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from colliding_processes import (child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
                                  finish, held, ledger_counts, lock_step, lock_waiters, python,
                                  scalar, wait_until)
-from conftest import scratch_database
+from scratch_databases import scratch_database
 from eval_harness.store import migrate
 
 # ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Concurrent and killed ingests: one transaction per dataset, merged by external id.
 
-Real OS processes against the real store; tests/colliding_processes.py says how two of them
+Real OS processes against the real store; tests/support/colliding_processes.py says how two of them
 are made to collide and why each test has a database of its own.
 """
 
@@ -10,7 +10,7 @@ import signal
 
 from colliding_processes import (beir, child_env, finish, held, ingest, lock_step, lock_waiters,
                                  python, wait_until)
-from conftest import scratch_database
+from scratch_databases import scratch_database
 from eval_harness.store import migrate
 
 

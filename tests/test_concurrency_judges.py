@@ -1,59 +1,19 @@
 """Concurrent and killed judge runs: reply cache, cost log, ground_truth judge columns.
 
-Real OS processes against the real store and the fake LLM provider; tests/colliding_processes.py
-says how two of them are made to collide and why each test has a database of its own.
+Real OS processes against the real store and the fake LLM provider;
+tests/support/colliding_processes.py says how two of them are made to collide and why each test
+has a database of its own.
 """
 
 from __future__ import annotations
 
 import json
 import signal
-from pathlib import Path
 
-from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
+from colliding_processes import (child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
                                  finish, held, ingest, ledger_counts, lock_step, lock_waiters,
-                                 scalar, two_judges_config, wait_until)
-from conftest import scratch_database
-from eval_harness.store import migrate
-
-
-def judge_project(location, tmp_path: Path, *, n_queries: int = 6) -> dict:
-    """A small dataset (texts unique to this test) in ``location`` and a config for it."""
-    tag = tmp_path.name[-12:]
-    folder = beir(tmp_path / "judged", n_docs=30, n_queries=n_queries, tag=tag)
-    run = finish(ingest(folder, "jd", env=child_env(location), cwd=tmp_path))
-    assert run[0] == 0, run
-    config = two_judges_config(folder, tmp_path, concurrency=8)
-    return {"config": config, "folder": folder, "tag": tag}
-
-
-def judged_rows(location, dataset: str = "jd"):
-    """The judge columns of every query, with documents named by their external ids."""
-    with location.connection() as conn:
-        return conn.execute("""
-            SELECT g.external_id,
-                   array(SELECT d.external_id FROM unnest(g.judged_docs) WITH ORDINALITY j(id, n)
-                         JOIN l2_insights d ON d.id = j.id ORDER BY j.n),
-                   g.judge1_score, g.judge2_score, g.judge1_model, g.judge2_model, g.kappa,
-                   g.judge1_status, g.judge2_status, g.judge_prompt_versions
-            FROM ground_truth g WHERE g.dataset = %s ORDER BY g.external_id""",
-                            (dataset,)).fetchall()
-
-
-def clean_judge_run(server_url, project, fake) -> list:
-    """The judge columns after one undisturbed run (in this process) in a database of its own."""
-    from eval_harness.judges.dual.run import judge_dataset
-    from eval_harness.settings import load_settings
-    from eval_harness.store.ingest import ingest_beir
-
-    with scratch_database(server_url, "eh_clean") as clean:
-        settings = load_settings(project["config"],
-                                 environ={"DATABASE_URL": clean.url, **fake_keys(fake)})
-        with clean.connection() as conn:
-            migrate(conn)
-            ingest_beir(conn, project["folder"], name="jd")
-            assert judge_dataset(conn, settings, "jd").complete
-        return judged_rows(clean)
+                                 scalar, wait_until)
+from judge_projects import clean_judge_run, judge_project, judged_rows
 
 
 def test_a_killed_judge_run_finished_by_two_reruns_at_once_pays_for_each_pair_once(

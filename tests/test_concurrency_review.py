@@ -1,6 +1,6 @@
 """Concurrent review exports and verdict imports, under a per-dataset advisory lock.
 
-Real OS processes against the real store; tests/colliding_processes.py says how two of them
+Real OS processes against the real store; tests/support/colliding_processes.py says how two of them
 are made to collide and why each test has a database of its own.
 """
 

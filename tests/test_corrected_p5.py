@@ -26,7 +26,7 @@ from eval_harness.metrics.calibration import precision_verdict
 from eval_harness.metrics.ppi import labels_to_halve_width
 from eval_harness.settings import load_settings
 from eval_harness_pipelines import cli
-from test_agreement_store import db, read_csv, write_csv  # noqa: F401  (fixture)
+from review_store import read_csv, write_csv
 
 N_QUERIES, PER_QUERY, N_SAMPLE, DIM = 60, 5, 25, 64
 CONFIG = """\

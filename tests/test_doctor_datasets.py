@@ -15,7 +15,7 @@ from eval_harness.cli import doctor_datasets, main
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.embeddings import local_embeddings_install_command
 from eval_harness.store.live import attach_live_dataset
-from test_live_dataset import WORDS, live_config, no_embedder, rag_checksum
+from live_store import WORDS, live_config, no_embedder, rag_checksum
 
 CONFIG = """default_dataset: live
 datasets:

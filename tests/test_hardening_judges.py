@@ -1,7 +1,7 @@
 """Issue #16, judges: a rejected key stops the run naming the provider (never the key), retry
 rows survive a kill, and pairs left unscored can be re-asked (``judge --retry-unscored``).
 
-Real store, real SDKs against the fake server (tests/fake_llm_server.py).
+Real store, real SDKs against the fake server (tests/support/fake_llm_server.py).
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _spawn(store, fake, tmp_path, dataset: str, run_id: str, concurrency: int):
             "concurrency": concurrency, **LLM}
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")
            and k not in ("DATABASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}", PYTHONUNBUFFERED="1")
+    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests' / 'support'}", PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD), json.dumps(args)],
                             env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

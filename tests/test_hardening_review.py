@@ -1,7 +1,7 @@
 """Issue #16, review queue: spreadsheet formula injection in `review export` (OWASP CSV
 injection) and `review import` taking its dataset from the file's own `dataset` column.
 
-Stores, scores and CSV helpers are those of test_agreement_store.
+Stores, scores and CSV helpers are those of test_agreement_store: tests/support/review_store.py.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from beir_factory import write_beir
 from eval_harness.agreement.review import (ReviewFileError, export_review_csv, import_review_csv,
                                            queue_disagreements)
 from eval_harness_pipelines import cli
-from test_agreement_store import dataset, db  # noqa: F401  (fixtures)
-from test_agreement_store import (DOCS, QRELS, QUERIES, disagreeing_scores, read_csv,
-                                  review_rows, set_scores, write_csv)
+from review_store import (DOCS, QRELS, QUERIES, disagreeing_scores, read_csv, review_rows,
+                          set_scores, write_csv)
 
 # Texts a spreadsheet would run as a formula (OWASP: = + - @, tab, carriage return), and
 # texts that really start with an apostrophe, which must survive the escaping too.

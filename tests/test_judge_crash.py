@@ -1,9 +1,9 @@
 """A judge run that dies or stops waiting loses nothing it paid for, and its rerun pays for
 nothing twice: paid replies are written through, submitted batches are registered and resumed.
 
-Real store, real SDKs against the fake server (tests/fake_llm_server.py); the killed runs are
-separate OS processes ended with SIGKILL at a known point. Everything is counted at the fake
-server (chat requests, batch creations, polls) and in the store (cost and cache rows).
+Real store, real SDKs against the fake server (tests/support/fake_llm_server.py); the killed
+runs are separate OS processes ended with SIGKILL at a known point. Everything is counted at the
+fake server (chat requests, batch creations, polls) and in the store (cost and cache rows).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, default_reply, judge_settings
+from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the same small corpus as test_judge_dual
 
 REPO = Path(__file__).resolve().parents[1]
-from test_judge_dual import DOCS, LLM, QRELS, QUERIES  # the same small corpus
 
 # A judge run in its own process (the one that gets killed); arguments as one JSON object.
 CHILD = """
@@ -97,7 +97,7 @@ def _spawn(store, fake, tmp_path, dataset: str, run_id: str, *, batch: bool = Fa
             "batch": batch, "poll": poll, "max_wait": max_wait, **LLM}
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")
            and k not in ("DATABASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}", PYTHONUNBUFFERED="1")
+    env.update(PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests' / 'support'}", PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD), json.dumps(args)],
                             env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)

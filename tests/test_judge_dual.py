@@ -21,14 +21,7 @@ from eval_harness.judges.dual.run import (judge_dataset, judge_dataset_async, pa
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
-
-DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
-        "d3": "exercise and heart health", "d4": "vitamin d and bones",
-        "d5": "sleep improves memory", "d6": "coffee and liver health",
-        "d7": "aspirin and stomach bleeding", "d8": "memory training in older adults"}
-QUERIES = {"q1": "aspirin heart attack", "q2": "cholesterol statins", "q3": "memory sleep"}
-QRELS = [("q1", "d1", 1), ("q1", "d3", 1), ("q2", "d2", 1), ("q3", "d5", 1)]
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
+from judge_corpus import DOCS, LLM, QRELS, QUERIES
 
 
 @pytest.fixture

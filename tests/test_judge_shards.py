@@ -15,7 +15,7 @@ from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noq
 from eval_harness.judges.dual.run import JUDGE_LOCK_PREFIX
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of
-from test_concurrency_judges import clean_judge_run, judge_project, judged_rows
+from judge_projects import clean_judge_run, judge_project, judged_rows
 
 
 def test_a_query_shard_is_a_pinned_hash_of_its_external_id():

@@ -24,10 +24,8 @@ from eval_harness.store.catalog import live_datasets, probe_query
 from eval_harness.store.indexes import explain_candidates
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
-import test_live_dataset
-from test_live_dataset import live_config, no_embedder
+from live_store import live_config, no_embedder
 
-beir_folder = test_live_dataset.beir_folder  # the same small corpus (a fixture)
 EMBEDDING_STATEMENT = ('CREATE INDEX CONCURRENTLY "l2_insights_embedding_cosine_idx" ON '
                        '"rag"."l2_insights" USING hnsw ("embedding" vector_cosine_ops);')
 TEXT_STATEMENT = ('CREATE INDEX CONCURRENTLY "l2_insights_content_gin_idx" ON "rag"."l2_insights" '

@@ -14,7 +14,7 @@ from psycopg import sql
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import attach_live_dataset, write_back_judge_scores
-from test_live_dataset import beir_folder, live_config, no_embedder, rag_checksum  # noqa: F401
+from live_store import live_config, no_embedder, rag_checksum
 
 JUDGE_COLUMNS = ("judge1_score", "judge2_score", "judge1_model", "judge2_model", "kappa")
 

@@ -12,7 +12,7 @@ import numpy as np
 from beir_factory import write_beir
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness_pipelines import cli
-from test_live_dataset import WORDS
+from live_store import WORDS
 
 REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",

@@ -17,7 +17,7 @@ from eval_harness.agreement.review import CSV_COLUMNS, ReviewFileError
 from eval_harness.agreement.sample import (export_sample_csv, import_sample_csv,
                                            is_sample_file, sample_order)
 from eval_harness_pipelines import cli
-from test_agreement_store import db, read_csv, review_rows, set_scores, write_csv  # noqa: F401
+from review_store import read_csv, review_rows, set_scores, write_csv
 
 N_QUERIES = 30
 DOCS = {f"d{i}": f"document {i} on subject {i % 7}" for i in range(1, 3 * N_QUERIES + 1)}

@@ -21,7 +21,7 @@ import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 import pytest
 
-from conftest import scratch_database
+from scratch_databases import scratch_database
 from eval_harness.store import migrate
 from eval_harness.store.demo_rag import build_rag_store
 

@@ -34,7 +34,7 @@ import pytest
 from psycopg import sql
 
 from beir_factory import write_beir
-from conftest import scratch_database
+from scratch_databases import scratch_database
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store.corpus import candidate_ids
@@ -42,7 +42,7 @@ from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
-from test_live_dataset import WORDS, live_config, no_embedder
+from live_store import WORDS, live_config, no_embedder
 
 PG15_ENV = "EVAL_HARNESS_PG15_URL"
 DOCUMENTS = 3000

@@ -124,7 +124,7 @@ def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
     suite.mkdir()
     (suite / "conftest.py").write_text(textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(TESTS)!r})
+        sys.path.insert(0, {str(TESTS / 'support')!r})
         import pytest
         from eval_harness.store.connection import embedded_server_log, start_embedded
         from pg_crash_guard import pytest_runtest_makereport, watch_server

@@ -40,7 +40,7 @@ from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
                                            local_embedder_installed,
                                            local_embeddings_install_command)
 from eval_harness.store.indexes import index_report
-from eval_harness.store.live import KNOWN_DIMENSIONS
+from eval_harness.store.live_mapping import KNOWN_DIMENSIONS
 
 KEYWORD_COST_WARN_MS = 20.0  # a keyword side slower than this per query is worth a warning
 STORED_COLUMN = "tsv"        # the column name the fix proposes

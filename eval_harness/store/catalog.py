@@ -22,7 +22,8 @@ from psycopg import sql
 from eval_harness.settings.datasets import DatasetConfig, sql_name
 from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
+from eval_harness.store.live import LiveMappingError, text_key
+from eval_harness.store.live_mapping import check_mapping, embedder_model
 
 # ------------------------------------------------------------------------------ the server
 

@@ -35,7 +35,8 @@ from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
 from eval_harness.store.live import (AttachReport, LiveMappingError, attach_live_dataset,
-                                     check_mapping, live_ground_truth_rows)
+                                     live_ground_truth_rows)
+from eval_harness.store.live_mapping import check_mapping
 
 @dataclass(frozen=True)
 class PreparedDataset:

@@ -2,7 +2,7 @@
 embedding per row, a text per row.
 
 The mapping's columns can have the right types and still hold rows the harness cannot use as
-documents (:mod:`eval_harness.store.live` checks the types):
+documents (:mod:`eval_harness.store.live_mapping` checks the types):
 
 * **ids that repeat, or NULL ids**: every statement joins candidates back to the corpus by
   id, so a repeated id multiplies rows (the same document ranked several times, metrics over

@@ -29,7 +29,8 @@ import pytest
 
 from beir_factory import write_beir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+SUPPORT = Path(__file__).resolve().parent
 CLI = Path(sys.executable).with_name("eval-harness")
 _SCRUBBED = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
              "DATABASE_URL", "DAGSTER_HOME")
@@ -42,7 +43,7 @@ _SCRUBBED = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPI
 def child_env(location, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in _SCRUBBED and not k.startswith("EVAL_HARNESS_")}
-    env.update(DATABASE_URL=location.url, PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}",
+    env.update(DATABASE_URL=location.url, PYTHONPATH=f"{REPO}{os.pathsep}{SUPPORT}",
                PYTHONUNBUFFERED="1")
     env.update(extra)
     return env

@@ -1,5 +1,5 @@
 """Another client on the same API key: a separate process sending chat requests to the fake
-LLM server (tests/fake_llm_server.py) at a fixed rate whatever the replies, so the server's
+LLM server (tests/support/fake_llm_server.py) at a fixed rate whatever the replies, so the server's
 own bucket is drained by someone the harness does not know about (issue #20).
 
     with QuotaSharer(fake.anthropic_base_url, rpm=1500):
@@ -8,7 +8,7 @@ own bucket is drained by someone the harness does not know about (issue #20).
 Its requests carry ``x-client: quota-sharer`` (:func:`is_sharer` tells them apart in the
 server's records). A process, not a thread: it must not share the harness's event loop or
 the server's interpreter lock more than a real second client would. Alone:
-``python tests/quota_sharer.py BASE_URL RPM``.
+``python tests/support/quota_sharer.py BASE_URL RPM``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,127 @@
+"""The live mapping checked against the store, before any work and reading only.
+
+Each relation of a live dataset's mapping (``datasets.<name>.live``) exists and may be read,
+each column exists with a usable type (integer ids, text content, a pgvector ``vector``
+embedding, a ``tsvector`` when one is named, an integer array of expected ids), the
+embedding's dimensions match the dataset's embedder and the corpus's ids are unique. Each
+problem is one sentence naming the config key (:class:`LiveMappingError`). Rows without an
+embedding or text are counted and named by :mod:`eval_harness.store.live_rows`; attaching
+(:mod:`eval_harness.store.live`) then checks that every expected id is a document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
+from eval_harness.store.corpus import Corpus
+from eval_harness.store.live_rows import LiveMappingError, check_unique_ids, sampled_dimensions
+
+INTEGER_TYPES = ("smallint", "integer", "bigint")
+TEXT_TYPES = ("text", "character varying", "character")
+INTEGER_ARRAY_TYPES = ("smallint[]", "integer[]", "bigint[]")
+
+# Dimensions of the embedders people name; another model's are taken from the corpus.
+KNOWN_DIMENSIONS = {"all-MiniLM-L6-v2": 384, "text-embedding-3-small": 1536,
+                    "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+@dataclass(frozen=True)
+class CheckedMapping:
+    corpus: Corpus
+    ground_truth: GroundTruthMapping
+    corpus_record: dict
+    ground_truth_record: dict
+
+
+def embedder_model(spec: str) -> str:
+    """The model of an embedder spec (``local:all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``)."""
+    return spec.partition(":")[2]
+
+
+def relation_columns(conn: psycopg.Connection, oid: int) -> dict[str, tuple[str, int]]:
+    """{column: (type as format_type prints it without modifiers, typmod)}."""
+    return {name: (kind, typmod) for name, kind, typmod in conn.execute("""
+        SELECT a.attname, format_type(a.atttypid, NULL), a.atttypmod
+        FROM pg_attribute a WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped""",
+                                                                   (oid,))}
+
+
+def _relation(conn: psycopg.Connection, relation, where: str) -> int:
+    name = sql.Identifier(relation.schema, relation.name).as_string(conn)
+    row = conn.execute("SELECT to_regclass(%s)::oid, "
+                       "has_table_privilege(to_regclass(%s), 'SELECT')", (name, name)).fetchone()
+    if row[0] is None:
+        raise LiveMappingError(f"'{where}.relation': {relation} does not exist in the store "
+                               "(or this role cannot see its schema).")
+    if not row[1]:
+        raise LiveMappingError(f"'{where}.relation': this role may not SELECT from "
+                               f"{relation}; GRANT SELECT ON {relation} TO the harness's role.")
+    return row[0]
+
+
+def _column(columns: dict, name: str, allowed: Sequence[str], where: str, key: str,
+            relation) -> tuple[str, int]:
+    if name not in columns:
+        known = ", ".join(sorted(columns))
+        raise LiveMappingError(f"'{where}.{key}': {relation} has no column '{name}' "
+                               f"(columns: {known}).")
+    kind, typmod = columns[name]
+    if kind not in allowed:
+        raise LiveMappingError(f"'{where}.{key}': column {relation}.{name} is {kind}; it "
+                               f"must be {' or '.join(allowed)}.")
+    return kind, typmod
+
+
+def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMapping:
+    """Check ``cfg``'s live mapping against the store (reads only); see the module
+    docstring. Raises :class:`LiveMappingError`."""
+    assert cfg.live is not None
+    base = f"datasets.{cfg.name}.live"
+    if not conn.execute("SELECT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = %s)",
+                        (cfg.language.rpartition(".")[2],)).fetchone()[0]:
+        raise LiveMappingError(f"'datasets.{cfg.name}.language': '{cfg.language}' is not a "
+                               "text-search configuration of this server (\\dF lists them).")
+    mapping: CorpusMapping = cfg.live.corpus
+    where = f"{base}.corpus"
+    oid = _relation(conn, mapping.relation, where)
+    columns = relation_columns(conn, oid)
+    _column(columns, mapping.id, INTEGER_TYPES, where, "id", mapping.relation)
+    _column(columns, mapping.content, TEXT_TYPES, where, "content", mapping.relation)
+    _, typmod = _column(columns, mapping.embedding, ("vector",), where, "embedding",
+                        mapping.relation)
+    if mapping.tsvector is not None:
+        _column(columns, mapping.tsvector, ("tsvector",), where, "tsvector", mapping.relation)
+    dim = typmod if typmod > 0 else sampled_dimensions(conn, mapping, where)
+    model = embedder_model(cfg.embedder or "")
+    expected_dim = KNOWN_DIMENSIONS.get(model)
+    if expected_dim is not None and expected_dim != dim:
+        raise LiveMappingError(
+            f"'{where}.embedding': {mapping.relation}.{mapping.embedding} has {dim} dimensions "
+            f"but the embedder {cfg.embedder} makes {expected_dim}; set "
+            f"datasets.{cfg.name}.embedder to the model that embedded the corpus.")
+    check_unique_ids(conn, mapping, oid, where)
+    record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
+                                   mapping.content, mapping.embedding, mapping.tsvector,
+                                   typed=typmod > 0)
+    corpus = Corpus.live(cfg.name, cfg.language, dim, record)
+    gt = cfg.live.ground_truth
+    where = f"{base}.{ground_truth_key(gt)}"
+    columns = relation_columns(conn, _relation(conn, gt.relation, where))
+    _column(columns, gt.id, INTEGER_TYPES, where, "id", gt.relation)
+    _column(columns, gt.query, TEXT_TYPES, where, "query", gt.relation)
+    if gt.labelled:
+        _column(columns, gt.expected_docs, INTEGER_ARRAY_TYPES, where, "expected_docs",
+                gt.relation)
+    gt_record = {"schema": gt.relation.schema, "relation": gt.relation.name, "id": gt.id,
+                 "query": gt.query, "expected_docs": gt.expected_docs}
+    return CheckedMapping(corpus, gt, record, gt_record)
+
+
+def ground_truth_key(gt: GroundTruthMapping) -> str:
+    """The config key that mapped the queries: ``ground_truth`` or (unlabelled) ``queries``."""
+    return "ground_truth" if gt.labelled else "queries"
