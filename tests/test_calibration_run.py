@@ -105,7 +105,7 @@ def test_sweep_equals_sql_hybrid_search_at_every_weight(conn, corpus, depth):
         assert point.mrr_at_10 == pytest.approx(expected["mrr_at_10"], abs=1e-12)
         np.testing.assert_array_equal(
             result.sweep.per_query_p_at_5[i],
-            [ranking.precision_at_k(runs[q], relevance[q], 5) for q in qrels.query_ids])
+            [ranking.precision_at_k(runs[q], relevance[q], k=5) for q in qrels.query_ids])
     if depth == 2:  # the degenerate cases the metrics must handle were really exercised
         assert (result.candidates.mask.sum(axis=1) < 5).any()
     semantic, keyword = normalised_scores(result.candidates)

@@ -42,10 +42,12 @@ def reference_sweep(ids, semantic, keyword, relevance, weights):
         ranked = [rank_candidates(i, fuse_scores(s, k, w))
                   for i, s, k in zip(ids, semantic, keyword)]
         rows["top10"].append([r[:10] for r in ranked])
-        rows["p5"].append([ranking.precision_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["r5"].append([ranking.recall_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, 10) for r, rel in zip(ranked, relevance)])
-        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, 10)
+        rows["p5"].append([ranking.precision_at_k(r, rel, k=5)
+                           for r, rel in zip(ranked, relevance)])
+        rows["r5"].append([ranking.recall_at_k(r, rel, k=5) for r, rel in zip(ranked, relevance)])
+        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, k=10)
+                               for r, rel in zip(ranked, relevance)])
+        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, k=10)
                              for r, rel in zip(ranked, relevance)])
     return rows
 
