@@ -2,7 +2,7 @@
 
 ``dual_judge_scores`` judges the whole dataset in one process (the nightly and judging jobs,
 ``eval-harness run``). ``dual_judge_shard`` is the same work cut into ``judges.shards``
-static partitions "0".."n-1" by query (:func:`eval_harness.judges.shards.shard_of`): a
+static partitions "0".."n-1" by query (:func:`eval_harness.judges.dual.shards.shard_of`): a
 backfill of ``judging_shards_job`` launches one run per shard, each in its own process, and
 the shards run side by side (each holds its own shard's judge lock). ``dual_judge_scores``
 depends on every partition of it: after a backfill it finds every reply in the cache, pays
@@ -18,7 +18,7 @@ import dagster as dg
 
 from eval_harness_pipelines.check_outcomes import readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 
 GROUP = "judging"
 

@@ -44,9 +44,9 @@ from grounding_validation import SETS, load_begin, parse_args  # noqa: E402
 
 from eval_harness.gates.judged import grounding_result  # noqa: E402
 from eval_harness.settings.judges import LocalJudgeSettings  # noqa: E402
-from eval_harness.judges.grounding_local import checkable_claims  # noqa: E402
-from eval_harness.judges.grounding_verdicts import check_grounding_aligned  # noqa: E402
-from eval_harness.judges.local import (CLAIM_SUPPORT_THRESHOLD,  # noqa: E402
+from eval_harness.judges.local.grounding import checkable_claims  # noqa: E402
+from eval_harness.judges.local.verdicts import check_grounding_aligned  # noqa: E402
+from eval_harness.judges.local.relevance import (CLAIM_SUPPORT_THRESHOLD,  # noqa: E402
                                        check_grounding_locally, claim_support)
 from eval_harness.judges.prompts import truncate  # noqa: E402
 from eval_harness.metrics.proportions import wilson_interval  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grounding_long_sources import SEED, SUPPORT, long_source  # noqa: E402
 from grounding_validation import SETS, load_begin  # noqa: E402
 
-from eval_harness.judges.grounding_verdicts import check_grounding_aligned  # noqa: E402
+from eval_harness.judges.local.verdicts import check_grounding_aligned  # noqa: E402
 
 LOW, HIGH = 3800, 4000
 WARM_PASSES = 5

@@ -15,7 +15,7 @@ Two methods, each put through the same procedure:
 * baseline: unigram precision, the share of the response's word tokens (lower-cased) found
   anywhere in the knowledge; the response passes at ``precision >= t``;
 * ours: ``local:lexical`` grounding as the gate runs it (claims aligned with the best span,
-  :mod:`eval_harness.judges.grounding_local`); a claim is supported at ``support >= t``, and
+  :mod:`eval_harness.judges.local.grounding`); a claim is supported at ``support >= t``, and
   the response passes when at least 0.8 of its claims are (the gate threshold, fixed a priori).
   A response with no checkable claim, or whose verdict depends on "cannot tell" claims, is
   not passed (the gate records it unscored). "Cannot tell" never changes whether a response
@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 import numpy as np
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score
 
-from eval_harness.judges.grounding_local import align_answer
+from eval_harness.judges.local.grounding import align_answer
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SETS = {"wow": DATASETS / "begin-wow-dev" / "begin_dev_wow.tsv",

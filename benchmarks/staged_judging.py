@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from eval_harness.settings.judges import RateLimit, StagedSettings  # noqa: E402
-from eval_harness.judges.dual import judge_dataset  # noqa: E402
+from eval_harness.judges.dual.run import judge_dataset  # noqa: E402
 from eval_harness.settings import load_settings  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402

@@ -12,11 +12,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from eval_harness.judges.adaptive import AdaptiveRateLimiter, RateController, RateSignal
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter, RateController, RateSignal
+from eval_harness.judges.client.providers import provider
 from eval_harness.settings.judges import RateLimit, RetrySettings
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.retry import RetryPolicy
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.retry import RetryPolicy
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
@@ -24,7 +25,8 @@ NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 
 def _limiter(time_: FakeTime, rpm: float = 3000, **options):
     return AdaptiveRateLimiter(rpm, None, clock=time_.clock, sleep=time_.sleep,
-                               wall=lambda: NOW, **options)
+                               wall=lambda: NOW,
+                               read_headers=provider("openai").read_rate_headers, **options)
 
 
 def _capacity(remaining: int, limit: int = 3000) -> dict[str, str]:

@@ -15,11 +15,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eval_harness.judges.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
-                                          parse_reset, read_rate_headers)
+from eval_harness.judges.client.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
+                                                parse_reset)
+from eval_harness.judges.client.providers import provider
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
@@ -27,19 +28,20 @@ NONE_LEFT = {"x-ratelimit-remaining-requests": "0"}  # a 429 with this is conges
 NONE_LEFT_SIGNAL = RateSignal(requests_remaining=0)
 
 
-def _limiter(time_: FakeTime, rpm: float = 3000, tpm: float | None = None, **options):
+def _limiter(time_: FakeTime, rpm: float = 3000, tpm: float | None = None, *,
+             api: str = "openai", **options):
     return AdaptiveRateLimiter(rpm, tpm, clock=time_.clock, sleep=time_.sleep,
-                               wall=lambda: NOW, **options)
+                               wall=lambda: NOW,
+                               read_headers=provider(api).read_rate_headers, **options)
 
 
 # -- reading the headers ------------------------------------------------------------------
 
 
 def test_openai_headers_are_read_with_their_go_style_durations():
-    signal = read_rate_headers({"X-RateLimit-Limit-Requests": "500",
-                                "x-ratelimit-remaining-requests": "499",
-                                "x-ratelimit-reset-requests": "6m0s",
-                                "x-ratelimit-limit-tokens": "30000"}, now=NOW)
+    signal = provider("openai").read_rate_headers({
+        "X-RateLimit-Limit-Requests": "500", "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "6m0s", "x-ratelimit-limit-tokens": "30000"}, now=NOW)
     assert signal == RateSignal(request_limit=500, requests_remaining=499, requests_reset=360.0,
                                 token_limit=30000, retry_after=None)
     assert parse_reset("20ms", now=NOW) == pytest.approx(0.02)
@@ -50,11 +52,10 @@ def test_openai_headers_are_read_with_their_go_style_durations():
 
 def test_anthropic_headers_are_read_with_their_rfc3339_reset_and_retry_after():
     reset = (NOW + timedelta(seconds=1.5)).isoformat().replace("+00:00", "Z")
-    signal = read_rate_headers({"anthropic-ratelimit-requests-limit": "50",
-                                "anthropic-ratelimit-requests-remaining": "0",
-                                "anthropic-ratelimit-requests-reset": reset,
-                                "anthropic-ratelimit-tokens-limit": "40000",
-                                "retry-after": "3"}, now=NOW)
+    signal = provider("anthropic").read_rate_headers({
+        "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": reset, "anthropic-ratelimit-tokens-limit": "40000",
+        "retry-after": "3"}, now=NOW)
     assert signal == RateSignal(request_limit=50, requests_remaining=0, requests_reset=1.5,
                                 token_limit=40000, retry_after=3.0)
 
@@ -97,7 +98,7 @@ def test_a_lowered_rate_does_not_send_the_old_rates_burst():
     time_ = FakeTime()
 
     async def run():
-        limiter = _limiter(time_, 600)  # 10/s, a bucket of 10 requests, full
+        limiter = _limiter(time_, 600, api="anthropic")  # 10/s, a bucket of 10, full
         limiter.observe({"anthropic-ratelimit-requests-limit": "60"})  # 1/s, a bucket of 1
         start = time_.now
         for _ in range(4):
@@ -220,7 +221,7 @@ def test_token_limits_lower_a_configured_token_ceiling_and_impose_none_when_unse
     assert limited.tokens_per_minute == pytest.approx(30000)
     limited.observe({"x-ratelimit-limit-tokens": "500000"})
     assert limited.tokens_per_minute == pytest.approx(100_000)
-    unlimited = _limiter(time_, 3000, None)
+    unlimited = _limiter(time_, 3000, None, api="anthropic")
     unlimited.observe({"anthropic-ratelimit-tokens-limit": "30000"})
     assert unlimited.tokens_per_minute is None
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store.ingest import ingest_beir

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import (
-    DEFAULT_WEIGHTS, best_weight, cross_validated_p_at_5, paired_bootstrap_interval,
+    best_weight, cross_validated_p_at_5, paired_bootstrap_interval,
     paired_randomization_test, precision_verdict, uplift_over_default, weight_grid)
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.sweep import (CandidateSet, SweepResult, rank_top_k,
                                           reciprocal_rank_fusion, sweep_weights)
+from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 
 
 def random_queries(rng: np.random.Generator, n_queries: int, *, levels: int = 4,

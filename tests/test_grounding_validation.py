@@ -62,7 +62,7 @@ def test_the_shipped_threshold_is_the_configured_one(figures):
 
 
 def test_the_cannot_tell_margin_follows_its_rule(figures):
-    from eval_harness.judges.grounding_verdicts import CANNOT_TELL_MARGIN
+    from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN
 
     band = validation.cannot_tell_band(figures.shipped_threshold)
     assert validation.cannot_tell_margin(band, figures.shipped_threshold) == CANNOT_TELL_MARGIN

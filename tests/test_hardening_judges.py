@@ -25,11 +25,11 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import AuthenticationRejected, RunStopped
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.retry import classify_error
+from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeTime, default_reply, judge_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def _sdk_error(sdk: str, status: int, body: dict):
                                                    "message": "no access to this model"}}),
 ])
 def test_a_rejected_key_is_classified_as_auth_permanent(sdk, status, body):
-    info = classify_error(_sdk_error(sdk, status, body), secrets=[KEY])
+    info = classify_error(_sdk_error(sdk, status, body), sdk, secrets=[KEY])
     assert (info.kind, info.retryable, info.status_code) == ("auth", False, status)
     assert KEY not in info.message
 
@@ -87,7 +87,7 @@ def test_a_rejected_key_is_classified_as_auth_permanent(sdk, status, body):
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_other_client_errors_stay_client_errors(status):
     body = {"error": {"message": "bad", "type": "invalid_request_error", "code": None}}
-    assert classify_error(_sdk_error("openai", status, body)).kind == "client_error"
+    assert classify_error(_sdk_error("openai", status, body), "openai").kind == "client_error"
 
 
 @pytest.mark.parametrize("spec, fault", [("openai:gpt-4o", "401"),
@@ -147,7 +147,7 @@ CHILD = """
     import json, sys
     from types import SimpleNamespace
     from eval_harness.settings.judges import RetrySettings
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.settings import load_settings
     from eval_harness.store import StoreLocation
     from fake_llm_server import judge_settings

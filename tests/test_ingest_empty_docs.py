@@ -194,7 +194,7 @@ def test_ingest_command_says_how_many_documents_have_no_text(store, tmp_path, mo
 
 def test_local_judges_score_an_empty_expected_document_zero_and_do_not_fail(conn, settings,
                                                                             tmp_path):
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
 
     name = dataset_name()
     ingest_beir(conn, write_folder(tmp_path), name=name)

@@ -14,9 +14,10 @@ from dataclasses import replace
 
 import pytest
 
-from eval_harness.judges.endpoints import DEFAULT_BASE_URLS, endpoint_of, normalised_base_url
+from eval_harness.judges.client.providers import endpoint_of, provider
+from eval_harness.judges.client.providers.base import normalised_base_url
 from eval_harness.judges.protocol import ChatRequest, Message
-from eval_harness.judges.session import JudgeSession, JudgeUnavailable
+from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable
 from fake_llm_server import FakeLLMServer, FakeTime, default_reply, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
@@ -117,9 +118,10 @@ def test_a_value_that_is_not_a_url_is_refused_without_being_repeated(given):
 
 
 def test_no_base_url_is_the_providers_default_server():
-    for provider, default in DEFAULT_BASE_URLS.items():
-        assert endpoint_of(provider, None) == endpoint_of(provider, "") == default
-        assert endpoint_of(provider, default + "/") == default
+    for name in ("openai", "anthropic"):
+        default = provider(name).default_base_url
+        assert endpoint_of(name, None) == endpoint_of(name, "") == default
+        assert endpoint_of(name, default + "/") == default
 
 
 # ---------------------------------------------------------------------------------------

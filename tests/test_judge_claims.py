@@ -1,4 +1,4 @@
-"""Query claims (eval_harness/judges/claims.py): one advisory lock per query text, across
+"""Query claims (eval_harness/judges/dual/claims.py): one advisory lock per query text, across
 sessions; a claim held elsewhere is not waited for until asked, then taken once it is free."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from eval_harness.judges.claims import QueryClaims
+from eval_harness.judges.dual.claims import QueryClaims
 
 
 @pytest.fixture

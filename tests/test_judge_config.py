@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from eval_harness.judges import session as session_module
+from eval_harness.judges.client import session as session_module
 from eval_harness.settings.judges import JudgeSettings, Price, parse_judge_settings
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Message, Usage
-from eval_harness.judges.session import JudgeSession, JudgeUnavailable, resolve_judge_specs
+from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable, resolve_judge_specs
 from eval_harness.settings import ConfigError, load_settings
 
 REPO_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"

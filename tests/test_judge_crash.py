@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.judges.cache import BatchedRequest, BatchReply, JudgeLedger
+from eval_harness.judges.client.ledger import BatchedRequest, BatchReply, JudgeLedger
 from eval_harness.settings.judges import BatchSettings
-from eval_harness.judges.dual import judge_dataset, judge_dataset_async
+from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, default_reply, judge_settings
@@ -38,7 +38,7 @@ CHILD = """
     import json, sys
     from types import SimpleNamespace
     from eval_harness.settings.judges import BatchSettings
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.settings import load_settings
     from eval_harness.store import StoreLocation
     from fake_llm_server import judge_settings

@@ -13,13 +13,12 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.agreement.review import import_review_csv, refresh_and_export
-from eval_harness.calibration.labels import derive_labels, load_judge_labels, pair_label
-from eval_harness.calibration.run import configured_grid
-from eval_harness.calibration.weights import keyword_weight_for
+from eval_harness.agreement.labels import derive_labels, load_judge_labels, pair_label
+from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
-from eval_harness.retrieval.sql import graded_expected_docs
+from eval_harness.store.ground_truth import graded_expected_docs
 from eval_harness.settings import AgreementSettings
 from eval_harness.store.beir import DatasetError, read_beir
 from eval_harness.store.ingest import ingest_beir
@@ -275,8 +274,9 @@ def test_human_labels_on_a_dataset_without_expected_docs_is_one_sentence(project
 
 
 def test_agreement_settings_read_the_rule_and_reject_an_unknown_one():
-    from eval_harness.settings import ConfigError, _agreement
+    from eval_harness.settings import ConfigError
+    from eval_harness.settings.agreement import parse_agreement
     assert AgreementSettings().disagreement_rule == "exclude"
-    assert _agreement({"agreement": {"disagreement_rule": "mean"}}).disagreement_rule == "mean"
+    assert parse_agreement({"agreement": {"disagreement_rule": "mean"}}).disagreement_rule == "mean"
     with pytest.raises(ConfigError, match="disagreement_rule' must be exclude, judge1 or mean"):
-        _agreement({"agreement": {"disagreement_rule": "vote"}})
+        parse_agreement({"agreement": {"disagreement_rule": "vote"}})

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from eval_harness.settings.judges import LocalJudgeSettings
-from eval_harness.judges.local import (EmbeddingJudge, LexicalJudge, check_grounding_locally,
+from eval_harness.judges.local.relevance import (EmbeddingJudge, LexicalJudge, check_grounding_locally,
                                        evaluate_answer_locally, lexical_relevance,
                                        lexical_support, reflect_locally, trigram_support)
 from eval_harness.judges.protocol import Judge, Outcome, Passage

@@ -18,10 +18,10 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual import judge_dataset
-from eval_harness.judges.retry import classify_error
-from eval_harness.judges.runner import QuotaExhausted, RunStopped
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.judges.client.retry import classify_error
+from eval_harness.judges.client.runner import QuotaExhausted, RunStopped
+from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import QUOTA_FAULTS, FakeTime, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
@@ -89,7 +89,7 @@ def _anthropic_body(type_, message="refused", error_code=None):
     ("anthropic", 529, _anthropic_body("overloaded_error"), {}, "overloaded", None, None),
 ])
 def test_sdk_errors_are_classified(sdk, status, body, headers, kind, code, retry_after):
-    info = classify_error(_sdk_error(sdk, status, body, headers), secrets=[KEY])
+    info = classify_error(_sdk_error(sdk, status, body, headers), sdk, secrets=[KEY])
     assert (info.kind, info.code, info.retry_after) == (kind, code, retry_after)
     assert info.retryable == (kind in ("rate_limit", "overloaded"))
     assert info.status_code == status and KEY not in info.message
@@ -98,7 +98,7 @@ def test_sdk_errors_are_classified(sdk, status, body, headers, kind, code, retry
 def test_a_quota_error_echoing_the_key_is_classified_with_the_key_masked():
     body = _openai_body("insufficient_quota", "insufficient_quota",
                         f"no quota left for Bearer {KEY}")
-    info = classify_error(_sdk_error("openai", 429, body), secrets=[KEY])
+    info = classify_error(_sdk_error("openai", 429, body), "openai", secrets=[KEY])
     assert info.kind == "quota" and KEY not in info.message and "***" in info.message
 
 
@@ -237,7 +237,7 @@ def test_a_dual_judge_run_without_quota_stops_early_and_writes_nothing(batch, se
 
 
 def test_run_stopped_covers_both_reasons():
-    from eval_harness.judges.runner import BudgetExhausted
+    from eval_harness.judges.client.runner import BudgetExhausted
 
     assert issubclass(QuotaExhausted, RunStopped) and issubclass(BudgetExhausted, RunStopped)
     assert not issubclass(QuotaExhausted, BudgetExhausted)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_harness.judges import session as session_module
-from eval_harness.judges.session import FallbackNotices, JudgeSession, resolve_judge_specs
+from eval_harness.judges.client import session as session_module
+from eval_harness.judges.client.session import FallbackNotices, JudgeSession, resolve_judge_specs
 
 NOTICE = "OPENAI_API_KEY is not set"
 
@@ -103,7 +103,7 @@ def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkey
 def test_one_command_says_each_notice_once_across_its_runs(keyless, conn, caplog):
     """A command is many runs (issue #20: `run.sh` said it 17 times): inside the command
     scope the second run's sessions stay quiet; outside it each run says its own."""
-    from eval_harness.judges.notice_scope import said_once_per_command
+    from eval_harness.judges.client.notice_scope import said_once_per_command
 
     with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
         with said_once_per_command():

@@ -12,9 +12,9 @@ import pytest
 
 from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noqa: F401
                                  ledger_counts, lock_waiters, wait_until)
-from eval_harness.judges.dual import JUDGE_LOCK_PREFIX
-from eval_harness.judges.dual_plan import PlannedQuery
-from eval_harness.judges.shards import parse_shard, queries_of_shard, shard_of
+from eval_harness.judges.dual.run import JUDGE_LOCK_PREFIX
+from eval_harness.judges.dual.plan import PlannedQuery
+from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of
 from test_concurrency_judges import clean_judge_run, judge_project, judged_rows
 
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import attach_live_dataset, write_back_judge_scores
 from test_live_dataset import beir_folder, live_config, no_embedder, rag_checksum  # noqa: F401

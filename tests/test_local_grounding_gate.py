@@ -17,10 +17,10 @@ from eval_harness.gates.answers import Answer
 from eval_harness.gates.judged import (LOCAL_SOURCE_CHARS, _GroundingRunner, grounding_result,
                                        judged_gate_version)
 from eval_harness.gates.registry import GROUNDING
-from eval_harness.judges.grounding_verdicts import (CANNOT_TELL, GROUNDING_VERSION,
+from eval_harness.judges.local.verdicts import (CANNOT_TELL, GROUNDING_VERSION,
                                                     SUPPORTED, UNSUPPORTED, ClaimEvidence,
                                                     LocalGrounding)
-from eval_harness.judges.local import LexicalJudge
+from eval_harness.judges.local.relevance import LexicalJudge
 from eval_harness.judges.protocol import ClaimCheck, Grounding, JudgeResult, Outcome
 from eval_harness.settings import load_settings
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_harness.judges.dual import judge_dataset
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.metrics.ppi import prediction_powered_mean
 from eval_harness.retrieval.hybrid import as_vector, hybrid_search
 from eval_harness.settings import load_settings

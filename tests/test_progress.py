@@ -177,7 +177,7 @@ def test_gate_run_reports_each_stored_batch_out_of_the_stale_answers(fresh):
 
 
 def test_judge_run_reports_every_judged_pair(fresh, settings, tmp_path):
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
 
     folder = write_beir(tmp_path / "data", {f"d{i}": f"doc {i} aspirin" for i in range(6)},
                         {"q1": "aspirin", "q2": "doc"}, [("q1", "d1", 1), ("q2", "d2", 1)])

@@ -29,11 +29,11 @@ from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
-from eval_harness.judges.cache import JudgeLedger
-from eval_harness.judges.dual import judge_dataset, judge_dataset_async
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.judges.client.ledger import JudgeLedger
+from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
+from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Completion, Usage
-from eval_harness.judges.session import JudgeSession
+from eval_harness.judges.client.session import JudgeSession
 from eval_harness.reporting.history import read_run_history, runs_table
 from eval_harness.reporting.blocks import SECTION_TITLES
 from eval_harness.reporting.run_report import build_run_report

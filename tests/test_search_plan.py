@@ -35,8 +35,9 @@ from psycopg import sql
 
 from beir_factory import write_beir
 from conftest import scratch_database
-from eval_harness.retrieval import sql
+from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.store.corpus import candidate_ids
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
@@ -215,11 +216,11 @@ def plans_of(location, dataset: str, build):
 
 def search(semantic: bool):
     def build(corpus):
-        params = sql.search_params(
+        params = search_sql.search_params(
             query_text="aspirin heart dose",
             query_embedding=np.ones(DIM, np.float32) if semantic else None,
             semantic_weight=0.7 if semantic else 0.0, keyword_weight=0.3, k=5)
-        return sql.search_statement(corpus, DEPTH, semantic=semantic), params
+        return search_sql.search_statement(corpus, DEPTH, semantic=semantic), params
     return build
 
 
@@ -238,7 +239,7 @@ def test_hybrid_search_plan_is_linear(planned_store, dataset, semantic):
 def test_bulk_candidate_plan_is_linear(planned_store, dataset):
     natural, steered, table, hnsw, gin = plans_of(
         planned_store[0], dataset,
-        lambda corpus: (sql.candidate_statement(corpus, DEPTH), {"ids": None}))
+        lambda corpus: (search_sql.candidate_statement(corpus, DEPTH), {"ids": None}))
     assert_linear(natural, table)
     assert_linear(steered, table)
     assert_indexes_used(steered, table, hnsw=hnsw, gin=gin)
@@ -255,7 +256,7 @@ def in_form_statement(corpus) -> sql.Composed:
         dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
         did=corpus.id_of("d"), demb=corpus.embedding_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d"),
-        candidates=sql.candidate_ids(corpus, DEPTH, semantic=True))
+        candidates=candidate_ids(corpus, DEPTH, semantic=True))
 
 
 def test_the_old_in_form_is_caught_before_postgresql_17(planned_store):

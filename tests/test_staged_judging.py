@@ -13,11 +13,11 @@ import pytest
 from colliding_processes import beir
 from eval_harness.agreement.data import dataset_agreement, load_final_labels
 from eval_harness.agreement.review import queue_disagreements
-from eval_harness.calibration.labels import load_judge_labels
+from eval_harness.agreement.labels import load_judge_labels
 from eval_harness.settings.judges import StagedSettings, parse_judge_settings
-from eval_harness.judges.dry_run import estimate_judge_run
-from eval_harness.judges.dual import judge_dataset
-from eval_harness.judges.staged import sample_order, sample_sizes, stored_saving
+from eval_harness.judges.dual.dry_run import estimate_judge_run
+from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.judges.dual.staged import sample_order, sample_sizes, stored_saving
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings import ConfigError
 from eval_harness.store.ingest import ingest_beir
@@ -94,7 +94,7 @@ def test_agreeing_local_judges_stop_after_the_first_sample(settings, conn, datas
 
 
 def _first(conn, settings, dataset, n):
-    from eval_harness.judges.dual_plan import plan_queries
+    from eval_harness.judges.dual.plan import plan_queries
     return sample_order(plan_queries(conn, dataset, settings), settings.judges.staged.seed)[:n]
 
 

@@ -84,7 +84,7 @@ def kept_of(line: str) -> tuple[int, int]:
 
 def test_a_stopped_judge_run_keeps_what_it_paid_for_and_the_rerun_pays_only_the_rest(
         fresh, tmp_path, fake):
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
 
     config = judge_config(fresh, tmp_path)
     fake.hold_replies_after(10)
@@ -355,7 +355,7 @@ def test_a_stopped_batch_judge_run_stops_waiting_and_the_rerun_resumes_its_batch
     """`judge --batch` polls its batches every 30 s; SIGINT ends the wait at once. The
     batches go on at the provider, and the next batch run collects them: nothing is
     submitted (or paid) twice."""
-    from eval_harness.judges.dual import judge_dataset
+    from eval_harness.judges.dual.run import judge_dataset
 
     config = judge_config(fresh, tmp_path, n_queries=3)
     config.write_text(config.read_text() + "  batch: {poll_interval_seconds: 30, "

@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from eval_harness import stopping
-from eval_harness.judges.session import JudgeSession
-from eval_harness.judges.stops import RunInterrupted, StoreLost
+from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import RunInterrupted, StoreLost
 from fake_llm_server import judge_settings
 
 

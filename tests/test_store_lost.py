@@ -211,7 +211,7 @@ def test_with_database_url_the_sentence_points_at_the_servers_own_log(settings):
     """A store of DATABASE_URL: its log is on the server, and it is back when its admin
     says so (the embedded one starts with the next command)."""
     from eval_harness.cli.common import store_lost_message
-    from eval_harness.judges.stops import StoreLost
+    from eval_harness.judges.client.stops import StoreLost
 
     lost = StoreLost("the store failed under the run", psycopg.OperationalError(
         "consuming input failed: server closed the connection unexpectedly"))

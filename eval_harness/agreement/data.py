@@ -30,14 +30,13 @@ from dataclasses import dataclass
 
 import psycopg
 
-from eval_harness.agreement.sql import count_queries, judged_query_rows
-from eval_harness.judges.dual_scores import SKIPPED
 from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.agreement.review import adjudicated_labels, review_counts
 from eval_harness.settings import AgreementSettings
+from eval_harness.store.ground_truth import SKIPPED, count_queries, judged_query_rows
 
 PairKey = tuple[int, int]  # (ground_truth.id, l2_insights.id)
 

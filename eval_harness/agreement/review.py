@@ -39,6 +39,7 @@ from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFil
                                                 wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
+from eval_harness.store import ground_truth
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.ingest import validate_dataset_name
 
@@ -252,7 +253,7 @@ class _QueuedPair:
 
 
 def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None:
-    external_id = sql.first_query_repeating_a_document(conn, dataset)
+    external_id = ground_truth.first_query_repeating_a_document(conn, dataset)
     if external_id is not None:
         raise ValueError(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
                          "document twice in judged_docs; re-run the judges for this query.")

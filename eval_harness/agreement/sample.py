@@ -53,6 +53,7 @@ from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, ch
                                                 read_review_file, snippet, wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.store import ground_truth
 
 SAMPLE_STATUS = "sample"  # the status column of every row of a sample file
 DEFAULT_SEED = 0
@@ -92,7 +93,7 @@ def export_sample_csv(conn: psycopg.Connection, dataset: str, path: Path | str, 
         corpus = dataset_info(conn, dataset, with_counts=False).corpus
         sql.lock_human_sample(conn, dataset)
         seed = _sample_seed(conn, dataset, seed)
-        judged = sql.scored_query_external_ids(conn, corpus)
+        judged = ground_truth.scored_query_external_ids(conn, corpus)
         if not judged:
             raise ValueError(f"dataset '{dataset}' has no pair scored by both judges to sample "
                              "from; run `eval-harness judge` first.")

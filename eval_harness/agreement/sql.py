@@ -1,5 +1,6 @@
-"""Every SQL statement of the agreement domain: the judge scores in ``ground_truth`` and the
-review queue ``judge_review`` (migration 0003).
+"""Every SQL statement of the agreement domain: the owner of the review queue
+``judge_review`` (migration 0003) and the human sample ``human_sample`` (migration 0009).
+The judge scores they are built from are read through :mod:`eval_harness.store.ground_truth`.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.agreement.data`,
@@ -11,52 +12,8 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus
-
-
-def _scored_pairs(corpus: Corpus) -> sql.Composed:
-    """The current scored pairs of the corpus's dataset, one row per (query, document),
-    documents that exist only. Scores that are NULL, NaN or outside [0, 1] are not
-    "scored". Takes the parameter ``%(dataset)s``."""
-    return sql.SQL("""
-    SELECT g.id AS ground_truth_id, p.doc_id, p.s1, p.s2,
-           g.judge1_model AS m1, g.judge2_model AS m2
-    FROM ground_truth g
-    CROSS JOIN LATERAL unnest(g.judged_docs, g.judge1_score, g.judge2_score)
-         AS p(doc_id, s1, s2)
-    WHERE g.dataset = %(dataset)s AND p.s1 BETWEEN 0 AND 1 AND p.s2 BETWEEN 0 AND 1
-      AND EXISTS (SELECT 1 FROM {d} WHERE {rows} AND {did} = p.doc_id)""").format(
-        d=corpus.table("d"), rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d"))
-
-# ------------------------------------------------------------------------------ judge scores
-
-
-def count_queries(conn: psycopg.Connection, dataset: str) -> int:
-    """Ground-truth queries of ``dataset``, judged or not."""
-    return conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
-def judged_query_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """``(id, external_id, query, judged_docs, judge1_score, judge2_score, judge1_model,
-    judge2_model, expected_docs, judge2_status)`` of each judged query of ``dataset``, in id
-    order."""
-    return conn.execute("""
-        SELECT id, external_id, query, judged_docs, judge1_score, judge2_score,
-               judge1_model, judge2_model, expected_docs, judge2_status
-        FROM ground_truth WHERE dataset = %s AND judged_docs IS NOT NULL
-        ORDER BY id""", (dataset,)).fetchall()
-
-
-def first_query_repeating_a_document(conn: psycopg.Connection, dataset: str) -> str | None:
-    """The external id of the first query of ``dataset`` whose ``judged_docs`` lists a
-    document twice, or None."""
-    row = conn.execute("""
-        SELECT external_id FROM ground_truth g
-        WHERE dataset = %s AND cardinality(judged_docs) <>
-              (SELECT count(DISTINCT doc) FROM unnest(g.judged_docs) AS doc)
-        ORDER BY id LIMIT 1""", (dataset,)).fetchone()
-    return None if row is None else row[0]
 
 
 # ------------------------------------------------------------------------------ review queue
@@ -80,7 +37,7 @@ def stage_scored_pairs(conn: psycopg.Connection, corpus: Corpus, threshold: floa
     conn.execute(sql.SQL("""
         INSERT INTO _review_pairs
         SELECT s.*, round(abs(s.s1 - s.s2)::numeric, 12) > %(threshold)s::numeric
-        FROM ({}) s""").format(_scored_pairs(corpus)),
+        FROM ({}) s""").format(ground_truth.scored_pairs(corpus)),
                  {"dataset": corpus.dataset, "threshold": threshold})
     return conn.execute("SELECT count(*) FROM _review_pairs WHERE disagrees").fetchone()[0]
 
@@ -110,8 +67,8 @@ def upsert_disagreeing_pairs(conn: psycopg.Connection) -> list[bool]:
 def delete_settled_pairs(conn: psycopg.Connection, dataset: str) -> int:
     """Remove queued pairs of ``dataset`` that no longer disagree (staged), except adjudicated
     ones whose scores and models are unchanged; how many were removed."""
-    return conn.execute("""
-        DELETE FROM judge_review r USING ground_truth g
+    return conn.execute(sql.SQL("""
+        DELETE FROM judge_review r USING {gt}
         WHERE g.id = r.ground_truth_id AND g.dataset = %(dataset)s
           AND NOT EXISTS (SELECT 1 FROM _review_pairs c WHERE c.disagrees
                           AND (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id))
@@ -119,17 +76,17 @@ def delete_settled_pairs(conn: psycopg.Connection, dataset: str) -> int:
               SELECT 1 FROM _review_pairs c
               WHERE (c.ground_truth_id, c.doc_id) = (r.ground_truth_id, r.doc_id)
                 AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
-                    (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)))""",
-                        {"dataset": dataset}).rowcount
+                    (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)))""").format(
+        gt=ground_truth.table("g")), {"dataset": dataset}).rowcount
 
 
 def review_status_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
     """(pending, adjudicated) rows of the review queue of ``dataset``."""
-    pending, adjudicated = conn.execute("""
+    pending, adjudicated = conn.execute(sql.SQL("""
         SELECT count(*) FILTER (WHERE r.status = 'pending'),
                count(*) FILTER (WHERE r.status = 'adjudicated')
-        FROM judge_review r JOIN ground_truth g ON g.id = r.ground_truth_id
-        WHERE g.dataset = %s""", (dataset,)).fetchone()
+        FROM judge_review r JOIN {gt} ON g.id = r.ground_truth_id
+        WHERE g.dataset = %s""").format(gt=ground_truth.table("g")), (dataset,)).fetchone()
     return int(pending), int(adjudicated)
 
 
@@ -143,7 +100,7 @@ def current_verdicts(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[int
         WHERE r.status = 'adjudicated'
           AND (c.s1, c.s2, c.m1, c.m2) IS NOT DISTINCT FROM
               (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model)""").format(
-        _scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
+        ground_truth.scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
 
 
 def review_export_rows(conn: psycopg.Connection, corpus: Corpus) -> list[tuple]:
@@ -156,11 +113,11 @@ def review_export_rows(conn: psycopg.Connection, corpus: Corpus) -> list[tuple]:
                r.judge1_model, r.judge1_score, r.judge2_model, r.judge2_score,
                r.score_diff, r.score_revision, r.status, r.verdict, r.reviewer, r.note
         FROM judge_review r
-        JOIN ground_truth g ON g.id = r.ground_truth_id
+        JOIN {gt} ON g.id = r.ground_truth_id
         JOIN {d} ON {rows} AND {did} = r.doc_id
         WHERE g.dataset = %s
         ORDER BY g.external_id, 6""").format(
-        did=corpus.id_of("d"), dext=corpus.external_id_of("d"),
+        gt=ground_truth.table("g"), did=corpus.id_of("d"), dext=corpus.external_id_of("d"),
         dcontent=corpus.content_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d")), (corpus.dataset,)).fetchall()
 
@@ -174,10 +131,11 @@ def queued_pairs_for_update(conn: psycopg.Connection, corpus: Corpus) -> list[tu
                (c.doc_id IS NULL OR (c.s1, c.s2, c.m1, c.m2) IS DISTINCT FROM
                    (r.judge1_score, r.judge2_score, r.judge1_model, r.judge2_model))
         FROM judge_review r
-        JOIN ground_truth g ON g.id = r.ground_truth_id
+        JOIN {gt} ON g.id = r.ground_truth_id
         LEFT JOIN ({}) c USING (ground_truth_id, doc_id)
         WHERE g.dataset = %(dataset)s
-        FOR UPDATE OF r""").format(_scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
+        FOR UPDATE OF r""").format(ground_truth.scored_pairs(corpus), gt=ground_truth.table("g")),
+        {"dataset": corpus.dataset}).fetchall()
 
 
 def store_verdict(conn: psycopg.Connection, query_id: int, doc_id: int, *, verdict: str,
@@ -212,15 +170,6 @@ def human_sample_seeds(conn: psycopg.Connection, dataset: str) -> list[int]:
         (dataset,)).fetchall()]
 
 
-def scored_query_external_ids(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[int, str]]:
-    """``(id, external id)`` of the corpus's dataset's queries with at least one pair both
-    judges scored: the queries a human sample is drawn from."""
-    return conn.execute(sql.SQL("""
-        SELECT g.id, g.external_id FROM ground_truth g
-        WHERE g.id IN (SELECT ground_truth_id FROM ({}) s) ORDER BY g.id""").format(
-        _scored_pairs(corpus)), {"dataset": corpus.dataset}).fetchall()
-
-
 def add_to_human_sample(conn: psycopg.Connection, corpus: Corpus, query_ids: list[int],
                         seed: int) -> int:
     """Every scored pair of the queries ``query_ids`` into ``human_sample`` (pairs already in it
@@ -229,7 +178,8 @@ def add_to_human_sample(conn: psycopg.Connection, corpus: Corpus, query_ids: lis
         INSERT INTO human_sample (dataset, ground_truth_id, doc_id, seed)
         SELECT %(dataset)s, s.ground_truth_id, s.doc_id, %(seed)s FROM ({}) s
         WHERE s.ground_truth_id = ANY(%(ids)s)
-        ON CONFLICT (ground_truth_id, doc_id) DO NOTHING""").format(_scored_pairs(corpus)),
+        ON CONFLICT (ground_truth_id, doc_id) DO NOTHING""").format(
+        ground_truth.scored_pairs(corpus)),
                         {"dataset": corpus.dataset, "seed": seed, "ids": query_ids}).rowcount
 
 
@@ -242,11 +192,11 @@ def human_sample_export_rows(conn: psycopg.Connection, corpus: Corpus,
         SELECT g.dataset, g.id, g.external_id, g.query, {did}, {dext}, {dcontent},
                h.verdict, h.reviewer, h.note
         FROM human_sample h
-        JOIN ground_truth g ON g.id = h.ground_truth_id
+        JOIN {gt} ON g.id = h.ground_truth_id
         JOIN {d} ON {rows} AND {did} = h.doc_id
         WHERE h.dataset = %s AND h.ground_truth_id = ANY(%s)
         ORDER BY g.external_id, 6""").format(
-        did=corpus.id_of("d"), dext=corpus.external_id_of("d"),
+        gt=ground_truth.table("g"), did=corpus.id_of("d"), dext=corpus.external_id_of("d"),
         dcontent=corpus.content_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d")), (corpus.dataset, query_ids)).fetchall()
 
@@ -258,11 +208,11 @@ def human_sample_pairs_for_update(conn: psycopg.Connection,
     return conn.execute(sql.SQL("""
         SELECT h.ground_truth_id, h.doc_id, g.external_id, {dext}
         FROM human_sample h
-        JOIN ground_truth g ON g.id = h.ground_truth_id
+        JOIN {gt} ON g.id = h.ground_truth_id
         LEFT JOIN {d} ON {rows} AND {did} = h.doc_id
         WHERE h.dataset = %s
         FOR UPDATE OF h""").format(
-        dext=corpus.external_id_of("d"), d=corpus.table("d"),
+        gt=ground_truth.table("g"), dext=corpus.external_id_of("d"), d=corpus.table("d"),
         rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d")), (corpus.dataset,)).fetchall()
 
 

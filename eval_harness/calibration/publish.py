@@ -21,7 +21,8 @@ import psycopg
 
 from eval_harness.calibration import sql
 from eval_harness.calibration.weights import (DatasetNotInConfig, WeightsWritten,
-                                              keyword_weight_for, write_calibrated_weights)
+                                              write_calibrated_weights)
+from eval_harness.retrieval.weights import keyword_weight_for
 
 # Calibration scores the ground truth's expected documents: labels people gave (BEIR qrels,
 # the RAG system's own ground truth), not judge scores.

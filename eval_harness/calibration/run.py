@@ -18,7 +18,7 @@ gets afterwards. The default weight is always evaluated; it is added to the grid
 grid does not hold it.
 
 The labels are the human ones (``expected_docs``: BEIR qrels, the RAG system's own ground
-truth) or the judges' (:mod:`eval_harness.calibration.labels`): ``labels="human"|"judges"``,
+truth) or the judges' (:mod:`eval_harness.agreement.labels`): ``labels="human"|"judges"``,
 by default human when the dataset has expected_docs, else judges. Every output names the
 source (``label_source``).
 """
@@ -34,24 +34,22 @@ from datetime import datetime, timezone
 import numpy as np
 import psycopg
 
-from eval_harness.calibration import labels as judge_labels
-from eval_harness.calibration import sql
+from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
-from eval_harness.calibration.weights import keyword_weight_for
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
-    precision_verdict, uplift_over_default, weight_grid)
+    precision_verdict, uplift_over_default)
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
                                           reciprocal_rank_fusion, sweep_weights)
+from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
+                                            keyword_weight_for)
 from eval_harness.settings import AgreementSettings, Settings
-
-MIN_GRID_STEP = 0.01
-
+from eval_harness.store import ground_truth
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -94,7 +92,7 @@ class CalibrationResult:
     seconds: dict[str, float]
     candidates: CandidateSet = field(repr=False, compare=False)
     sweep: SweepResult = field(repr=False, compare=False)
-    label_source: str = "human"  # "human" (expected_docs) or "judges" (calibration.labels)
+    label_source: str = "human"  # "human" (expected_docs) or "judges" (agreement.labels)
     judge_labels: dict | None = None  # with judge labels: the rule and pairs per source
     # P@5 corrected by a human sample (eval_harness.calibration.corrected); None without one
     corrected: Any = field(default=None, repr=False, compare=False)
@@ -151,13 +149,6 @@ class CalibrationResult:
         return data if self.corrected is None else self.corrected.add_to_json(data)
 
 
-def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
-    """Semantic weights ``start..stop`` (inclusive) by ``step`` within [0, 1], step >= 0.01."""
-    if not MIN_GRID_STEP - 1e-12 <= step <= 1.0:
-        raise ValueError(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
-    return weight_grid(start=start, stop=stop, step=step)
-
-
 def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       grid: np.ndarray | list[float] | None = None,
                       current_weight: float = DEFAULT_SEMANTIC_WEIGHT,
@@ -172,10 +163,10 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     for an unknown dataset and ``ValueError`` when it has no ground-truth query or an
     option is out of range; reads the store only. ``labels`` picks the label source
     (module docstring; ``agreement`` holds the judge labels' threshold and disagreement
-    rule); :class:`~eval_harness.calibration.labels.LabelsMissing` when they do not exist.
+    rule); :class:`~eval_harness.agreement.labels.LabelsMissing` when they do not exist.
     """
     started = time.perf_counter()
-    weights = _grid_with_default(grid, default_weight)
+    weights = grid_with_default(grid, default_weight)
     if cv_folds < 2:
         raise ValueError(f"cv_folds must be at least 2, got {cv_folds}.")
     info = dataset_info(conn, dataset)
@@ -218,7 +209,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     return CalibrationResult(
         dataset=dataset, n_queries=candidates.n_queries, n_documents=info.documents,
         candidate_depth=candidate_depth, grid=points,
-        default_added_to_grid=not np.any(np.isclose(_as_grid(grid), default_weight, atol=1e-9)),
+        default_added_to_grid=not np.any(np.isclose(grid_or_default(grid), default_weight, atol=1e-9)),
         p_at_5_ceiling=sweep.p_at_5_ceiling,
         p_at_5_candidate_ceiling=sweep.p_at_5_candidate_ceiling,
         current_weight=float(current_weight), best=best,
@@ -235,10 +226,10 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
 def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
     """The label source a calibration of ``dataset`` uses: ``labels`` when given, else human
     when the dataset has expected_docs, else judges; human labels that do not exist are
-    :class:`~eval_harness.calibration.labels.LabelsMissing`."""
+    :class:`~eval_harness.agreement.labels.LabelsMissing`."""
     if labels is not None and labels not in judge_labels.LABEL_SOURCES:
         raise ValueError(f"labels must be human or judges, got {labels!r}.")
-    has_labels = sql.dataset_has_labels(conn, dataset)
+    has_labels = ground_truth.dataset_has_labels(conn, dataset)
     if labels == "human" and not has_labels:
         raise judge_labels.LabelsMissing(
             f"Dataset '{dataset}' has no human labels (no query has expected_docs); calibrate "
@@ -249,7 +240,7 @@ def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None)
 
 def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: CandidateSet,
                      weights: np.ndarray, derived: judge_labels.JudgeLabels) -> None:
-    """:class:`~eval_harness.calibration.labels.LabelsMissing` when a top 5 of some grid
+    """:class:`~eval_harness.agreement.labels.LabelsMissing` when a top 5 of some grid
     weight holds a document the judges have not labelled (its P@5 would be a guess)."""
     tops: dict[int, list[int]] = {}
     for weight in weights:
@@ -259,21 +250,13 @@ def _refuse_unjudged(conn: psycopg.Connection, dataset: str, candidates: Candida
             tops.setdefault(query_id, []).extend(int(d) for d in top)
     missing = judge_labels.unjudged_in_top(derived, tops)
     if missing:
-        names = sql.query_external_ids(conn, list(missing))
+        names = ground_truth.query_external_ids(conn, list(missing))
         shown = ", ".join(f"'{names[q]}'" for q in sorted(missing)[:3])
         pairs = sum(len(set(d)) for d in missing.values())
         raise judge_labels.LabelsMissing(
             f"Dataset '{dataset}': {pairs} documents in the top 5 of the calibration grid of "
             f"{len(missing)} queries (e.g. {shown}) have no judge label; "
             f"{judge_labels.JUDGE_FIRST.format(dataset=dataset)}.")
-
-
-def configured_grid(settings: Settings) -> np.ndarray:
-    """The semantic weights a calibration with ``settings`` evaluates (the grid and the
-    default weight), ascending."""
-    options = settings.calibration
-    return _grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
-                                              options.grid_step), options.default_weight)
 
 
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
@@ -300,20 +283,6 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
 
     return with_corrected_p_at_5(conn, result,
                                  relevance_threshold=settings.agreement.relevance_threshold)
-
-
-def _as_grid(grid) -> np.ndarray:
-    return weight_grid() if grid is None else np.asarray(grid, dtype=np.float64)
-
-
-def _grid_with_default(grid, default_weight: float) -> np.ndarray:
-    weights = _as_grid(grid)
-    if weights.ndim != 1 or weights.size == 0:
-        raise ValueError("the weight grid must hold at least one semantic weight.")
-    if not np.all((weights >= 0.0) & (weights <= 1.0)) or not 0.0 <= default_weight <= 1.0:
-        raise ValueError("semantic weights and the default weight must lie in [0, 1].")
-    weights = np.round(np.append(weights, default_weight), 10)
-    return np.unique(weights)  # sorted; drops the default when the grid already holds it
 
 
 def _grid_point(sweep: SweepResult, i: int) -> GridPoint:

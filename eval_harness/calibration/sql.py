@@ -1,50 +1,18 @@
-"""Every SQL statement of calibration: the Postgres reads behind the TREC files (external
-ids, graded qrels), the ``calibrated_weights`` table the RAG system reads its weights from,
-and the DuckDB grid history table.
+"""Every SQL statement of calibration: the owner of the ``calibrated_weights`` table the RAG
+system reads its weights from, and of the DuckDB grid history table. (The ground-truth reads
+behind the TREC files are :mod:`eval_harness.store.ground_truth`'s.)
 
 Each function runs in the caller's transaction (:mod:`.history` opens and commits the DuckDB
-one). Table names are composed with :class:`psycopg.sql.Identifier`, never formatted in.
+one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 import duckdb
 import pandas as pd
 import psycopg
-from psycopg import sql
-
-from eval_harness.store.corpus import Corpus
-
-# ------------------------------------------------------------------------------ TREC files
-
-def query_external_ids(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """The dataset's own ids of the ground-truth queries ``ids``: {id: external id}."""
-    return dict(conn.execute("SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
-                             ([int(i) for i in ids],)).fetchall())
-
-
-def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, str, int]]:
-    """``(query external id, document external id, grade)`` of every expected document of
-    the corpus's dataset's ground truth, by query id, then document id."""
-    return conn.execute(sql.SQL("""
-        SELECT g.external_id, {dext}, r.grade
-        FROM ground_truth g
-        CROSS JOIN LATERAL unnest(g.expected_docs, g.relevance_grades) AS r(doc_id, grade)
-        JOIN {d} ON {rows} AND {did} = r.doc_id
-        WHERE g.dataset = %s ORDER BY g.id, r.doc_id""").format(
-        dext=corpus.external_id_of("d"), d=corpus.table("d"),
-        rows=corpus.rows_of_dataset("d"), did=corpus.id_of("d")),
-        (corpus.dataset,)).fetchall()
-
-
-def dataset_has_labels(conn: psycopg.Connection, dataset: str) -> bool:
-    """Whether some ground-truth query of ``dataset`` has expected_docs (human labels)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM ground_truth WHERE dataset = %s "
-                        "AND cardinality(expected_docs) > 0)", (dataset,)).fetchone()[0]
-
 
 # ------------------------------------------------------------------------ calibrated weights
 

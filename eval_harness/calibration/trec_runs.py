@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from eval_harness.calibration import sql
 from eval_harness.calibration.report import dataset_file_stem
 from eval_harness.calibration.run import CalibrationResult, weight_label
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import normalised_scores
+from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus, document_external_ids
 
 
@@ -45,7 +45,7 @@ def write_trec_runs(conn: psycopg.Connection, result: CalibrationResult,
     paths, the qrels first."""
     folder = Path(folder)
     candidates = result.candidates
-    query_names = sql.query_external_ids(conn, candidates.query_ids)
+    query_names = ground_truth.query_external_ids(conn, candidates.query_ids)
     corpus = dataset_info(conn, result.dataset, with_counts=False).corpus
     doc_names = document_external_ids(conn, corpus,
                                       np.unique(candidates.doc_ids[candidates.mask]).tolist())
@@ -82,6 +82,6 @@ def _strictly_decreasing(scores: np.ndarray) -> np.ndarray:
 
 
 def _write_qrels(conn: psycopg.Connection, corpus: Corpus, path: Path) -> Path:
-    rows = sql.external_qrels(conn, corpus)
+    rows = ground_truth.external_qrels(conn, corpus)
     text = "".join(f"{qid} 0 {docid} {grade}\n" for qid, docid, grade in rows)
     return write_file_atomically(path, text.encode("utf-8"))

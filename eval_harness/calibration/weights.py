@@ -38,8 +38,8 @@ from pathlib import Path
 import yaml
 
 from eval_harness.files import write_file_atomically
+from eval_harness.retrieval.weights import WEIGHT_DECIMALS, keyword_weight_for
 
-WEIGHT_DECIMALS = 10  # keyword = round(1 - semantic, 10): YAML shows 0.2, not 0.19999999999999996
 WEIGHTS_KEY = "hybrid_search"
 
 
@@ -66,12 +66,6 @@ class WeightsWritten:
     def key(self) -> str:
         """The dotted key the weights are under."""
         return f"datasets.{self.dataset}.{WEIGHTS_KEY}"
-
-
-def keyword_weight_for(semantic_weight: float) -> float:
-    """The keyword weight paired with a semantic weight: ``1 - semantic``, rounded to 10
-    decimals so that it is the double the YAML file shows (and hybrid search then uses)."""
-    return round(1.0 - float(semantic_weight), WEIGHT_DECIMALS)
 
 
 def write_calibrated_weights(config_path: Path | str, dataset: str,

@@ -26,7 +26,7 @@ from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
-from eval_harness.judges.notice_scope import said_once_per_command
+from eval_harness.judges.client.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -34,7 +34,7 @@ from eval_harness.store.beir import DatasetError
 from eval_harness.store.connection import redact_conninfo, server_failure
 from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.store.live import LiveMappingError
-from eval_harness.judges.stops import StoreLost
+from eval_harness.judges.client.stops import StoreLost
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -102,7 +102,7 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
     (a configured live dataset's own, ``local:``/``openai:``)."""
     from eval_harness.retrieval.hybrid import dataset_info
-    from eval_harness.store.catalog import stored_query_embedding
+    from eval_harness.store.ground_truth import stored_query_embedding
     from eval_harness.store.datasets import dataset_embedder_factory
 
     row = stored_query_embedding(conn, dataset, text)

@@ -13,25 +13,23 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
-from eval_harness.settings.judges import KEY_VARIABLES, JudgeSettings
-from eval_harness.judges.pricing import PriceTable
+from eval_harness.settings.judges import LOCAL, JudgeSettings
+from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.providers.base import Provider
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_url
 
 PROBE_TIMEOUT_SECONDS = 5.0
-DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1",
-                     "anthropic": "https://api.anthropic.com"}
 
 
-def _api_key(settings: Settings, provider: str) -> str | None:
-    return {"openai": settings.openai_api_key,
-            "anthropic": settings.anthropic_api_key}.get(provider)
+def _needs_key(settings: Settings, provider: Provider) -> bool:
+    """Whether ``provider`` is missing a key it needs."""
+    return provider.key_required and not provider.api_key(settings)
 
 
-def _base_url(settings: Settings, provider: str) -> str:
-    given = {"openai": settings.openai_base_url,
-             "anthropic": settings.anthropic_base_url}.get(provider)
-    return given or DEFAULT_BASE_URLS[provider]
+def _base_url(settings: Settings, provider: Provider) -> str:
+    return provider.configured_base_url(settings) or provider.default_base_url or ""
 
 
 @contextmanager
@@ -48,7 +46,7 @@ def _quiet_judge_notices() -> Iterator[None]:
 def effective_judges(settings: Settings) -> dict[str, str | None]:
     """The judge each slot will use, by the session's own fallback rules; ``None`` for a
     slot that cannot be built (its key is missing and fallback is off)."""
-    from eval_harness.judges.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
+    from eval_harness.judges.client.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
 
     config: JudgeSettings = settings.judges
     try:
@@ -56,47 +54,31 @@ def effective_judges(settings: Settings) -> dict[str, str | None]:
             judge1, judge2, _ = resolve_judge_specs(settings)
         return {"judge1": judge1, "judge2": judge2}
     except JudgeUnavailable:
-        return {slot: spec if spec.startswith("local:") or _api_key(settings, spec.split(":")[0])
+        return {slot: spec if spec.startswith(f"{LOCAL}:")
+                or not _needs_key(settings, provider_named(spec.split(":")[0]))
                 else None for slot, spec in (("judge1", config.judge1), ("judge2", config.judge2))}
 
 
 def check_judge_key(settings: Settings, slot: str, effective: str | None) -> Check:
     """Whether the key a judge needs is set (never any part of its value) and priced."""
     spec = getattr(settings.judges, slot)
-    provider, model = spec.split(":", 1)
-    if provider == "local":
+    name, model = spec.split(":", 1)
+    if name == LOCAL:
         return Check(OK, slot, f"{spec}: no key needed")
-    variable = KEY_VARIABLES[provider]
-    if _api_key(settings, provider):
+    provider = provider_named(name)
+    variable = provider.key_variable
+    if not _needs_key(settings, provider):
+        # a server that takes any key (or none) is said so
+        state = "set" if provider.api_key(settings) else "not set (none needed)"
         try:
             PriceTable(settings.judges.prices).require(model, spec)
         except LookupError as exc:
-            return Check(FAIL, slot, f"{spec}: {variable} set, but {exc}")
-        return Check(OK, slot, f"{spec}: {variable} set")
+            return Check(FAIL, slot, f"{spec}: {variable} {state}, but {exc}")
+        return Check(OK, slot, f"{spec}: {variable} {state}")
     if effective is not None:
         return Check(WARN, slot, f"{spec}: {variable} not set: falls back to {effective}")
     return Check(FAIL, slot, f"{spec}: {variable} not set and judges.fallback_to_local is "
                  f"false: set {variable} or choose a local judge (judges.{slot}: local:lexical)")
-
-
-async def _list_models(provider: str, key: str, base_url: str, timeout: float) -> None:
-    """One cheap authenticated request (a models list), no retries."""
-    if provider == "anthropic":
-        from anthropic import AsyncAnthropic
-
-        client = AsyncAnthropic(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
-        try:
-            await client.models.list(limit=1)
-        finally:
-            await client.close()
-        return
-    from openai import AsyncOpenAI
-
-    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
-    try:
-        await client.models.list()
-    finally:
-        await client.close()
 
 
 def _provider_message(exc: Exception) -> str:
@@ -108,46 +90,46 @@ def _provider_message(exc: Exception) -> str:
     return first_line(exc)
 
 
-def _probe_failure(provider: str, exc: Exception, where: str, timeout: float,
+def _probe_failure(provider: Provider, exc: Exception, where: str, timeout: float,
                    secrets: tuple[str | None, ...]) -> Check:
     """One sanitised line for a failed probe: rejected keys FAIL, busy providers warn."""
-    import anthropic  # the SDKs load only when a probe ran: the CLI starts fast
-    import openai
-
-    from eval_harness.judges.retry import sanitize
+    from eval_harness.judges.client.retry import sanitize
 
     message = sanitize(_provider_message(exc), secrets)[:160]
     status = getattr(exc, "status_code", None)
+    name = provider.name
     if isinstance(status, int):
-        variable = KEY_VARIABLES[provider]
+        variable = provider.key_variable
         seen = f"HTTP {status} from {where}: {message}"
         if status in (401, 403):
-            return Check(FAIL, provider, f"{variable} was rejected ({seen}): check the key")
+            return Check(FAIL, name, f"{variable} was rejected ({seen}): check the key")
         if status == 404:
-            return Check(WARN, provider, f"{seen}: the server offers no models list; "
+            return Check(WARN, name, f"{seen}: the server offers no models list; "
                          "chat requests were not tried")
         if status == 429 or status >= 500:
-            return Check(WARN, provider, f"{seen}: reachable but busy or failing; try later")
-        return Check(FAIL, provider, seen)
-    if isinstance(exc, (openai.APITimeoutError, anthropic.APITimeoutError)):
-        return Check(FAIL, provider, f"no answer from {where} within {timeout:g} s")
-    if isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
-        return Check(FAIL, provider, f"cannot connect to {where}: {message}")
-    return Check(FAIL, provider, f"{where}: {type(exc).__name__}: {message}")
+            return Check(WARN, name, f"{seen}: reachable but busy or failing; try later")
+        return Check(FAIL, name, seen)
+    kind = getattr(provider.classify(exc), "kind", None)
+    if kind == "timeout":
+        return Check(FAIL, name, f"no answer from {where} within {timeout:g} s")
+    if kind == "connection":
+        return Check(FAIL, name, f"cannot connect to {where}: {message}")
+    return Check(FAIL, name, f"{where}: {type(exc).__name__}: {message}")
 
 
-def check_provider_reachable(settings: Settings, provider: str,
+def check_provider_reachable(settings: Settings, name: str,
                              timeout: float = PROBE_TIMEOUT_SECONDS) -> Check:
-    key = _api_key(settings, provider)
+    provider = provider_named(name)
+    key = provider.api_key(settings)
     base_url = _base_url(settings, provider)
     where = redact_url(base_url)
-    secrets = (settings.openai_api_key, settings.anthropic_api_key)
+    secrets = (key,)
     started = time.monotonic()
     try:
-        asyncio.run(_list_models(provider, key or "", base_url, timeout))
+        asyncio.run(provider.probe(api_key=key or "", base_url=base_url, timeout=timeout))
     except Exception as exc:  # every SDK or transport error becomes one line
         return _probe_failure(provider, exc, where, timeout, secrets)
-    return Check(OK, provider, f"reachable at {where}, key accepted "
+    return Check(OK, name, f"reachable at {where}, key accepted "
                  f"({time.monotonic() - started:.2f} s)")
 
 

@@ -31,7 +31,7 @@ import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
-from eval_harness.judges.stops import StoreLost
+from eval_harness.judges.client.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 from eval_harness.store.connection import server_failure

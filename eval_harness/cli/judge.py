@@ -11,13 +11,13 @@ re-asks those), 2 when it could not run or the store went away under it (one sen
 was kept, the server's log), 130 / 143 when SIGINT / SIGTERM stopped it (one line: the
 judgements kept; see :mod:`eval_harness.stopping`).
 
-``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.shards.shard_of`);
+``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.dual.shards.shard_of`);
 runs of different shards go side by side, each paying only for its own pairs.
 
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
 requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
 cached, how many would be paid for, the estimated tokens and cost (see
-:mod:`eval_harness.judges.dry_run`; with ``judges.staged``, judge 2's figures are a range:
+:mod:`eval_harness.judges.dual.dry_run`; with ``judges.staged``, judge 2's figures are a range:
 at least its first sample, at most every query); it sends nothing and writes nothing: a live
 dataset is not attached again (its mapping is checked and the ground truth as last attached is
 planned; :func:`eval_harness.store.datasets.check_attached_dataset`), so a role that may only
@@ -57,7 +57,7 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from eval_harness.judges.shards import parse_shard
+    from eval_harness.judges.dual.shards import parse_shard
 
     try:
         return parse_shard(text)
@@ -76,9 +76,9 @@ def _positive(text: str) -> int:
 
 
 def cmd_judge(args, settings: Settings) -> int:
-    from eval_harness.judges.dual import judge_dataset
-    from eval_harness.judges.pricing import MissingPrice
-    from eval_harness.judges.session import JudgeUnavailable
+    from eval_harness.judges.dual.run import judge_dataset
+    from eval_harness.judges.client.pricing import MissingPrice
+    from eval_harness.judges.client.session import JudgeUnavailable
     from eval_harness.progress import progress_bar
     from eval_harness.store import open_store
     from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
@@ -113,9 +113,9 @@ def cmd_judge(args, settings: Settings) -> int:
 
 
 def _dry_run(args, settings: Settings, location, dataset: str) -> int:
-    from eval_harness.judges.dry_run import estimate_judge_run
-    from eval_harness.judges.pricing import MissingPrice
-    from eval_harness.judges.session import JudgeUnavailable
+    from eval_harness.judges.dual.dry_run import estimate_judge_run
+    from eval_harness.judges.client.pricing import MissingPrice
+    from eval_harness.judges.client.session import JudgeUnavailable
 
     if args.retry_unscored:
         raise CliError("--dry-run does not estimate --retry-unscored re-asks; run the dry run "

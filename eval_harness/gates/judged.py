@@ -16,7 +16,7 @@ grounding
     ``local:lexical`` reads each source whole, up to :data:`LOCAL_SOURCE_CHARS` (it aligns each
     claim with the best sentence or two, so a long source costs time, not accuracy), and keeps
     each claim's evidence in the details (source, span, support, what the span lacks). Its
-    "cannot tell" (:mod:`eval_harness.judges.grounding_verdicts`) is never passed: an answer
+    "cannot tell" (:mod:`eval_harness.judges.local.verdicts`) is never passed: an answer
     whose verdict depends on undecided claims, or with no claim the judge can check, is
     recorded unscored (``details["error"]`` starts "cannot tell:"; not asked again, the judge
     being deterministic); otherwise it is scored, undecided claims counted unsupported.
@@ -41,7 +41,7 @@ answer_reward
 
 A run the user stops (SIGINT / SIGTERM) or a store that goes away stops the judge at once
 (nothing more is sent): an answer not judged by then gets no result (None; the runner stores
-only the others), and a lost store is raised (:class:`~eval_harness.judges.runner.StoreLost`).
+only the others), and a lost store is raised (:class:`~eval_harness.judges.client.runner.StoreLost`).
 A judge that fails (outcome failed or unscored, an exception, the budget used up) gives a
 failed result: not passed, score None, the error in ``details["error"]``; the run itself goes
 on. When no usable reply was obtained (provider down, budget, exception) ``details["retry"]``
@@ -69,11 +69,11 @@ from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, Judg
                                          reward_to_score, score_threshold)
 from eval_harness.gates.result import GateResult
 from eval_harness.judges import prompts
-from eval_harness.judges.grounding_verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
-from eval_harness.judges.local import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
+from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
+from eval_harness.judges.local.relevance import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import JudgeResult, Outcome
-from eval_harness.judges.stops import BudgetExhausted, RunInterrupted, StoreLost
-from eval_harness.judges.session import FallbackNotices, JudgeSession, resolve_judge_specs
+from eval_harness.judges.client.stops import BudgetExhausted, RunInterrupted, StoreLost
+from eval_harness.judges.client.session import FallbackNotices, JudgeSession, resolve_judge_specs
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
 

@@ -209,7 +209,7 @@ def judged_gates(settings: Settings) -> dict[str, JudgedGate]:
     a configuration without LLM gates never resolves a judge.
     """
     from eval_harness.gates import judged  # it imports this module
-    from eval_harness.judges.session import FallbackNotices
+    from eval_harness.judges.client.session import FallbackNotices
 
     # one record of fallback notices for every session of these gates: said once per run
     options = {"notices": FallbackNotices()}

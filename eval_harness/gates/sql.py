@@ -1,6 +1,7 @@
-"""Every SQL statement of the quality gates: the answers relation (import, window reads),
-``gate_results`` (staging, upsert, re-threshold, summaries), the window lock, and the rows
-the answer_reward gate writes (``evaluation_log``, ``episode_memory``, ``regeneration_queue``).
+"""Every SQL statement of the quality gates, the owner of the answers relation (import, window
+reads, the run report's reads), ``gate_results`` (staging, upsert, re-threshold, summaries),
+the window lock, and the rows the answer_reward gate writes (``evaluation_log``,
+``episode_memory``, ``regeneration_queue``); tests/test_layers.py holds the owner map.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
@@ -13,15 +14,18 @@ in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-if TYPE_CHECKING:  # answers imports this module
+from eval_harness.store import ground_truth
+
+if TYPE_CHECKING:  # answers and registry import this module
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.registry import Gate
 
 # ------------------------------------------------------------------------------ fragments
 
@@ -311,13 +315,12 @@ def remember_reflexion(conn: psycopg.Connection, *, answer_id: str, query: str,
                        prompt_version: str) -> None:
     """The answer's reflexion into ``episode_memory``, unless it has one; the query
     embedding is that of a ground truth query with exactly this text, else NULL."""
-    conn.execute(
+    conn.execute(sql.SQL(
         "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
         "lesson, model, prompt_version) "
-        "SELECT %(id)s, %(query)s, (SELECT g.query_embedding FROM ground_truth g "
-        "WHERE g.query = %(query)s AND g.query_embedding IS NOT NULL "
-        "ORDER BY g.id LIMIT 1), %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
-        "%(version)s ON CONFLICT (answer_id) DO NOTHING",
+        "SELECT %(id)s, %(query)s, {embedding}, %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
+        "%(version)s ON CONFLICT (answer_id) DO NOTHING").format(
+            embedding=ground_truth.embedding_of_query_text()),
         {"id": answer_id, "query": query, "reward": reward, "problem": problem,
          "lesson": lesson, "model": model, "version": prompt_version})
 
@@ -335,3 +338,38 @@ def queue_regeneration(conn: psycopg.Connection, *, answer_id: str, content_hash
         "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
         "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
         (answer_id, content_hash, reward, improvement_hint, Jsonb(issues), run_id))
+
+
+# ------------------------------------------------------------------------------ run report
+
+def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:
+    """When the newest answer in ``relation`` was created (None: no answer)."""
+    return conn.execute(sql.SQL("SELECT max(created_at) FROM {}").format(
+        relation_sql(relation))).fetchone()[0]
+
+
+def gate_results_as_of(conn: psycopg.Connection, relation: str,
+                       window: TimeWindow) -> datetime | None:
+    """When the newest gate result of an answer in ``window`` was stored."""
+    return conn.execute(sql.SQL(
+        "SELECT max(r.evaluated_at) FROM {relation} AS a JOIN gate_results AS r "
+        "ON r.answer_id = a.id WHERE {window}").format(
+        relation=relation_sql(relation), window=window_condition("a", window)),
+        window_params(window)).fetchone()[0]
+
+
+def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
+                        ids: Sequence[str]) -> list[tuple[str, str, float | None, dict | None]]:
+    """The answers ``ids`` (in that order) with their current result for ``gate``:
+    ``(id, query, score, details)``, score and details None when no current result exists."""
+    if not ids:
+        return []
+    rows = conn.execute(sql.SQL("""
+        SELECT a.id, a.query, r.score, r.details
+        FROM {relation} AS a
+        {current_result}
+        WHERE a.id = ANY(%(ids)s)""").format(relation=relation_sql(relation),
+                                             current_result=CURRENT_RESULT_JOIN),
+        {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
+    found = {row[0]: row for row in rows}
+    return [found[answer_id] for answer_id in ids if answer_id in found]

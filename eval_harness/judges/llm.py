@@ -2,7 +2,7 @@
 
 Each question becomes one :class:`ChatRequest` (prompt from :mod:`~eval_harness.judges.prompts`,
 temperature and max tokens from config) sent through the shared
-:class:`~eval_harness.judges.runner.CallPipeline`. A reply that does not parse is sent back
+:class:`~eval_harness.judges.client.runner.CallPipeline`. A reply that does not parse is sent back
 once with the parse error; if the second reply does not parse either, the result is
 "unscored" with both raw replies. A call that fails (retries exhausted, permanent error) gives
 a "failed" result. Neither is ever turned into a number.
@@ -25,7 +25,7 @@ from eval_harness.judges.parsing import (ParseError, parse_evaluation, parse_gro
                                          parse_reflexion, parse_relevance)
 from eval_harness.judges.protocol import (AnswerEvaluation, ChatRequest, Grounding, JudgeResult,
                                           Message, Outcome, Passage, Reflexion, as_passage)
-from eval_harness.judges.runner import CallOutcome, CallPipeline
+from eval_harness.judges.client.runner import CallOutcome, CallPipeline
 
 T = TypeVar("T")
 

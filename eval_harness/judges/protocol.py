@@ -27,7 +27,8 @@ from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_c
 
 import numpy as np
 
-from eval_harness.judges.endpoints import endpoint_of
+from eval_harness.judges.client.providers import endpoint_of
+
 
 Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
@@ -156,10 +157,11 @@ class ChatRequest:
     """One chat call to a provider, complete enough to be sent, cached and priced.
 
     ``base_url`` is the server the call goes to, normalised (see
-    :mod:`eval_harness.judges.endpoints`); ``None`` is the provider's default server.
+    :func:`eval_harness.judges.client.providers.base.normalised_base_url`); ``None`` is the
+    provider's default server.
     """
 
-    provider: str            # "anthropic" | "openai"
+    provider: str            # a chat provider's name (eval_harness.judges.client.providers)
     model: str
     operation: str           # one of OPERATIONS
     prompt_version: str
@@ -259,7 +261,7 @@ class Judge(Protocol):
     """What the harness asks of a judge; LLM-backed and local judges both implement it."""
 
     spec: str      # "openai:gpt-4o", "anthropic:claude-haiku-4-5", "local:lexical", ...
-    provider: str  # "openai" | "anthropic" | "local"
+    provider: str  # a chat provider (eval_harness.judges.client.providers) or "local"
     model: str
 
     async def relevance(self, query: Passage | str, document: Passage | str, *,

@@ -9,7 +9,8 @@ harness.
 Statistics: the best weight, its uplift over the MEDRAG default 0.7 with a paired bootstrap
 interval and a paired sign-flip randomization test, k-fold cross-validated P@5 (the honest
 estimate, since the best weight is chosen on the same queries it is scored on), and the
-P@5 verdict of story 2.9. Numpy only (settings.py imports :func:`weight_grid`).
+P@5 verdict of story 2.9. Numpy only (settings/calibration.py and retrieval/weights.py
+import :func:`weight_grid`).
 """
 
 from __future__ import annotations
@@ -58,9 +59,6 @@ def weight_grid(*, start: float = 0.5, stop: float = 0.9, step: float = 0.1) -> 
         raise ValueError(f"stop - start = {stop - start} is not a multiple of step {step}; "
                          f"choose a step that divides the range.")
     return np.round(start + step * np.arange(n_steps + 1), 10)
-
-
-DEFAULT_WEIGHTS = weight_grid()
 
 
 def grid_index(semantic_weights: np.ndarray, semantic_weight: float) -> int:

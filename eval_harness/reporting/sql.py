@@ -1,9 +1,9 @@
 """Every SQL statement the run report runs itself: reads of the Postgres store (each in the
 caller's transaction; the report never writes there) and the DuckDB run history table.
 
-What other domains own is read through their functions (dataset agreement, gate summaries,
-the calibration grid history), not here. Identifiers from configuration (the answers
-relation) are composed with :mod:`psycopg.sql`, never formatted in.
+What other domains own is read through their functions (dataset agreement, gate summaries
+and the answers' results in :mod:`eval_harness.gates.sql`, the calibration grid history), not
+here.
 """
 
 from __future__ import annotations
@@ -14,110 +14,6 @@ from datetime import datetime
 import duckdb
 import pandas as pd
 import psycopg
-from psycopg import sql
-
-from eval_harness.gates.answers import TimeWindow
-from eval_harness.gates.sql import (CURRENT_RESULT_JOIN, relation_sql, window_condition,
-                                        window_params)
-from eval_harness.gates.registry import Gate
-
-# ------------------------------------------------------------------------------ agreement
-
-def last_judged_at(conn: psycopg.Connection, dataset: str) -> datetime | None:
-    """When the newest judge label of ``dataset`` was written (None: no label yet)."""
-    return conn.execute("SELECT max(judged_at) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
-# ------------------------------------------------------------------------------ quality gates
-
-def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:
-    """When the newest answer in ``relation`` was created (None: no answer)."""
-    return conn.execute(sql.SQL("SELECT max(created_at) FROM {}").format(
-        relation_sql(relation))).fetchone()[0]
-
-
-def gate_results_as_of(conn: psycopg.Connection, relation: str,
-                       window: TimeWindow) -> datetime | None:
-    """When the newest gate result of an answer in ``window`` was stored."""
-    return conn.execute(sql.SQL(
-        "SELECT max(r.evaluated_at) FROM {relation} AS a JOIN gate_results AS r "
-        "ON r.answer_id = a.id WHERE {window}").format(
-        relation=relation_sql(relation), window=window_condition("a", window)),
-        window_params(window)).fetchone()[0]
-
-
-def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
-                        ids: Sequence[str]) -> list[tuple[str, str, float | None, dict | None]]:
-    """The answers ``ids`` (in that order) with their current result for ``gate``:
-    ``(id, query, score, details)``, score and details None when no current result exists."""
-    if not ids:
-        return []
-    rows = conn.execute(sql.SQL("""
-        SELECT a.id, a.query, r.score, r.details
-        FROM {relation} AS a
-        {current_result}
-        WHERE a.id = ANY(%(ids)s)""").format(relation=relation_sql(relation),
-                                             current_result=CURRENT_RESULT_JOIN),
-        {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
-    found = {row[0]: row for row in rows}
-    return [found[answer_id] for answer_id in ids if answer_id in found]
-
-
-# ------------------------------------------------------------------------------ cost
-
-_COST_SQL = """
-    SELECT api_name, model, operation, count(*), count(*) FILTER (WHERE batch),
-           coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),
-           coalesce(sum(output_tokens), 0), coalesce(sum(estimated_cost), 0),
-           coalesce(sum(input_tokens) FILTER (WHERE batch), 0),
-           coalesce(sum(least(cached_tokens, input_tokens)) FILTER (WHERE batch), 0),
-           coalesce(sum(output_tokens) FILTER (WHERE batch), 0),
-           coalesce(sum(estimated_cost) FILTER (WHERE batch), 0), max(created_at)
-    FROM api_cost_log
-    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
-      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-    GROUP BY api_name, model, operation"""
-
-_HITS_SQL = """
-    SELECT api_name, model, operation, sum(hits), coalesce(sum(saved_cost), 0), max(created_at)
-    FROM api_cache_hit_log
-    WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
-      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-    GROUP BY api_name, model, operation"""
-
-
-def _cost_params(run_ids: Sequence[str] | None, since: datetime | None) -> dict:
-    return {"run_ids": None if run_ids is None else list(run_ids), "since": since}
-
-
-def billed_call_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
-                     since: datetime | None) -> list[tuple]:
-    """``api_cost_log`` per (provider, model, operation), of the runs ``run_ids`` and/or
-    since ``since`` (None: no limit): ``(api, model, operation, calls, batch_calls,
-    input_tokens, cached_tokens, output_tokens, cost, batch_input_tokens,
-    batch_cached_tokens, batch_output_tokens, batch_cost, last_at)``."""
-    return conn.execute(_COST_SQL, _cost_params(run_ids, since)).fetchall()
-
-
-def cache_hit_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
-                   since: datetime | None) -> list[tuple] | None:
-    """``api_cache_hit_log`` per (provider, model, operation), limited as
-    :func:`billed_call_rows`: ``(api, model, operation, hits, saved_cost, last_at)``; None
-    when the store predates migration 0005 (the table is missing)."""
-    try:
-        with conn.transaction():
-            return conn.execute(_HITS_SQL, _cost_params(run_ids, since)).fetchall()
-    except psycopg.errors.UndefinedTable:
-        return None
-
-
-def billed_calls_ever(conn: psycopg.Connection) -> tuple[int, float]:
-    """Every billed call in ``api_cost_log``: how many, and their cost (USD)."""
-    calls, cost = conn.execute(
-        "SELECT count(*), coalesce(sum(estimated_cost), 0) FROM api_cost_log").fetchone()
-    return calls, float(cost)
-
 
 # ------------------------------------------------------------------------------ run history
 

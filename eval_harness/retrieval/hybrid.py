@@ -29,6 +29,7 @@ import psycopg
 
 from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import NonFiniteScores
+from eval_harness.store import catalog, ground_truth
 from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
@@ -38,7 +39,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
     """The store's dataset names for a message saying a name is not one of them: at most
     ``most``, quoted, then how many more (a store of many datasets must not turn one
     sentence into a page)."""
-    names = sql.dataset_names(conn)
+    names = catalog.dataset_names(conn)
     shown = ", ".join(f"'{name}'" for name in names[:most]) or "none"
     more = len(names) - most
     return shown if more <= 0 else f"{shown} and {more} more"
@@ -97,7 +98,7 @@ class QueryCandidates:
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
     """The dataset's language, embedding model and corpus; document/query counts unless told
     not to."""
-    row = sql.dataset_row(conn, name)
+    row = catalog.dataset_row(conn, name)
     if row is None:
         shown = " ".join(name.split())  # it may come from a file: one line, cut
         shown = shown if len(shown) <= 80 else shown[:79] + "…"
@@ -110,7 +111,7 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
               else Corpus.ingested(name, language, dim))
     documents = count_documents(conn, corpus) if with_counts else -1
-    count = sql.count_queries(conn, name) if with_counts else -1
+    count = ground_truth.count_queries(conn, name) if with_counts else -1
     return DatasetInfo(name, language, model, dim, documents, count, corpus)
 
 
@@ -202,7 +203,7 @@ def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,
         undefined = np.isnan(found.semantic)
         if not repeated.size and not undefined.any():
             continue
-        query = sql.query_external_ids(conn, [found.query_id])[found.query_id]
+        query = ground_truth.query_external_ids(conn, [found.query_id])[found.query_id]
         where = f"dataset '{corpus.dataset}': query '{query}'"
         if repeated.size:
             shown = _shown_ids(sorted(set(repeated.tolist())))

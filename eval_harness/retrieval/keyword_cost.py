@@ -9,7 +9,7 @@ while every index was in place (issue #20). The doctor runs :func:`measure_keywo
 put a figure on it:
 
 * **as the search runs it**: the search's own keyword candidate subquery
-  (:func:`eval_harness.retrieval.sql.candidate_ids`) for a few ground-truth queries,
+  (:func:`eval_harness.store.corpus.candidate_ids`) for a few ground-truth queries,
   timed one by one (the median is reported), each under a statement timeout;
 * **over stored tsvectors**: the same ranking over a temporary copy of the matching
   documents' tsvectors (what a stored generated column holds), timed the same way.
@@ -30,8 +30,7 @@ from typing import Iterator, Sequence
 import psycopg
 from psycopg import sql
 
-from eval_harness.retrieval.sql import candidate_ids
-from eval_harness.store.corpus import Corpus
+from eval_harness.store.corpus import Corpus, candidate_ids
 
 MEASURED_QUERIES = 5           # ground-truth queries timed at most
 MEASURING_BUDGET_SECONDS = 5.0  # stop timing further queries after this long

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 import psycopg
 
 from eval_harness.metrics.ranking import mean_metrics
-from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
+from eval_harness.store import ground_truth
 
 METRIC_LABELS = {"p_at_5": "P@5", "recall_at_5": "Recall@5", "ndcg_at_10": "nDCG@10",
                  "mrr_at_10": "MRR@10"}
@@ -34,7 +34,7 @@ class RetrievalReport:
 def load_qrels(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
     """Ground truth as {query id: {doc id: grade}} for the dataset."""
     return {qid: dict(zip(docs, grades))
-            for qid, docs, grades in sql.graded_expected_docs(conn, dataset)}
+            for qid, docs, grades in ground_truth.graded_expected_docs(conn, dataset)}
 
 
 def fused_runs(candidates: list[QueryCandidates], semantic_weight: float,

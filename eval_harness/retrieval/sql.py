@@ -1,5 +1,7 @@
-"""Every SQL statement of retrieval: the dataset's settings, the hybrid search itself (one
-query, and the candidate scores of many ground-truth queries at once) and the graded qrels.
+"""Every SQL statement of retrieval: the hybrid search itself (one query, and the candidate
+scores of many ground-truth queries at once; the query rows from
+:func:`eval_harness.store.ground_truth.table`). The dataset rows are read through
+:mod:`eval_harness.store.catalog`.
 
 Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
 or the RAG system's own relation: the same statements). The search statements are the
@@ -15,77 +17,14 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.store.corpus import Corpus
-
-# ------------------------------------------------------------------------------ datasets
-
-def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
-    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
-    ``name``; None when it is not in the store."""
-    return conn.execute("""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
-               d.corpus_mapping
-        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
-
-
-def count_queries(conn: psycopg.Connection, dataset: str) -> int:
-    """The ground-truth queries of ``dataset``."""
-    return conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                        (dataset,)).fetchone()[0]
-
-
-def dataset_names(conn: psycopg.Connection) -> list[str]:
-    """The names of the datasets in the store, sorted."""
-    return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
-
-
-def query_external_ids(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
-    """The dataset's own ids of the ground-truth queries ``ids``: {id: own id}."""
-    return dict(conn.execute("SELECT id, external_id FROM ground_truth WHERE id = ANY(%s)",
-                             ([int(i) for i in ids],)).fetchall())
-
-
-def graded_expected_docs(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """``(query id, expected_docs, relevance_grades)`` of each ground-truth query of
-    ``dataset``, by id."""
-    return conn.execute("SELECT id, expected_docs, relevance_grades FROM ground_truth "
-                        "WHERE dataset = %s ORDER BY id", (dataset,)).fetchall()
-
+from eval_harness.store import ground_truth
+from eval_harness.store.corpus import Corpus, candidate_ids
 
 # ------------------------------------------------------------------------------ hybrid search
 
 def set_hnsw_ef_search(conn: psycopg.Connection, ef: int) -> None:
     """Set ``hnsw.ef_search`` for the rest of the session."""
     conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef),))
-
-
-def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
-    """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
-    ``id``s, joined to the corpus by id.
-
-    A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
-    planned as a correlated SubPlan, one vector-index scan per document of the corpus
-    (tests/test_search_plan.py checks the plan shape)."""
-    parts = []
-    if semantic:
-        # An empty document has no embedding: the index leaves it out, but a plan that sorts
-        # would put its NULL distance last and make it a candidate with no semantic score.
-        parts.append(sql.SQL(
-            "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
-            "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
-    # A document without an embedding has no semantic score, so no fused score: it is no
-    # keyword candidate either (an ingested one is empty and matches nothing anyway).
-    parts.append(sql.SQL(
-        "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
-        "AND {k_emb_col} IS NOT NULL "
-        "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
-    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
-              "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
-              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
-              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
-              "k_emb_col": corpus.embedding_column("k"),
-              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
-    return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
 
 
 def _semantic_expr(corpus: Corpus, semantic: bool) -> sql.Composable:
@@ -153,7 +92,7 @@ def candidate_statement(corpus: Corpus, depth: int) -> sql.Composed:
     parameter is ``ids`` (an int list, or None for every query)."""
     return sql.SQL("""
         SELECT g.id, c.doc_ids, c.sem, c.kw
-        FROM ground_truth g
+        FROM {gt}
         CROSS JOIN LATERAL (SELECT g.query_embedding::vector({dim}) AS emb,
                                    eh_or_tsquery({lang}::regconfig, g.query) AS tsq
                             OFFSET 0) q
@@ -166,7 +105,7 @@ def candidate_statement(corpus: Corpus, depth: int) -> sql.Composed:
             JOIN {d} ON {did} = cand.id) c
         WHERE g.dataset = {name} AND (%(ids)s::int[] IS NULL OR g.id = ANY(%(ids)s::int[]))
         ORDER BY g.id""").format(
-        dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
+        gt=ground_truth.table("g"), dim=sql.Literal(corpus.dim), lang=sql.Literal(corpus.language),
         name=sql.Literal(corpus.dataset), sem=_semantic_expr(corpus, True),
         did=corpus.id_of("d"), dtsv=corpus.tsvector_of("d"), d=corpus.table("d"),
         candidates=candidate_ids(corpus, depth, semantic=True))

@@ -6,10 +6,11 @@ Environment overrides: ``EVAL_HARNESS_JUDGE1``, ``EVAL_HARNESS_JUDGE2`` (judge s
 ``EVAL_HARNESS_JUDGE_BUDGET_USD`` (a number, or ``none`` for no limit).
 
 A judge is named ``provider:model``: ``openai:<model>`` (OpenAI or any server speaking its
-Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` or ``local:lexical`` /
-``local:embedding`` (offline, free). Any model name is accepted; a paid model needs an entry
+Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` (the chat providers,
+:data:`CHAT_PROVIDERS`; one module each in :mod:`eval_harness.judges.client.providers`) or
+``local:lexical`` / ``local:embedding`` (offline, free). Any model name is accepted; a paid model needs an entry
 in ``prices`` when it is used (checked when the judges are built, see
-:mod:`eval_harness.judges.session`).
+:mod:`eval_harness.judges.client.session`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,33 @@ from typing import Any, Mapping
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 
-PROVIDERS = ("openai", "anthropic", "local")
+# The chat providers a judge spec may name before the colon: each is served by the module of
+# the same name in eval_harness.judges.client.providers (its registry; settings stays below
+# judges and knows the names only). A provider registered at run time is added here.
+CHAT_PROVIDERS: list[str] = ["openai", "anthropic"]
+LOCAL = "local"  # the offline judges
 LOCAL_JUDGES = ("lexical", "embedding")
 DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7}
 DEFAULT_MAX_TOKENS = {"relevance": 100, "evaluation": 500, "grounding": 500, "reflexion": 1000}
-# The environment variable holding each paid provider's API key.
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# The environment variables a provider reads its key and server from (see provider_variables).
+PROVIDER_VARIABLE_SUFFIXES = ("_API_KEY", "_BASE_URL")
+
+
+def add_chat_provider(name: str) -> None:
+    """Accept ``name:<model>`` judge specs (a provider registered at run time)."""
+    if name not in CHAT_PROVIDERS:
+        CHAT_PROVIDERS.append(name)
+
+
+def remove_chat_provider(name: str) -> None:
+    """Refuse ``name:<model>`` specs again (a provider registered at run time, forgotten)."""
+    if name in CHAT_PROVIDERS:
+        CHAT_PROVIDERS.remove(name)
+
+
+def known_providers() -> tuple[str, ...]:
+    """Every name a judge spec may use before the colon."""
+    return (*CHAT_PROVIDERS, LOCAL)
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,7 @@ class BatchSettings:
 class StagedSettings:
     """``judges.staged``: judge 2 scores a seeded random sample of queries, growing it by
     ``step_queries`` from ``first_queries``, until the lower bound of the kappa interval on
-    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.staged`)."""
+    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.dual.staged`)."""
 
     enabled: bool = False
     seed: int = 0                # the order in which queries join the sample
@@ -115,6 +137,10 @@ class JudgeSettings:
     local: LocalJudgeSettings = LocalJudgeSettings()
     staged: StagedSettings = StagedSettings()
     shards: int = 1                  # static partitions of the Dagster judging asset
+    # The environment's *_API_KEY / *_BASE_URL variables: a provider without typed settings
+    # of its own reads its key and server here (eval_harness.judges.client.providers.base).
+    provider_variables: Mapping[str, str] = field(default_factory=lambda: _frozen({}),
+                                                  repr=False, compare=False)
 
 
 def _error(message: str) -> Exception:
@@ -156,12 +182,12 @@ def validate_judge_spec(spec: Any, where: str) -> str:
         raise _error(f"'{where}' must look like provider:model (openai:gpt-4o, "
                      f"anthropic:claude-haiku-4-5, local:lexical), got {spec!r}.")
     provider, model = (part.strip() for part in spec.split(":", 1))
-    if provider not in PROVIDERS:
+    if provider not in known_providers():
         raise _error(f"'{where}' names an unknown provider '{provider}' "
-                     f"(known: {', '.join(PROVIDERS)}).")
+                     f"(known: {', '.join(known_providers())}).")
     if not model:
         raise _error(f"'{where}' names no model after '{provider}:'.")
-    if provider == "local" and model not in LOCAL_JUDGES:
+    if provider == LOCAL and model not in LOCAL_JUDGES:
         raise _error(f"'{where}': unknown local judge '{model}' "
                      f"(known: {', '.join(LOCAL_JUDGES)}).")
     return f"{provider}:{model}"
@@ -188,14 +214,17 @@ def _per_operation(section: Mapping[str, Any], key: str, defaults: Mapping[str, 
 
 def _rate_limits(section: Mapping[str, Any]) -> Mapping[str, RateLimit]:
     given = _mapping(section, "rate_limits", "judges")
-    _reject_unknown(given, "judges.rate_limits", ("openai", "anthropic"))
+    _reject_unknown(given, "judges.rate_limits", tuple(CHAT_PROVIDERS))
     limits = dict(DEFAULT_RATE_LIMITS)
     for provider, entry in given.items():
         where = f"judges.rate_limits.{provider}"
         if not isinstance(entry, Mapping):
             raise _error(f"'{where}' must be a mapping.")
         _reject_unknown(entry, where, ("requests_per_minute", "tokens_per_minute"))
-        default = DEFAULT_RATE_LIMITS[provider]
+        default = DEFAULT_RATE_LIMITS.get(provider)
+        if default is None and "requests_per_minute" not in entry:
+            raise _error(f"'{where}' needs 'requests_per_minute'.")
+        default = default or RateLimit(0.0)
         tpm = entry.get("tokens_per_minute", default.tokens_per_minute)
         limits[provider] = RateLimit(
             _number(entry.get("requests_per_minute", default.requests_per_minute),
@@ -228,7 +257,7 @@ def _prices(section: Mapping[str, Any]) -> Mapping[str, Price]:
 
 def _send_temperature(section: Mapping[str, Any]) -> Mapping[str, bool]:
     given = _mapping(section, "send_temperature", "judges")
-    _reject_unknown(given, "judges.send_temperature", ("openai", "anthropic"))
+    _reject_unknown(given, "judges.send_temperature", tuple(CHAT_PROVIDERS))
     result = dict(JudgeSettings().send_temperature)
     for provider, value in given.items():
         if not isinstance(value, bool):
@@ -344,4 +373,6 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
         local=_local(section),
         staged=_staged(section),
         shards=_integer(section.get("shards", d.shards), "judges.shards", low=1),
+        provider_variables=_frozen({name: value for name, value in env.items()
+                                    if name.endswith(PROVIDER_VARIABLE_SUFFIXES) and value}),
     )

@@ -1,7 +1,8 @@
 """What the server and the store hold, read for the doctor and the store commands: the
-server's version, extensions, whether a relation exists, the datasets ingested, a stored
-ground-truth query's embedding, the current role's privileges, and the live datasets (attached
-or only configured) with a representative query of each.
+server's version, extensions, whether a relation exists, the datasets in the store (the
+owner of the ``datasets`` table's reads; tests/test_layers.py holds the owner map), the current
+role's privileges, and the live datasets (attached or only configured) with a representative
+query of each.
 
 Reads only; each runs in the caller's transaction (the doctor's session is read-only). The
 migrations applied are read by :func:`eval_harness.store.migrate.applied_migrations`, beside
@@ -19,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig, sql_name
+from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.live import LiveMappingError, check_mapping, embedder_model, text_key
 
@@ -57,19 +59,25 @@ def ingested_datasets(conn: psycopg.Connection) -> dict[str, int]:
         "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
 
 
+def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
+    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
+    ``name``; None when it is not in the store."""
+    return conn.execute("""
+        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
+               d.corpus_mapping
+        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
+
+
+def dataset_names(conn: psycopg.Connection) -> list[str]:
+    """The names of the datasets in the store, sorted."""
+    return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+
+
 def live_dataset_names(conn: psycopg.Connection) -> set[str]:
     """The datasets attached as live (read in place). A store before migration 0008 has no
     ``kind`` column, so the row is read as JSON: there every dataset is ingested."""
     return {name for (name,) in conn.execute(
         "SELECT name FROM datasets d WHERE to_jsonb(d) ->> 'kind' = 'live'")}
-
-
-def stored_query_embedding(conn: psycopg.Connection, dataset: str,
-                           text: str) -> tuple | None:
-    """``(query_embedding,)`` of a ground-truth query of ``dataset`` whose text is ``text``
-    (the embedding may be None); None when ``dataset`` has no such query."""
-    return conn.execute("SELECT query_embedding FROM ground_truth WHERE dataset = %s "
-                        "AND query = %s LIMIT 1", (dataset, text)).fetchone()
 
 
 def make_session_read_only(conn: psycopg.Connection) -> None:
@@ -236,12 +244,8 @@ def ground_truth_queries(conn: psycopg.Connection, dataset: LiveDataset, *,
     """The first ``limit`` ground-truth query texts of ``dataset`` (by id) and how many it
     has: the harness's mirror when attached, else the live ground truth itself."""
     if dataset.attached:
-        texts = [t for (t,) in conn.execute(
-            "SELECT query FROM ground_truth WHERE dataset = %s ORDER BY id LIMIT %s",
-            (dataset.name, limit))]
-        total = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                             (dataset.name,)).fetchone()[0]
-        return texts, total
+        return (ground_truth.first_queries(conn, dataset.name, limit),
+                ground_truth.count_queries(conn, dataset.name))
     gt = dataset.ground_truth
     if not gt:
         return [], 0
@@ -286,8 +290,7 @@ def probe_query(conn: psycopg.Connection, dataset: LiveDataset) -> tuple[str, st
     assert corpus is not None
     text, vector = "", None
     if dataset.attached:
-        row = conn.execute("SELECT query, query_embedding FROM ground_truth WHERE dataset = %s "
-                           "ORDER BY id LIMIT 1", (dataset.name,)).fetchone()
+        row = ground_truth.first_query_with_embedding(conn, dataset.name)
         if row is not None:
             text, vector = row[0], _vector_text(row[1])
     elif dataset.ground_truth:

@@ -6,7 +6,9 @@ HNSW index covers; a stored ``tsv``). A *live* dataset's documents are the RAG s
 relation, read in place through the mapping recorded when it was attached
 (:mod:`eval_harness.store.live`). Every statement that reads documents (hybrid search, the
 calibration candidates, judging, review, TREC files) composes its ``FROM`` and column
-expressions from a :class:`Corpus`, so both kinds run the same statements.
+expressions from a :class:`Corpus`, so both kinds run the same statements; the search's
+candidate subqueries (:func:`candidate_ids`) are here too, next to the corpus they read, so
+the index check (:mod:`eval_harness.store.indexes`) explains the very SQL the search runs.
 
 Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), values with
 :class:`psycopg.sql.Literal`; nothing from a config is spliced into SQL text.
@@ -155,3 +157,32 @@ def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:
     """The documents of ``corpus``."""
     return conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(
         corpus.table("d"), corpus.rows_of_dataset("d"))).fetchone()[0]
+
+
+def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
+    """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
+    ``id``s, joined to the corpus by id.
+
+    A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
+    planned as a correlated SubPlan, one vector-index scan per document of the corpus
+    (tests/test_search_plan.py checks the plan shape)."""
+    parts = []
+    if semantic:
+        # An empty document has no embedding: the index leaves it out, but a plan that sorts
+        # would put its NULL distance last and make it a candidate with no semantic score.
+        parts.append(sql.SQL(
+            "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
+            "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
+    # A document without an embedding has no semantic score, so no fused score: it is no
+    # keyword candidate either (an ingested one is empty and matches nothing anyway).
+    parts.append(sql.SQL(
+        "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
+        "AND {k_emb_col} IS NOT NULL "
+        "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
+    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
+              "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
+              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
+              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
+              "k_emb_col": corpus.embedding_column("k"),
+              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
+    return sql.SQL(" UNION ").join(part.format(**values) for part in parts)

@@ -30,6 +30,7 @@ from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.settings import Settings
+from eval_harness.store import ground_truth
 from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
@@ -172,9 +173,8 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
                                 AND (k.query, k.expected_docs)
                                     IS DISTINCT FROM (h.query, h.expected_docs)),
                count(*) FILTER (WHERE k.external_id IS NULL)
-        FROM kept k FULL JOIN (SELECT external_id, query, expected_docs FROM ground_truth
-                               WHERE dataset = %s) h ON h.external_id = k.external_id""").format(
-        rows=live_ground_truth_rows(checked.ground_truth),
+        FROM kept k FULL JOIN ({stored}) h ON h.external_id = k.external_id""").format(
+        stored=ground_truth.labels_of_dataset(), rows=live_ground_truth_rows(checked.ground_truth),
         kept=sql.SQL("cardinality(expected_docs) > 0" if checked.ground_truth.labelled
                      else "TRUE")), (name,)).fetchone()
     since = f"as attached at {attached[0]:%Y-%m-%d %H:%M %Z}".rstrip()

@@ -1,7 +1,7 @@
 """The indexes a live dataset's search needs on the RAG system's relation, and what it costs
 without them.
 
-The hybrid search (:func:`eval_harness.retrieval.sql.candidate_ids`) asks the corpus three
+The hybrid search (:func:`eval_harness.store.corpus.candidate_ids`) asks the corpus three
 things, and each is fast only with an index the RAG system owns:
 
 * **embedding**: ``ORDER BY <embedding> <=> query LIMIT depth``; served by an HNSW or IVFFlat
@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.store.catalog import LiveDataset, probe_query
-from eval_harness.store.corpus import Corpus
+from eval_harness.store.corpus import Corpus, candidate_ids
 
 VECTOR_METHODS = ("hnsw", "ivfflat")
 COSINE_OPCLASS = "vector_cosine_ops"
@@ -288,8 +288,6 @@ def explain_candidates(conn: psycopg.Connection, corpus: Corpus, depth: int, tex
                        vector: str | None) -> list[PlanSide]:
     """The planner's estimate (EXPLAIN, nothing run) of the search's own candidate subqueries
     for one query: the semantic side (when there is a vector) and the keyword side."""
-    from eval_harness.retrieval.sql import candidate_ids  # the search's very SQL
-
     semantic = vector is not None
     if conn.execute("SELECT to_regprocedure('eh_or_tsquery(regconfig, text)') IS NOT NULL"
                     ).fetchone()[0]:

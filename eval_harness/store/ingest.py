@@ -44,6 +44,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from eval_harness.store import ground_truth
 from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
 from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
                                            PrecomputedEmbeddings, check_vectors,
@@ -161,9 +162,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     if stored is not None:  # compared by hash: the corpus text need not travel
         stored_docs = dict(conn.execute("SELECT external_id, md5(content) FROM l2_insights "
                                         "WHERE dataset = %s", (name,)).fetchall())
-        stored_queries = dict(conn.execute(
-            "SELECT external_id, md5(query) FROM ground_truth WHERE dataset = %s "
-            "AND query_embedding IS NOT NULL", (name,)).fetchall())
+        stored_queries = ground_truth.stored_query_hashes(conn, name)
     new_docs = [i for i, d in enumerate(data.documents)
                 if not d.is_empty and stored_docs.get(d.external_id) != _md5(d.content)]
     new_queries = [i for i, q in enumerate(data.queries)
@@ -312,10 +311,11 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
           AND NOT EXISTS (SELECT 1 FROM _ingest_docs s WHERE s.external_id = d.external_id)""",
                            (name,)).rowcount
     if deleted:  # judge_review keeps document ids without a foreign key (migration 0008)
-        conn.execute("""
-            DELETE FROM judge_review r USING ground_truth g
+        conn.execute(sql.SQL("""
+            DELETE FROM judge_review r USING {gt}
             WHERE g.id = r.ground_truth_id AND g.dataset = %s
-              AND NOT EXISTS (SELECT 1 FROM l2_insights d WHERE d.id = r.doc_id)""", (name,))
+              AND NOT EXISTS (SELECT 1 FROM l2_insights d WHERE d.id = r.doc_id)""").format(
+            gt=ground_truth.table("g")), (name,))
     return MergeCounts(inserted, len(rows) - inserted, deleted,
                        len(data.documents) - len(rows))
 
@@ -398,25 +398,7 @@ def _merge_queries(conn: psycopg.Connection, name: str, data: BeirDataset,
                             [doc_ids[d] for d in relevant],
                             [query.relevance[d] for d in relevant]))
     # A changed query or changed labels invalidate earlier judge scores for that query.
-    rows = conn.execute("""
-        INSERT INTO ground_truth AS g (dataset, external_id, query, query_embedding,
-                                       expected_docs, relevance_grades)
-        SELECT %(name)s, s.external_id, s.query, coalesce(s.query_embedding, e.query_embedding),
-               s.expected_docs, s.relevance_grades
-        FROM _ingest_queries s
-        LEFT JOIN ground_truth e ON e.dataset = %(name)s AND e.external_id = s.external_id
-        ON CONFLICT (dataset, external_id) DO UPDATE SET
-            query = EXCLUDED.query, query_embedding = EXCLUDED.query_embedding,
-            expected_docs = EXCLUDED.expected_docs, relevance_grades = EXCLUDED.relevance_grades,
-            judged_docs = NULL, judge1_score = NULL, judge2_score = NULL,
-            judge1_model = NULL, judge2_model = NULL, kappa = NULL
-        WHERE (g.query, g.query_embedding, g.expected_docs, g.relevance_grades)
-              IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.query_embedding,
-                                EXCLUDED.expected_docs, EXCLUDED.relevance_grades)
-        RETURNING (xmax = 0)""", {"name": name}).fetchall()
+    rows = ground_truth.upsert_ingested_queries(conn, name)
     inserted = sum(1 for (is_new,) in rows if is_new)
-    deleted = conn.execute("""
-        DELETE FROM ground_truth g WHERE g.dataset = %s
-          AND NOT EXISTS (SELECT 1 FROM _ingest_queries s WHERE s.external_id = g.external_id)""",
-                           (name,)).rowcount
+    deleted = ground_truth.delete_queries_not_staged(conn, name, "_ingest_queries")
     return MergeCounts(inserted, len(rows) - inserted, deleted, len(data.queries) - len(rows))

@@ -35,6 +35,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
+from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
@@ -278,28 +279,11 @@ def _staged_expected_ids(conn: psycopg.Connection) -> set[int]:
 def _merge_ground_truth(conn: psycopg.Connection, dataset: str, report: AttachReport) -> None:
     """Upsert the staged rows into ``ground_truth``; a changed query or changed expected ids
     drop the query's embedding (if the text changed) and its judge scores."""
-    rows = conn.execute("""
-        INSERT INTO ground_truth AS g (dataset, external_id, query, expected_docs,
-                                       relevance_grades)
-        SELECT %(name)s, s.external_id, s.query, s.expected_docs,
-               array_fill(1, ARRAY[cardinality(s.expected_docs)])
-        FROM _live_gt s
-        ON CONFLICT (dataset, external_id) DO UPDATE SET
-            query = EXCLUDED.query, expected_docs = EXCLUDED.expected_docs,
-            relevance_grades = EXCLUDED.relevance_grades,
-            query_embedding = CASE WHEN g.query = EXCLUDED.query THEN g.query_embedding END,
-            judged_docs = NULL, judge1_score = NULL, judge2_score = NULL,
-            judge1_model = NULL, judge2_model = NULL, kappa = NULL
-        WHERE (g.query, g.expected_docs) IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.expected_docs)
-        RETURNING (xmax = 0)""", {"name": dataset}).fetchall()
+    rows = ground_truth.upsert_attached_queries(conn, dataset)
     report.inserted = sum(1 for (is_new,) in rows if is_new)
     report.updated = len(rows) - report.inserted
-    report.removed = conn.execute("""
-        DELETE FROM ground_truth g WHERE g.dataset = %s
-          AND NOT EXISTS (SELECT 1 FROM _live_gt s WHERE s.external_id = g.external_id)""",
-                                  (dataset,)).rowcount
-    report.queries = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",
-                                  (dataset,)).fetchone()[0]
+    report.removed = ground_truth.delete_queries_not_staged(conn, dataset, "_live_gt")
+    report.queries = ground_truth.count_queries(conn, dataset)
 
 
 def text_key(text: str) -> str:
@@ -330,9 +314,7 @@ def cache_query_embeddings(conn: psycopg.Connection, model: str,
 def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
                    embedder_factory: Callable[[], Embedder], report: AttachReport,
                    progress) -> None:
-    rows = conn.execute("SELECT DISTINCT query FROM ground_truth WHERE dataset = %s "
-                        "AND query_embedding IS NULL", (cfg.name,)).fetchall()
-    texts = [t for (t,) in rows]
+    texts = ground_truth.queries_without_embedding(conn, cfg.name)
     if not texts:
         return
     model = embedder_model(cfg.embedder or "")
@@ -353,10 +335,7 @@ def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
         raise LiveMappingError(f"'datasets.{cfg.name}.embedder': {cfg.embedder} gives "
                                f"{sorted(wrong)[0]}-dimensional query vectors but the corpus "
                                f"embeddings have {dim}; name the model that embedded the corpus.")
-    with conn.cursor() as cur:
-        cur.executemany("UPDATE ground_truth SET query_embedding = %s WHERE dataset = %s "
-                        "AND query = %s AND query_embedding IS NULL",
-                        [(found[t], cfg.name, t) for t in texts])
+    ground_truth.set_query_embeddings(conn, cfg.name, [(found[t], t) for t in texts])
 
 
 # ------------------------------------------------------------------------------ write-back
@@ -415,11 +394,11 @@ def write_back_judge_scores(conn: psycopg.Connection, cfg: DatasetConfig) -> Wri
                 with conn.transaction():
                     rows = conn.execute(sql.SQL("""
                         UPDATE {rel} AS t SET ({cols}) = ROW({values})
-                        FROM ground_truth h
+                        FROM {mirror}
                         WHERE h.dataset = %s AND h.judged_docs IS NOT NULL
                           AND t.{id} = h.external_id::bigint
                           AND ({current}) IS DISTINCT FROM ({values})""").format(
-                        rel=name, id=sql.Identifier(gt.id),
+                        rel=name, mirror=ground_truth.table("h"), id=sql.Identifier(gt.id),
                         cols=sql.SQL(", ").join(map(sql.Identifier, present)),
                         values=sql.SQL(", ").join(sql.Identifier("h", c) for c in present),
                         current=sql.SQL(", ").join(sql.Identifier("t", c) for c in present)),

@@ -13,7 +13,7 @@ from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Details, Metric, Paragraph,
                                            Section, Table, no_data)
-from eval_harness.reporting.sql import last_judged_at
+from eval_harness.store.ground_truth import last_judged_at
 from eval_harness.settings import Settings
 
 CHECK_NAME = "Judge agreement gate"
@@ -71,8 +71,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
 
 
 def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str) -> str:
-    """What staged dual judging saved (:func:`eval_harness.judges.staged.stored_saving`)."""
-    from eval_harness.judges.staged import stored_saving
+    """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)."""
+    from eval_harness.judges.dual.staged import stored_saving
 
     saving = stored_saving(conn, settings, dataset)
     return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "

@@ -15,12 +15,11 @@ from eval_harness.gates.registry import (Gate, configured_gates, configured_scal
                                          enabled_gate_names)
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import summarize_gates
+from eval_harness.gates.sql import answers_with_result, gate_results_as_of, latest_answer_at
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Metric, Paragraph, Section,
                                            Table, no_data)
-from eval_harness.reporting.sql import (answers_with_result, gate_results_as_of,
-                                            latest_answer_at)
 from eval_harness.settings import Settings
 
 WORST_SHOWN = 5          # worst answers listed per gate and day

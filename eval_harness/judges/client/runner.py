@@ -1,0 +1,449 @@
+"""The call pipeline every LLM judge call goes through.
+
+    cache lookup -> budget check -> rate limiter -> provider -> retry -> cost + retry logging
+
+* **Cache**: a request whose key is in ``judge_cache`` is answered from it (no provider call,
+  no cost). Identical requests in flight at the same time share one provider call.
+* **Budget**: before a call, its worst-case cost (estimated input, full ``max_tokens`` of
+  output) is reserved against ``judges.budget_usd``; the reservation is replaced by the real
+  cost when the call ends, so concurrent calls can never overshoot the budget together. A
+  call that does not fit waits while other reservations are pending; if it still does not
+  fit, the pipeline stops: this and every later uncached call raise
+  :class:`BudgetExhausted`, calls already in flight finish and are logged, and what was
+  spent stays logged.
+* **Rate limiter**: one :class:`AdaptiveRateLimiter` per provider (requests and tokens per
+  minute), acquired for every attempt, retries included. The configured rates are its
+  ceiling; every response's rate-limit headers, and every 429, move it below that (see
+  :mod:`eval_harness.judges.client.adaptive`). Providers with ``complete_with_headers`` hand their
+  successes' headers over; a refusal's come with the SDK's exception.
+* **Concurrency**: at most ``judges.concurrency`` requests in flight per provider; a call
+  waiting out a backoff does not hold a slot. The rate limiter is taken inside the slot, so
+  what passes it is sent at once, at the rate of that moment.
+* **Retry**: see :mod:`eval_harness.judges.client.retry`. After the last attempt the call is
+  returned as failed (the caller records the pair as failed and the run goes on).
+* **No quota**: a provider saying the account has no quota or credit left (error kind
+  ``quota``) stops the run like a used-up budget: that call and every later uncached call
+  raise :class:`QuotaExhausted` with one sentence naming the provider and its server (never
+  the key); calls waiting for a slot or a retry are not sent any more (they would be refused
+  too), calls already sent finish and are logged.
+* **Rejected key**: a 401 or 403 (error kind ``auth``) stops the run the same way, raising
+  :class:`AuthenticationRejected` with one sentence naming the provider and its server (never
+  the key): every later call would be refused with the same key. All three stops are
+  :class:`RunStopped`.
+* **Interrupted** (:meth:`CallPipeline.interrupt`, the user's SIGINT or SIGTERM): no new
+  request is sent (cached replies are still answered); requests already sent get
+  :data:`INTERRUPT_GRACE_SECONDS` to deliver their replies, which are stored, and are then
+  abandoned. Later calls raise :class:`RunInterrupted`.
+* **The store went away** (:meth:`CallPipeline.store_lost`: a ledger read or write failed,
+  or the session saw the connection close): nothing more is sent, since no reply could be
+  stored, and requests already sent are abandoned at once. Later calls raise
+  :class:`StoreLost`, carrying the store's error.
+* **Cache key**: a request carries the base URL of its provider's server (the key includes
+  it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
+  provider it would be sent to, so a reply is never cached under the wrong server.
+* **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
+  committed before the call returns; every retry becomes one ``api_retry_log`` row, committed
+  before its wait and marked ``success`` with the call's reply (so a kill loses none); cache
+  hits are counted, with the list price they saved, into ``api_cache_hit_log``.
+* **Open batches**: a request whose reply a still-running provider batch will deliver
+  (:attr:`CallPipeline.awaiting_batch`, set by batch mode) is not sent live: that would pay
+  for it twice. It fails at once with kind ``batch_pending``; a later batch run collects it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import psycopg
+
+from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
+from eval_harness.settings.judges import RateLimit
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
+from eval_harness.judges.client.limiter import Clock, Sleep
+from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.providers.base import ChatClient
+from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
+from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
+    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
+    QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
+
+
+class Budget:
+    """Spending limit of one run, in USD; ``None`` means no limit."""
+
+    def __init__(self, limit_usd: float | None) -> None:
+        self.limit_usd = limit_usd
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+        self.pending = 0  # reservations not yet settled
+
+    def try_reserve(self, amount: float) -> bool:
+        if self.limit_usd is not None and (
+                self.spent_usd + self.reserved_usd + amount > self.limit_usd + 1e-12):
+            return False
+        self.reserved_usd += amount
+        self.pending += 1
+        return True
+
+    def charge(self, amount: float) -> None:
+        """A cost nothing was reserved for: the results of a batch an earlier run submitted."""
+        self.spent_usd += amount
+
+    def settle(self, reserved: float, actual: float) -> None:
+        self.pending -= 1
+        # counted, not compared as floats: rounding must not leave a phantom reservation
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved) if self.pending else 0.0
+        self.spent_usd += actual
+
+    def exhausted_message(self, next_cost: float) -> str:
+        return (f"the judge budget of ${self.limit_usd:.2f} for this run is used up "
+                f"(${self.spent_usd:.4f} spent, the next call could cost up to "
+                f"${next_cost:.4f}); raise judges.budget_usd (or EVAL_HARNESS_JUDGE_BUDGET_USD) "
+                "and run again: what was judged is kept and cached")
+
+
+@dataclass
+class RunStats:
+    """Counters of one run; ``provider_calls`` counts HTTP requests (retries included).
+
+    ``refused``: requests a provider refused as rate limited (429, not quota). Waiting is
+    summed over calls (calls wait side by side, so it can exceed the run's time):
+    ``limiter_wait_s`` for the rate limiter (its pauses included), ``backoff_wait_s`` for
+    retry backoffs. ``waits_asked``: per provider, the longest ``Retry-After`` above
+    ``judges.retry.max_wait_seconds`` and how many calls it ended (see :mod:`.retry`).
+    """
+
+    provider_calls: int = 0
+    billed_calls: int = 0
+    batch_requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    refused: int = 0
+    limiter_wait_s: float = 0.0
+    backoff_wait_s: float = 0.0
+    waits_asked: dict[str, WaitAsked] = field(default_factory=dict)
+
+    def add_wait_asked(self, provider: str, seconds: float) -> None:
+        """A call to ``provider`` ended because its server asked to wait ``seconds``."""
+        asked = self.waits_asked.setdefault(provider, WaitAsked())
+        asked.longest_s = max(asked.longest_s, seconds)
+        asked.calls_given_up += 1
+
+    def add_billed(self, completion: Completion, cost: float) -> None:
+        self.billed_calls += 1
+        self.input_tokens += completion.usage.input_tokens
+        self.output_tokens += completion.usage.output_tokens
+        self.cost_usd += cost
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one pipeline call produced: a completion, or the error that ended it."""
+
+    completion: Completion | None
+    error: ErrorInfo | None = None
+    attempts: int = 0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.completion is not None
+
+    @property
+    def billed(self) -> bool:
+        return self.completion is not None and not self.cache_hit
+
+
+class CallPipeline:
+    def __init__(self, *, providers: Mapping[str, ChatClient], ledger: JudgeLedger,
+                 prices: PriceTable, budget: Budget, retry: RetryPolicy,
+                 rate_limits: Mapping[str, RateLimit], concurrency: int,
+                 secrets: Iterable[str | None] = (), clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
+        self.providers = dict(providers)
+        self.ledger = ledger
+        self.prices = prices
+        self.budget = budget
+        self.retry = retry
+        self.stats = RunStats()
+        self.stopped: str | None = None  # "budget" / "quota" / "auth" / ... once stopped
+        self.stop_reason: str | None = None
+        self.store_error: BaseException | None = None  # why the store was lost
+        self._sending: set[asyncio.Task] = set()  # requests on their way to a provider
+        self.halted = asyncio.Event()  # set when the user or the store stops the run
+        self._secrets = tuple(s for s in secrets if s)
+        self._clock, self._sleep = clock, sleep
+        self._limiters = {name: self._new_limiter(rate_limits[name], name) for name in providers}
+        self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
+        self._inflight: dict[str, asyncio.Future] = {}
+        self._budget_waiters: list[asyncio.Future] = []
+        # cache key -> why its reply is not here yet (a provider batch still running)
+        self.awaiting_batch: dict[str, str] = {}
+
+    def add_provider(self, provider: ChatClient, limit: RateLimit, concurrency: int, *,
+                     secret: str | None = None) -> None:
+        """Send ``provider``'s requests; ``secret`` (its key) is masked in its errors."""
+        self.providers[provider.name] = provider
+        self._limiters[provider.name] = self._new_limiter(limit, provider.name)
+        self._slots[provider.name] = asyncio.Semaphore(concurrency)
+        if secret:
+            self._secrets += (secret,)
+
+    def _new_limiter(self, limit: RateLimit, provider: str) -> AdaptiveRateLimiter:
+        """A provider's limiter, reading its headers: a 429 asking for a longer wait than a
+        call takes ends it and is no rate signal (pausing others would not bring it nearer)."""
+        return AdaptiveRateLimiter(limit.requests_per_minute, limit.tokens_per_minute,
+                                   clock=self._clock, sleep=self._sleep,
+                                   read_headers=provider_named(provider).read_rate_headers,
+                                   beyond_wait=self.retry.settings.max_wait_seconds)
+
+    def limiter(self, provider: str) -> AdaptiveRateLimiter:
+        """``provider``'s rate limiter (its current rates say how it has adapted)."""
+        return self._limiters[provider]
+
+    def base_url(self, provider: str) -> str | None:
+        """The normalised base URL of ``provider``'s server (None if it has no such name)."""
+        return getattr(self.providers.get(provider), "base_url", None)
+
+    def cache_key(self, request: ChatRequest) -> str:
+        """``request``'s cache key, after checking that it is addressed to the server its
+        provider talks to (a key naming another server would cache the reply under it)."""
+        served_by = self.base_url(request.provider)
+        if served_by is not None and request.endpoint != served_by:
+            raise ValueError(f"a request for {request.provider} addressed to "
+                             f"{request.endpoint} would be sent to {served_by}; build it with "
+                             f"base_url=pipeline.base_url({request.provider!r})")
+        return request.cache_key()
+
+    def stop(self, kind: str, reason: str) -> RunStopped:
+        """Stop the run (the first stop and its reason are kept); returns the exception that
+        this stop raises."""
+        if not self.stopped:
+            self.stopped, self.stop_reason = kind, reason
+        return STOPS.get(kind, RunStopped)(reason)
+
+    def _stopped_error(self) -> RunStopped:
+        if self.stopped == "store":
+            return StoreLost(self.stop_reason, self.store_error)
+        return STOPS.get(self.stopped, RunStopped)(self.stop_reason)
+
+    def interrupt(self, grace_seconds: float = INTERRUPT_GRACE_SECONDS) -> None:
+        """The user asked to stop: send nothing more; requests on their way get
+        ``grace_seconds`` to deliver their replies (stored as usual), then are abandoned.
+        Called on the event loop (the session schedules it from the signal handler)."""
+        if self.stopped:
+            return
+        self.stop("interrupt", "the run was interrupted: no request was sent after the "
+                               "signal, replies already on their way were stored")
+        self.halted.set()
+        asyncio.get_running_loop().call_later(grace_seconds, self._abandon_requests)
+
+    def store_lost(self, error: BaseException) -> StoreLost:
+        """The store failed under the run: send nothing more and abandon the requests on
+        their way (their replies could not be stored). Returns the exception to raise."""
+        if self.stopped != "store":
+            self.store_error = error
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self.stopped = None  # the store's loss outranks any earlier stop
+            self.stop("store", f"the store failed under the run ({first}), so no more "
+                               "requests were sent")
+            self.halted.set()
+            self._abandon_requests()
+        return self._stopped_error()
+
+    def _abandon_requests(self) -> None:
+        for task in list(self._sending):
+            task.cancel()
+
+    def flush_ledger(self) -> None:
+        """Write what the ledger holds buffered (a store error stops the run)."""
+        self._from_store(self.ledger.flush)
+
+    def _from_store(self, read_or_write, *args, **kwargs):
+        """A ledger call; a store error stops the run (see :meth:`store_lost`)."""
+        try:
+            return read_or_write(*args, **kwargs)
+        except psycopg.Error as exc:
+            raise self.store_lost(exc) from exc
+
+    async def call(self, request: ChatRequest, *, query_id: int | None = None,
+                   refresh: bool = False) -> CallOutcome:
+        """The reply to ``request``: cached, or from the provider with retries. ``refresh``
+        skips the cache and replaces the cached reply with the new one (re-asking a question
+        whose cached replies left it unscored).
+
+        Raises :class:`BudgetExhausted` when the budget cannot cover the call,
+        :class:`QuotaExhausted` when the provider's account has no quota left and
+        :class:`AuthenticationRejected` when the provider rejects the key (for this and every
+        later uncached call).
+        """
+        key = self.cache_key(request)
+        if self.stopped == "store":  # nothing can be read or stored any more
+            raise self._stopped_error()
+        cached = None if refresh else self._from_store(self.ledger.cached, key)
+        if cached is not None:  # free, so answered even after the run was stopped
+            self.stats.cache_hits += 1
+            self.ledger.record_cache_hit(
+                request, saved_cost=self.prices.cost(request.model, cached.usage))
+            return CallOutcome(cached, cache_hit=True)
+        if key in self.awaiting_batch:
+            return CallOutcome(None, ErrorInfo("batch_pending", False, None, None,
+                                               self.awaiting_batch[key]))
+        if self.stopped:
+            raise self._stopped_error()
+        shared = self._inflight.get(key)  # a call in flight is a new reply, refresh or not
+        if shared is not None:  # the same request is on its way: wait for that reply
+            outcome = await asyncio.shield(shared)
+            if outcome.ok:
+                self.stats.cache_hits += 1
+                self.ledger.record_cache_hit(
+                    request, saved_cost=self.prices.cost(request.model, outcome.completion.usage))
+                return CallOutcome(outcome.completion, cache_hit=True)
+            return CallOutcome(None, outcome.error)  # its attempts are the other call's
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
+        self._inflight[key] = future
+        try:
+            outcome = await self._call_provider(request, query_id, refresh)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            raise
+        else:
+            future.set_result(outcome)
+            return outcome
+        finally:
+            del self._inflight[key]
+
+    async def _reserve(self, amount: float) -> None:
+        """Reserve ``amount`` of the budget. While other calls hold reservations, wait for
+        them to settle (real costs are usually far below the worst case); stop the run only
+        when the call cannot fit even with nothing else pending."""
+        while not self.budget.try_reserve(amount):
+            if self.stopped:
+                raise self._stopped_error()
+            if self.budget.pending == 0:
+                raise self.stop("budget", self.budget.exhausted_message(amount))
+            waiter = asyncio.get_running_loop().create_future()
+            self._budget_waiters.append(waiter)
+            await waiter
+
+    def _settle(self, reserved: float, actual: float) -> None:
+        self.budget.settle(reserved, actual)
+        waiters, self._budget_waiters = self._budget_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _send(self, provider: ChatClient, request: ChatRequest,
+                    limiter: AdaptiveRateLimiter) -> Completion:
+        """``provider``'s reply (or its exception); what the response says about the rate
+        limits, and whether it was a 429, goes to ``limiter``."""
+        sent_at = self._clock()
+        with limiter.sending():
+            try:
+                with_headers = getattr(provider, "complete_with_headers", None)
+                if with_headers is None:
+                    completion, headers = await provider.complete(request), None
+                else:
+                    completion, headers = await with_headers(request)
+            except Exception as exc:
+                refused = classify_error(exc, provider.name).kind == "rate_limit"
+                limiter.observe(getattr(getattr(exc, "response", None), "headers", None),
+                                outcome="refused" if refused else "error", sent_at=sent_at)
+                raise
+            limiter.observe(headers, outcome="success", sent_at=sent_at)
+            return completion
+
+    async def _send_abandonable(self, provider: ChatClient, request: ChatRequest,
+                                limiter: AdaptiveRateLimiter) -> Completion:
+        """:meth:`_send`, as a task the pipeline can abandon (see :meth:`interrupt` and
+        :meth:`store_lost`); an abandoned request raises the stop that abandoned it."""
+        sending = asyncio.ensure_future(self._send(provider, request, limiter))
+        self._sending.add(sending)
+        try:
+            return await sending
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if sending.cancelled() and self.stopped and not (current and current.cancelling()):
+                raise self._stopped_error() from None
+            raise
+        finally:
+            self._sending.discard(sending)
+            if not sending.done():
+                sending.cancel()
+
+    async def _call_provider(self, request: ChatRequest, query_id: int | None,
+                             refresh: bool = False) -> CallOutcome:
+        provider = self.providers[request.provider]
+        reserve = self.prices.worst_case(request)
+        await self._reserve(reserve)
+        started = self._clock()
+        estimate = request.estimated_input_tokens() + request.max_tokens
+        retry_ids: list[int] = []
+        attempts, cost = 0, 0.0
+        try:
+            while True:
+                limiter = self._limiters[provider.name]
+                try:
+                    async with self._slots[provider.name]:
+                        # the rate is taken with the slot: a request that passed the limiter
+                        # and then queued for a slot would go at a rate since lowered
+                        self.stats.limiter_wait_s += await limiter.acquire(estimate)
+                        if self.stopped in REFUSING_STOPS:  # it would only be refused too
+                            raise self._stopped_error()
+                        attempts += 1
+                        self.stats.provider_calls += 1
+                        completion = await self._send_abandonable(provider, request, limiter)
+                except (asyncio.CancelledError, RunStopped):
+                    raise
+                except Exception as exc:  # every provider error is classified, none escapes
+                    error = classify_error(exc, provider.name, secrets=self._secrets)
+                else:
+                    break
+                if error.kind == "quota":  # no retry helps, nor would any later call
+                    self.stats.failed_calls += 1
+                    raise self.stop("quota", quota_message(
+                        provider.name, getattr(provider, "base_url", None), error))
+                if error.kind == "auth":  # every later call would be refused with this key
+                    self.stats.failed_calls += 1
+                    raise self.stop("auth", auth_message(
+                        provider.name, getattr(provider, "base_url", None), error))
+                self.stats.refused += error.kind == "rate_limit"
+                wait = (self.retry.wait(attempts, error.retry_after)
+                        if error.retryable and attempts <= self.retry.max_retries else None)
+                if wait is None:
+                    if self.retry.asks_too_long(error.retry_after):
+                        self.stats.add_wait_asked(provider.name, error.retry_after)
+                    self.stats.failed_calls += 1
+                    return CallOutcome(None, error, attempts,
+                                       latency_s=self._clock() - started)
+                retry_ids.append(self._from_store(self.ledger.record_retry, request,
+                                                  RetryEvent(error.kind, error.status_code,
+                                                             attempts, wait)))
+                self.stats.retries += 1
+                self.stats.backoff_wait_s += wait
+                await self._sleep(wait)
+            used = completion.usage.input_tokens + completion.usage.output_tokens
+            self._limiters[provider.name].refund(estimate - used)
+            cost = self.prices.cost(request.model, completion.usage)
+            self._from_store(self.ledger.record_call, request, completion, cost=cost,
+                             query_id=query_id, retry_ids=retry_ids, replace=refresh)
+            self.stats.add_billed(completion, cost)
+            return CallOutcome(completion, None, attempts, cost_usd=cost,
+                               latency_s=self._clock() - started)
+        finally:
+            self._settle(reserve, cost)

@@ -1,0 +1,138 @@
+"""Which (query, document) pairs a dual-judge run judges, and the documents' texts.
+
+A dataset with human labels (some query has ``expected_docs``): for each query its
+``expected_docs``, then the top ``judges.hybrid_top_k`` hits of hybrid search at the
+configured weights that are not already among them (the judges check the labels).
+
+A dataset without labels (no query has ``expected_docs``: a live ``queries`` mapping, a BEIR
+folder without qrels): the judges make its ground truth, and calibration will score the top 5
+of every weight of the calibration grid on it. So each query's pool is the union over every
+grid weight (``calibration.grid_*`` plus ``default_weight``) of that weight's fused top 5,
+ranked by the sweep's own fusion (:func:`eval_harness.retrieval.sweep.rank_top_k`) on the
+candidates calibration fetches: then no top 5 of any evaluated weight holds an unjudged
+document. The pool sizes per query are in the run summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import psycopg
+
+from eval_harness.retrieval.weights import keyword_weight_for
+from eval_harness.store import ground_truth
+from eval_harness.store.ground_truth import dataset_has_labels
+from eval_harness.judges.protocol import Passage
+from eval_harness.metrics.ranking import PRECISION_CUTOFF
+from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
+from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
+from eval_harness.store.corpus import document_rows
+from eval_harness.settings import Settings
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    query_id: int
+    external_id: str
+    text: str
+    embedding: np.ndarray | None
+    doc_ids: tuple[int, ...]
+    expected: tuple[int, ...] = ()  # expected_docs when planned (doc_ids starts with them)
+
+
+def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
+                 limit: int | None = None) -> list[PlannedQuery]:
+    """Each ground-truth query of ``dataset`` (by id, at most ``limit``) with its judged docs:
+    expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed; for
+    a dataset without labels, the grid pool (module docstring)."""
+    dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
+    rows = ground_truth.ground_truth_queries(conn, dataset, limit)
+    top_k, weights = settings.judges.hybrid_top_k, settings.weights_for(dataset)
+    pools = None
+    if rows and not dataset_has_labels(conn, dataset):
+        pools = grid_pool(conn, dataset, settings, [int(r[0]) for r in rows])
+    planned = []
+    for query_id, external_id, text, embedding, expected in rows:
+        vector = None if embedding is None else as_vector(embedding)
+        hits = []
+        if pools is not None:
+            planned.append(PlannedQuery(int(query_id), external_id, text, vector,
+                                        tuple(pools.get(int(query_id), ())), ()))
+            continue
+        if top_k > 0:
+            semantic = weights.semantic if vector is not None else 0.0
+            hits = hybrid_search(conn, dataset, query_text=text, query_embedding=vector, k=top_k,
+                                 semantic_weight=semantic,
+                                 keyword_weight=weights.keyword if vector is not None else 1.0,
+                                 candidate_depth=weights.candidate_depth)
+        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits)]))
+        planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids),
+                                    tuple(expected)))
+    return planned
+
+
+def grid_pool(conn: psycopg.Connection, dataset: str, settings: Settings,
+              query_ids: list[int]) -> dict[int, list[int]]:
+    """{query id: the union over every calibration grid weight of its fused top 5}, each
+    list in the order the documents first appear (weights ascending, rank within a weight)."""
+    from eval_harness.retrieval.weights import configured_grid
+
+    depth = settings.weights_for(dataset).candidate_depth
+    fetched = candidate_scores(conn, dataset, query_ids=query_ids, candidate_depth=depth)
+    if not fetched:
+        return {}
+    candidates = CandidateSet.from_queries(
+        [c.doc_ids for c in fetched], [c.semantic for c in fetched],
+        [c.keyword for c in fetched], [{} for _ in fetched],
+        query_ids=[c.query_id for c in fetched])
+    pools: dict[int, dict[int, None]] = {c.query_id: {} for c in fetched}
+    for weight in configured_grid(settings):
+        tops = rank_top_k(candidates, float(weight), keyword_weight=keyword_weight_for(weight),
+                          k=PRECISION_CUTOFF)
+        for query_id, top in zip(candidates.query_ids, tops):
+            pools[query_id].update(dict.fromkeys(int(d) for d in top))
+    return {q: list(docs) for q, docs in pools.items()}
+
+
+def pool_sizes(planned: Sequence[PlannedQuery]) -> dict[str, float] | None:
+    """Min, median and max of the judged documents per planned query (None: no query)."""
+    if not planned:
+        return None
+    sizes = np.array([len(p.doc_ids) for p in planned])
+    return {"min": int(sizes.min()), "median": float(np.median(sizes)),
+            "max": int(sizes.max())}
+
+
+def load_documents(conn: psycopg.Connection, dataset: str, doc_ids: Sequence[int], *,
+                   with_embeddings: bool) -> dict[int, Passage]:
+    """The documents of ``dataset``'s corpus among ``doc_ids`` as passages (with their
+    embeddings if asked)."""
+    corpus = dataset_info(conn, dataset, with_counts=False).corpus
+    rows = document_rows(conn, corpus, list(set(doc_ids)), with_embeddings=with_embeddings)
+    return {int(i): Passage(content, int(i), None if emb is None else as_vector(emb))
+            for i, content, emb in rows}
+
+
+# ---------------------------------------------------------------------------------------
+# Staged judging's sample (eval_harness.judges.dual.staged): which queries judge 2 is asked for,
+# in which steps; planning, so that a dry run plans what the staged run asks
+
+
+def sample_order(planned: Sequence[PlannedQuery], seed: int) -> list[PlannedQuery]:
+    """The order in which queries join judge 2's sample: a seeded permutation of the planned
+    queries sorted by ground-truth id (so it depends on the queries, not on their order)."""
+    ordered = sorted(planned, key=lambda p: p.query_id)
+    permutation = np.random.default_rng(seed).permutation(len(ordered))
+    return [ordered[i] for i in permutation]
+
+
+def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
+    """Cumulative sample sizes: ``first``, ``first + step``, ... and finally ``n_queries``."""
+    size = min(first, n_queries)
+    while True:
+        yield size
+        if size >= n_queries:
+            return
+        size = min(size + step, n_queries)

@@ -1,0 +1,200 @@
+"""Staged dual judging and query shards: judge 2 only where it is needed, and a dataset's
+queries split across processes.
+
+**Staged dual judging** (``judges.staged``, seed story 3.9 "staged dual judge"). Judge 1
+scores every planned pair. Judge 2 scores a seeded random sample of *queries* (all pairs of
+each): first ``first_queries``, then ``step_queries`` more per step. After each step the
+pooled Cohen's kappa of the sample gets the interval the kappa gate uses
+(:func:`eval_harness.metrics.agreement.agreement_report`: query bootstrap,
+``agreement.bootstrap_resamples`` and ``agreement.confidence``); as soon as its lower bound
+reaches ``agreement.kappa_floor``, judge 2 stops. The other queries' pairs are stored with
+judge 2's status :data:`SKIPPED` and no score: "judge 2 was not asked", neither an unscored
+nor a failed judgement. Their labels come from judge 1 alone
+(:func:`eval_harness.agreement.data.final_labels`). If the bound never reaches the floor,
+the sample grows to every query and judge 2 judges everything, as without staging.
+
+Why queries and not pairs: the interval is a bootstrap over queries (documents of one query
+are judged against the same text, so they are not independent); sampling whole queries keeps
+exactly the unit the gate resamples, and a query is stored whole, by both judges or by judge
+1 only. Being a uniform random sample of queries, the sample's kappa estimates the kappa of
+the whole dataset, which is what the gate then reads (it uses the pairs both judges scored).
+Looking at the interval after every step is a repeated test: the more steps, the likelier a
+lucky early stop; ``step_queries`` sets how often it looks.
+
+The order in which queries join the sample is a permutation of the planned queries (by
+ground-truth id) drawn with ``judges.staged.seed``: a rerun on unchanged data takes the same
+sample, finds its replies in the cache, stops at the same step and pays nothing.
+
+What staging saved is estimated like ``judge --dry-run`` (:mod:`eval_harness.judges.dual.dry_run`):
+judge 2's request for every skipped pair, less those already in the reply cache and the
+repeats, at the price table's rates (``ceil(chars / 4)`` input tokens, a typical reply).
+
+**Query shards** (``judges.shards``; ``judge --shard i/n``): :mod:`.shards` (re-exported
+here). The sample's order and sizes are planning (:mod:`.plan`, re-exported here), so
+``judge --dry-run`` plans judge 2's requests as a staged run asks them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import psycopg
+
+from eval_harness.judges.client import sql
+from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
+from eval_harness.judges.dual.plan import (PlannedQuery, sample_order,  # noqa: F401
+                                           sample_sizes)  # (re-exported)
+from eval_harness.store import ground_truth
+from eval_harness.store.ground_truth import SKIPPED  # noqa: F401  (named in the docstring)
+from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of  # noqa: F401
+from eval_harness.judges.protocol import Passage, Usage
+from eval_harness.metrics.agreement import AgreementInputError, agreement_report
+from eval_harness.settings import AgreementSettings
+from eval_harness.settings.judges import LOCAL
+
+
+
+# ---------------------------------------------------------------------------------------
+# The sample
+
+
+@dataclass
+class StageStep:
+    queries: int                  # queries in the sample after this step
+    pairs_scored: int             # pairs of the sample both judges scored
+    kappa: float | None
+    lower_bound: float | None     # of the agreement.confidence interval; None: undefined
+
+
+def sample_agreement(scores1: Sequence[float | None], scores2: Sequence[float | None],
+                     query_ids: Sequence[int], settings: AgreementSettings,
+                     queries_in_sample: int) -> StageStep:
+    """Kappa and the lower bound of its interval on the sample, as the kappa gate computes
+    them (undefined when no pair is scored by both judges or fewer than 2 queries are)."""
+    try:
+        report = agreement_report(scores1, scores2, query_ids=query_ids,
+                                  threshold=settings.relevance_threshold,
+                                  n_resamples=settings.bootstrap_resamples,
+                                  confidence=settings.confidence)
+    except AgreementInputError:  # nothing scored by both judges yet
+        return StageStep(queries_in_sample, 0, None, None)
+    return StageStep(queries_in_sample, report.n_scored, report.kappa.value,
+                     report.kappa_interval.low)
+
+
+# ---------------------------------------------------------------------------------------
+# What staging did and saved
+
+
+@dataclass
+class StagingReport:
+    """What staged dual judging did in one run; ``to_dict`` is strict JSON."""
+
+    floor: float
+    confidence: float
+    seed: int
+    queries: int = 0                   # planned queries of the run
+    sample_queries: int = 0            # queries judge 2 scored
+    skipped_queries: int = 0           # queries judge 2 was not asked
+    skipped_pairs: int = 0
+    cleared: bool = False              # the lower bound reached the floor
+    steps: list[StageStep] = field(default_factory=list)
+    saved_requests: int = 0            # judge 2 requests not sent (uncached, distinct)
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_usd: float = 0.0             # their estimated cost at the price table's rates
+
+    @property
+    def lower_bound(self) -> float | None:
+        return self.steps[-1].lower_bound if self.steps else None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.update(lower_bound=self.lower_bound, saved_usd=round(self.saved_usd, 6))
+        return data
+
+    def format(self) -> str:
+        level = f"{self.confidence:.0%}"
+        bound = "undefined" if self.lower_bound is None else f"{self.lower_bound:.3f}"
+        if self.cleared and not self.skipped_queries:
+            head = (f"staged judging: the lower {level} bound of kappa reached the floor "
+                    f"{self.floor:.2f} ({bound}) only with every query in the sample")
+        elif self.cleared:
+            head = (f"staged judging: judge 2 stopped after a sample of {self.sample_queries} of "
+                    f"{self.queries} queries (lower {level} bound of kappa {bound} >= floor "
+                    f"{self.floor:.2f}, {len(self.steps)} steps)")
+        else:
+            head = (f"staged judging: the lower {level} bound of kappa on the sample ({bound}) "
+                    f"never reached the floor {self.floor:.2f}; judge 2 judged every query")
+        return (f"{head}; judge 2 skipped {self.skipped_pairs} pairs of {self.skipped_queries} "
+                f"queries, saving {self.saved_requests} requests, ~{self.saved_input_tokens} "
+                f"input / ~{self.saved_output_tokens} output tokens, ~${self.saved_usd:.4f} "
+                "(price-table estimate)")
+
+
+def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
+                   skipped: Sequence[PlannedQuery], documents: dict[int, Passage],
+                   prices: PriceTable, *, batch: bool = False) -> None:
+    """Fill ``report.saved_*``: judge 2's requests for the ``skipped`` queries' pairs that
+    the run would have paid for (not in the reply cache, each distinct request once), their
+    estimated tokens and cost (:mod:`eval_harness.judges.dual.dry_run`'s rules). A local judge 2
+    sends nothing: nothing saved in money."""
+    if not hasattr(judge2, "relevance_request"):
+        return
+    requests = {}
+    for plan in skipped:
+        for doc_id in plan.doc_ids:
+            request = judge2.relevance_request(plan.text, documents.get(doc_id)
+                                               or Passage("", doc_id))
+            requests.setdefault(request.cache_key(), request)
+    cached = sql.cached_keys_among(conn, list(requests)) if requests else set()
+    conn.commit()  # a read; the run's connection holds no transaction across awaits
+    model = judge2.spec.split(":", 1)[1]
+    for key, request in requests.items():
+        if key in cached:
+            continue
+        report.saved_requests += 1
+        report.saved_input_tokens += estimated_input_tokens(request)
+        report.saved_output_tokens += estimated_output_tokens(request)
+    report.saved_usd = prices.cost(model, Usage(report.saved_input_tokens,
+                                                 report.saved_output_tokens), batch=batch)
+
+
+def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingReport | None:
+    """What staged judging saved on ``dataset`` as the store holds it now (the report's
+    figure): the pairs whose ``judge2_status`` is ``skipped``, and judge 2's requests for
+    them priced like :func:`estimate_saved` (for the judge 2 that wrote those rows). None
+    when no pair was skipped. Only reads the store."""
+    from eval_harness.judges.dual.dry_run import _server
+    from eval_harness.judges.dual.plan import load_documents
+    from eval_harness.judges.llm import LLMJudge
+
+    rows = ground_truth.judge2_skipped_rows(conn, dataset)
+    if not rows:
+        return None
+    agreement = settings.agreement
+    report = StagingReport(agreement.kappa_floor, agreement.confidence,
+                           settings.judges.staged.seed, skipped_queries=len(rows),
+                           skipped_pairs=sum(len(r[4]) for r in rows), cleared=True)
+    skipped = [PlannedQuery(int(qid), ext, text, None, tuple(docs))
+               for qid, ext, text, _, docs in rows]
+    by_judge: dict[str, list[PlannedQuery]] = {}
+    for plan, row in zip(skipped, rows):
+        by_judge.setdefault(row[3] or "", []).append(plan)
+    prices = PriceTable(settings.judges.prices)
+    documents = load_documents(conn, dataset, [d for p in skipped for d in p.doc_ids],
+                               with_embeddings=False)
+    for spec, plans in by_judge.items():
+        provider, _, model = spec.partition(":")
+        if provider == LOCAL or prices.lookup(model) is None:
+            continue  # a local judge 2 costs nothing; an unpriced model cannot be estimated
+        judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
+        part = StagingReport(report.floor, report.confidence, report.seed)
+        estimate_saved(conn, part, judge, plans, documents, prices)
+        report.saved_requests += part.saved_requests
+        report.saved_input_tokens += part.saved_input_tokens
+        report.saved_output_tokens += part.saved_output_tokens
+        report.saved_usd += part.saved_usd
+    return report
