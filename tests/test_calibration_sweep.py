@@ -43,10 +43,12 @@ def reference_sweep(ids, semantic, keyword, relevance, weights):
         ranked = [rank_candidates(i, fuse_scores(s, k, w))
                   for i, s, k in zip(ids, semantic, keyword)]
         rows["top10"].append([r[:10] for r in ranked])
-        rows["p5"].append([ranking.precision_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["r5"].append([ranking.recall_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, 10) for r, rel in zip(ranked, relevance)])
-        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, 10)
+        rows["p5"].append([ranking.precision_at_k(r, rel, k=5)
+                           for r, rel in zip(ranked, relevance)])
+        rows["r5"].append([ranking.recall_at_k(r, rel, k=5) for r, rel in zip(ranked, relevance)])
+        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, k=10)
+                               for r, rel in zip(ranked, relevance)])
+        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, k=10)
                              for r, rel in zip(ranked, relevance)])
     return rows
 
@@ -54,7 +56,7 @@ def reference_sweep(ids, semantic, keyword, relevance, weights):
 def test_sweep_equals_rank_candidates_and_ranking_metrics():
     rng = np.random.default_rng(2025)
     ids, semantic, keyword, relevance = random_queries(rng, 250)
-    weights = np.concatenate([weight_grid(0.0, 1.0, 0.05), [0.33, 0.71]])
+    weights = np.concatenate([weight_grid(start=0.0, stop=1.0, step=0.05), [0.33, 0.71]])
     candidates = CandidateSet.from_queries(ids, semantic, keyword, relevance)
     result = sweep_weights(candidates, weights)
     reference = reference_sweep(ids, semantic, keyword, relevance, weights)
@@ -71,7 +73,7 @@ def test_sweep_equals_rank_candidates_and_ranking_metrics():
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), levels=st.integers(1, 6),
-       weight=st.sampled_from(list(weight_grid(0.0, 1.0, 0.01))))
+       weight=st.sampled_from(list(weight_grid(start=0.0, stop=1.0, step=0.01))))
 def test_top10_is_bit_equal_to_rank_candidates(seed, levels, weight):
     ids, semantic, keyword, relevance = random_queries(np.random.default_rng(seed), 20,
                                                        levels=levels, max_candidates=40)
@@ -107,12 +109,12 @@ def test_weight_one_is_the_pure_semantic_ranking():
 
 def test_weight_grid_holds_exact_decimals():
     assert DEFAULT_WEIGHTS.tolist() == [0.5, 0.6, 0.7, 0.8, 0.9]
-    fine = weight_grid(0.0, 1.0, 0.01)
+    fine = weight_grid(start=0.0, stop=1.0, step=0.01)
     assert fine.size == 101 and fine[70] == 0.7 and fine[29] == 0.29 and fine[-1] == 1.0
     with pytest.raises(ValueError, match="multiple of step"):
-        weight_grid(0.0, 1.0, 0.3)
+        weight_grid(start=0.0, stop=1.0, step=0.3)
     with pytest.raises(ValueError, match="0 <= start"):
-        weight_grid(0.5, 1.2, 0.1)
+        weight_grid(start=0.5, stop=1.2, step=0.1)
 
 
 def test_candidate_set_rejects_bad_input():
@@ -230,7 +232,7 @@ def test_leave_one_out_cross_validation_hand_worked():
 def test_uplift_interval_contains_the_point_estimate():
     ids, semantic, keyword, relevance = random_queries(np.random.default_rng(8), 300)
     result = sweep_weights(CandidateSet.from_queries(ids, semantic, keyword, relevance),
-                           weight_grid(0.5, 0.9, 0.1))
+                           weight_grid(start=0.5, stop=0.9, step=0.1))
     uplift = uplift_over_default(result, n_resamples=2000, seed=1)
     assert uplift.ci_low <= uplift.absolute <= uplift.ci_high
     assert uplift.absolute == pytest.approx(uplift.best_p_at_5 - uplift.default_p_at_5)
