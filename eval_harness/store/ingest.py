@@ -5,7 +5,8 @@ documents): every statement that names it is here, the count of each dataset's d
 (:func:`documents_per_dataset`) included; statements that only read documents compose the
 table from :class:`eval_harness.store.corpus.Corpus` (tests/test_layers.py checks it). The
 register row goes through :mod:`eval_harness.store.dataset_register`, the queries through
-:mod:`eval_harness.store.ground_truth`.
+:mod:`eval_harness.store.ground_truth`, the review-queue rows of removed documents through
+:mod:`eval_harness.store.judge_review`.
 
 The dataset is read and validated in full first; then one transaction bulk-loads it with
 binary COPY into staging tables and merges: new rows are inserted, changed rows updated, rows
