@@ -21,7 +21,7 @@ from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.sweep import normalised_scores, rank_top_k
 from eval_harness.store.ingest import ingest_beir
 
-FINE_GRID = weight_grid(0.0, 1.0, 0.01)
+FINE_GRID = weight_grid(start=0.0, stop=1.0, step=0.01)
 
 
 def sql_runs(conn, corpus, weight: float, keyword: float, depth: int) -> dict[int, list[int]]:
@@ -57,7 +57,7 @@ def test_sweep_equals_sql_hybrid_search_at_every_weight(conn, corpus, depth):
         assert point.mrr_at_10 == pytest.approx(expected["mrr_at_10"], abs=1e-12)
         np.testing.assert_array_equal(
             result.sweep.per_query_p_at_5[i],
-            [ranking.precision_at_k(runs[q], relevance[q], 5) for q in qrels.query_ids])
+            [ranking.precision_at_k(runs[q], relevance[q], k=5) for q in qrels.query_ids])
     if depth == 2:  # the degenerate cases the metrics must handle were really exercised
         assert (result.candidates.mask.sum(axis=1) < 5).any()
     semantic, keyword = normalised_scores(result.candidates)

@@ -19,7 +19,7 @@ from eval_harness.metrics.calibration import weight_grid
 # --------------------------------------------------- TREC runs vs ranx and trec_eval
 @pytest.mark.parametrize("depth", [2, 10])
 def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path, depth):
-    grid = weight_grid(0.0, 1.0, 0.1)
+    grid = weight_grid(start=0.0, stop=1.0, step=0.1)
     result = calibrate_dataset(conn, corpus["name"], grid=grid, candidate_depth=depth, **FAST)
     name = corpus["name"]
     paths = write_trec_runs(conn, result, tmp_path)
