@@ -58,7 +58,7 @@ def test_the_readme_walkthrough_runs_as_written(fresh, tmp_path, monkeypatch, ca
 
     commands = readme_commands()
     assert [c[0] for c in commands] == ["doctor", "migrate", "attach", "report", "run"]
-    for argv in commands[:-1]:  # `run` is the whole graph: tests/test_run_command.py
+    for argv in commands[:-1]:  # `run` is the whole graph: tests/pipelines/test_run.py
         code = cli.main(argv)
         out, err = capsys.readouterr()
         said = out if argv[0] == "doctor" else err  # the doctor says it in its config line

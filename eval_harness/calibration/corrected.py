@@ -22,7 +22,7 @@ Why this is valid PPI: the sampled queries are a uniform random sample of the ju
 queries (the unit drawn is the unit measured), ``y`` is a person's P@5 on them, ``yhat`` is
 computed the same way on every judged query, and :func:`prediction_powered_mean` estimates
 the mean of ``y`` over the judged queries with a 95% CLT interval over queries. The figures
-equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/test_corrected_p5.py).
+equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_corrected.py).
 
 With such an estimate at the best weight and the judges' labels calibrated on, the P@5
 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled

@@ -1,4 +1,4 @@
-"""Real OS processes made to collide on the real store: the shared part of test_concurrency_*.
+"""Real OS processes made to collide on the real store: the shared part of test_*_concurrency.
 
 Every writer is exercised the way it fails in production: (a) a process is killed in the
 middle and the same work is run again; (b) two processes do the same work at the same moment.

@@ -16,6 +16,7 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.agreement.review import CSV_COLUMNS
+from eval_harness.settings import AgreementSettings
 
 N_QUERIES = 8
 DOCS = {f"d{i}": f"Document {i} on topic {i % 4}" for i in range(1, 2 * N_QUERIES + 1)}
@@ -23,6 +24,8 @@ QUERIES = {f"q{k}": f"question {k} | about topic {k % 4}" for k in range(1, N_QU
 QUERIES["q3"] = "+3 question | about topic 3"  # a spreadsheet would run it as a formula
 # Query k: d(2k-1) is relevant for the human; d(2k) is not.
 QRELS = [(f"q{k}", f"d{2 * k - 1}", 1) for k in range(1, N_QUERIES + 1)]
+# Agreement statistics with few bootstrap resamples: fast, and enough for these datasets.
+FAST_AGREEMENT = AgreementSettings(bootstrap_resamples=300)
 
 
 @pytest.fixture
@@ -33,6 +36,26 @@ def dataset(db, tmp_path):
     folder = write_beir(tmp_path / "data", DOCS, QUERIES, QRELS)
     ingest_beir(db, folder, name=name)
     return {"name": name, "folder": folder}
+
+
+def agreement_project(tmp_path, dataset, store, monkeypatch) -> dict:
+    """A config.yaml for the review dataset (kappa floor 0.70, 300 resamples, a Dagster home
+    in ``tmp_path``) with ``DATABASE_URL`` set: what the asset and the CLI tests run."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+default_dataset: {dataset['name']}
+datasets:
+  {dataset['name']}:
+    path: data
+agreement:
+  kappa_floor: 0.70
+  bootstrap_resamples: 300
+dagster:
+  home: dagster-home
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
+    return {"config": config, "root": tmp_path, **dataset}
 
 
 def set_scores(db, dataset: str, scores: dict[str, list[tuple[str, float | None, float | None]]],

@@ -24,8 +24,8 @@ import pytest
 from scratch_databases import scratch_database
 from eval_harness.store import migrate
 from eval_harness.store.demo_rag import build_rag_store
+from paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
                  "EVAL_HARNESS_JUDGE2", "DAGSTER_HOME", "EVAL_HARNESS_CONFIG",

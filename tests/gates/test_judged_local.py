@@ -7,7 +7,6 @@ import asyncio
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path
 from time import perf_counter
 from types import SimpleNamespace
 
@@ -23,8 +22,8 @@ from eval_harness.judges.local.verdicts import (CANNOT_TELL, GROUNDING_VERSION,
 from eval_harness.judges.local.relevance import LexicalJudge
 from eval_harness.judges.protocol import ClaimCheck, Grounding, JudgeResult, Outcome
 from eval_harness.settings import load_settings
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 FACT = "The bridge over the river Wear was opened in 1929 and carries 18,000 vehicles a day."
 PADDING = "Puffins nest on the cliffs of the island every summer, and birdwatchers count them. "
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from answer_files import SAMPLE
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "datasets" / "answers" / "sample_answers.jsonl"
 DAY = "2025-03-04"
 _SCRUBBED = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
              "DATABASE_URL", "DAGSTER_HOME", "DAGSTER_POSTGRES_URL")

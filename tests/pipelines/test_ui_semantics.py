@@ -26,8 +26,8 @@ from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_reso
 from beir_factory import write_beir
 from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
         QUALITY_GATE_JOB, "report_job", "judging_shards_job")
 

@@ -25,9 +25,8 @@ from eval_harness_pipelines import run as run_cli
 from eval_harness.gates.report import GateSummary
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.store.ingest import ingest_beir
+from answer_files import SAMPLE
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "datasets" / "answers" / "sample_answers.jsonl"
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1",
                "EVAL_HARNESS_JUDGE2", "EVAL_HARNESS_JUDGE_BUDGET_USD", "DAGSTER_POSTGRES_URL")

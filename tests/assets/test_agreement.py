@@ -1,4 +1,7 @@
-"""One verdict for the kappa gate everywhere (issue #20, "Honest in one voice"): labels from
+"""The judge_agreement asset and its blocking kappa check (assets/agreement.py), on the real
+store, and the agreement job.
+
+One verdict for the kappa gate everywhere (issue #20, "Honest in one voice"): labels from
 local stand-ins for API judges whose keys are unset fail the gate with WARN, and every place
 that shows the gate says WARN with the same sentence: the `agreement` command (exit 0, and it
 names the stand-ins), its JSON, reports/agreement.md, the run report's summary, its agreement
@@ -24,6 +27,9 @@ from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources
+from review_store import N_QUERIES, agreeing_scores, agreement_project, disagreeing_scores, \
+    set_scores
+
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1",
@@ -125,3 +131,67 @@ def test_told_to_block_every_place_says_fail_and_agreement_exits_1(stand_in_labe
         report = build_run_report(conn, settings, run_id=None,
                                   out_dir=stand_in_labels["config"].parent / "r", days=[])
     assert "Gate: WARN" not in report.markdown and report.markdown.count("**Gate: FAIL.**") == 2
+
+
+# ---------------------------------------------------------------------------------------
+# The asset and its blocking check on the review dataset
+
+
+@pytest.fixture
+def project(tmp_path, dataset, store, monkeypatch):
+    return agreement_project(tmp_path, dataset, store, monkeypatch)
+
+
+def materialize_agreement(project, store):
+    resources = default_resources(config_path=str(project["config"]), database_url=store.url)
+    result = dg.materialize([judge_agreement, kappa_lower_bound_above_floor],
+                            resources=resources, raise_on_error=False)
+    materialization = result.get_asset_materialization_events()[0] \
+        .step_materialization_data.materialization
+    (check,) = result.get_asset_check_evaluations()
+    return result, {k: v.value for k, v in materialization.metadata.items()}, check
+
+
+def test_asset_check_passes_when_judges_agree(project, store, db):
+    set_scores(db, project["name"], agreeing_scores())
+    result, metadata, check = materialize_agreement(project, store)
+    assert result.success and check.passed
+    assert metadata["kappa"] == 1.0 and metadata["kappa_ci_low"] == 1.0
+    assert metadata["n_scored"] == 2 * N_QUERIES and metadata["n_unscored"] == 0
+    assert metadata["landis_koch"] == "Almost Perfect Agreement"
+    assert metadata["gwet_ac1"] == 1.0 and metadata["krippendorff_alpha"] > 0.9
+    assert check.metadata["floor"].value == 0.7 and check.metadata["lower_bound"].value == 1.0
+    report = project["root"] / "reports" / "agreement.md"
+    assert report.is_file() and "Gate: PASS" in report.read_text(encoding="utf-8")
+
+
+def test_asset_check_fails_on_a_low_lower_bound_and_blocks(project, store, db):
+    set_scores(db, project["name"], disagreeing_scores())
+    result, metadata, check = materialize_agreement(project, store)
+    assert not result.success  # the blocking check failed the run
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    assert metadata["kappa_ci_low"] < 0.7 and metadata["n_scored"] == 2 * N_QUERIES
+    assert metadata["review_pending"] == 4 and metadata["review_queued_new"] == 4
+    assert check.metadata["lower_bound"].value == metadata["kappa_ci_low"]
+    assert check.metadata["kappa"].value == metadata["kappa"]
+    assert check.metadata["floor"].value == 0.7
+    assert "below the floor 0.70" in check.description
+
+
+def test_asset_check_fails_clearly_when_nothing_is_scored(project, store):
+    result, metadata, check = materialize_agreement(project, store)
+    assert metadata["n_scored"] == 0 and metadata["kappa"] is None
+    assert metadata["n_unscored"] == 0 and metadata["landis_koch"] == "Undefined"
+    assert not check.passed and "No (query, document) pair is scored" in check.description
+
+
+def test_agreement_is_its_own_job_until_the_judges_feed_it():
+    from eval_harness_pipelines.definitions import defs
+    from eval_harness_pipelines.jobs import MAIN_JOB
+    defs = defs()  # what Dagster loads: the definitions of ./config.yaml
+
+    dg.Definitions.validate_loadable(defs)
+    job = defs.resolve_job_def("agreement_job")
+    assert job.asset_layer.selected_asset_keys == {dg.AssetKey("judge_agreement")}
+    assert dg.AssetKey("judge_agreement") not in \
+        defs.resolve_job_def(MAIN_JOB).asset_layer.selected_asset_keys

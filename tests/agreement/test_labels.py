@@ -19,7 +19,6 @@ from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.store.ground_truth import graded_expected_docs
-from eval_harness.settings import AgreementSettings
 from eval_harness.store.beir import DatasetError, read_beir
 from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
@@ -271,12 +270,3 @@ def test_human_labels_on_a_dataset_without_expected_docs_is_one_sentence(project
     assert code == 2 and out == ""
     assert f"Dataset '{unlabelled['name']}' has no human labels" in err
     assert "--labels judges" in err and len(err.strip().splitlines()) == 1
-
-
-def test_agreement_settings_read_the_rule_and_reject_an_unknown_one():
-    from eval_harness.settings import ConfigError
-    from eval_harness.settings.agreement import parse_agreement
-    assert AgreementSettings().disagreement_rule == "exclude"
-    assert parse_agreement({"agreement": {"disagreement_rule": "mean"}}).disagreement_rule == "mean"
-    with pytest.raises(ConfigError, match="disagreement_rule' must be exclude, judge1 or mean"):
-        parse_agreement({"agreement": {"disagreement_rule": "vote"}})

@@ -1,23 +1,21 @@
-"""Calibrated weights are per dataset: two datasets calibrated one after the other each get
-their own config.yaml block, report and calibrated_weights row, and neither touches the
-other's; the config writer edits only the dataset's own lines (block or flow style)."""
+"""Calibrated weights are per dataset: two datasets calibrated one after the other (the
+``calibrate`` command, and the Dagster assets) each get their own config.yaml block, report
+and calibrated_weights row, and neither touches the other's. The config writer alone:
+tests/calibration/test_weights.py."""
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 
 import dagster as dg
 import numpy as np
 import pytest
-import yaml
 
 from beir_factory import write_beir
 from eval_harness.calibration.sql import LATEST_WEIGHTS_SQL
-from eval_harness.calibration.report import dataset_file_stem, report_file_names
-from eval_harness.calibration.weights import (ConfigWriteError, DatasetNotInConfig,
-                                              write_calibrated_weights)
+from eval_harness.calibration.report import report_file_names
+from eval_harness.calibration.weights import write_calibrated_weights
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
 from eval_harness.store.ingest import ingest_beir
@@ -284,87 +282,3 @@ def test_dagster_assets_publish_for_the_configured_dataset_only(project, dataset
                            (meta["calibrated_weights"]["calibrated_weights_id"].value,)
                            ).fetchone()
     assert row == (b, result.run_id)
-
-
-# --------------------------------------------------------------- the config writer alone
-
-LAYOUT = """\
-# comment at the top
-datasets:
-    first:                    # four-space indentation
-        path: data/first
-        live_note: |
-            a block scalar
-
-    # heading comment of the second dataset
-    second:
-        path: data/second
-        hybrid_search: {semantic: 0.5, keyword: 0.5}   # flow block, replaced in place
-    third: {path: data/third}
-hybrid_search: {semantic: 0.7, keyword: 0.3}
-"""
-
-
-def _write(path, dataset, weight):
-    change = write_calibrated_weights(path, dataset, weight)
-    assert change.dataset == dataset and change.changed
-    return path.read_text()
-
-
-def test_writer_touches_only_the_datasets_own_lines(tmp_path):
-    path = tmp_path / "config.yaml"
-    path.write_text(LAYOUT)
-    text = _write(path, "first", 0.9)
-    assert text == LAYOUT.replace(
-        "            a block scalar\n",
-        "            a block scalar\n        hybrid_search:\n            semantic: 0.9\n"
-        "            keyword: 0.1\n")  # before the blank line and the next heading comment
-    text = _write(path, "second", 0.55)
-    assert "hybrid_search: {semantic: 0.55, keyword: 0.45}   # flow block" in text
-    text = _write(path, "third", 0.0)
-    assert "    third: {path: data/third, hybrid_search: {semantic: 0.0, keyword: 1.0}}\n" in text
-    parsed = yaml.safe_load(text)
-    assert parsed["hybrid_search"] == {"semantic": 0.7, "keyword": 0.3}
-    assert parsed["datasets"]["first"]["live_note"] == "a block scalar\n"
-    assert [parsed["datasets"][d]["hybrid_search"]["semantic"]
-            for d in ("first", "second", "third")] == [0.9, 0.55, 0.0]
-    assert text.startswith("# comment at the top\n") and "# heading comment" in text
-
-
-def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
-    path = tmp_path / "config.yaml"
-    path.write_bytes(b"datasets:\r\n  a:\r\n    path: x  # here\r\n  b:\r\n    path: y\r\n")
-    write_calibrated_weights(path, "a", 0.6)
-    assert path.read_bytes() == (b"datasets:\r\n  a:\r\n    path: x  # here\r\n"
-                                 b"    hybrid_search:\r\n      semantic: 0.6\r\n"
-                                 b"      keyword: 0.4\r\n  b:\r\n    path: y\r\n")
-    path.write_text("datasets: {a: {path: x}, b: {path: y}}\n")
-    write_calibrated_weights(path, "b", 0.8)
-    assert path.read_text() == ("datasets: {a: {path: x}, b: {path: y, hybrid_search: "
-                                "{semantic: 0.8, keyword: 0.2}}}\n")
-
-
-@pytest.mark.parametrize("text, error, message", [
-    ("default_dataset: x\n", DatasetNotInConfig, "dataset 'a' has no entry under 'datasets'"),
-    ("datasets:\n  b: {path: y}\n", DatasetNotInConfig, "add datasets.a (its path or live"),
-    ("datasets:\n  a: some/folder\n", ConfigWriteError, "'datasets.a' must be a mapping"),
-    ("datasets:\n  a:\n    path: x\n    hybrid_search: 0.5\n", ConfigWriteError,
-     "'datasets.a.hybrid_search' must be a mapping"),
-    ("datasets: [a\n", ConfigWriteError, "not valid YAML"),
-])
-def test_writer_refuses_with_one_sentence_and_writes_nothing(tmp_path, text, error, message):
-    path = tmp_path / "config.yaml"
-    path.write_text(text)
-    with pytest.raises(error, match=re.escape(message)) as raised:
-        write_calibrated_weights(path, "a", 0.6)
-    assert str(path) in str(raised.value) and "\n" not in str(raised.value)
-    assert path.read_text() == text
-
-
-def test_dataset_names_become_file_names_without_collisions():
-    assert dataset_file_stem("scifact.v2-test_1") == "scifact.v2-test_1"
-    odd, other = dataset_file_stem("prod store/eu"), dataset_file_stem("prod store?eu")
-    assert odd.startswith("prod_store_eu-") and odd != other
-    escape = dataset_file_stem("../etc")
-    assert "/" not in escape and not escape.startswith(".") and escape.startswith("etc-")
-    assert report_file_names("prod") == ("calibration-results-prod.md", "calibration-p5-prod.png")

@@ -1,7 +1,8 @@
 """Issue #16, review queue: spreadsheet formula injection in `review export` (OWASP CSV
 injection) and `review import` taking its dataset from the file's own `dataset` column.
 
-Stores, scores and CSV helpers are those of test_agreement_store: tests/support/review_store.py.
+Stores, scores and CSV helpers are those of tests/agreement/test_review.py:
+tests/support/review_store.py.
 """
 
 from __future__ import annotations

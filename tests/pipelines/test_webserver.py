@@ -9,11 +9,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import REPO as ROOT
 
 
 def free_port() -> int:

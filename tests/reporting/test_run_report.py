@@ -1,6 +1,6 @@
 """The per-run report on a real store: every section on realistic data, numbers checked
-against independent computations, the self-contained HTML, the DuckDB run history, missing
-data, and the judge reply cache's hit log (real SDKs against the local fake server).
+against independent computations, the self-contained HTML, the DuckDB run history and
+missing data. The cost section and the cache hit log: tests/reporting/sections/test_cost.py.
 
 The realistic store is built once for the module: a small BEIR dataset judged by both local
 judges, a calibration appended to a temporary DuckDB history, the bundled sample answers of
@@ -10,7 +10,6 @@ prices are chosen here (the expected cost and batch saving are worked out in the
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import uuid
@@ -29,22 +28,16 @@ from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
-from eval_harness.judges.client.ledger import JudgeLedger
-from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
-from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import Completion, Usage
-from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.history import read_run_history, runs_table
 from eval_harness.reporting.blocks import SECTION_TITLES
 from eval_harness.reporting.run_report import build_run_report
-from eval_harness.reporting.sections.cost import cost_lines
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
 from eval_harness.store.ingest import ingest_beir
-from fake_llm_server import FakeTime, judge_settings
+from answer_files import SAMPLE
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "datasets" / "answers" / "sample_answers.jsonl"
 DAYS = [date(2025, 3, 3), date(2025, 3, 4)]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOPICS = ["aspirin heart attack", "statin cholesterol", "sleep memory", "coffee liver",
@@ -330,137 +323,3 @@ def test_a_dataset_without_judged_pairs_says_to_run_the_judges(store, conn, tmp_
     assert "no answers in the window" in report.markdown
     assert report.metrics["cost_scope"] == "last 30 days"
     assert "not recorded in the history" in report.markdown
-
-
-# --------------------------------------------------------------------------- cache hit log
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate = 0.0, 0.0
-    return server
-
-
-def _hits(conn, run_id):
-    return conn.execute("SELECT api_name, model, operation, sum(hits)::int, sum(saved_cost) "
-                        "FROM api_cache_hit_log WHERE run_id = %s "
-                        "GROUP BY 1, 2, 3", (run_id,)).fetchall()
-
-
-def _cost(conn, run_id):
-    return conn.execute("SELECT count(*), coalesce(sum(estimated_cost), 0) FROM api_cost_log "
-                        "WHERE run_id = %s", (run_id,)).fetchone()
-
-
-def test_cache_hits_are_logged_with_the_list_price_they_saved(settings, conn, fake, tmp_path):
-    config = judge_settings(settings, fake, judge1="openai:gpt-4o", judge2="local:lexical")
-    query = f"aspirin heart attack risk {uuid.uuid4().hex}"
-    documents = ["aspirin lowers heart attack risk", "statins lower cholesterol"]
-    fake.latency = 0.05  # long enough for identical requests to meet in flight
-
-    async def judge(run_id, copies):
-        async with JudgeSession(config, conn, run_id=run_id, **FakeTime().options()) as s:
-            return await asyncio.gather(*(s.judge1.relevance(query, document)
-                                          for document in documents for _ in range(copies)))
-
-    first, second = f"hits-{uuid.uuid4().hex[:8]}", f"hits-{uuid.uuid4().hex[:8]}"
-    asyncio.run(judge(first, copies=2))  # 2 billed calls, each shared by one identical call
-    calls, paid = _cost(conn, first)
-    assert calls == fake.chat_requests == 2
-    # shared in flight: the list price of what each shared reply cost (live = list price)
-    [(api, model, operation, hits, saved)] = _hits(conn, first)
-    assert (api, model, operation, hits) == ("openai", "gpt-4o", "relevance", 2)
-    assert saved == pytest.approx(paid)
-
-    asyncio.run(judge(second, copies=1))  # a rerun: every reply from the cache
-    assert fake.chat_requests == 2 and _cost(conn, second) == (0, 0)
-    [(_, _, _, hits, saved)] = _hits(conn, second)
-    assert hits == 2 and saved == pytest.approx(paid) and saved > 0
-
-    report = build_run_report(conn, replace(config, history_duckdb_path=tmp_path / "h.duckdb"),
-                              run_id=second, dataset="none", days=[date(2001, 1, 1)],
-                              out_dir=tmp_path / "r")
-    assert (report.metrics["calls"], report.metrics["cost_usd"]) == (0, 0.0)
-    assert report.metrics["cache_hits"] == 2
-    assert report.metrics["cache_saved_usd"] == pytest.approx(paid)
-
-
-def test_a_batch_reply_reaching_its_judge_is_not_a_cache_hit(settings, conn, fake, tmp_path):
-    tag = uuid.uuid4().hex[:8]
-    docs = {"d1": f"aspirin lowers heart attack risk {tag}", "d2": f"statins {tag}",
-            "d3": f"sleep improves memory {tag}"}
-    queries = {"q1": f"aspirin heart attack {tag}", "q2": f"memory sleep {tag}"}
-    vectors = np.eye(3, 8, dtype=np.float32) + 0.05
-    write_beir(tmp_path / "beir", docs, queries, [("q1", "d1", 1), ("q2", "d3", 1)],
-               doc_vectors=vectors, query_vectors=vectors[[0, 2]])
-    ingest_beir(conn, tmp_path / "beir", name=f"rrb_{tag}")
-    config = judge_settings(settings, fake, judge1="openai:gpt-4o",
-                            judge2="anthropic:claude-haiku-4-5")
-    fake.batch_polls, fake.batch_errors = 1, 0
-    summary = asyncio.run(judge_dataset_async(conn, config, f"rrb_{tag}", batch=True,
-                                              session_options=FakeTime().options()))
-    assert summary.complete and summary.batch.succeeded == 2 * summary.pairs
-    assert _hits(conn, summary.run_id) == []  # each batch reply was delivered, not saved
-
-    report = build_run_report(conn, replace(config, history_duckdb_path=tmp_path / "h.duckdb"),
-                              run_id=summary.run_id, dataset=f"rrb_{tag}", days=[],
-                              out_dir=tmp_path / "r")
-    prices = PriceTable(config.judges.prices)
-    rows = conn.execute("SELECT model, input_tokens, output_tokens, cached_tokens, "
-                        "estimated_cost FROM api_cost_log WHERE run_id = %s AND batch",
-                        (summary.run_id,)).fetchall()
-    # saved = list price - paid, row by row; with a 50% discount it equals what was paid
-    saved = sum(prices.cost(model, Usage(i, o, c)) - paid for model, i, o, c, paid in rows)
-    assert len(rows) == 2 * summary.pairs
-    assert report.metrics["batch_saved_usd"] == pytest.approx(saved)
-    assert saved == pytest.approx(sum(row[4] for row in rows))
-    assert report.metrics["batch_calls"] == len(rows) and report.metrics["cache_hits"] == 0
-
-
-def test_ledger_counts_hits_per_provider_model_and_operation(conn):
-    from eval_harness.judges.protocol import ChatRequest, Message
-
-    run_id = f"ledger-{uuid.uuid4().hex[:8]}"
-    ledger = JudgeLedger(conn, run_id=run_id)
-    request = ChatRequest("openai", "gpt-4o", "relevance", "v", "system",
-                          (Message("user", f"q {run_id}"),), 0.0, 100)
-    other = replace(request, operation="grounding")
-    ledger.record_call(request, Completion("0.5", Usage(10, 2)), cost=0.0001, batch=True)
-    ledger.record_cache_hit(request, saved_cost=0.5)   # the batch's own delivery: not counted
-    ledger.record_cache_hit(request, saved_cost=0.25)  # a second reader: a real hit
-    ledger.record_cache_hit(request, saved_cost=0.25)
-    ledger.record_cache_hit(other, saved_cost=1.0)
-    ledger.flush()
-    assert sorted(_hits(conn, run_id)) == [("openai", "gpt-4o", "grounding", 1, 1.0),
-                                           ("openai", "gpt-4o", "relevance", 2, 0.5)]
-    ledger.flush()  # nothing pending: no new rows
-    assert conn.execute("SELECT count(*) FROM api_cache_hit_log WHERE run_id = %s",
-                        (run_id,)).fetchone()[0] == 2
-
-
-def test_html_escapes_stored_text_and_keeps_only_its_own_markup():
-    from eval_harness.reporting.blocks import Paragraph, Section, Table
-    from eval_harness.reporting.render import render_html
-
-    sections = [Section("summary", "Summary", (
-        Paragraph("run `<b>x</b>` and **bold** <script>alert(1)</script>"),
-        Table(("answer", "reason"), (("<img src=x onerror=1>", "a | b"),))), "PASS")]
-    html = render_html(sections, title="<title>")
-    assert "<script>" not in html and "<img src=x" not in html
-    assert "<code>&lt;b&gt;x&lt;/b&gt;</code>" in html and "<strong>bold</strong>" in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<title>&lt;title&gt;" in html
-
-
-def test_cost_of_related_runs_counts_as_the_runs_own(store, conn):
-    """`eval-harness run` passes its gate runs as related: their judge cost is the run's."""
-    tag = uuid.uuid4().hex[:8]
-    for run, cost in ((f"nightly-{tag}", 0.25), (f"gates-{tag}", 0.5), (f"other-{tag}", 4.0)):
-        conn.execute("INSERT INTO api_cost_log (run_id, api_name, model, operation, "
-                     "input_tokens, output_tokens, estimated_cost) "
-                     "VALUES (%s, 'anthropic', 'claude-haiku-4-5', 'grounding', 10, 5, %s)",
-                     (run, cost))
-    prices = PriceTable({})
-    own = cost_lines(conn, prices, run_ids=[f"nightly-{tag}"])
-    both = cost_lines(conn, prices, run_ids=[f"nightly-{tag}", f"gates-{tag}"])
-    assert [line.cost_usd for line in own] == [0.25]
-    assert [(line.calls, line.cost_usd) for line in both] == [(2, 0.75)]

@@ -1,0 +1,66 @@
+"""The calibration grids' DuckDB history (eval_harness.calibration.history): a writer waits
+for another process holding the file, and an old history takes new grids."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pandas as pd
+import pytest
+
+from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
+from eval_harness.calibration.history import (append_grid_history, grid_frame,
+                                              read_grid_history)
+from eval_harness.calibration.run import calibrate_dataset
+
+
+# -------------------------------------------------------------------------- DuckDB history
+def test_history_writer_waits_for_another_process_holding_the_file(tmp_path, conn, corpus):
+    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
+    database = tmp_path / "history.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time, duckdb
+        con = duckdb.connect({str(database)!r})
+        print("locked", flush=True)
+        time.sleep(1.5)
+        con.close()
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(duckdb.IOException):  # the file really is locked right now
+            duckdb.connect(str(database))
+        assert append_grid_history(database, grid_frame(result)) == 5
+    finally:
+        holder.wait(timeout=30)
+    history = read_grid_history(database)
+    assert len(history) == 5 and set(history["dataset"]) == {corpus["name"]}
+    assert history["verdict"].iloc[0] == result.verdict
+
+
+def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn, corpus):
+    """A history file written before the verdict_* columns gets them added on the next
+    append; its old rows give their verdict on their own P@5, label source not recorded."""
+    from eval_harness.calibration.history import figure_from_grid
+    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
+    from eval_harness.calibration.run import VerdictBands
+
+    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
+    frame = grid_frame(result)
+    old = [c for c in GRID_COLUMNS if not c.startswith("verdict_")]
+    database = tmp_path / "old-history.duckdb"
+    with duckdb.connect(str(database)) as con:
+        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
+                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
+        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
+        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
+    assert append_grid_history(database, frame) == len(frame)
+    history = read_grid_history(database)
+    before, now = (history[history["run_at"] == t] for t in sorted(set(history["run_at"])))
+    bands = VerdictBands()
+    figure = figure_from_grid(before, bands)
+    assert (figure.p_at_5, figure.label_source) == (result.best.p_at_5, None)
+    assert figure_from_grid(now, bands) == result.figure
+    assert result.figure.label_source == "human" and result.figure.basis == "p_at_5"

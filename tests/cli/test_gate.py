@@ -1,0 +1,122 @@
+"""The `eval-harness gate` command (eval_harness.cli.gate) on a real store, over the bundled
+sample answers (2025-03-03 .. 2025-03-05): exit codes, JSON, JUnit XML and the Markdown
+summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval_harness_pipelines import cli
+from answer_files import SAMPLE
+
+
+# --- the gate command ------------------------------------------------------------------------
+
+@pytest.fixture
+def project(tmp_path, store, monkeypatch):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+quality_gates:
+  partition_start: 2025-01-01
+  answers_file: {SAMPLE}
+dagster:
+  home: dagster-home
+""")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
+    return config
+
+
+def run_cli(capsys, *argv):
+    code = cli.main([str(arg) for arg in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_gate_command_exit_codes_and_json(project, capsys):
+    code, out, err = run_cli(capsys, "--config", project, "answers", "import", SAMPLE)
+    assert code == 0 and "into 'answers'" in out, err
+
+    code, out, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-03")
+    assert code == 0, err
+    assert "format_compliance" in out and "verdict: PASS" in out and err == ""
+
+    code, out, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-04",
+                             "--json")
+    assert code == 1 and err == ""
+    report = json.loads(out)
+    assert report["passed"] is False and report["window"]["partition"] == "2025-03-04"
+    assert report["failed_blocking"] == ["format_compliance", "citation_coverage"]
+    checks = {check["gate"]: check for check in report["checks"]}
+    assert set(checks["citation_coverage"]) >= {
+        "passed", "blocking", "severity", "threshold", "min_pass_rate", "answers",
+        "passed_answers", "pass_rate", "pass_rate_interval", "mean_score", "unscored",
+        "evaluated_now", "worst_answer_ids", "failing_answer_ids", "failing_count",
+        "latency_p50_ms", "latency_p95_ms"}
+    assert checks["citation_coverage"]["failing_answer_ids"] == [
+        "sa-0304-07", "sa-0304-06", "sa-0304-08"]
+    code, out, _ = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-04",
+                           "--json")
+    rerun = json.loads(out)
+    assert code == 1 and [check["evaluated_now"] for check in rerun["checks"]] == [0, 0]
+    # nothing scored again: no answer evaluated now, no time spent scoring
+    assert rerun["checks"] == [{**check, "evaluated_now": 0, "seconds": 0.0}
+                               for check in report["checks"]]
+
+    # --since runs the library across days: 03-05 alone passes, 03-04 onwards fails
+    code, out, _ = run_cli(capsys, "--config", project, "gate", "--since", "2025-03-05")
+    assert code == 0 and "answers since 2025-03-05" in out
+    code, out, _ = run_cli(capsys, "--config", project, "gate", "--since",
+                           "2025-03-04T00:00:00Z", "--json")
+    since = {check["gate"]: check for check in json.loads(out)["checks"]}
+    assert code == 1 and since["format_compliance"]["answers"] >= 20  # other tests add later ones
+    assert since["citation_coverage"]["failing_answer_ids"][:4] == [
+        "sa-0304-07", "sa-0304-06", "sa-0304-08", "sa-0305-09"]  # 0.0, 0.333, 0.5, 0.667
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["gate", "--partition", "2024-12-31"], "before quality_gates.partition_start"),
+    (["gate", "--partition", "03/04/2025"], "not a date YYYY-MM-DD"),
+    (["gate", "--since", "2025-03-04T10:00"], "has no timezone"),
+    (["answers", "import", "missing.jsonl"], "file not found"),
+])
+def test_gate_command_exits_2_on_bad_input(project, capsys, args, message):
+    code, _, err = run_cli(capsys, "--config", project, *args)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_gate_command_exits_2_on_bad_config_or_unreachable_store(project, capsys, monkeypatch,
+                                                                 tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("quality_gates:\n  gates:\n    grounding: {threshold: 1.5}\n")
+    code, _, err = run_cli(capsys, "--config", bad, "gate", "--partition", "2025-03-03")
+    assert code == 2 and "grounding.threshold' must lie in [0, 1]" in err
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing")
+    code, _, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-03")
+    assert code == 2 and "Cannot connect to the store" in err and "Traceback" not in err
+
+
+def test_gate_writes_junit_xml_and_markdown_summary(project, capsys, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    assert run_cli(capsys, "--config", project, "answers", "import", SAMPLE)[0] == 0
+    junit, summary = tmp_path / "ci" / "gates.xml", tmp_path / "ci" / "summary.md"
+    code, out, err = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-04",
+                             "--json", "--junit-xml", junit, "--summary", summary)
+    assert code == 1, err
+    report = json.loads(out)
+    suite = ET.parse(junit).getroot()
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert set(cases) == {f"{check['gate']}[2025-03-04]" for check in report["checks"]}
+    assert suite.get("tests") == str(len(cases))
+    failed = {name for name, case in cases.items() if case.find("failure") is not None}
+    assert failed == {f"{gate}[2025-03-04]" for gate in report["failed_blocking"]} == {
+        "format_compliance[2025-03-04]", "citation_coverage[2025-03-04]"}
+    failure_text = cases["citation_coverage[2025-03-04]"].find("failure").text
+    assert "pass rate 0.700" in failure_text and "sa-0304-07" in failure_text
+    text = summary.read_text()
+    assert text.startswith("### Quality gates: FAIL")
+    assert "| citation_coverage | **FAIL** | yes | 0.700 |" in text

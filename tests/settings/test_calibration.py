@@ -1,0 +1,23 @@
+"""The ``calibration`` and ``history`` sections of config.yaml
+(eval_harness.settings.calibration)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_harness.settings import ConfigError, load_settings
+
+
+def test_calibration_config_errors_are_one_sentence(tmp_path):
+    path = tmp_path / "config.yaml"
+    for text, message in (("calibration:\n  grid: {step: 0.005}\n", "calibration.grid.step"),
+                          ("calibration:\n  grid: {start: 0.5, stop: 0.9, step: 0.3}\n",
+                           "not a multiple"),
+                          ("calibration:\n  verdict: {full_succes: 0.8}\n", "unknown key"),
+                          ("calibration:\n  verdict: {full_success: 0.6}\n", "partial_success"),
+                          ("calibration:\n  cv_folds: 1\n", "cv_folds")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_settings(path, environ={})
+    path.write_text("history:\n  duckdb_path: x/h.duckdb\n")
+    assert load_settings(path, environ={}).history_duckdb_path == tmp_path / "x" / "h.duckdb"
