@@ -181,7 +181,7 @@ def _warm_up_ranx(ranx) -> None:
 
 
 def _time_fine_grid(per_retriever: CandidateSet, full_pool: CandidateSet) -> list[str]:
-    grid = weight_grid(0.0, 1.0, 0.01)
+    grid = weight_grid(start=0.0, stop=1.0, step=0.01)
     lines = []
     sweep_weights(full_pool, grid[:2])  # first call pays numpy's one-off set-up
     for label, candidates, mode in (("per_retriever", per_retriever, "per_retriever"),

@@ -33,7 +33,8 @@ from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, Ground
                                          LiveMapping, Relation)
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores
 from eval_harness.store import StoreLocation, migrate
-from eval_harness.store.live import attach_live_dataset, cache_query_embeddings
+from eval_harness.store.live import attach_live_dataset
+from eval_harness.store.query_embeddings import cache_query_embeddings
 
 
 def seed_query_vectors(conn, schema: str, model: str, seed: int) -> int:

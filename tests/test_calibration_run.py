@@ -42,7 +42,7 @@ from eval_harness.calibration.trec_runs import qrels_file_name, run_file_name, w
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
          "human virus vaccine immune response tumor growth").split()
-FINE_GRID = weight_grid(0.0, 1.0, 0.01)
+FINE_GRID = weight_grid(start=0.0, stop=1.0, step=0.01)
 FAST = {"cv_folds": 3, "bootstrap_resamples": 500}
 
 
@@ -105,7 +105,7 @@ def test_sweep_equals_sql_hybrid_search_at_every_weight(conn, corpus, depth):
         assert point.mrr_at_10 == pytest.approx(expected["mrr_at_10"], abs=1e-12)
         np.testing.assert_array_equal(
             result.sweep.per_query_p_at_5[i],
-            [ranking.precision_at_k(runs[q], relevance[q], 5) for q in qrels.query_ids])
+            [ranking.precision_at_k(runs[q], relevance[q], k=5) for q in qrels.query_ids])
     if depth == 2:  # the degenerate cases the metrics must handle were really exercised
         assert (result.candidates.mask.sum(axis=1) < 5).any()
     semantic, keyword = normalised_scores(result.candidates)
@@ -153,7 +153,7 @@ def test_unknown_dataset_and_empty_ground_truth(conn, tmp_path):
 # --------------------------------------------------- TREC runs vs ranx and trec_eval
 @pytest.mark.parametrize("depth", [2, 10])
 def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path, depth):
-    grid = weight_grid(0.0, 1.0, 0.1)
+    grid = weight_grid(start=0.0, stop=1.0, step=0.1)
     result = calibrate_dataset(conn, corpus["name"], grid=grid, candidate_depth=depth, **FAST)
     name = corpus["name"]
     paths = write_trec_runs(conn, result, tmp_path)

@@ -32,14 +32,13 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.agreement import sql
 from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFileError,
                                                 check_row, echo, escape_formula, file_dataset,
                                                 one_line, read_review_file, snippet,
                                                 wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
-from eval_harness.store import ground_truth
+from eval_harness.store import ground_truth, judge_review
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.ingest import validate_dataset_name
 
@@ -102,12 +101,12 @@ def queue_disagreements(conn: psycopg.Connection, dataset: str, *,
         raise ValueError(f"disagreement threshold must be in [0, 1), got {threshold}.")
     with conn.transaction():
         corpus = dataset_info(conn, dataset, with_counts=False).corpus
-        sql.lock_review_queue(conn, dataset)
+        judge_review.lock_review_queue(conn, dataset)
         _check_no_repeated_documents(conn, dataset)
-        disagreeing = sql.stage_scored_pairs(conn, corpus, threshold)
-        upserted = sql.upsert_disagreeing_pairs(conn)
-        removed = sql.delete_settled_pairs(conn, dataset)
-        pending, adjudicated = sql.review_status_counts(conn, dataset)
+        disagreeing = judge_review.stage_scored_pairs(conn, corpus, threshold)
+        upserted = judge_review.upsert_disagreeing_pairs(conn)
+        removed = judge_review.delete_settled_pairs(conn, dataset)
+        pending, adjudicated = judge_review.review_status_counts(conn, dataset)
     new = sum(1 for is_new in upserted if is_new)
     requeued = len(upserted) - new
     return QueueCounts(new, requeued, disagreeing - new - requeued, removed, pending,
@@ -134,7 +133,7 @@ def refresh_and_export(conn: psycopg.Connection, dataset: str, path: Path | str,
 def review_counts(conn: psycopg.Connection, dataset: str) -> tuple[int, int]:
     """(pending, adjudicated) rows of the review queue of ``dataset``."""
     with conn.transaction():
-        return sql.review_status_counts(conn, dataset)
+        return judge_review.review_status_counts(conn, dataset)
 
 
 def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], int]:
@@ -145,8 +144,8 @@ def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int
     verdict is ignored here, so a stale verdict never overrides new judge scores).
     """
     with conn.transaction():
-        rows = sql.current_verdicts(conn, dataset_info(conn, dataset,
-                                                           with_counts=False).corpus)
+        rows = judge_review.current_verdicts(
+            conn, dataset_info(conn, dataset, with_counts=False).corpus)
     return {(qid, doc): VERDICTS[verdict] for qid, doc, verdict in rows}
 
 
@@ -160,8 +159,8 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     import removes again (see the module docstring). The file is written atomically (UTF-8).
     """
     with conn.transaction():
-        rows = sql.review_export_rows(conn, dataset_info(conn, dataset,
-                                                             with_counts=False).corpus)
+        rows = judge_review.review_export_rows(
+            conn, dataset_info(conn, dataset, with_counts=False).corpus)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -205,15 +204,15 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
     dataset = file_dataset(path, records, dataset)
     with conn.transaction():
         corpus = imported_corpus(conn, path, dataset)
-        sql.lock_review_queue(conn, dataset)
+        judge_review.lock_review_queue(conn, dataset)
         queue = _queue_state(conn, corpus)
         updates, problems, blank = _check_records(records, dataset, queue)
         if problems:
             raise wrong_rows(path, problems)
         changed = 0
         for key, verdict, reviewer, note in updates:
-            changed += sql.store_verdict(conn, *key, verdict=verdict, reviewer=reviewer,
-                                             note=note)
+            changed += judge_review.store_verdict(conn, *key, verdict=verdict,
+                                                  reviewer=reviewer, note=note)
     return ImportCounts.of(changed, updates, blank, dataset)
 
 
@@ -262,7 +261,7 @@ def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None
 def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _QueuedPair]:
     return {(qid, doc): _QueuedPair(revision, (s1, s2), rescored)
             for qid, doc, revision, s1, s2, rescored
-            in sql.queued_pairs_for_update(conn, corpus)}
+            in judge_review.queued_pairs_for_update(conn, corpus)}
 
 
 def _check_records(records: list[tuple[int, dict[str, str]]], dataset: str,

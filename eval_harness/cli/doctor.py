@@ -39,14 +39,15 @@ from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_lin
 from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyword_checks
 from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store.catalog import (SchemaPrivileges,
-                                        available_extension_version, ingested_datasets,
-                                        installed_extension_version, live_dataset_names,
-                                        live_datasets, live_relations, make_session_read_only,
+from eval_harness.store.catalog import (SchemaPrivileges, available_extension_version,
+                                        installed_extension_version, live_datasets,
+                                        live_relations, make_session_read_only,
                                         relation_exists, schema_privileges, select_refusal,
                                         server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_conninfo)
+from eval_harness.store.dataset_register import live_dataset_names
+from eval_harness.store.ingest import documents_per_dataset
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
                                         available_migrations, pending_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
@@ -157,7 +158,7 @@ def check_datasets(conn: psycopg.Connection, settings: Settings) -> Check:
     if not relation_exists(conn, "datasets") or not relation_exists(conn, "l2_insights"):
         return Check(WARN, "datasets", "cannot tell which datasets are ingested before the "
                      "schema is migrated: run `eval-harness migrate`")
-    documents = ingested_datasets(conn)
+    documents = documents_per_dataset(conn)
     live = live_dataset_names(conn)
     ingested = ", ".join(f"{name} (live)" if name in live else f"{name} ({n} documents)"
                          for name, n in documents.items()) or "none"
@@ -181,7 +182,7 @@ def _datasets_in_store(conn: psycopg.Connection) -> set[str] | None:
     """The datasets the store holds; None before the schema is migrated."""
     if not relation_exists(conn, "datasets") or not relation_exists(conn, "l2_insights"):
         return None
-    return set(ingested_datasets(conn))
+    return set(documents_per_dataset(conn))
 
 
 def store_checks(settings: Settings) -> Iterator[Check]:

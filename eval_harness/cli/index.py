@@ -32,7 +32,7 @@ from eval_harness.store.migrate import MigrationError, pending_migrations
 def _live_corpus(conn: psycopg.Connection, settings: Settings, name: str) -> Corpus:
     """The corpus of live dataset ``name`` (attached, else configured); ingested or unknown
     datasets are refused with one sentence."""
-    from eval_harness.retrieval.sql import dataset_row
+    from eval_harness.store.dataset_register import dataset_row
 
     try:
         attached_known = not pending_migrations(conn, settings.schema)

@@ -2,25 +2,24 @@
 the P@5 verdict.
 
 The sweep itself (every query ranked at every weight, bit-identical to the fusion rule) is
-:func:`eval_harness.retrieval.sweep.sweep_weights`; this module reads its
-:class:`~eval_harness.retrieval.sweep.SweepResult`.
+:func:`eval_harness.retrieval.sweep.sweep_weights`; this module reads any object with the
+arrays of :class:`WeightSweep` (its ``SweepResult`` has them), so it imports nothing of the
+harness.
 
 Statistics: the best weight, its uplift over the MEDRAG default 0.7 with a paired bootstrap
 interval and a paired sign-flip randomization test, k-fold cross-validated P@5 (the honest
 estimate, since the best weight is chosen on the same queries it is scored on), and the
-P@5 verdict of story 2.9. Numpy only (settings.py imports :func:`weight_grid`).
+P@5 verdict of story 2.9. Numpy only (settings/calibration.py and retrieval/weights.py
+import :func:`weight_grid`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from eval_harness.retrieval.sweep import SweepResult
 
 DEFAULT_SEMANTIC_WEIGHT = 0.7  # MEDRAG default (0.7 semantic / 0.3 keyword)
 TIE_TOLERANCE = 1e-12  # mean P@5 values closer than this are treated as a tie
@@ -28,11 +27,30 @@ TIE_TOLERANCE = 1e-12  # mean P@5 values closer than this are treated as a tie
 Verdict = Literal["full_success", "partial_success", "failure"]
 
 
+class WeightSweep(Protocol):
+    """What the statistics read of a weight sweep (``retrieval.sweep.SweepResult`` has it)."""
+
+    semantic_weights: np.ndarray  # the grid, (n_weights,)
+    p_at_5: np.ndarray  # mean P@5 per weight, (n_weights,)
+    per_query_p_at_5: np.ndarray  # (n_weights, n_queries)
+
+
 # --------------------------------------------------------------------------- weight grid
-def weight_grid(start: float = 0.5, stop: float = 0.9, step: float = 0.1) -> np.ndarray:
+def weight_grid(*, start: float = 0.5, stop: float = 0.9, step: float = 0.1) -> np.ndarray:
     """Semantic weights ``start, start + step, ..., stop`` (inclusive), each rounded to 10
     decimals so that the grid holds the exact doubles ``0.7`` and ``0.8``, not
-    ``0.7000000000000001``. ``stop - start`` must be a whole number of steps."""
+    ``0.7000000000000001``. ``stop - start`` must be a whole number of steps, else
+    ``ValueError``.
+
+    Examples
+    --------
+    >>> weight_grid().tolist()
+    [0.5, 0.6, 0.7, 0.8, 0.9]
+    >>> weight_grid(start=0.0, stop=1.0, step=0.25).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    >>> 0.1 * 7 == 0.7, 0.7 in weight_grid(start=0.0, stop=1.0, step=0.1)
+    (False, True)
+    """
     if not (0.0 <= start <= stop <= 1.0) or not step > 0.0:
         raise ValueError(f"weight grid needs 0 <= start <= stop <= 1 and step > 0, "
                          f"got start={start}, stop={stop}, step={step}.")
@@ -43,6 +61,26 @@ def weight_grid(start: float = 0.5, stop: float = 0.9, step: float = 0.1) -> np.
     return np.round(start + step * np.arange(n_steps + 1), 10)
 
 
+def grid_index(semantic_weights: np.ndarray, semantic_weight: float) -> int:
+    """Position of a weight on the grid (within 1e-9); ``ValueError`` when it is not on it.
+
+    Examples
+    --------
+    >>> grid_index(weight_grid(), 0.8)
+    3
+    >>> grid_index(weight_grid(), 0.75)
+    Traceback (most recent call last):
+    ...
+    ValueError: weight 0.75 is not on the swept grid [0.5, 0.6, 0.7, 0.8, 0.9]; add it to the grid.
+    """
+    semantic_weights = np.asarray(semantic_weights, dtype=np.float64)
+    hits = np.flatnonzero(np.isclose(semantic_weights, semantic_weight, rtol=0.0, atol=1e-9))
+    if hits.size == 0:
+        raise ValueError(f"weight {semantic_weight} is not on the swept grid "
+                         f"{semantic_weights.tolist()}; add it to the grid.")
+    return int(hits[0])
+
+
 # --------------------------------------------------------------------------- statistics
 def best_weight(semantic_weights: np.ndarray, p_at_5: np.ndarray, *,
                 current_weight: float = DEFAULT_SEMANTIC_WEIGHT) -> float:
@@ -50,6 +88,17 @@ def best_weight(semantic_weights: np.ndarray, p_at_5: np.ndarray, *,
 
     Ties (within 1e-12) go to the weight closest to ``current_weight`` (the configured one,
     so a calibration does not move the config without a gain), then to the smaller weight.
+    No weight, or not one P@5 per weight, raises ``ValueError``.
+
+    Examples
+    --------
+    0.6 and 0.8 tie at 0.44, both 0.1 away from 0.7: the smaller wins, unless the
+    configured weight is one of them.
+
+    >>> best_weight([0.5, 0.6, 0.7, 0.8], [0.40, 0.44, 0.42, 0.44])
+    0.6
+    >>> best_weight([0.5, 0.6, 0.7, 0.8], [0.40, 0.44, 0.42, 0.44], current_weight=0.8)
+    0.8
     """
     semantic_weights = np.asarray(semantic_weights, dtype=np.float64)
     p_at_5 = np.asarray(p_at_5, dtype=np.float64)
@@ -68,6 +117,24 @@ def paired_bootstrap_interval(treatment: np.ndarray, baseline: np.ndarray, *,
 
     Queries are drawn with replacement and both systems keep the same draw (paired), as
     in Sakai (2006) / Efron & Tibshirani (1993) ch. 13. Seeded, hence reproducible.
+    Arrays of different length, empty arrays, ``confidence`` outside (0, 1) or
+    ``n_resamples < 1`` raise ``ValueError``.
+
+    Examples
+    --------
+    Every query gains exactly 0.25, so every resample's mean gain is 0.25:
+
+    >>> paired_bootstrap_interval([0.75, 0.5, 1.0], [0.5, 0.25, 0.75])
+    (0.25, 0.25)
+
+    Gains 0, 0.25 and 0.5 (mean 0.25): a resample's mean lies between the smallest
+    and the largest gain, and the same seed gives the same interval.
+
+    >>> low, high = paired_bootstrap_interval([0.5, 0.5, 1.0], [0.5, 0.25, 0.5], seed=1)
+    >>> 0.0 <= low < 0.25 < high <= 0.5
+    True
+    >>> (low, high) == paired_bootstrap_interval([0.5, 0.5, 1.0], [0.5, 0.25, 0.5], seed=1)
+    True
     """
     differences = _paired_differences(treatment, baseline)
     if not 0.0 < confidence < 1.0 or n_resamples < 1:
@@ -87,7 +154,19 @@ def paired_randomization_test(treatment: np.ndarray, baseline: np.ndarray, *,
 
     Under H0 each query's difference is equally likely to have either sign (Smucker, Allan
     & Carterette, CIKM 2007). p = (1 + #{|permuted mean| >= |observed mean|}) / (1 + R),
-    so p is never 0; identical systems give p = 1.
+    so p is never 0; identical systems give p = 1. Input errors as
+    :func:`paired_bootstrap_interval`.
+
+    Examples
+    --------
+    >>> paired_randomization_test([0.4, 0.6], [0.4, 0.6])
+    1.0
+
+    Two queries that both gain 0.5: of the four sign patterns (+ +, + -, - +, - -) two
+    reach |mean| = 0.5, so p is close to 2/4.
+
+    >>> round(paired_randomization_test([1.0, 0.5], [0.5, 0.0]), 1)
+    0.5
     """
     differences = _paired_differences(treatment, baseline)
     if n_resamples < 1:
@@ -132,18 +211,42 @@ class Uplift:
     n_queries: int
 
 
-def uplift_over_default(sweep: SweepResult, *, default_weight: float = DEFAULT_SEMANTIC_WEIGHT,
+def uplift_over_default(sweep: WeightSweep, *, default_weight: float = DEFAULT_SEMANTIC_WEIGHT,
                         current_weight: float | None = None, confidence: float = 0.95,
                         n_resamples: int = 10_000, seed: int = 0) -> Uplift:
     """Uplift in P@5 of the best weight (see :func:`best_weight`) over ``default_weight``.
 
     The best weight is chosen on the same queries it is scored on, so the uplift is
     optimistic; :func:`cross_validated_p_at_5` gives the out-of-sample figure.
-    ``current_weight`` (tie-break target) defaults to ``default_weight``.
+    ``current_weight`` (tie-break target) defaults to ``default_weight``, which must be on
+    the grid (else ``ValueError``).
+
+    Examples
+    --------
+    Four queries; at 0.8 queries 1 and 3 gain 0.2 each: P@5 0.4 -> 0.5, +0.1 absolute,
+    0.1 / 0.4 = +25% relative.
+
+    >>> from types import SimpleNamespace
+    >>> per_query = np.array([[0.4, 0.6, 0.2, 0.4],    # weight 0.7
+    ...                       [0.6, 0.6, 0.4, 0.4]])   # weight 0.8
+    >>> sweep = SimpleNamespace(semantic_weights=np.array([0.7, 0.8]),
+    ...                         p_at_5=per_query.mean(axis=1), per_query_p_at_5=per_query)
+    >>> uplift = uplift_over_default(sweep)
+    >>> uplift.best_weight, round(uplift.absolute, 10), round(uplift.relative, 10)
+    (0.8, 0.1, 0.25)
+    >>> round(uplift.p_value, 1)      # 2 of the 4 sign patterns of (0.2, 0.2) reach 0.1
+    0.5
+
+    A resample draws only unchanged queries (mean gain 0) with probability
+    (2/4)^4 = 1/16 > 2.5%, only improved ones (mean 0.2) likewise, so the 95% interval is:
+
+    >>> round(uplift.ci_low, 10), round(uplift.ci_high, 10)
+    (0.0, 0.2)
     """
     current_weight = default_weight if current_weight is None else current_weight
     chosen = best_weight(sweep.semantic_weights, sweep.p_at_5, current_weight=current_weight)
-    best_index, default_index = sweep.index_of(chosen), sweep.index_of(default_weight)
+    best_index = grid_index(sweep.semantic_weights, chosen)
+    default_index = grid_index(sweep.semantic_weights, default_weight)
     best_row = sweep.per_query_p_at_5[best_index]
     default_row = sweep.per_query_p_at_5[default_index]
     best_p5 = float(sweep.p_at_5[best_index])
@@ -170,12 +273,27 @@ class CrossValidation:
     fold_sizes: tuple[int, ...]
 
 
-def cross_validated_p_at_5(sweep: SweepResult, *, n_folds: int = 5, seed: int = 0,
+def cross_validated_p_at_5(sweep: WeightSweep, *, n_folds: int = 5, seed: int = 0,
                            current_weight: float = DEFAULT_SEMANTIC_WEIGHT) -> CrossValidation:
     """Choose the best weight on k-1 folds (same tie rule), score P@5 on the held-out fold.
 
     Queries are shuffled with ``seed`` and dealt round-robin into ``n_folds`` folds whose
     sizes differ by at most one; the pooled held-out mean weighs every query once.
+    ``n_folds`` outside 2 .. n_queries raises ``ValueError``.
+
+    Examples
+    --------
+    Weight 0.8 beats 0.7 on every query, so every fold chooses it and the held-out P@5
+    is its mean, (0.6 + 0.6 + 0.4 + 0.4) / 4 = 0.5:
+
+    >>> from types import SimpleNamespace
+    >>> per_query = np.array([[0.2, 0.4, 0.2, 0.2],    # weight 0.7
+    ...                       [0.6, 0.6, 0.4, 0.4]])   # weight 0.8
+    >>> sweep = SimpleNamespace(semantic_weights=np.array([0.7, 0.8]),
+    ...                         p_at_5=per_query.mean(axis=1), per_query_p_at_5=per_query)
+    >>> cv = cross_validated_p_at_5(sweep, n_folds=2)
+    >>> round(cv.p_at_5, 10), cv.fold_weights, cv.fold_sizes
+    (0.5, (0.8, 0.8), (2, 2))
     """
     per_query = sweep.per_query_p_at_5
     n_queries = per_query.shape[1]
@@ -189,7 +307,7 @@ def cross_validated_p_at_5(sweep: SweepResult, *, n_folds: int = 5, seed: int = 
         held_out = fold_of == fold
         train_p5 = per_query[:, ~held_out].mean(axis=1)
         chosen = best_weight(sweep.semantic_weights, train_p5, current_weight=current_weight)
-        held_out_p5 = per_query[sweep.index_of(chosen), held_out]
+        held_out_p5 = per_query[grid_index(sweep.semantic_weights, chosen), held_out]
         weights.append(chosen)
         scores.append(float(held_out_p5.mean()))
         sizes.append(int(held_out.sum()))
@@ -201,7 +319,16 @@ def precision_verdict(p_at_5: float, *, full_success: float = 0.75,
                       partial_success: float = 0.70) -> Verdict:
     """Story 2.9 verdict: ``p_at_5 >= full_success`` is "full_success", ``partial_success
     <= p_at_5 < full_success`` "partial_success", below that "failure". Comparisons are
-    exact (no rounding), so 0.7499 is partial and 0.6999 is failure."""
+    exact (no rounding), so 0.7499 is partial and 0.6999 is failure. Bands out of order or
+    a P@5 outside [0, 1] raise ``ValueError``.
+
+    Examples
+    --------
+    >>> precision_verdict(0.75), precision_verdict(0.7499), precision_verdict(0.6999)
+    ('full_success', 'partial_success', 'failure')
+    >>> precision_verdict(0.65, full_success=0.7, partial_success=0.6)
+    'partial_success'
+    """
     if not 0.0 <= partial_success <= full_success <= 1.0:
         raise ValueError(f"verdict bands need 0 <= partial_success <= full_success <= 1, "
                          f"got {partial_success} and {full_success}.")

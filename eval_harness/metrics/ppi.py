@@ -124,6 +124,25 @@ def prediction_powered_mean(
     human-labelled queries (no variance can be estimated from one), labelled arrays of
     different lengths, a non-finite value (NaN or infinity), an array that is not
     one-dimensional, ``alpha`` outside (0, 1), a given ``lam`` outside [0, 1].
+
+    Examples
+    --------
+    The judges over-rate both labelled queries by 0.2; their mean over the four judged
+    queries is 0.7. Classical PPI (lam = 1): 0.7 + (-0.2) = 0.5, se**2 = 0 / 2 + 0.01 / 4
+    (the rectifier -0.2, -0.2 does not vary), so se = 0.05 and the half-width 1.96 * 0.05.
+
+    >>> data = dict(y_labeled=[0.6, 0.4], yhat_labeled=[0.8, 0.6],
+    ...             yhat_unlabeled=[0.8, 0.6, 0.6, 0.8])
+    >>> ppi = prediction_powered_mean(**data, lam=1.0)
+    >>> round(ppi.estimate, 10), tuple(round(end, 3) for end in ppi.interval)
+    (0.5, (0.402, 0.598))
+
+    Tuned: lam = cov / ((1 + n / N) * var) = 0.01 / ((1 + 2 / 4) * 0.012) = 0.5556, where
+    0.012 = 6 * 0.1**2 / 5 is the variance of the six judge values.
+
+    >>> ppi = prediction_powered_mean(**data)
+    >>> round(ppi.lam, 4), round(ppi.estimate, 10), (ppi.n_human, ppi.n_judged)
+    (0.5556, 0.5, (2, 4))
     """
     if not 0.0 < alpha < 1.0:  # also rejects NaN
         raise ValueError(f"prediction_powered_mean: alpha must lie in (0, 1), got {alpha!r}.")
@@ -164,6 +183,22 @@ def labels_to_halve_width(
     exceed N (there are not that many judged queries to label). The answer is a plan, not a
     promise: R and lam are re-estimated on the larger sample. ``0`` when the width is already
     zero (``R = 0`` and ``I = 0``).
+
+    Examples
+    --------
+    A constant judge (I = 0): the width follows 1 / sqrt(n), so 4 * 4 = 16 labels halve
+    it, 12 more than the 4 there are.
+
+    >>> labels_to_halve_width(y_labeled=[1, 0, 1, 0], yhat_labeled=[0.5] * 4,
+    ...                       yhat_unlabeled=[0.5] * 20, lam=1.0)
+    12
+
+    The judges err by the same -0.2 on every labelled query (R = 0): the width is all
+    judged term, which human labels do not shrink.
+
+    >>> print(labels_to_halve_width(y_labeled=[0.6, 0.4], yhat_labeled=[0.8, 0.6],
+    ...                             yhat_unlabeled=[0.8, 0.6, 0.6, 0.8], lam=1.0))
+    None
     """
     terms = _ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
     n, big_n = terms.n_human, terms.n_judged

@@ -28,6 +28,18 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     returned exactly (0.0 and 1.0), not as the formula's rounding residue. Degenerate input: ``n == 0`` has no information and raises
     ``ValueError`` (the caller reports "no answers" instead of an interval), as do counts
     outside ``0 <= successes <= n`` and a confidence outside (0, 1).
+
+    Examples
+    --------
+    5 of 10 at 95% (z = 1.96, z**2 = 3.8415): centre = (5 + 1.9208) / 13.8415 = 0.5,
+    half-width = 1.96 * 3.1623 / 13.8415 * sqrt(0.25 + 0.0960) = 0.4478 * 0.5882 = 0.2634.
+
+    >>> low, high = wilson_interval(5, 10)
+    >>> round(low, 4), round(high, 4)
+    (0.2366, 0.7634)
+    >>> low, high = wilson_interval(0, 20)   # centre = half-width = 1.9208 / 23.8415
+    >>> low, round(high, 4)
+    (0.0, 0.1611)
     """
     for name, value in (("successes", successes), ("n", n)):
         if isinstance(value, bool) or not isinstance(value, Integral):

@@ -35,7 +35,7 @@ PRECISION_CUTOFF = 5  # the headline P@5, and Recall@5
 RANKING_CUTOFF = 10  # nDCG@10 and MRR@10
 
 
-def precision_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
+def precision_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int], *,
                    k: int) -> float:
     """Precision at cut-off k: the share of the first k positions holding a relevant doc.
 
@@ -44,11 +44,19 @@ def precision_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, i
     The denominator is always k, even when fewer than k documents were retrieved (as in
     trec_eval ``P_k`` and ranx ``precision@k``), so a system that returns 3 documents, all
     relevant, scores 0.6 at k=5.
+
+    Examples
+    --------
+    >>> qrels = {"a": 2, "b": 0, "c": 1, "d": 1}   # relevant: a, c, d
+    >>> precision_at_k(["b", "a", "x", "c"], qrels, k=5)   # a and c in the top 5: 2 / 5
+    0.4
+    >>> precision_at_k(["a", "c", "d"], qrels, k=5)         # 3 / 5, not 3 / 3
+    0.6
     """
     return _hits_at_k(ranked_ids, relevant, k) / k
 
 
-def recall_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
+def recall_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int], *,
                 k: int) -> float:
     """Recall at cut-off k: the share of the query's relevant docs found in the first k.
 
@@ -56,6 +64,14 @@ def recall_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int]
 
     A query with no relevant document scores 0.0 (trec_eval ``recall_k`` and ranx
     ``recall@k`` both do), not NaN, so averages stay defined.
+
+    Examples
+    --------
+    >>> qrels = {"a": 2, "b": 0, "c": 1, "d": 1}   # relevant: a, c, d
+    >>> round(recall_at_k(["b", "a", "x", "c"], qrels, k=5), 4)   # a, c of 3: 2 / 3
+    0.6667
+    >>> recall_at_k(["a"], {"a": 0}, k=5)                          # nothing to find
+    0.0
     """
     n_relevant = count_relevant(relevant)
     if n_relevant == 0:
@@ -64,7 +80,7 @@ def recall_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int]
     return _hits_at_k(ranked_ids, relevant, k) / n_relevant
 
 
-def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
+def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int], *,
               k: int) -> float:
     """Normalised discounted cumulative gain at cut-off k, with linear (graded) gain.
 
@@ -75,6 +91,19 @@ def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
     descending), not from the retrieved documents: this is Järvelin & Kekäläinen (2002),
     trec_eval ``ndcg_cut_k`` and ranx ``ndcg@k`` (not the exponential ``2^grade - 1``
     gain of ranx ``ndcg_burges@k``). A query with no relevant document scores 0.0.
+
+    Examples
+    --------
+    The only relevant document at rank 3: DCG = 1 / log2(4) = 0.5, IDCG = 1 / log2(2) = 1.
+
+    >>> ndcg_at_k(["x", "y", "a"], {"a": 1}, k=10)
+    0.5
+
+    Graded, in the wrong order: DCG = 1 / log2(2) + 2 / log2(3) = 1 + 1.26186 = 2.26186,
+    IDCG = 2 / log2(2) + 1 / log2(3) = 2 + 0.63093 = 2.63093, nDCG = 2.26186 / 2.63093:
+
+    >>> round(ndcg_at_k(["b", "a"], {"a": 2, "b": 1}, k=10), 5)
+    0.85972
     """
     _check_k(k)
     top = _top_k(ranked_ids, k)
@@ -88,13 +117,21 @@ def ndcg_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
 
 
 def reciprocal_rank_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hashable, int],
-                         k: int) -> float:
+                         *, k: int) -> float:
     """Reciprocal rank of the first relevant document within the first k; MRR@k is its mean.
 
         RR@k = 1 / rank of the first relevant doc in ranked_ids[:k]   (ranks start at 1)
              = 0 when none of the first k is relevant
 
     Equals ranx ``mrr@k`` and trec_eval ``recip_rank`` on the run cut to k documents.
+
+    Examples
+    --------
+    >>> qrels = {"a": 2, "b": 0, "c": 1}
+    >>> reciprocal_rank_at_k(["b", "a", "c"], qrels, k=10)   # first relevant (a) at rank 2
+    0.5
+    >>> reciprocal_rank_at_k(["b", "a", "c"], qrels, k=1)    # b is not relevant
+    0.0
     """
     for rank, doc_id in enumerate(_top_k(ranked_ids, k), start=1):
         if relevant.get(doc_id, 0) >= RELEVANT_GRADE:
@@ -102,18 +139,31 @@ def reciprocal_rank_at_k(ranked_ids: Sequence[Hashable], relevant: Mapping[Hasha
     return 0.0
 
 
-def p_at_k_ceiling(relevant: Mapping[Hashable, int], k: int) -> float:
+def p_at_k_ceiling(relevant: Mapping[Hashable, int], *, k: int) -> float:
     """The highest P@k any ranking can reach for this query: min(k, n_relevant) / k.
 
     A query with 2 relevant documents can score at most 0.4 at k=5, however good the
     retriever; averaged over queries this bounds the reachable mean P@k.
+
+    Examples
+    --------
+    >>> p_at_k_ceiling({"a": 1, "b": 3, "c": 0}, k=5)   # 2 relevant: 2 / 5
+    0.4
+    >>> p_at_k_ceiling({str(i): 1 for i in range(9)}, k=5)   # 9 relevant: min(5, 9) / 5
+    1.0
     """
     _check_k(k)
     return min(k, count_relevant(relevant)) / k
 
 
 def count_relevant(relevant: Mapping[Hashable, int]) -> int:
-    """Number of documents judged relevant (grade >= 1)."""
+    """Number of documents judged relevant (grade >= 1).
+
+    Examples
+    --------
+    >>> count_relevant({"a": 2, "b": 0, "c": 1, "d": -1})   # a and c
+    2
+    """
     return sum(1 for grade in relevant.values() if grade >= RELEVANT_GRADE)
 
 
@@ -126,6 +176,14 @@ def mean_metrics(runs: Mapping[Hashable, Sequence[Hashable]],
     queries in ``qrels``, including those without a relevant document (which score 0);
     filter ``qrels`` first to leave them out. Raises ``ValueError`` when ``qrels`` is empty
     or ``runs`` holds a query that ``qrels`` does not know.
+
+    Examples
+    --------
+    q1 finds its one relevant document at rank 1 (P@5 = 1/5, the rest 1); q2 has no run
+    (all 0). Means: P@5 = (0.2 + 0) / 2, the others (1 + 0) / 2.
+
+    >>> mean_metrics({"q1": ["a"]}, {"q1": {"a": 1}, "q2": {"b": 1}})
+    {'p_at_5': 0.1, 'recall_at_5': 0.5, 'ndcg_at_10': 0.5, 'mrr_at_10': 0.5}
     """
     unknown = [query_id for query_id in runs if query_id not in qrels]
     if unknown:
@@ -136,10 +194,10 @@ def mean_metrics(runs: Mapping[Hashable, Sequence[Hashable]],
     totals = {"p_at_5": 0.0, "recall_at_5": 0.0, "ndcg_at_10": 0.0, "mrr_at_10": 0.0}
     for query_id, relevant in qrels.items():
         ranked_ids = runs.get(query_id, ())
-        totals["p_at_5"] += precision_at_k(ranked_ids, relevant, PRECISION_CUTOFF)
-        totals["recall_at_5"] += recall_at_k(ranked_ids, relevant, PRECISION_CUTOFF)
-        totals["ndcg_at_10"] += ndcg_at_k(ranked_ids, relevant, RANKING_CUTOFF)
-        totals["mrr_at_10"] += reciprocal_rank_at_k(ranked_ids, relevant, RANKING_CUTOFF)
+        totals["p_at_5"] += precision_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF)
+        totals["recall_at_5"] += recall_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF)
+        totals["ndcg_at_10"] += ndcg_at_k(ranked_ids, relevant, k=RANKING_CUTOFF)
+        totals["mrr_at_10"] += reciprocal_rank_at_k(ranked_ids, relevant, k=RANKING_CUTOFF)
     return {name: total / len(qrels) for name, total in totals.items()}
 
 
@@ -163,6 +221,19 @@ def score_top_gains(top_gains: np.ndarray, n_relevant: np.ndarray,
     ``n_relevant`` and ``ideal_dcg`` (:func:`ideal_dcg_at_k`) come from the qrels, so a
     relevant document outside the ranking still counts. A query without a relevant
     document scores 0 on every metric.
+
+    Examples
+    --------
+    Query 1 ranks its one relevant document first; query 2 ranks its one at rank 3
+    (nDCG = 1 / log2(4) = 0.5, RR = 1/3); query 3 has none.
+
+    >>> top_gains = np.zeros((3, 10))
+    >>> top_gains[0, 0] = top_gains[1, 2] = 1.0
+    >>> scores = score_top_gains(top_gains, np.array([1, 1, 0]), np.array([1.0, 1.0, 0.0]))
+    >>> scores.hits_at_5.tolist(), scores.recall_at_5.tolist()
+    ([1, 1, 0], [1.0, 1.0, 0.0])
+    >>> scores.ndcg_at_10.tolist(), scores.reciprocal_rank_at_10.round(4).tolist()
+    ([1.0, 0.5, 0.0], [1.0, 0.3333, 0.0])
     """
     relevant = top_gains > 0.0  # gains are 0 below grade 1
     hits = np.count_nonzero(relevant[:, :PRECISION_CUTOFF], axis=1)
@@ -175,18 +246,40 @@ def score_top_gains(top_gains: np.ndarray, n_relevant: np.ndarray,
 
 
 def relevance_gains(grades: np.ndarray) -> np.ndarray:
-    """Gain per judged document: its grade when relevant (>= 1), else 0."""
+    """Gain per judged document: its grade when relevant (>= 1), else 0.
+
+    Examples
+    --------
+    >>> relevance_gains(np.array([2, 1, 0, -1])).tolist()
+    [2.0, 1.0, 0.0, 0.0]
+    """
     return np.where(grades >= RELEVANT_GRADE, grades, 0.0)
 
 
-def ideal_dcg_at_k(gains: np.ndarray, k: int) -> float:
-    """IDCG@k of one query from the gains of all its judged documents (the qrels)."""
+def ideal_dcg_at_k(gains: np.ndarray, *, k: int) -> float:
+    """IDCG@k of one query from the gains of all its judged documents (the qrels).
+
+    Examples
+    --------
+    Best two gains 2 and 1: 2 / log2(2) + 1 / log2(3) = 2 + 0.63093.
+
+    >>> round(float(ideal_dcg_at_k(np.array([1.0, 0.0, 2.0]), k=2)), 5)
+    2.63093
+    >>> float(ideal_dcg_at_k(np.array([1.0, 0.0, 2.0]), k=1))
+    2.0
+    """
     ideal = np.sort(gains)[::-1][:k]
     return np.sum(ideal / _discounts(ideal.size))
 
 
-def mean_p_at_k_ceiling(n_relevant: np.ndarray, k: int) -> float:
-    """Mean of :func:`p_at_k_ceiling` over queries with ``n_relevant`` relevant documents."""
+def mean_p_at_k_ceiling(n_relevant: np.ndarray, *, k: int) -> float:
+    """Mean of :func:`p_at_k_ceiling` over queries with ``n_relevant`` relevant documents.
+
+    Examples
+    --------
+    >>> mean_p_at_k_ceiling(np.array([1, 3, 8]), k=5)   # (1 + 3 + 5) / (5 * 3)
+    0.6
+    """
     reachable = np.minimum(n_relevant, k).sum()
     return float(reachable / (k * n_relevant.size))
 

@@ -29,7 +29,7 @@ import psycopg
 
 from eval_harness.retrieval import sql
 from eval_harness.retrieval.fusion import NonFiniteScores
-from eval_harness.store import catalog, ground_truth
+from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
@@ -39,7 +39,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
     """The store's dataset names for a message saying a name is not one of them: at most
     ``most``, quoted, then how many more (a store of many datasets must not turn one
     sentence into a page)."""
-    names = catalog.dataset_names(conn)
+    names = dataset_register.dataset_names(conn)
     shown = ", ".join(f"'{name}'" for name in names[:most]) or "none"
     more = len(names) - most
     return shown if more <= 0 else f"{shown} and {more} more"
@@ -98,7 +98,7 @@ class QueryCandidates:
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
     """The dataset's language, embedding model and corpus; document/query counts unless told
     not to."""
-    row = catalog.dataset_row(conn, name)
+    row = dataset_register.dataset_row(conn, name)
     if row is None:
         shown = " ".join(name.split())  # it may come from a file: one line, cut
         shown = shown if len(shown) <= 80 else shown[:79] + "…"

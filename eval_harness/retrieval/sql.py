@@ -1,7 +1,7 @@
 """Every SQL statement of retrieval: the hybrid search itself (one query, and the candidate
 scores of many ground-truth queries at once; the query rows from
 :func:`eval_harness.store.ground_truth.table`). The dataset rows are read through
-:mod:`eval_harness.store.catalog`.
+:mod:`eval_harness.store.dataset_register`.
 
 Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
 or the RAG system's own relation: the same statements). The search statements are the

@@ -184,7 +184,7 @@ def _align_qrels(padded_ids: np.ndarray, lengths: np.ndarray,
         grades = np.fromiter(judged.values(), dtype=np.float64, count=len(judged))
         grades = relevance_gains(grades)  # below grade 1: not relevant, no gain
         n_relevant[q] = np.count_nonzero(grades)
-        ideal_dcg[q] = ideal_dcg_at_k(grades, RANKING_CUTOFF)
+        ideal_dcg[q] = ideal_dcg_at_k(grades, k=RANKING_CUTOFF)
         row = padded_ids[q, :lengths[q]]  # sorted ids, so judged docs are found by bisection
         if row.size:
             pos = np.minimum(np.searchsorted(row, judged_ids), row.size - 1)
@@ -360,9 +360,9 @@ def sweep_weights(candidates: CandidateSet, weights: Sequence[float] | np.ndarra
         p_at_5=per_query_hits.sum(axis=1) / (PRECISION_CUTOFF * n_queries),
         recall_at_5=means[0], ndcg_at_10=means[1], mrr_at_10=means[2],
         per_query_p_at_5=per_query_hits / PRECISION_CUTOFF,
-        p_at_5_ceiling=mean_p_at_k_ceiling(candidates.n_relevant, PRECISION_CUTOFF),
+        p_at_5_ceiling=mean_p_at_k_ceiling(candidates.n_relevant, k=PRECISION_CUTOFF),
         p_at_5_candidate_ceiling=mean_p_at_k_ceiling(np.count_nonzero(candidates.gains, axis=1),
-                                                     PRECISION_CUTOFF),
+                                                     k=PRECISION_CUTOFF),
         normalisation=normalisation)
 
 

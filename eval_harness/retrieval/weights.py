@@ -29,7 +29,7 @@ def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
     """Semantic weights ``start..stop`` (inclusive) by ``step`` within [0, 1], step >= 0.01."""
     if not MIN_GRID_STEP - 1e-12 <= step <= 1.0:
         raise ValueError(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
-    return weight_grid(start, stop, step)
+    return weight_grid(start=start, stop=stop, step=step)
 
 
 def configured_grid(settings: Settings) -> np.ndarray:

@@ -64,7 +64,7 @@ def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
     if not 0.01 - 1e-12 <= step <= 1.0:
         raise ConfigError("'calibration.grid.step' must lie between 0.01 and 1.")
     try:
-        weight_grid(start, stop, step)
+        weight_grid(start=start, stop=stop, step=step)
     except ValueError as exc:
         raise ConfigError(f"calibration.grid: {exc}") from None
     default = number_of(section, "default_weight", d.default_weight, "calibration")

@@ -1,8 +1,11 @@
 """What the server and the store hold, read for the doctor and the store commands: the
-server's version, extensions, whether a relation exists, the datasets in the store (the
-owner of the ``datasets`` table's reads; tests/test_layers.py holds the owner map), the current
-role's privileges, and the live datasets (attached or only configured) with a representative
-query of each.
+server's version, extensions, whether a relation exists, the current role's privileges, and
+the live datasets (attached or only configured) with a representative query of each.
+
+It owns no harness table (tests/test_layers.py holds the owner map): the register of
+datasets is read through :mod:`eval_harness.store.dataset_register` and the query-embedding
+cache through :mod:`eval_harness.store.query_embeddings`; the doctor counts each dataset's
+documents with :func:`eval_harness.store.ingest.documents_per_dataset`.
 
 Reads only; each runs in the caller's transaction (the doctor's session is read-only). The
 migrations applied are read by :func:`eval_harness.store.migrate.applied_migrations`, beside
@@ -20,9 +23,9 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig, sql_name
-from eval_harness.store import ground_truth
+from eval_harness.store import dataset_register, ground_truth, query_embeddings
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.live import LiveMappingError, text_key
+from eval_harness.store.live import LiveMappingError
 from eval_harness.store.live_mapping import check_mapping, embedder_model
 
 # ------------------------------------------------------------------------------ the server
@@ -49,36 +52,6 @@ def available_extension_version(conn: psycopg.Connection, extension: str) -> str
 def relation_exists(conn: psycopg.Connection, relation: str) -> bool:
     """Whether ``relation`` (a name as the search path resolves it) exists."""
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (relation,)).fetchone()[0]
-
-
-# ------------------------------------------------------------------------------ datasets
-
-def ingested_datasets(conn: psycopg.Connection) -> dict[str, int]:
-    """Each dataset in the store, by name, with its number of documents."""
-    return dict(conn.execute(
-        "SELECT d.name, count(i.id) FROM datasets d LEFT JOIN l2_insights i "
-        "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name"))
-
-
-def dataset_row(conn: psycopg.Connection, name: str) -> tuple | None:
-    """``(name, language, embedding_model, embedding_dim, kind, corpus_mapping)`` of dataset
-    ``name``; None when it is not in the store."""
-    return conn.execute("""
-        SELECT d.name, d.language::text, d.embedding_model, d.embedding_dim, d.kind,
-               d.corpus_mapping
-        FROM datasets d WHERE d.name = %s""", (name,)).fetchone()
-
-
-def dataset_names(conn: psycopg.Connection) -> list[str]:
-    """The names of the datasets in the store, sorted."""
-    return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
-
-
-def live_dataset_names(conn: psycopg.Connection) -> set[str]:
-    """The datasets attached as live (read in place). A store before migration 0008 has no
-    ``kind`` column, so the row is read as JSON: there every dataset is ingested."""
-    return {name for (name,) in conn.execute(
-        "SELECT name FROM datasets d WHERE to_jsonb(d) ->> 'kind' = 'live'")}
 
 
 def make_session_read_only(conn: psycopg.Connection) -> None:
@@ -209,9 +182,8 @@ def live_datasets(conn: psycopg.Connection, configured: Mapping[str, DatasetConf
     checked in place, reads only), by name."""
     found: dict[str, LiveDataset] = {}
     if attached_known:
-        for name, language, model, dim, mapping, gt in conn.execute(
-                "SELECT name, language::text, embedding_model, embedding_dim, corpus_mapping, "
-                "ground_truth_mapping FROM datasets WHERE kind = 'live' ORDER BY name"):
+        for name, language, model, dim, mapping, gt in dataset_register.attached_live_datasets(
+                conn):
             found[name] = LiveDataset(name, True, Corpus.live(name, language, dim, mapping),
                                       embedder=model, ground_truth=gt)
     for name, cfg in configured.items():
@@ -267,13 +239,7 @@ def uncached_query_count(conn: psycopg.Connection, dataset: LiveDataset) -> int 
     texts = sql.SQL("SELECT DISTINCT {} AS query FROM {} WHERE {} IS NOT NULL").format(
         sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
         sql.Identifier(gt["query"]))
-    if not conn.execute("SELECT to_regclass('query_embeddings') IS NOT NULL").fetchone()[0]:
-        return conn.execute(sql.SQL("SELECT count(*) FROM ({}) t").format(texts)).fetchone()[0]
-    # the cache's key (live.text_key): SHA-256 of the text's UTF-8 bytes, hex
-    return conn.execute(sql.SQL(
-        "SELECT count(*) FROM ({}) t WHERE NOT EXISTS (SELECT 1 FROM query_embeddings e "
-        "WHERE e.model = %s AND e.text_sha256 = encode(sha256(convert_to(t.query, 'UTF8')), "
-        "'hex'))").format(texts), (dataset.embedder,)).fetchone()[0]
+    return query_embeddings.count_uncached(conn, texts, dataset.embedder)
 
 
 def _vector_text(value) -> str | None:
@@ -300,11 +266,7 @@ def probe_query(conn: psycopg.Connection, dataset: LiveDataset) -> tuple[str, st
             sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
             sql.Identifier(gt["id"]))).fetchone()
         text = row[0] if row is not None else ""
-        if conn.execute("SELECT to_regclass('query_embeddings') IS NOT NULL").fetchone()[0]:
-            cached = conn.execute("SELECT embedding FROM query_embeddings WHERE model = %s AND "
-                                  "text_sha256 = %s", (dataset.embedder, text_key(text))
-                                  ).fetchone()
-            vector = _vector_text(cached[0]) if cached else None
+        vector = _vector_text(query_embeddings.cached_embedding(conn, dataset.embedder, text))
     if vector is None:
         row = conn.execute(sql.SQL("SELECT {}::text FROM {} WHERE {} IS NOT NULL LIMIT 1").format(
             corpus.embedding_column("d"), corpus.table("d"), corpus.embedding_column("d"))

@@ -30,7 +30,7 @@ from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.settings import Settings
-from eval_harness.store import ground_truth
+from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
@@ -162,9 +162,8 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
     cfg = settings.datasets.get(name)
     if cfg is None or not cfg.is_live:
         return None
-    attached = conn.execute("SELECT updated_at FROM datasets WHERE name = %s AND kind = 'live'",
-                            (name,)).fetchone()
-    if attached is None:
+    attached_at = dataset_register.live_attached_at(conn, name)
+    if attached_at is None:
         return None
     checked = check_mapping(conn, cfg)
     new, changed, removed = conn.execute(sql.SQL("""
@@ -178,7 +177,7 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
         stored=ground_truth.labels_of_dataset(), rows=live_ground_truth_rows(checked.ground_truth),
         kept=sql.SQL("cardinality(expected_docs) > 0" if checked.ground_truth.labelled
                      else "TRUE")), (name,)).fetchone()
-    since = f"as attached at {attached[0]:%Y-%m-%d %H:%M %Z}".rstrip()
+    since = f"as attached at {attached_at:%Y-%m-%d %H:%M %Z}".rstrip()
     state = ("unchanged since" if not (new or changed or removed) else
              f"changed since: {new} new, {changed} changed, {removed} removed queries, which "
              f"`eval-harness attach --dataset {name}` takes in")

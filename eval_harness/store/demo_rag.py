@@ -53,7 +53,7 @@ def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str
     (its GIN index then covers the column); None: no such column, the GIN index covers the
     expression (a mapping then says ``tsvector: null``, and every keyword match is parsed
     again when ranked)."""
-    from eval_harness.store.live import cache_query_embeddings
+    from eval_harness.store.query_embeddings import cache_query_embeddings
 
     folder = Path(folder)
     ident = sql.Identifier(schema)

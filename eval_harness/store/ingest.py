@@ -1,5 +1,13 @@
 """Load a BEIR dataset into the live store: corpus -> l2_insights, queries -> ground_truth.
 
+The owner of the ``l2_insights`` table (the harness's own copy of an ingested dataset's
+documents): every statement that names it is here, the count of each dataset's documents
+(:func:`documents_per_dataset`) included; statements that only read documents compose the
+table from :class:`eval_harness.store.corpus.Corpus` (tests/test_layers.py checks it). The
+register row goes through :mod:`eval_harness.store.dataset_register`, the queries through
+:mod:`eval_harness.store.ground_truth`, the review-queue rows of removed documents through
+:mod:`eval_harness.store.judge_review`.
+
 The dataset is read and validated in full first; then one transaction bulk-loads it with
 binary COPY into staging tables and merges: new rows are inserted, changed rows updated, rows
 no longer in the folder deleted, identical rows left untouched. Re-ingesting the same folder
@@ -44,8 +52,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_harness.store import ground_truth
+from eval_harness.store import dataset_register, ground_truth, judge_review
 from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
+from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
                                            PrecomputedEmbeddings, check_vectors,
                                            embed_in_batches, load_precomputed,
@@ -155,8 +164,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
     """Embed the texts the store does not hold yet with ``embedder.model`` (module docstring).
 
     Runs under the ingest lock, so what is stored cannot change before the merge."""
-    stored = conn.execute("SELECT embedding_dim FROM datasets WHERE name = %s "
-                          "AND embedding_model = %s", (name, embedder.model)).fetchone()
+    stored = dataset_register.embedding_dim_by_model(conn, name, embedder.model)
     stored_docs: dict[str, str] = {}
     stored_queries: dict[str, str] = {}
     if stored is not None:  # compared by hash: the corpus text need not travel
@@ -180,7 +188,7 @@ def _computed_vectors(conn: psycopg.Connection, name: str, data: BeirDataset,
             queries[i] = vectors[row]
         dim = int(vectors.shape[1])
     elif stored is not None:
-        dim = int(stored[0])
+        dim = int(stored)
     else:
         raise DatasetError(f"{data.path}: the dataset has no documents or queries to embed")
     embeddable = len(data.documents) - len(data.empty_documents) + len(data.queries)
@@ -253,27 +261,17 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
     with conn.transaction():
         check_language(conn, language)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
-        if conn.execute("SELECT kind = 'live' FROM datasets WHERE name = %s",
-                        (name,)).fetchone() == (True,):
+        if dataset_register.dataset_kind(conn, name) == "live":
             raise DatasetError(f"dataset '{name}' is attached as a live dataset in this store "
                                "(read in place, never copied); ingest the folder under "
                                "another name.")
         if vectors is None:
             vectors = _computed_vectors(conn, name, data, embedder, progress)
-        conn.execute("""
-            INSERT INTO datasets (name, language, embedding_model, embedding_dim, source_path)
-            VALUES (%(name)s, %(lang)s::regconfig, %(model)s, %(dim)s, %(path)s)
-            ON CONFLICT (name) DO UPDATE SET
-                language = EXCLUDED.language, embedding_model = EXCLUDED.embedding_model,
-                embedding_dim = EXCLUDED.embedding_dim, source_path = EXCLUDED.source_path,
-                updated_at = now()
-            WHERE (datasets.language, datasets.embedding_model, datasets.embedding_dim,
-                   datasets.source_path)
-                  IS DISTINCT FROM (EXCLUDED.language, EXCLUDED.embedding_model,
-                                    EXCLUDED.embedding_dim, EXCLUDED.source_path)""",
-                     {"name": name, "lang": language, "model": vectors.model,
-                      "dim": vectors.dim, "path": str(Path(path).resolve())})
-        documents = _merge_documents(conn, name, language, data, vectors.docs)
+        dataset_register.record_ingested_dataset(
+            conn, name, language=language, model=vectors.model, dim=vectors.dim,
+            source_path=str(Path(path).resolve()))
+        documents = _merge_documents(conn, Corpus.ingested(name, language, vectors.dim), data,
+                                     vectors.docs)
         _ensure_hnsw_index(conn, name, vectors.dim)
         queries = _merge_queries(conn, name, data, vectors.queries)
         if documents.changed or queries.changed:
@@ -284,8 +282,18 @@ def ingest_beir(conn: psycopg.Connection, path: Path | str, *, name: str,
                         tuple(data.empty_documents), data.notices)
 
 
-def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: BeirDataset,
+def documents_per_dataset(conn: psycopg.Connection) -> dict[str, int]:
+    """Each dataset in the store, by name, with its number of ingested documents (0 for a
+    live dataset)."""
+    return dict(conn.execute(sql.SQL(
+        "SELECT d.name, count(i.id) FROM {d} LEFT JOIN l2_insights i "
+        "ON i.dataset = d.name GROUP BY d.name ORDER BY d.name").format(
+        d=dataset_register.table("d"))))
+
+
+def _merge_documents(conn: psycopg.Connection, corpus: Corpus, data: BeirDataset,
                      vectors: list[np.ndarray | None]) -> MergeCounts:
+    name, language = corpus.dataset, corpus.language
     conn.execute("""CREATE TEMP TABLE _ingest_docs (
                         external_id text PRIMARY KEY, content text, metadata jsonb,
                         embedding vector) ON COMMIT DROP""")
@@ -311,11 +319,7 @@ def _merge_documents(conn: psycopg.Connection, name: str, language: str, data: B
           AND NOT EXISTS (SELECT 1 FROM _ingest_docs s WHERE s.external_id = d.external_id)""",
                            (name,)).rowcount
     if deleted:  # judge_review keeps document ids without a foreign key (migration 0008)
-        conn.execute(sql.SQL("""
-            DELETE FROM judge_review r USING {gt}
-            WHERE g.id = r.ground_truth_id AND g.dataset = %s
-              AND NOT EXISTS (SELECT 1 FROM l2_insights d WHERE d.id = r.doc_id)""").format(
-            gt=ground_truth.table("g")), (name,))
+        judge_review.delete_pairs_of_removed_documents(conn, corpus)
     return MergeCounts(inserted, len(rows) - inserted, deleted,
                        len(data.documents) - len(rows))
 

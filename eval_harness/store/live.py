@@ -10,7 +10,8 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
    every id in expected_docs is a document of the corpus. Each problem is one sentence
    naming the config key. Rows without an embedding or text are counted and named in a
    notice (:mod:`eval_harness.store.live_rows`: what search does with them);
-2. **records the mapping** in the harness's ``datasets`` row, so every later command (also a
+2. **records the mapping** in the harness's ``datasets`` row
+   (:mod:`eval_harness.store.dataset_register`), so every later command (also a
    read-only one) reads the corpus through it (:class:`eval_harness.store.corpus.Corpus`);
 3. **mirrors the ground truth** (id, query, expected_docs) into the harness's
    ``ground_truth``, beside what the harness keeps per query (query embedding, judge scores).
@@ -19,29 +20,28 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
    ``queries`` (no labels) keeps every query, with empty expected_docs, for the judges to
    label. The RAG system's relations are only read;
 4. **embeds the queries** with the dataset's embedder, through the ``query_embeddings``
-   cache keyed by model and text, so a rerun embeds nothing twice.
+   cache keyed by model and text (:mod:`eval_harness.store.query_embeddings`), so a rerun
+   embeds nothing twice.
 
 Everything it writes is in the harness schema, in one transaction under the ingest lock.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from eval_harness.settings.datasets import DatasetConfig, GroundTruthMapping
-from eval_harness.store import ground_truth
+from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
 from eval_harness.store.live_mapping import (TEXT_TYPES, CheckedMapping, check_mapping,
                                              embedder_model, ground_truth_key, relation_columns)
 from eval_harness.store.live_rows import LiveMappingError, row_notices
+from eval_harness.store.query_embeddings import cache_query_embeddings, cached_query_embeddings
 
 MAX_ID = 2**31 - 1  # the harness keeps document ids as integer
 
@@ -87,23 +87,15 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
 
 def _record_dataset(conn: psycopg.Connection, cfg: DatasetConfig,
                     checked: CheckedMapping) -> None:
-    row = conn.execute("SELECT kind FROM datasets WHERE name = %s", (cfg.name,)).fetchone()
-    if row is not None and row[0] != "live":
+    kind = dataset_register.dataset_kind(conn, cfg.name)
+    if kind is not None and kind != "live":
         raise LiveMappingError(
             f"'datasets.{cfg.name}': a dataset of this name was ingested as a copy; choose "
             "another name for the live mapping (the copy stays until you remove it).")
-    conn.execute("""
-        INSERT INTO datasets (name, language, embedding_model, embedding_dim, source_path,
-                              kind, corpus_mapping, ground_truth_mapping)
-        VALUES (%s, %s::regconfig, %s, %s, %s, 'live', %s, %s)
-        ON CONFLICT (name) DO UPDATE SET
-            language = EXCLUDED.language, embedding_model = EXCLUDED.embedding_model,
-            embedding_dim = EXCLUDED.embedding_dim, source_path = EXCLUDED.source_path,
-            corpus_mapping = EXCLUDED.corpus_mapping,
-            ground_truth_mapping = EXCLUDED.ground_truth_mapping, updated_at = now()""",
-                 (cfg.name, cfg.language, embedder_model(cfg.embedder or ""),
-                  checked.corpus.dim, checked.corpus.relation_name,
-                  Jsonb(checked.corpus_record), Jsonb(checked.ground_truth_record)))
+    dataset_register.record_live_dataset(
+        conn, cfg.name, language=cfg.language, model=embedder_model(cfg.embedder or ""),
+        dim=checked.corpus.dim, source_path=checked.corpus.relation_name,
+        corpus_mapping=checked.corpus_record, ground_truth_mapping=checked.ground_truth_record)
 
 
 def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
@@ -179,31 +171,6 @@ def _merge_ground_truth(conn: psycopg.Connection, dataset: str, report: AttachRe
     report.updated = len(rows) - report.inserted
     report.removed = ground_truth.delete_queries_not_staged(conn, dataset, "_live_gt")
     report.queries = ground_truth.count_queries(conn, dataset)
-
-
-def text_key(text: str) -> str:
-    """The ``query_embeddings`` key of a text: SHA-256 of its UTF-8 bytes, hex."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def cached_query_embeddings(conn: psycopg.Connection, model: str,
-                            texts: Sequence[str]) -> dict[str, np.ndarray]:
-    """{text: embedding} of the ``texts`` whose embedding by ``model`` is cached."""
-    keys = {text_key(t): t for t in texts}
-    return {keys[k]: np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v,
-                                dtype=np.float32)
-            for k, v in conn.execute("SELECT text_sha256, embedding FROM query_embeddings "
-                                     "WHERE model = %s AND text_sha256 = ANY(%s)",
-                                     (model, list(keys)))}
-
-
-def cache_query_embeddings(conn: psycopg.Connection, model: str,
-                           vectors: dict[str, np.ndarray]) -> None:
-    """Keep ``vectors`` ({text: embedding by ``model``}) in the cache (existing keys stay)."""
-    with conn.cursor() as cur:
-        cur.executemany("INSERT INTO query_embeddings (model, text_sha256, text, embedding) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [(model, text_key(t), t, v) for t, v in vectors.items()])
 
 
 def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,

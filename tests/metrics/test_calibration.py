@@ -18,12 +18,12 @@ from sweep_candidates import random_queries
 
 def test_weight_grid_holds_exact_decimals():
     assert DEFAULT_WEIGHTS.tolist() == [0.5, 0.6, 0.7, 0.8, 0.9]
-    fine = weight_grid(0.0, 1.0, 0.01)
+    fine = weight_grid(start=0.0, stop=1.0, step=0.01)
     assert fine.size == 101 and fine[70] == 0.7 and fine[29] == 0.29 and fine[-1] == 1.0
     with pytest.raises(ValueError, match="multiple of step"):
-        weight_grid(0.0, 1.0, 0.3)
+        weight_grid(start=0.0, stop=1.0, step=0.3)
     with pytest.raises(ValueError, match="0 <= start"):
-        weight_grid(0.5, 1.2, 0.1)
+        weight_grid(start=0.5, stop=1.2, step=0.1)
 
 
 def test_verdict_edges_and_bands():
@@ -75,7 +75,7 @@ def test_leave_one_out_cross_validation_hand_worked():
 def test_uplift_interval_contains_the_point_estimate():
     ids, semantic, keyword, relevance = random_queries(np.random.default_rng(8), 300)
     result = sweep_weights(CandidateSet.from_queries(ids, semantic, keyword, relevance),
-                           weight_grid(0.5, 0.9, 0.1))
+                           weight_grid(start=0.5, stop=0.9, step=0.1))
     uplift = uplift_over_default(result, n_resamples=2000, seed=1)
     assert uplift.ci_low <= uplift.absolute <= uplift.ci_high
     assert uplift.absolute == pytest.approx(uplift.best_p_at_5 - uplift.default_p_at_5)

@@ -19,41 +19,41 @@ QRELS = {"a": 2, "b": 0, "c": 1, "d": 1}  # relevant: a (grade 2), c, d; b judge
 def test_hand_worked_values():
     ranking = ["b", "a", "x", "c"]
     # top 5 holds a and c: 2 hits / 5 (denominator is k although only 4 were retrieved)
-    assert precision_at_k(ranking, QRELS, 5) == pytest.approx(0.4)
-    assert recall_at_k(ranking, QRELS, 5) == pytest.approx(2 / 3)
+    assert precision_at_k(ranking, QRELS, k=5) == pytest.approx(0.4)
+    assert recall_at_k(ranking, QRELS, k=5) == pytest.approx(2 / 3)
     # first relevant document (a) sits at rank 2
-    assert reciprocal_rank_at_k(ranking, QRELS, 10) == 0.5
-    assert reciprocal_rank_at_k(ranking, QRELS, 1) == 0.0
+    assert reciprocal_rank_at_k(ranking, QRELS, k=10) == 0.5
+    assert reciprocal_rank_at_k(ranking, QRELS, k=1) == 0.0
     # DCG  = 2/log2(3) + 1/log2(5) = 1.261860 + 0.430677 = 1.692537; nDCG = 0.540586
     # IDCG = 2/log2(2) + 1/log2(3) + 1/log2(4) = 2 + 0.630930 + 0.5 = 3.130930
     expected = (2 / math.log2(3) + 1 / math.log2(5)) / (2 + 1 / math.log2(3) + 0.5)
-    assert ndcg_at_k(ranking, QRELS, 10) == pytest.approx(expected, abs=1e-15)
-    assert ndcg_at_k(ranking, QRELS, 10) == pytest.approx(0.540586, abs=1e-6)
+    assert ndcg_at_k(ranking, QRELS, k=10) == pytest.approx(expected, abs=1e-15)
+    assert ndcg_at_k(ranking, QRELS, k=10) == pytest.approx(0.540586, abs=1e-6)
 
 
 def test_perfect_ranking_scores_one():
     ranking = ["a", "c", "d"]
-    assert ndcg_at_k(ranking, QRELS, 10) == pytest.approx(1.0)
-    assert recall_at_k(ranking, QRELS, 5) == 1.0
-    assert precision_at_k(ranking, QRELS, 3) == 1.0
-    assert precision_at_k(ranking, QRELS, 5) == pytest.approx(0.6) == p_at_k_ceiling(QRELS, 5)
+    assert ndcg_at_k(ranking, QRELS, k=10) == pytest.approx(1.0)
+    assert recall_at_k(ranking, QRELS, k=5) == 1.0
+    assert precision_at_k(ranking, QRELS, k=3) == 1.0
+    assert precision_at_k(ranking, QRELS, k=5) == pytest.approx(0.6) == p_at_k_ceiling(QRELS, k=5)
 
 
 def test_degenerate_inputs():
     no_relevant = {"a": 0, "b": 0}
     for metric in (precision_at_k, recall_at_k, ndcg_at_k, reciprocal_rank_at_k):
-        assert metric([], QRELS, 5) == 0.0  # nothing retrieved
-        assert metric(["a", "b"], no_relevant, 5) == 0.0  # nothing to find: 0, not NaN
-        assert metric(["a"], {}, 5) == 0.0
+        assert metric([], QRELS, k=5) == 0.0  # nothing retrieved
+        assert metric(["a", "b"], no_relevant, k=5) == 0.0  # nothing to find: 0, not NaN
+        assert metric(["a"], {}, k=5) == 0.0
         with pytest.raises(ValueError, match="k must be >= 1"):
-            metric(["a"], QRELS, 0)
+            metric(["a"], QRELS, k=0)
         with pytest.raises(ValueError, match="twice|repeat"):
-            metric(["a", "a"], QRELS, 5)
-    assert p_at_k_ceiling(no_relevant, 5) == 0.0
-    assert p_at_k_ceiling({str(i): 1 for i in range(9)}, 5) == 1.0
-    assert p_at_k_ceiling({"a": 1, "b": 3}, 5) == pytest.approx(0.4)
+            metric(["a", "a"], QRELS, k=5)
+    assert p_at_k_ceiling(no_relevant, k=5) == 0.0
+    assert p_at_k_ceiling({str(i): 1 for i in range(9)}, k=5) == 1.0
+    assert p_at_k_ceiling({"a": 1, "b": 3}, k=5) == pytest.approx(0.4)
     # a duplicate below the cut-off does not matter
-    assert precision_at_k(["a", "c", "a"], QRELS, 2) == 1.0
+    assert precision_at_k(["a", "c", "a"], QRELS, k=2) == 1.0
 
 
 def test_mean_metrics_averages_over_qrels_queries():
@@ -72,10 +72,10 @@ def test_mean_metrics_averages_over_qrels_queries():
        qrels=st.dictionaries(st.integers(0, 30), st.integers(0, 3), max_size=12),
        k=st.integers(1, 12))
 def test_metrics_are_bounded_and_below_the_ceiling(ranking, qrels, k):
-    p = precision_at_k(ranking, qrels, k)
-    assert 0.0 <= p <= p_at_k_ceiling(qrels, k) + 1e-15
+    p = precision_at_k(ranking, qrels, k=k)
+    assert 0.0 <= p <= p_at_k_ceiling(qrels, k=k) + 1e-15
     for metric in (recall_at_k, ndcg_at_k, reciprocal_rank_at_k):
-        assert 0.0 <= metric(ranking, qrels, k) <= 1.0 + 1e-12
+        assert 0.0 <= metric(ranking, qrels, k=k) <= 1.0 + 1e-12
 
 
 # ------------------------------------------------------------ independent implementations
@@ -102,10 +102,10 @@ def _random_queries(n_queries: int, seed: int) -> tuple[dict, dict, dict]:
 def _ours(rankings: dict, qrels: dict) -> dict[str, np.ndarray]:
     qids = list(rankings)
     return {
-        "p5": np.array([precision_at_k(rankings[q], qrels[q], 5) for q in qids]),
-        "r5": np.array([recall_at_k(rankings[q], qrels[q], 5) for q in qids]),
-        "ndcg10": np.array([ndcg_at_k(rankings[q], qrels[q], 10) for q in qids]),
-        "rr10": np.array([reciprocal_rank_at_k(rankings[q], qrels[q], 10) for q in qids]),
+        "p5": np.array([precision_at_k(rankings[q], qrels[q], k=5) for q in qids]),
+        "r5": np.array([recall_at_k(rankings[q], qrels[q], k=5) for q in qids]),
+        "ndcg10": np.array([ndcg_at_k(rankings[q], qrels[q], k=10) for q in qids]),
+        "rr10": np.array([reciprocal_rank_at_k(rankings[q], qrels[q], k=10) for q in qids]),
     }
 
 

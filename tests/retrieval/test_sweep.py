@@ -22,10 +22,12 @@ def reference_sweep(ids, semantic, keyword, relevance, weights):
         ranked = [rank_candidates(i, fuse_scores(s, k, w))
                   for i, s, k in zip(ids, semantic, keyword)]
         rows["top10"].append([r[:10] for r in ranked])
-        rows["p5"].append([ranking.precision_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["r5"].append([ranking.recall_at_k(r, rel, 5) for r, rel in zip(ranked, relevance)])
-        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, 10) for r, rel in zip(ranked, relevance)])
-        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, 10)
+        rows["p5"].append([ranking.precision_at_k(r, rel, k=5)
+                           for r, rel in zip(ranked, relevance)])
+        rows["r5"].append([ranking.recall_at_k(r, rel, k=5) for r, rel in zip(ranked, relevance)])
+        rows["ndcg10"].append([ranking.ndcg_at_k(r, rel, k=10)
+                               for r, rel in zip(ranked, relevance)])
+        rows["rr10"].append([ranking.reciprocal_rank_at_k(r, rel, k=10)
                              for r, rel in zip(ranked, relevance)])
     return rows
 
@@ -33,7 +35,7 @@ def reference_sweep(ids, semantic, keyword, relevance, weights):
 def test_sweep_equals_rank_candidates_and_ranking_metrics():
     rng = np.random.default_rng(2025)
     ids, semantic, keyword, relevance = random_queries(rng, 250)
-    weights = np.concatenate([weight_grid(0.0, 1.0, 0.05), [0.33, 0.71]])
+    weights = np.concatenate([weight_grid(start=0.0, stop=1.0, step=0.05), [0.33, 0.71]])
     candidates = CandidateSet.from_queries(ids, semantic, keyword, relevance)
     result = sweep_weights(candidates, weights)
     reference = reference_sweep(ids, semantic, keyword, relevance, weights)
@@ -50,7 +52,7 @@ def test_sweep_equals_rank_candidates_and_ranking_metrics():
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), levels=st.integers(1, 6),
-       weight=st.sampled_from(list(weight_grid(0.0, 1.0, 0.01))))
+       weight=st.sampled_from(list(weight_grid(start=0.0, stop=1.0, step=0.01))))
 def test_top10_is_bit_equal_to_rank_candidates(seed, levels, weight):
     ids, semantic, keyword, relevance = random_queries(np.random.default_rng(seed), 20,
                                                        levels=levels, max_candidates=40)

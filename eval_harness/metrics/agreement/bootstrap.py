@@ -40,6 +40,31 @@ def kappa_bootstrap_interval(labels1: Sequence[int] | np.ndarray,
 
     Degenerate input: empty input raises :class:`AgreementInputError`; with fewer than two
     queries the interval is ``low=high=None`` with a ``reason``.
+
+    Examples
+    --------
+    The judges agree on every pair of three queries, so every resample has kappa 1:
+
+    >>> same = [1, 0, 1, 0, 1, 0]
+    >>> interval = kappa_bootstrap_interval(same, same, query_ids=["a", "a", "b", "b", "c", "c"])
+    >>> interval.low, interval.high, interval.n_queries
+    (1.0, 1.0, 3)
+
+    They disagree on both pairs of query c: pooled kappa is (4/6 - 1/2) / (1 - 1/2) = 1/3
+    (each judge says 1 on half the pairs, so P_e = 1/2). A resample drawing c three times
+    has kappa -1 (probability 1/27 = 3.7% > 2.5%), one without c has kappa 1 (probability
+    8/27), so with three queries the 95% interval spans everything; the same seed draws the
+    same resamples.
+
+    >>> first, second = [1, 0, 1, 0, 1, 0], [1, 0, 1, 0, 0, 1]
+    >>> queries = ["a", "a", "b", "b", "c", "c"]
+    >>> interval = kappa_bootstrap_interval(first, second, query_ids=queries, seed=7)
+    >>> interval.low, interval.high
+    (-1.0, 1.0)
+    >>> interval == kappa_bootstrap_interval(first, second, query_ids=queries, seed=7)
+    True
+    >>> kappa_bootstrap_interval([1, 0], [1, 0], query_ids=["a", "a"]).reason
+    'a bootstrap over queries needs at least 2 queries with scored pairs'
     """
     cells = _cell_codes(_label_array(labels1, "labels1"), _label_array(labels2, "labels2"))
     query_index, _ = _query_index(query_ids, cells.size)

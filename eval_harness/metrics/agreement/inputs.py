@@ -30,6 +30,13 @@ def binarize_scores(scores: Sequence[float | None] | np.ndarray, *,
     Relevant"), so a score of exactly ``threshold`` is not relevant. ``None`` or NaN
     (unscored) stays ``None``; it is never turned into a label. A score outside [0, 1]
     raises :class:`AgreementInputError`.
+
+    Examples
+    --------
+    >>> binarize_scores([0.2, 0.5, 0.51, None])
+    [0, 0, 1, None]
+    >>> binarize_scores([0.7, 0.71], threshold=0.7)
+    [0, 1]
     """
     _check_threshold(threshold)
     values = _score_array(scores, "scores")
@@ -43,6 +50,16 @@ def bin_scores(scores: Sequence[float | None] | np.ndarray, *,
     A score exactly halfway between two anchors goes to the lower one, in the spirit of
     the threshold rule (0.5 is not yet relevant). ``anchors`` must be at least two strictly
     increasing values.
+
+    Examples
+    --------
+    Anchors 0, 0.3, 0.5, 0.7, 1 have midpoints 0.15, 0.4, 0.6, 0.85; 0.15 and 0.6 lie
+    exactly halfway and go down:
+
+    >>> bin_scores([0.1, 0.15, 0.2, 0.6, 0.9, None])
+    [0, 0, 1, 2, 4, None]
+    >>> bin_scores([0.2, 0.8], anchors=(0.0, 1.0))
+    [0, 1]
     """
     edges = _anchor_edges(anchors)
     values = _score_array(scores, "scores")

@@ -56,6 +56,17 @@ def cohen_kappa(labels1: Sequence[int] | np.ndarray,
         flagged ``degenerate=True`` because it carries no chance-corrected information;
       * any other P_e = 1 gives ``value=None`` ("undefined"); it cannot occur with valid
         binary input but is never turned into NaN.
+
+    Examples
+    --------
+    P_o = 3/4; p1 = 2/4, p2 = 1/4, so P_e = 0.5 * 0.25 + 0.5 * 0.75 = 0.5 and
+    kappa = (0.75 - 0.5) / (1 - 0.5):
+
+    >>> result = cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0])
+    >>> result.value, result.observed_agreement, result.expected_agreement
+    (0.5, 0.75, 0.5)
+    >>> cohen_kappa([1, 1, 1], [1, 1, 1]).value, cohen_kappa([1, 1, 1], [1, 1, 1]).degenerate
+    (1.0, True)
     """
     return kappa_from_table(binary_table(labels1, labels2))
 
@@ -66,6 +77,11 @@ def cohen_kappa_value(labels1: Sequence[int] | np.ndarray,
 
     Same formula and degenerate rules as :func:`cohen_kappa`; an undefined kappa raises
     :class:`AgreementInputError` instead of returning NaN.
+
+    Examples
+    --------
+    >>> cohen_kappa_value([1, 1, 0, 0], [1, 0, 0, 0])   # worked out in cohen_kappa
+    0.5
     """
     result = cohen_kappa(labels1, labels2)
     if result.value is None:
@@ -75,13 +91,29 @@ def cohen_kappa_value(labels1: Sequence[int] | np.ndarray,
 
 def binary_table(labels1: Sequence[int] | np.ndarray,
                  labels2: Sequence[int] | np.ndarray) -> BinaryTable:
-    """The 2x2 table of two binary label sequences (see :class:`BinaryTable`)."""
+    """The 2x2 table of two binary label sequences (see :class:`BinaryTable`).
+
+    Examples
+    --------
+    >>> binary_table([1, 1, 0, 0], [1, 0, 0, 0])
+    BinaryTable(both=1, first_only=1, second_only=0, neither=2)
+    """
     cells = _cell_codes(_label_array(labels1, "labels1"), _label_array(labels2, "labels2"))
     return _table_from_counts(np.bincount(cells, minlength=4))
 
 
 def kappa_from_table(table: BinaryTable) -> KappaResult:
-    """Cohen's kappa from a 2x2 table; formula and degenerate cases as :func:`cohen_kappa`."""
+    """Cohen's kappa from a 2x2 table; formula and degenerate cases as :func:`cohen_kappa`.
+
+    Examples
+    --------
+    50 items: P_o = (20 + 15) / 50 = 0.7; p1 = 25/50, p2 = 30/50, so
+    P_e = 0.5 * 0.6 + 0.5 * 0.4 = 0.5 and kappa = (0.7 - 0.5) / 0.5 = 0.4.
+
+    >>> table = BinaryTable(both=20, first_only=5, second_only=10, neither=15)
+    >>> round(kappa_from_table(table).value, 10)
+    0.4
+    """
     if table.n == 0:
         raise AgreementInputError(
             "Cannot compute kappa on an empty table: at least one rated item is needed.")
@@ -115,6 +147,16 @@ def gwet_ac1(labels1: Sequence[int] | np.ndarray,
 
     Degenerate input: empty input raises :class:`AgreementInputError`. Since P_e <= 0.5,
     AC1 is defined for every non-empty input (both raters constant and equal gives 1.0).
+
+    Examples
+    --------
+    The paradox: the judges agree on 9 of 10 items, yet kappa is 0 because judge 1 always
+    says 1 (P_e = 1 * 0.9 = 0.9 = P_o). AC1: pi = (1 + 0.9) / 2 = 0.95,
+    P_e = 2 * 0.95 * 0.05 = 0.095, AC1 = (0.9 - 0.095) / 0.905.
+
+    >>> first, second = [1] * 10, [1] * 9 + [0]
+    >>> round(cohen_kappa(first, second).value, 10), round(gwet_ac1(first, second).value, 4)
+    (0.0, 0.8895)
     """
     return _gwet_ac1_from_table(binary_table(labels1, labels2))
 
@@ -139,6 +181,18 @@ def weighted_kappa(categories1: Sequence[int] | np.ndarray,
     Degenerate input: empty input or categories outside the range raise
     :class:`AgreementInputError`; both raters putting every item in the same single
     category gives 1.0 flagged ``degenerate`` (P_e = 1), as for :func:`cohen_kappa`.
+
+    Examples
+    --------
+    Three items on categories 0..2; one near miss (1 vs 2). Quadratic weights w = d**2 / 4:
+    sum(w * O) = (1/4) / 3 = 1/12; the marginals are 1/3 each and (1/3, 0, 2/3), so
+    sum(w * E) = 1/3 * (5/4 * 1/3 + 5/4 * 2/3) = 5/12 and kappa_w = 1 - (1/12) / (5/12).
+    Linear weights w = d / 2: 1 - (1/6) / (1/2) = 2/3.
+
+    >>> round(weighted_kappa([0, 1, 2], [0, 2, 2], n_categories=3).value, 10)
+    0.8
+    >>> round(weighted_kappa([0, 1, 2], [0, 2, 2], n_categories=3, weights="linear").value, 4)
+    0.6667
     """
     if weights not in ("quadratic", "linear"):
         raise AgreementInputError(f"Unknown weights {weights!r}: use 'quadratic' or 'linear'.")
@@ -171,6 +225,13 @@ def landis_koch_label(kappa: float | None) -> str:
 
     Reference: J. R. Landis and G. G. Koch, "The measurement of observer agreement for
     categorical data", Biometrics 33(1), 159-174, 1977.
+
+    Examples
+    --------
+    >>> landis_koch_label(0.45), landis_koch_label(0.2), landis_koch_label(0.205)
+    ('Moderate Agreement', 'Slight Agreement', 'Fair Agreement')
+    >>> landis_koch_label(-0.1), landis_koch_label(None)
+    ('Poor Agreement', 'Undefined')
     """
     if kappa is None:
         return "Undefined"

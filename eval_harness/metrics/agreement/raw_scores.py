@@ -31,6 +31,16 @@ def krippendorff_alpha_interval(scores1: Sequence[float | None] | np.ndarray,
     Degenerate input: no unit scored by both judges raises :class:`AgreementInputError`;
     every value identical (D_e = 0, hence D_o = 0) gives 1.0 flagged ``degenerate``, the
     same convention as :func:`cohen_kappa`.
+
+    Examples
+    --------
+    The fourth unit has one score only and drops out. D_o = (0 + 0 + 0.5**2) / 3 = 1/12;
+    the six values 0, 1, 1, 0, 1, 0.5 have mean 7/12 and variance (ddof=1) 29/120, so
+    D_e = 29/60 and alpha = 1 - (1/12) / (29/60) = 1 - 5/29 = 24/29.
+
+    >>> alpha = krippendorff_alpha_interval([0.0, 1.0, 1.0, None], [0.0, 1.0, 0.5, 0.3])
+    >>> round(alpha.value, 4), alpha.n_units, round(24 / 29, 4)
+    (0.8276, 3, 0.8276)
     """
     first = _score_array(scores1, "scores1")
     second = _score_array(scores2, "scores2")
@@ -59,6 +69,18 @@ def score_offset_test(scores1: Sequence[float] | np.ndarray,
     Degenerate input: empty input or unscored values raise :class:`AgreementInputError`;
     all differences zero gives ``statistic=None, p_value=None`` with a reason (the judges
     agree exactly; there is no offset to test).
+
+    Examples
+    --------
+    Judge 1 scores all four pairs higher (differences 0.4, 0.3, 0.2, 0.1), so the sum of
+    negative ranks is 0; of the 2**4 equally likely sign patterns only all-plus and
+    all-minus are as extreme, p = 2/16.
+
+    >>> test = score_offset_test([0.9, 0.8, 0.7, 0.6], [0.5, 0.5, 0.5, 0.5])
+    >>> test.mean_difference, test.statistic, test.p_value
+    (0.25, 0.0, 0.125)
+    >>> score_offset_test([0.3, 0.6], [0.3, 0.6]).p_value is None
+    True
     """
     first = _score_array(scores1, "scores1")
     second = _score_array(scores2, "scores2")

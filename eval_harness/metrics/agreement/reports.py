@@ -57,6 +57,19 @@ def agreement_report(scores1: Sequence[float | None] | np.ndarray,
     Degenerate input: empty input, mismatched lengths, scores outside [0, 1] and no pair
     scored by both judges raise :class:`AgreementInputError`; everything else is reported
     with ``None`` and a ``reason`` where a value is undefined.
+
+    Examples
+    --------
+    Four pairs of two queries; judge 2 did not score the last one. The three scored pairs
+    give labels 1, 0, 1 and 1, 0, 0: P_o = 2/3, P_e = 2/3 * 1/3 + 1/3 * 2/3 = 4/9,
+    kappa = (6/9 - 4/9) / (5/9) = 0.4.
+
+    >>> report = agreement_report([0.9, 0.2, 0.8, 0.1], [0.7, 0.4, 0.3, None],
+    ...                           query_ids=["q1", "q1", "q2", "q2"])
+    >>> report.n_scored, report.n_unscored, round(report.kappa.value, 10)
+    (3, 1, 0.4)
+    >>> report.interpretation, report.confusion.as_matrix()
+    ('Fair Agreement', [[1, 0], [1, 1]])
     """
     first = _score_array(scores1, "scores1")
     second = _score_array(scores2, "scores2")
@@ -116,6 +129,17 @@ def judge_vs_human(judge_scores: Sequence[float | None] | np.ndarray,
     Degenerate input: the errors of :func:`agreement_report`, plus human labels other than
     0/1/None; ``precision`` is ``None`` when the judge calls nothing relevant, ``recall``
     is ``None`` when the human calls nothing relevant.
+
+    Examples
+    --------
+    The last pair has no human label. Of the other three the judge calls two relevant
+    (0.9, 0.8) and the human one of them: precision 1/2, recall 1/1; kappa as in
+    :func:`agreement_report`'s example, 0.4.
+
+    >>> report = judge_vs_human([0.9, 0.8, 0.2, 0.6], [1, 0, 0, None],
+    ...                         query_ids=["q1", "q1", "q2", "q2"])
+    >>> report.n_scored, report.precision, report.recall, round(report.kappa.value, 10)
+    (3, 0.5, 1.0, 0.4)
     """
     scores = _score_array(judge_scores, "judge_scores")
     human = _human_label_array(human_labels)

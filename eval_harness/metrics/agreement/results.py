@@ -54,7 +54,14 @@ class AlphaResult(_JsonResult):
 @dataclass(frozen=True)
 class BinaryTable(_JsonResult):
     """The 2x2 table of two binary raters (1 = relevant); "first" is judge 1 (or the judge
-    in judge-vs-human), "second" is judge 2 (or the human)."""
+    in judge-vs-human), "second" is judge 2 (or the human).
+
+    Examples
+    --------
+    >>> table = BinaryTable(both=20, first_only=5, second_only=10, neither=15)
+    >>> table.n, table.as_matrix()
+    (50, [[15, 10], [5, 20]])
+    """
 
     both: int
     first_only: int
@@ -155,6 +162,11 @@ def to_jsonable(value: Any) -> Any:
     """A result (dataclass, mapping, sequence, number) as plain JSON types, NaN as ``None``.
 
     For results built on top of this module, so that they too never show NaN.
+
+    Examples
+    --------
+    >>> to_jsonable({"kappa": float("nan"), "n": np.int64(3), "interval": (0.1, 0.2)})
+    {'kappa': None, 'n': 3, 'interval': [0.1, 0.2]}
     """
     return _jsonable(value)
 
