@@ -86,8 +86,11 @@ def modules_over(limit: int, root: Path, folders) -> list[str]:
 
 def module_names(package: Path, root: Path) -> set[str]:
     """The names a test file under the mirror of ``package`` may start with (after ``test_``):
-    its modules and its subpackages (and their short names), never ``__init__``/``__main__``."""
+    its modules and its subpackages (and their short names), never ``__init__``/``__main__``,
+    and the package's own name for tests of the package as a whole (its ``__init__``, or
+    every module at once: tests/metrics/test_metrics_doctests.py)."""
     names = {path.stem for path in package.glob("*.py") if not path.stem.startswith("__")}
+    names.add(package.name)
     for sub in package.iterdir():
         if (sub / "__init__.py").is_file():
             names.add(sub.name)
@@ -198,7 +201,8 @@ def test_a_test_file_outside_the_mirror_is_caught(tmp_path):
                  "tests/tools/test_ui_browser.py", "tests/support/test_like_helper.py",
                  "tests/test_store.py", "tests/test_judges.py", "tests/store/test_ingestion.py",
                  "tests/store/test_beir.py", "tests/retrieval/test_hybrid.py",
-                 "tests/judges/test_client.py", "tests/judges/client/test_store.py"):
+                 "tests/judges/test_client.py", "tests/judges/client/test_store.py",
+                 "eval_harness/metrics/__init__.py", "tests/metrics/test_metrics_doctests.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("", encoding="utf-8")
     assert misplaced_test_files(tmp_path) == [
