@@ -1,6 +1,6 @@
 """How wide the PPI-corrected P@5 interval is for a given number of human labels.
 
-The setup of tests/test_ppi_coverage.py (tests/support/scifact_hidden_qrels.py: SciFact test
+The setup of tests/metrics/test_ppi_coverage.py (tests/support/scifact_hidden_qrels.py: SciFact test
 queries, qrels hidden, two biased ``local:lexical`` judges, P@5 at the default weights), in a
 fresh embedded store: for each number of human-labelled queries, 200 seeded uniform samples
 give the median 95% interval width and the coverage of the qrels P@5, beside the interval

@@ -1,6 +1,7 @@
 """The stop policy itself (eval_harness/stopping.py) and the judges' side of it, in this
 process, with real signals (``os.kill`` to this process) and the real SDKs against the fake
-provider. The commands' behaviour is tests/test_stop_signals.py and tests/test_store_lost.py.
+provider. The commands' behaviour is tests/test_stopping_signals.py and
+tests/store/test_liveness.py.
 """
 
 from __future__ import annotations

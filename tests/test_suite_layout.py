@@ -2,13 +2,18 @@
 
 Shared test helpers live in tests/support/ (on pytest's pythonpath, see pyproject.toml) and
 shared fixtures in the root conftest or a support module it loads as a plugin: no test file
-imports another test file or a conftest. No module of the harness, its Dagster folders or
-the test helpers grows past 450 lines (the test files themselves follow in a later round).
+imports another test file or a conftest. The tests mirror the code: a test of
+``eval_harness/<pkg>/[<sub>/]<module>.py`` is ``tests/<pkg>/[<sub>/]test_<module>[_<aspect>].py``,
+of ``pipelines/``, ``assets/`` and ``tools/`` the same under ``tests/pipelines/`` and so on, of a
+top-level module (``eval_harness/progress.py``) ``tests/test_progress.py``; only the
+project-wide checks sit at the top besides. No module of the harness, its Dagster folders, the
+test helpers or the tests grows past 450 lines.
 """
 
 from __future__ import annotations
 
 import ast
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 SUPPORT = TESTS / "support"
 MAX_LINES = 450
-SIZED_FOLDERS = ("eval_harness", "pipelines", "assets", "tests/support")
+SIZED_FOLDERS = ("eval_harness", "pipelines", "assets", "tests")
+# The project-wide checks: the only test files at tests/ that test no module of the harness.
+PROJECT_CHECKS = ("test_layers.py", "test_suite_layout.py", "test_readme_*.py",
+                  "test_wheel_contents.py", "test_ci_workflow.py")
+# tests/<first folder>/... mirrors <code folder>/...; any other first folder is eval_harness's.
+CODE_FOLDERS = {"pipelines": "pipelines", "assets": "assets", "tools": "tools"}
+# A package its tests name by a shorter word: tools/ui_check -> tests/tools/test_ui_<aspect>.py.
+SHORT_NAMES = {"tools/ui_check": "ui"}
 
 
 def imports(source: str) -> list[tuple[int, list[str]]]:
@@ -72,6 +84,53 @@ def modules_over(limit: int, root: Path, folders) -> list[str]:
     return found
 
 
+def module_names(package: Path, root: Path) -> set[str]:
+    """The names a test file under the mirror of ``package`` may start with (after ``test_``):
+    its modules and its subpackages (and their short names), never ``__init__``/``__main__``,
+    and the package's own name for tests of the package as a whole (its ``__init__``, or
+    every module at once: tests/metrics/test_metrics_doctests.py)."""
+    names = {path.stem for path in package.glob("*.py") if not path.stem.startswith("__")}
+    names.add(package.name)
+    for sub in package.iterdir():
+        if (sub / "__init__.py").is_file():
+            names.add(sub.name)
+            short = SHORT_NAMES.get(sub.relative_to(root).as_posix())
+            if short:
+                names.add(short)
+    return names
+
+
+def misplaced_test_files(root: Path) -> list[str]:
+    """``path: why`` for every ``tests/**/test_*.py`` (tests/support aside) that is neither a
+    project-wide check at the top nor in the mirror of an existing package with the name of one
+    of its modules: ``test_<module>.py`` or ``test_<module>_<aspect>.py``."""
+    tests, found = root / "tests", []
+    for path in sorted(tests.rglob("test_*.py")):
+        folder = path.parent.relative_to(tests).parts
+        if folder[:1] == ("support",):
+            continue
+        shown = path.relative_to(root).as_posix()
+        if not folder:
+            if any(fnmatch(path.name, check) for check in PROJECT_CHECKS):
+                continue
+            package = root / "eval_harness"
+            names = {name for name in module_names(package, root)
+                     if (package / f"{name}.py").is_file()}  # packages have their folder
+        else:
+            package = root / CODE_FOLDERS.get(folder[0], f"eval_harness/{folder[0]}")
+            package = package.joinpath(*folder[1:])
+            if not (package / "__init__.py").is_file():
+                found.append(f"{shown}: no package {package.relative_to(root).as_posix()}/ "
+                             "to mirror")
+                continue
+            names = module_names(package, root)
+        stem = path.stem.removeprefix("test_")
+        if not any(stem == name or stem.startswith(f"{name}_") for name in names):
+            found.append(f"{shown}: names no module of "
+                         f"{package.relative_to(root).as_posix()}/ (test_<module>[_<aspect>])")
+    return found
+
+
 def test_no_test_file_imports_another_test_file_or_a_conftest():
     assert imports_of_test_files(TESTS) == [], (
         "move what is shared into tests/support/ (fixtures: a plugin of the root conftest)")
@@ -83,6 +142,11 @@ def test_helper_modules_live_only_in_tests_support():
 
 def test_no_module_is_over_450_lines():
     assert modules_over(MAX_LINES, ROOT, SIZED_FOLDERS) == [], "split it by what it does"
+
+
+def test_every_test_file_mirrors_the_module_it_tests():
+    assert misplaced_test_files(ROOT) == [], (
+        "eval_harness/<pkg>/[<sub>/]<module>.py: tests/<pkg>/[<sub>/]test_<module>[_<aspect>].py")
 
 
 # ------------------------------------------------------------------------- the checks fail
@@ -122,3 +186,33 @@ def test_a_long_module_is_caught(tmp_path):
     (tmp_path / "pkg" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")
     (tmp_path / "pkg" / "short.py").write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
     assert modules_over(MAX_LINES, tmp_path, ["pkg"]) == [f"pkg/long.py: {MAX_LINES + 1}"]
+
+
+def test_a_test_file_outside_the_mirror_is_caught(tmp_path):
+    for name in ("eval_harness/__init__.py", "eval_harness/progress.py",
+                 "eval_harness/store/__init__.py", "eval_harness/store/ingest.py",
+                 "eval_harness/judges/__init__.py", "eval_harness/judges/client/__init__.py",
+                 "eval_harness/judges/client/providers/__init__.py", "pipelines/__init__.py",
+                 "pipelines/run.py", "tools/__init__.py", "tools/ui_check/__init__.py",
+                 "tests/test_progress.py", "tests/test_progress_terminal.py",
+                 "tests/test_layers.py", "tests/test_readme_own_store.py",
+                 "tests/store/test_ingest.py", "tests/store/test_ingest_faults.py",
+                 "tests/judges/client/test_providers_registry.py", "tests/pipelines/test_run.py",
+                 "tests/tools/test_ui_browser.py", "tests/support/test_like_helper.py",
+                 "tests/test_store.py", "tests/test_judges.py", "tests/store/test_ingestion.py",
+                 "tests/store/test_beir.py", "tests/retrieval/test_hybrid.py",
+                 "tests/judges/test_client.py", "tests/judges/client/test_store.py",
+                 "eval_harness/metrics/__init__.py", "tests/metrics/test_metrics_doctests.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert misplaced_test_files(tmp_path) == [
+        "tests/judges/client/test_store.py: names no module of eval_harness/judges/client/ "
+        "(test_<module>[_<aspect>])",
+        "tests/retrieval/test_hybrid.py: no package eval_harness/retrieval/ to mirror",
+        "tests/store/test_beir.py: names no module of eval_harness/store/ "
+        "(test_<module>[_<aspect>])",
+        "tests/store/test_ingestion.py: names no module of eval_harness/store/ "
+        "(test_<module>[_<aspect>])",
+        "tests/test_judges.py: names no module of eval_harness/ (test_<module>[_<aspect>])",
+        "tests/test_store.py: names no module of eval_harness/ (test_<module>[_<aspect>])",
+    ]

@@ -14,7 +14,7 @@ Reference: A. N. Angelopoulos, S. Bates, C. Fannjiang, M. I. Jordan, T. Zrnic,
 "Prediction-powered inference", Science 382 (2023); A. N. Angelopoulos, J. C. Duchi, T. Zrnic,
 "PPI++: Efficient prediction-powered inference", arXiv:2311.01453 (2023). The numbers equal
 ``ppi_py.ppi_mean_pointestimate`` / ``ppi_py.ppi_mean_ci`` (ppi-python 0.2.3, two-sided, no
-weights); tests/test_ppi.py checks them against that package.
+weights); tests/metrics/test_ppi.py checks them against that package.
 """
 
 from __future__ import annotations
@@ -107,15 +107,15 @@ def prediction_powered_mean(
     own interval (lam = 0). Classical PPI is wider than the human sample alone when the judges
     are weakly related to people (a noisy judge adds its noise with weight 1); the tuned lam
     then leans on the human labels instead. Both are unbiased and asymptotically valid; the
-    estimated lam costs nothing measurable in coverage (tests/test_ppi.py simulates both).
+    estimated lam costs nothing measurable in coverage (tests/metrics/test_ppi.py simulates both).
     When the judges' P@5 does not vary at all, lam is irrelevant to the estimate and 1 is used.
 
     The human sample is drawn from the judged queries, so ``yhat_unlabeled`` includes the
     labelled queries (PPI's theory has two independent samples). For the P@5 of the judged
     query set itself this makes the interval conservative: the judged term counts sampling
     variance that a fixed query set does not have (97-98% coverage at nominal 95% with 200 of
-    2,000 labelled, tests/test_ppi.py); for the mean over the queries' population it is close
-    to nominal.
+    2,000 labelled, tests/metrics/test_ppi.py); for the mean over the queries' population it is
+    close to nominal.
 
     The interval is not clipped to [0, 1], to stay the figure ppi-python reports; a P@5 near
     0 or 1 with few human labels can give an end point just outside.

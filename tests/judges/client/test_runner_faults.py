@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 import uuid
-from pathlib import Path
 
 import anthropic
 import httpx2
@@ -31,8 +30,8 @@ from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
 from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeTime, default_reply, judge_settings
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 KEY = "sk-test-secret-0123456789"
 

@@ -4,13 +4,9 @@ embedded store there without a word."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from eval_harness_pipelines import cli
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

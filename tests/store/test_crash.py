@@ -12,15 +12,15 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from eval_harness.store import StoreLocation
 from eval_harness.store.connection import embedded_server_log, start_embedded
+from paths import REPO
 
-TESTS = Path(__file__).resolve().parent
+TESTS = REPO / "tests"
 ROOT = TESTS.parent
 
 

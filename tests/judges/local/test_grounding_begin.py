@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
+
 _spec = importlib.util.spec_from_file_location("grounding_validation",
                                                REPO / "benchmarks" / "grounding_validation.py")
 validation = importlib.util.module_from_spec(_spec)

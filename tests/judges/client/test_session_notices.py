@@ -12,6 +12,7 @@ import pytest
 
 from eval_harness.judges.client import session as session_module
 from eval_harness.judges.client.session import FallbackNotices, JudgeSession, resolve_judge_specs
+from paths import REPO
 
 NOTICE = "OPENAI_API_KEY is not set"
 
@@ -79,13 +80,11 @@ def test_a_given_notifier_decides_where_notices_go(keyless, caplog):
 def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkeypatch):
     """The judged gates of one build share one record: grounding and answer_reward, their
     version strings and every session they open say each fallback notice once."""
-    from pathlib import Path
-
     from eval_harness.gates.answers import TimeWindow, import_answers
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
 
-    sample = Path(__file__).resolve().parents[1] / "datasets/answers/sample_answers.jsonl"
+    sample = REPO / "datasets/answers/sample_answers.jsonl"
     relation = keyless.quality_gates.answers_relation
     with fresh.connection() as conn:
         import_answers(conn, sample, relation=relation)
@@ -123,7 +122,7 @@ def test_the_gate_command_prints_each_notice_once(fresh, tmp_path):
     import subprocess
     import sys
 
-    sample = Path(__file__).resolve().parents[1] / "datasets/answers/sample_answers.jsonl"
+    sample = REPO / "datasets/answers/sample_answers.jsonl"
     config = tmp_path / "config.yaml"
     config.write_text(f"""
 quality_gates:

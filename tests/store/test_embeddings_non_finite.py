@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.retrieval.fusion import NonFiniteScores, fuse_normalised, fuse_scores
-from eval_harness.retrieval.sweep import CandidateSet, sweep_weights
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.ingest import ingest_beir
 
@@ -139,42 +137,6 @@ def test_a_sound_embedder_still_ingests(fresh, tmp_path):
         report = ingest_beir(conn, computed_folder(tmp_path), name="computed",
                              embedder_factory=lambda: BrokenEmbedder({}))
     assert report.documents.inserted == len(DOCS) and report.queries.inserted == len(QUERIES)
-
-
-# --- fusion: a NaN score never reaches a metric --------------------------------------------
-
-def test_fuse_scores_refuses_a_nan_and_names_the_query():
-    semantic = np.array([0.9, np.nan, 0.1])
-    keyword = np.array([0.0, 0.2, 0.4])
-    with pytest.raises(NonFiniteScores, match="the fused hybrid score of query 'q7' is NaN for "
-                                              "3 of its candidates"):
-        fuse_scores(semantic, keyword, 0.7, query="q7")
-    with pytest.raises(NonFiniteScores, match="the fused hybrid score of a query is NaN"):
-        fuse_scores(semantic, keyword, 0.7)
-    # an infinite raw score normalises to NaN as well
-    with pytest.raises(NonFiniteScores):
-        fuse_scores(np.array([0.5, np.inf]), np.array([0.0, 1.0]), 0.5)
-    # finite scores are fused as before
-    np.testing.assert_allclose(fuse_scores(np.array([0.9, 0.5, 0.1]), keyword, 0.7),
-                               [0.7, 0.5, 0.3])
-
-
-def test_fuse_normalised_names_the_row_of_a_matrix_and_refuses_nan_weights():
-    sem = np.array([[0.0, 1.0], [np.nan, 1.0]])
-    kw = np.zeros((2, 2))
-    with pytest.raises(NonFiniteScores, match="query 'b' is NaN for 1 of its candidates"):
-        fuse_normalised(sem, kw, 0.5, 0.5, query=("a", "b"))
-    with pytest.raises(ValueError, match="fusion weights must be finite numbers"):
-        fuse_normalised(np.zeros(2), np.zeros(2), float("nan"), 0.5)
-
-
-def test_the_sweep_refuses_a_nan_semantic_score_naming_the_query():
-    candidates = CandidateSet.from_queries(
-        [np.array([1, 2]), np.array([1, 2])], [np.array([0.5, 0.1]), np.array([0.5, np.nan])],
-        [np.array([1.0, 2.0]), np.array([1.0, 2.0])], [{1: 1}, {2: 1}], query_ids=["ok", "bad"])
-    with pytest.raises(NonFiniteScores, match="query 'bad' has 1 candidates whose semantic "
-                                              "score is NaN, so no metric is computed"):
-        sweep_weights(candidates)
 
 
 # --- the commands, on a store that holds a zero vector anyway -----------------------------

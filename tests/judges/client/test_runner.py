@@ -134,7 +134,7 @@ def test_gives_up_after_four_retries(spec, settings, conn, fake, time_):
 
 
 # 401 / 403 are not client errors that fail one pair: they stop the run (issue #16, see
-# tests/test_hardening_judges.py)
+# tests/judges/client/test_runner_faults.py)
 @pytest.mark.parametrize("status", ["400", "404"])
 @pytest.mark.parametrize("spec", SPECS)
 def test_client_errors_are_not_retried(spec, status, settings, conn, fake, time_):

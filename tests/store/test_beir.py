@@ -18,8 +18,8 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.store.beir import DatasetError, read_beir
 from eval_harness.store.ingest import ingest_beir
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
         "d3": "café au lait spots in children"}
 QUERIES = {"q1": "does aspirin prevent heart attacks", "q2": "what lowers cholesterol"}

@@ -1,7 +1,7 @@
 """The provider registry: a third provider is one module and one registry line.
 
-``vllm_provider`` (tests/) is an OpenAI-compatible local server with its own key variable and
-no key required; registered with one line, it is accepted by config validation, its requests
+``vllm_provider`` (tests/support/) is an OpenAI-compatible local server with its own key
+variable and no key required; registered with one line, it is accepted by config validation, its requests
 go through the real pipeline to the fake server, its errors are classified by its own module
 and the doctor names its key variable. And an unused provider's SDK is never imported.
 """
@@ -14,7 +14,6 @@ import subprocess
 import sys
 import uuid
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -27,8 +26,7 @@ from eval_harness.judges.protocol import Outcome
 from eval_harness.settings import ConfigError
 from eval_harness.settings.judges import RateLimit, parse_judge_settings
 from fake_llm_server import Fault, FakeTime, judge_settings
-
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,9 +28,9 @@ from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, default_reply, judge_settings
-from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the same small corpus as test_judge_dual
+from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the corpus of dual/test_run.py
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 # A judge run in its own process (the one that gets killed); arguments as one JSON object.
 CHILD = """

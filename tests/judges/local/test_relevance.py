@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from eval_harness.judges.local.relevance import (EmbeddingJudge, LexicalJudge, c
                                        lexical_support, reflect_locally, trigram_support)
 from eval_harness.judges.protocol import Judge, Outcome, Passage
 from eval_harness.metrics.agreement import cohen_kappa
+from paths import REPO
 
 SOURCES = ["Aspirin reduces the risk of heart attack by 20% in adults over 50. "
            "It may cause stomach bleeding.",
@@ -136,7 +136,7 @@ def test_lexical_relevance_saturates():
 def test_on_scifact_both_local_judges_beat_chance_against_human_labels():
     """Reference check on the bundled data: expected docs + the 5 nearest documents per
     query, each local judge's labels (> 0.5) against the human qrels."""
-    root = Path(__file__).resolve().parents[1] / "datasets" / "scifact"
+    root = REPO / "datasets" / "scifact"
     data = np.load(root / "embeddings.npz", allow_pickle=False)
     docs = {}
     with (root / "corpus.jsonl").open(encoding="utf-8") as lines:

@@ -1,19 +1,17 @@
-"""The live store: migrations, ingest idempotency, malformed input, text-search languages."""
+"""Ingest: idempotent, malformed input named by file and line, all or nothing, text-search
+languages, datasets side by side."""
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 
 import pytest
 
 from beir_factory import write_beir
 from eval_harness.store.beir import DatasetError
-from eval_harness.store import MigrationError, migrate
 from eval_harness.store import ingest as ingest_module
 from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.migrate import available_migrations
 
 DOCS = {"d1": "Aspirin reduces the risk of heart attack",
         "d2": "Statins lower cholesterol levels in adults",
@@ -31,45 +29,6 @@ def counts(conn, name):
     return conn.execute("""SELECT (SELECT count(*) FROM l2_insights WHERE dataset = %(n)s),
                                   (SELECT count(*) FROM ground_truth WHERE dataset = %(n)s)""",
                         {"n": name}).fetchone()
-
-
-def test_migrations_apply_once_and_are_idempotent(empty_database):
-    with empty_database.connection() as conn:
-        first = migrate(conn)
-        second = migrate(conn)
-        recorded = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
-    assert first == [m.name for m in available_migrations()]
-    assert second == []
-    assert recorded == len(first)
-
-
-def test_concurrent_migrations_apply_each_file_once(empty_database):
-    results, errors = [], []
-
-    def worker():
-        try:
-            with empty_database.connection() as conn:
-                results.append(migrate(conn))
-        except Exception as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    applied = [name for names in results for name in names]
-    assert sorted(applied) == [m.name for m in available_migrations()]
-
-
-def test_edited_migration_is_refused(empty_database):
-    with empty_database.connection() as conn:
-        migrate(conn)
-        conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")
-        conn.commit()
-        with pytest.raises(MigrationError, match="changed after it was applied"):
-            migrate(conn)
 
 
 def test_ingest_twice_changes_nothing(conn, tmp_path):
