@@ -13,9 +13,9 @@ standard error ``s`` solves ``R / n + I / N = s**2``::
 A wanted interval width W (two-sided, level 1 - alpha) is ``s = W / (2 z)``,
 ``z = norm.ppf(1 - alpha / 2)``. A gain G that a two-sided level-alpha test of "no gain"
 should detect with probability ``power`` is ``s = |G| / (z + norm.ppf(power))`` (the normal
-approximation of the test's power, ignoring the far tail: Angelopoulos, Duchi, Zrnic,
-"PPI++", arXiv:2311.01453, section on power analysis; ppi-python's ``ppi_mean_power``
-answers the related question of splitting a budget between n and N). For a gain, y and yhat
+approximation of a two-sided z-test's power, ignoring the far tail; ppi-python's
+``ppi_mean_power`` answers a related question, splitting a budget between n and N when both
+can grow; here N, the judged queries, is fixed). For a gain, y and yhat
 are per-query differences of P@5 between two weights: the same formula applies to them.
 
 The answer is a plan, not a promise: R and lam are re-estimated on the larger sample, and a
