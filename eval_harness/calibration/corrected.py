@@ -133,13 +133,8 @@ def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *
     verdict on the corrected estimate; ``result`` unchanged when nobody labelled a pair of
     the dataset's human sample."""
     with conn.transaction():
-        sample = agreement_sql.human_sample_labels(conn, result.dataset)
+        human = human_sample_verdicts(conn, result.dataset)
         judged = ground_truth.judged_query_rows(conn, result.dataset)
-    human: dict[int, dict[int, int]] = {}
-    for qid, doc, verdict in sample:
-        human.setdefault(qid, {})
-        if verdict is not None:
-            human[qid][doc] = VERDICTS[verdict]
     labelled = sum(len(docs) for docs in human.values())
     if labelled == 0:
         return result
@@ -150,6 +145,18 @@ def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *
         sampled_queries=len(human), labelled_pairs=labelled)
     corrected = dataclasses.replace(result, corrected=estimates)
     return dataclasses.replace(corrected, verdict=verdict_figure(corrected).verdict)
+
+
+def human_sample_verdicts(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
+    """{query id: {doc id: 1 relevant / 0 not}} of every sampled query of ``dataset``'s human
+    sample (an empty dict for a sampled query nobody labelled yet); runs in the caller's
+    transaction."""
+    human: dict[int, dict[int, int]] = {}
+    for qid, doc, verdict in agreement_sql.human_sample_labels(conn, dataset):
+        human.setdefault(qid, {})
+        if verdict is not None:
+            human[qid][doc] = VERDICTS[verdict]
+    return human
 
 
 def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[int, int]]:

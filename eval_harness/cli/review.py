@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK
+from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
@@ -41,6 +41,14 @@ def cmd_review_sample(args, settings: Settings) -> int:
     from eval_harness.agreement.sample import export_sample_csv
 
     dataset = args.dataset or settings.default_dataset
+    if args.plan:
+        return _plan_sample(args, settings, dataset)
+    if _plan_options(args):
+        raise CliError(f"{', '.join(_plan_options(args))} only plan a sample; add --plan (it "
+                       "draws nothing), or leave them out to draw one.")
+    if args.file is None or args.n is None:
+        raise CliError("review sample needs FILE and --n N to draw a sample (or --plan with "
+                       "--target-width W and/or --gain G to plan one); give them.")
     with open_store(settings).connection() as conn:  # records the drawn pairs
         exported = export_sample_csv(conn, dataset, Path(args.file), n=args.n, seed=args.seed)
     print(f"human sample of '{dataset}' (seed {exported.seed}): {exported.queries} of "
@@ -49,6 +57,28 @@ def cmd_review_sample(args, settings: Settings) -> int:
           f"{exported.path}; label every row (relevant / not relevant: a query counts only "
           f"when all its pairs are labelled) and run `eval-harness review import "
           f"{exported.path}`")
+    return EXIT_OK
+
+
+def _plan_options(args) -> list[str]:
+    return [name for name, value in (("--target-width", args.target_width),
+                                     ("--gain", args.gain), ("--power", args.power))
+            if value is not None]
+
+
+def _plan_sample(args, settings: Settings, dataset: str) -> int:
+    from eval_harness.calibration.label_plan import plan_human_labels
+
+    if args.file is not None or args.n is not None:
+        raise CliError("review sample --plan draws nothing, so it takes no FILE or --n; run "
+                       "it without them, then draw with `review sample FILE --n N`.")
+    if args.power is not None and args.gain is None:
+        raise CliError("--power needs --gain G, the gain to detect; give it.")
+    with open_store(settings, read_only=True).connection() as conn:
+        plan = plan_human_labels(conn, settings, dataset, target_width=args.target_width,
+                                 gain=args.gain, alpha=args.alpha,
+                                 power=0.8 if args.power is None else args.power)
+    print(plan.paragraph())
     return EXIT_OK
 
 
@@ -97,12 +127,23 @@ def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
     sample = actions.add_parser(
         "sample", help="draw a seeded uniform sample of judged queries and write all their "
         "judged pairs to a CSV file for people to label (corrects calibrate's P@5)")
-    sample.add_argument("file", help="CSV file to write")
+    sample.add_argument("file", nargs="?", help="CSV file to write (not with --plan)")
     sample.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
-    sample.add_argument("--n", type=int, required=True, metavar="N",
+    sample.add_argument("--n", type=int, metavar="N",
                         help="queries in the sample (a larger N with the same seed extends it)")
     sample.add_argument("--seed", type=int, help="seed of the draw (default: the dataset's "
                         "existing sample's seed, else 0)")
+    sample.add_argument("--plan", action="store_true", help="draw nothing: say how many more "
+                        "queries to label for --target-width and/or --gain, from the judges' "
+                        "agreement with the labelled sample (PPI variance formula)")
+    sample.add_argument("--target-width", type=float, metavar="W", help="with --plan: the "
+                        "wanted width of the PPI interval on P@5 at the weights in force")
+    sample.add_argument("--gain", type=float, metavar="G", help="with --plan: a gain in P@5 "
+                        "over the weights in force the PPI test should detect")
+    sample.add_argument("--power", type=float, nargs="?", const=0.8, metavar="P",
+                        help="with --plan --gain: the wanted power (default 0.8)")
+    sample.add_argument("--alpha", type=float, default=0.05, metavar="A",
+                        help="with --plan: the test's level / 1 - the interval's (default 0.05)")
     sample.set_defaults(func=cmd_review_sample)
     imported = actions.add_parser("import", help="store the verdicts of an edited CSV file "
                                   "(all rows or none)")
