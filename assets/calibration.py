@@ -63,6 +63,7 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         "uplift_absolute": uplift.absolute, "uplift_ci_low": uplift.ci_low,
         "uplift_ci_high": uplift.ci_high, "uplift_p_value": uplift.p_value,
         "verdict": VERDICT_LABELS[result.verdict],
+        "judged_at_5_best": result.best.judged_at_5, "min_judged": result.min_judged,
         "report": dg.MetadataValue.md(calibration_markdown(result)),
         "report_path": dg.MetadataValue.path(str(recorded.report)),
         "history_path": dg.MetadataValue.path(str(recorded.history_path)),
@@ -71,6 +72,10 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         metadata["uplift_relative"] = uplift.relative
     if cv is not None:
         metadata["p_at_5_cross_validated"] = cv.p_at_5
+    if result.judged.is_lower_bound:  # Judged@5 below calibration.min_judged somewhere
+        lines = result.judged.lines()
+        metadata["p_at_5_lower_bound"] = " ".join(f"{line}." for line in lines)
+        context.log.warning(lines[0])
     return dg.Output(frame, metadata=readable(metadata))
 
 

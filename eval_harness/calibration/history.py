@@ -27,6 +27,7 @@ from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figur
                                               figure_from_row)
 
 MAX_LOCK_WAIT_SECONDS = 15.0
+LATER_COLUMNS = ("judged_at_5",)  # numeric columns an older history file may lack
 
 
 class HistoryUnavailable(RuntimeError):
@@ -44,7 +45,8 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
     frame["run_at"] = pd.to_datetime(frame["run_at"], utc=True)
     return frame.astype({"n_queries": "int32", "candidate_depth": "int32",
-                         "verdict_n_human": "int32", "verdict_n_judged": "int32"})
+                         "verdict_n_human": "int32", "verdict_n_judged": "int32",
+                         "judged_at_5": "float64"})  # None (not computed) -> NaN
 
 
 def calibrated_row(frame: pd.DataFrame) -> pd.Series:
@@ -73,13 +75,20 @@ def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:
 
 
 def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFrame:
-    """The recorded grids, oldest first (an empty frame when nothing was recorded yet)."""
+    """The recorded grids, oldest first (an empty frame when nothing was recorded yet).
+    A file no grid was appended to since a column was added lacks it; it reads as NaN
+    (not recorded), so readers need not know the file's age."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=list(GRID_COLUMNS))
     with open_history(path) as con:  # a read-only open would also wait for the lock
         rows = grid_history_rows(con, dataset)
-    return pd.DataFrame(columns=list(GRID_COLUMNS)) if rows is None else rows
+    if rows is None:
+        return pd.DataFrame(columns=list(GRID_COLUMNS))
+    for column in LATER_COLUMNS:
+        if column not in rows.columns:
+            rows[column] = float("nan")
+    return rows
 
 
 def open_history(path: Path) -> duckdb.DuckDBPyConnection:

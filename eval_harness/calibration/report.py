@@ -59,22 +59,26 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
         f"calibrated {result.calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic "
         f"weight. Rankings are hybrid search's own (min-max fusion, ties by document id).", "",
         f"{label_source_line(result)}.", "",
-        "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | |",
-        "|---:|---:|---:|---:|---:|---:|---|"]
+        "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | Judged@5 | |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|"]
     for point in result.grid:
         marks = [name for name, chosen in (("**best**", point == result.best),
                                            ("default", point == result.default)) if chosen]
         lines.append(f"| {weight_label(point.semantic_weight)} | "
                      f"{weight_label(point.keyword_weight)} | {point.p_at_5:.4f} | "
                      f"{point.recall_at_5:.4f} | {point.ndcg_at_10:.4f} | "
-                     f"{point.mrr_at_10:.4f} | {', '.join(marks)} |")
+                     f"{point.mrr_at_10:.4f} | {point.judged_at_5:.4f} | {', '.join(marks)} |")
     rrf = result.rrf
     lines += [f"| RRF k={result.rrf_k} | | {rrf.p_at_5:.4f} | {rrf.recall_at_5:.4f} | "
-              f"{rrf.ndcg_at_10:.4f} | {rrf.mrr_at_10:.4f} | reference method |", "",
+              f"{rrf.ndcg_at_10:.4f} | {rrf.mrr_at_10:.4f} | | reference method |", "",
+              f"Judged@5: the share of a weight's top 5 that carries any label (relevant or "
+              f"judged not relevant); P@5 counts an unlabelled document as not relevant, so "
+              f"below calibration.min_judged ({result.min_judged:g}) it is a lower bound.", "",
               f"P@5 ceiling (mean of min(5, relevant)/5, what a perfect ranker gets on this "
               f"ground truth): **{result.p_at_5_ceiling:.4f}**; counting only relevant "
               f"documents among the candidates: {result.p_at_5_candidate_ceiling:.4f}.", ""]
     lines += [f"- {line}" for line in summary_lines(result)]
+    lines += [f"- **{line}.**" for line in result.judged.lines()]
     lines += ["", f"![P@5 against the semantic weight]({plot_name})", ""]
     return "\n".join(lines)
 

@@ -35,6 +35,7 @@ import numpy as np
 import psycopg
 
 from eval_harness.agreement import labels as judge_labels
+from eval_harness.calibration.judged import JudgedSummary, judged_summary
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
@@ -61,11 +62,13 @@ class GridPoint:
     recall_at_5: float
     ndcg_at_10: float
     mrr_at_10: float
+    judged_at_5: float = math.nan  # share of the top 5 with any label (:mod:`.judged`)
 
     def to_dict(self) -> dict:
         return {"semantic_weight": self.semantic_weight, "keyword_weight": self.keyword_weight,
                 "p_at_5": self.p_at_5, "recall_at_5": self.recall_at_5,
-                "ndcg_at_10": self.ndcg_at_10, "mrr_at_10": self.mrr_at_10}
+                "ndcg_at_10": self.ndcg_at_10, "mrr_at_10": self.mrr_at_10,
+                "judged_at_5": None if math.isnan(self.judged_at_5) else self.judged_at_5}
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,17 @@ class CalibrationResult:
     judge_labels: dict | None = None  # with judge labels: the rule and pairs per source
     # P@5 corrected by a human sample (eval_harness.calibration.corrected); None without one
     corrected: Any = field(default=None, repr=False, compare=False)
+    min_judged: float = 0.9  # calibration.min_judged: below it, P@5 is a lower bound
+
+    @property
+    def judged(self) -> JudgedSummary:
+        """The grid weights (the best and the weights in force named) whose Judged@5 falls
+        below ``min_judged``, so that their P@5 is a lower bound (:mod:`.judged`)."""
+        return judged_summary(
+            self.dataset, ((p.semantic_weight, p.keyword_weight, p.judged_at_5)
+                           for p in self.grid),
+            min_judged=self.min_judged,
+            named={"best": self.best.semantic_weight, "in force": self.current_weight})
 
     @property
     def figure(self) -> VerdictFigure:
@@ -144,6 +158,7 @@ class CalibrationResult:
                             keyword_weight=self.best.keyword_weight,
                             full_success=self.bands.full_success,
                             partial_success=self.bands.partial_success),
+            "judged": self.judged.to_dict(),
             "seconds": dict(self.seconds),
         }
         return data if self.corrected is None else self.corrected.add_to_json(data)
@@ -156,7 +171,8 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       candidate_depth: int = 50, rrf_k: int = 60, cv_folds: int = 5,
                       seed: int = 0, bands: VerdictBands = VerdictBands(),
                       bootstrap_resamples: int = 10_000, labels: str | None = None,
-                      agreement: AgreementSettings = AgreementSettings()) -> CalibrationResult:
+                      agreement: AgreementSettings = AgreementSettings(),
+                      min_judged: float = 0.9) -> CalibrationResult:
     """Grid-search the hybrid weights of ``dataset`` on its ground truth (module docstring).
 
     ``grid`` holds the semantic weights (default 0.5..0.9 step 0.1). Raises ``LookupError``
@@ -164,6 +180,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     option is out of range; reads the store only. ``labels`` picks the label source
     (module docstring; ``agreement`` holds the judge labels' threshold and disagreement
     rule); :class:`~eval_harness.agreement.labels.LabelsMissing` when they do not exist.
+    ``min_judged``: below this Judged@5 a weight's P@5 is a lower bound (:mod:`.judged`).
     """
     started = time.perf_counter()
     weights = grid_with_default(grid, default_weight)
@@ -220,7 +237,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         label_source=label_source, judge_labels=None if derived is None else derived.to_dict(),
-        candidates=candidates, sweep=sweep)
+        candidates=candidates, sweep=sweep, min_judged=float(min_judged))
 
 
 def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
@@ -278,7 +295,7 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
         cv_folds=options.cv_folds, seed=options.seed,
         bands=VerdictBands(options.full_success, options.partial_success),
         bootstrap_resamples=options.bootstrap_resamples, labels=labels,
-        agreement=settings.agreement)
+        agreement=settings.agreement, min_judged=options.min_judged)
     from eval_harness.calibration.corrected import with_corrected_p_at_5
 
     return with_corrected_p_at_5(conn, result,
@@ -288,7 +305,8 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
 def _grid_point(sweep: SweepResult, i: int) -> GridPoint:
     return GridPoint(float(sweep.semantic_weights[i]), float(sweep.keyword_weights[i]),
                      float(sweep.p_at_5[i]), float(sweep.recall_at_5[i]),
-                     float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]))
+                     float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]),
+                     float(sweep.judged_at_5[i]))
 
 
 # ---------------------------------------------------------------------------- text output
@@ -305,7 +323,7 @@ def format_table(result: CalibrationResult) -> str:
              f"{result.n_documents} documents, candidate depth {result.candidate_depth}",
              label_source_line(result), "",
              f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'Recall@5':>8}  {'nDCG@10':>7}"
-             f"  {'MRR@10':>6}"]
+             f"  {'MRR@10':>6}  {'Judged@5':>8}"]
     for point in result.grid:
         marks = [name for name, chosen in (("best", point == result.best),
                                            ("default", point == result.default),
@@ -315,6 +333,7 @@ def format_table(result: CalibrationResult) -> str:
         lines.append(f"  {weight_label(point.semantic_weight):>8}  "
                      f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
                      f"{point.recall_at_5:8.4f}  {point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
+                     f"  {point.judged_at_5:8.4f}"
                      + (f"  <- {', '.join(marks)}" if marks else ""))
     rrf = result.rrf
     lines.append(f"  {'RRF k=' + str(result.rrf_k):>17}  {rrf.p_at_5:6.4f}  "
@@ -324,6 +343,7 @@ def format_table(result: CalibrationResult) -> str:
                   f"{result.p_at_5_ceiling:.4f}; within the candidates: "
                   f"{result.p_at_5_candidate_ceiling:.4f}"]
     lines += summary_lines(result)
+    lines += result.judged.lines()
     lines.append(f"\n({result.seconds['total']:.2f} s: candidates "
                  f"{result.seconds['fetch_candidates']:.2f} s, sweep "
                  f"{result.seconds['sweep']:.3f} s, statistics "

@@ -59,7 +59,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "verdict_p_at_5": "DOUBLE", "verdict_label_source": "VARCHAR",
     "verdict_interval_low": "DOUBLE", "verdict_interval_high": "DOUBLE",
     "verdict_judges_p_at_5": "DOUBLE", "verdict_n_human": "INTEGER",
-    "verdict_n_judged": "INTEGER"}
+    "verdict_n_judged": "INTEGER",
+    # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
+    # added later too: NULL on the rows of a history written before it
+    "judged_at_5": "DOUBLE"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:

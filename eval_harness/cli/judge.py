@@ -14,6 +14,10 @@ judgements kept; see :mod:`eval_harness.stopping`).
 ``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.dual.shards.shard_of`);
 runs of different shards go side by side, each paying only for its own pairs.
 
+``--grid-pool`` (or ``judges.grid_pool: true``) adds, for a dataset with human labels, every
+calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
+documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
+
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
 requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
 cached, how many would be paid for, the estimated tokens and cost (see
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.settings import Settings
@@ -52,6 +57,10 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
                         help="judge only the queries of shard I of N (0 <= I < N; a query's "
                              "shard is a stable hash of its id): processes judging different "
                              "shards run side by side")
+    parser.add_argument("--grid-pool", action="store_true",
+                        help="a dataset with human labels: also judge every calibration grid "
+                             "weight's top 5 (the documents Judged@5 finds unlabelled); "
+                             "judges.grid_pool in config.yaml does it on every run")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=cmd_judge)
 
@@ -84,6 +93,8 @@ def cmd_judge(args, settings: Settings) -> int:
     from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
 
     dataset = args.dataset or settings.default_dataset
+    if args.grid_pool:  # one run's override of judges.grid_pool
+        settings = replace(settings, judges=replace(settings.judges, grid_pool=True))
     if args.dry_run:  # writes nothing: never migrates, never attaches
         location = open_store(settings, read_only=True)
         print(f"store: {location.description}", file=sys.stderr)

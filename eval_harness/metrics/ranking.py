@@ -16,8 +16,9 @@ The functions at the end score many queries at once, for the calibration sweep
 query; the sweep's tests check them against the per-query functions.
 
 Degenerate input, for all per-query functions: ``k`` must be >= 1; a ranking shorter than ``k`` is
-scored as if padded with non-relevant documents; an empty ranking scores 0.0; a query
-without any relevant document scores 0.0 (trec_eval and ranx do the same). A document id
+scored as if padded with non-relevant documents; an empty ranking scores 0.0 (Judged@k: 1.0,
+see :func:`judged_at_k`); a query without any relevant document scores 0.0 (trec_eval and
+ranx do the same). A document id
 that appears twice in the top ``k`` is a caller error and raises ``ValueError``. Ties in the
 system's scores must be broken before calling: these functions only see the order.
 """
@@ -25,7 +26,7 @@ system's scores must be broken before calling: these functions only see the orde
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,40 @@ def p_at_k_ceiling(relevant: Mapping[Hashable, int], *, k: int) -> float:
     return min(k, count_relevant(relevant)) / k
 
 
+def judged_at_k(ranked_ids: Sequence[Hashable], judged: Collection[Hashable], *,
+                k: int) -> float:
+    """Judged@k: the share of the documents in the first k positions that carry a label.
+
+        Judged@k = |{d in ranked_ids[:k] : d in judged}| / min(k, len(ranked_ids))
+
+    ``judged`` holds every document with a label for the query, whatever its grade: pass
+    the qrels mapping itself (its keys), where a grade-0 entry means "judged not relevant"
+    and counts as judged. Where Judged@k < 1, P@k counts the unlabelled documents as not
+    relevant, so it is a lower bound on the P@k complete labels would give (Buckley &
+    Voorhees 2004, "Retrieval evaluation with incomplete information").
+
+    The denominator is the number of documents actually in the top k: a position no
+    document fills cannot hide a relevant one, so a ranking shorter than k is not "less
+    judged" (ir_measures ``Judged@k`` divides by k instead; the two agree whenever the
+    ranking holds at least k documents). An empty ranking scores 1.0: nothing unlabelled
+    is in it, and its P@k of 0 is exact.
+
+    Examples
+    --------
+    >>> qrels = {"a": 2, "b": 0, "c": 1}   # b is judged, as not relevant
+    >>> judged_at_k(["a", "x", "b", "y", "c", "z"], qrels, k=5)   # a, b, c of 5: 3 / 5
+    0.6
+    >>> judged_at_k(["x", "b"], qrels, k=5)   # two retrieved, b judged: 1 / 2, not 1 / 5
+    0.5
+    >>> judged_at_k([], qrels, k=5)
+    1.0
+    """
+    top = _top_k(ranked_ids, k)
+    if not top:
+        return 1.0
+    return sum(1 for doc_id in top if doc_id in judged) / len(top)
+
+
 def count_relevant(relevant: Mapping[Hashable, int]) -> int:
     """Number of documents judged relevant (grade >= 1).
 
@@ -243,6 +278,25 @@ def score_top_gains(top_gains: np.ndarray, n_relevant: np.ndarray,
     first = np.argmax(relevant, axis=1)
     reciprocal_rank = np.where(relevant.any(axis=1), 1.0 / (first + 1), 0.0)
     return QueryScores(hits, recall, ndcg, reciprocal_rank)
+
+
+def judged_share(top_judged: np.ndarray, n_ranked: np.ndarray) -> np.ndarray:
+    """:func:`judged_at_k` of many queries: ``top_judged`` is ``(n_queries, k)``, True where
+    the document at that rank carries a label (False past the end of a shorter ranking);
+    ``n_ranked`` is how many documents each ranking holds (more than k is fine). A query
+    that ranks nothing scores 1.0.
+
+    Examples
+    --------
+    Query 1: 3 of its top 5 judged; query 2 ranks 2 documents, 1 judged; query 3 none.
+
+    >>> top_judged = np.array([[1, 0, 1, 0, 1], [0, 1, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=bool)
+    >>> judged_share(top_judged, np.array([40, 2, 0])).tolist()
+    [0.6, 0.5, 1.0]
+    """
+    shown = np.minimum(n_ranked, top_judged.shape[1])
+    judged = np.count_nonzero(top_judged, axis=1)
+    return np.divide(judged, shown, out=np.ones(judged.shape), where=shown > 0)
 
 
 def relevance_gains(grades: np.ndarray) -> np.ndarray:

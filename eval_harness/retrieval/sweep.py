@@ -23,7 +23,9 @@ checks P@5 against ranx at every weight).
 
 Metrics per weight: P@5 (headline), Recall@5, nDCG@10, MRR@10, computed by
 :func:`eval_harness.metrics.ranking.score_top_gains` (relevant = grade >= 1; Recall, nDCG
-and P@5 ceilings use all relevant docs of the qrels, also those outside the candidate set).
+and P@5 ceilings use all relevant docs of the qrels, also those outside the candidate set),
+and Judged@5 (:func:`eval_harness.metrics.ranking.judged_share`: the share of the top 5 that
+the qrels label at all, any grade; below 1, P@5 there is a lower bound).
 The statistics over the sweep (best weight, uplift, cross-validation, verdict) are in
 :mod:`eval_harness.metrics.calibration`.
 """
@@ -38,8 +40,8 @@ from typing import Literal
 import numpy as np
 
 from eval_harness.metrics.ranking import (PRECISION_CUTOFF, RANKING_CUTOFF, QueryScores,
-                                          ideal_dcg_at_k, mean_p_at_k_ceiling, relevance_gains,
-                                          score_top_gains)
+                                          ideal_dcg_at_k, judged_share, mean_p_at_k_ceiling,
+                                          relevance_gains, score_top_gains)
 from eval_harness.retrieval.fusion import (NonFiniteScores, fuse_normalised, min_max_normalise,
                                            reciprocal_rank_fusion_scores)
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
@@ -59,8 +61,9 @@ class CandidateSet:
     Row ``q`` holds query ``q``'s candidates in columns ``0 .. n_candidates[q] - 1``, sorted
     by document id ascending; the rest of the row is padding (``mask`` False, id -1, scores
     NaN, gain 0). A NaN raw score on a real candidate means "this retriever did not return
-    the document"; only ``normalisation="per_retriever"`` accepts that. Build it with
-    :meth:`from_queries` or :meth:`from_runs`.
+    the document"; only ``normalisation="per_retriever"`` accepts that. ``judged`` marks
+    the candidates the qrels list at all (any grade, 0 included): the labelled ones. Build
+    it with :meth:`from_queries` or :meth:`from_runs`.
     """
 
     query_ids: tuple[Hashable, ...]
@@ -71,6 +74,7 @@ class CandidateSet:
     gains: np.ndarray  # (n_queries, width) float64 grade if grade >= 1 else 0
     n_relevant: np.ndarray  # (n_queries,) int64, relevant docs in the qrels
     ideal_dcg: np.ndarray  # (n_queries,) float64, IDCG@10 from the qrels
+    judged: np.ndarray  # (n_queries, width) bool, True on candidates the qrels label
 
     @property
     def n_queries(self) -> int:
@@ -156,8 +160,9 @@ class CandidateSet:
             q = int(np.flatnonzero(both_missing.any(axis=1))[0])
             raise ValueError(f"query {query_ids[q]!r} has a candidate without any score; "
                              f"every candidate must come from at least one retriever.")
-        gains, n_relevant, ideal_dcg = _align_qrels(padded_ids, lengths, relevance)
-        return cls(query_ids, padded_ids, raw[0], raw[1], mask, gains, n_relevant, ideal_dcg)
+        gains, n_relevant, ideal_dcg, judged = _align_qrels(padded_ids, lengths, relevance)
+        return cls(query_ids, padded_ids, raw[0], raw[1], mask, gains, n_relevant, ideal_dcg,
+                   judged)
 
 
 def _long_format(run: Mapping[Hashable, Mapping[int, float]], query_ids: tuple[Hashable, ...]
@@ -173,8 +178,9 @@ def _long_format(run: Mapping[Hashable, Mapping[int, float]], query_ids: tuple[H
 
 def _align_qrels(padded_ids: np.ndarray, lengths: np.ndarray,
                  relevance: Sequence[Mapping[int, int]]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     gains = np.zeros(padded_ids.shape)
+    judged_matrix = np.zeros(padded_ids.shape, dtype=bool)
     n_relevant = np.zeros(len(relevance), dtype=np.int64)
     ideal_dcg = np.zeros(len(relevance))
     for q, judged in enumerate(relevance):
@@ -190,7 +196,8 @@ def _align_qrels(padded_ids: np.ndarray, lengths: np.ndarray,
             pos = np.minimum(np.searchsorted(row, judged_ids), row.size - 1)
             found = row[pos] == judged_ids
             gains[q, pos[found]] = grades[found]
-    return gains, n_relevant, ideal_dcg
+            judged_matrix[q, pos[found]] = True  # any grade: a grade-0 entry is judged too
+    return gains, n_relevant, ideal_dcg, judged_matrix
 
 
 def normalised_scores(candidates: CandidateSet, normalisation: Normalisation = "candidates"
@@ -297,6 +304,13 @@ def _score_top_columns(candidates: CandidateSet, columns: np.ndarray) -> QuerySc
     return score_top_gains(top_gains, candidates.n_relevant, candidates.ideal_dcg)
 
 
+def _judged_at_5(candidates: CandidateSet, columns: np.ndarray) -> np.ndarray:
+    """Per query, Judged@5 of the ranking whose best columns are ``columns``."""
+    top = columns[:, :PRECISION_CUTOFF]
+    labelled = np.take_along_axis(candidates.judged, top, axis=1)  # padding is never judged
+    return judged_share(labelled, candidates.mask.sum(axis=1))
+
+
 @dataclass(frozen=True)
 class SweepResult:
     """Mean metrics per weight (arrays aligned with ``semantic_weights``)."""
@@ -311,6 +325,9 @@ class SweepResult:
     p_at_5_ceiling: float  # mean of min(5, n_relevant) / 5 over the qrels
     p_at_5_candidate_ceiling: float  # same, counting only relevant docs among the candidates
     normalisation: Normalisation
+    # mean Judged@5 per weight: the share of the top 5 the qrels label (any grade); below 1,
+    # P@5 there counts unlabelled documents as not relevant, a lower bound
+    judged_at_5: np.ndarray | None = None
 
     def index_of(self, semantic_weight: float) -> int:
         """Position of a weight on the grid; ``ValueError`` when it is not on it."""
@@ -328,7 +345,8 @@ def sweep_weights(candidates: CandidateSet, weights: Sequence[float] | np.ndarra
     """Rank every query at every semantic weight and score P@5, Recall@5, nDCG@10, MRR@10.
 
     Returns the mean of each metric per weight, the per-query P@5 matrix (for the paired
-    statistics and cross-validation below) and the P@5 ceilings.
+    statistics and cross-validation below), the P@5 ceilings and the mean Judged@5 per
+    weight.
 
     ``keyword_weights`` defaults to ``1.0 - w`` per weight (fusion.py); pass them explicitly
     to mirror a tool that uses other values (ranx pairs 0.7 with 0.3, not
@@ -348,13 +366,15 @@ def sweep_weights(candidates: CandidateSet, weights: Sequence[float] | np.ndarra
     padding = ~candidates.mask
     n_queries = candidates.n_queries
     per_query_hits = np.empty((semantic_weights.size, n_queries), dtype=np.int64)
-    means = np.empty((3, semantic_weights.size))
+    means = np.empty((4, semantic_weights.size))
     for i, (w_sem, w_kw) in enumerate(zip(semantic_weights, keyword_weights)):
         fused = _fused_matrix(sem_norm, kw_norm, padding, w_sem, w_kw, candidates.query_ids)
-        scores = _score_top_columns(candidates, _top_columns(fused, RANKING_CUTOFF))
+        columns = _top_columns(fused, RANKING_CUTOFF)
+        scores = _score_top_columns(candidates, columns)
         per_query_hits[i] = scores.hits_at_5
         means[:, i] = (scores.recall_at_5.mean(), scores.ndcg_at_10.mean(),
-                       scores.reciprocal_rank_at_10.mean())
+                       scores.reciprocal_rank_at_10.mean(),
+                       _judged_at_5(candidates, columns).mean())
     return SweepResult(
         semantic_weights=semantic_weights, keyword_weights=keyword_weights,
         p_at_5=per_query_hits.sum(axis=1) / (PRECISION_CUTOFF * n_queries),
@@ -363,7 +383,7 @@ def sweep_weights(candidates: CandidateSet, weights: Sequence[float] | np.ndarra
         p_at_5_ceiling=mean_p_at_k_ceiling(candidates.n_relevant, k=PRECISION_CUTOFF),
         p_at_5_candidate_ceiling=mean_p_at_k_ceiling(np.count_nonzero(candidates.gains, axis=1),
                                                      k=PRECISION_CUTOFF),
-        normalisation=normalisation)
+        normalisation=normalisation, judged_at_5=means[3])
 
 
 @dataclass(frozen=True)

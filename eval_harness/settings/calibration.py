@@ -37,6 +37,9 @@ class CalibrationSettings:
     bootstrap_resamples: int = 10_000
     full_success: float = 0.75       # verdict: P@5 >= full_success
     partial_success: float = 0.70    # verdict: partial_success <= P@5 < full_success
+    # below this Judged@5 (share of a weight's top 5 carrying any label), P@5 there is only
+    # a lower bound and every output says so
+    min_judged: float = 0.9
 
 
 def parse_hybrid(raw: Mapping[str, Any]) -> HybridWeights:
@@ -53,7 +56,8 @@ def parse_hybrid(raw: Mapping[str, Any]) -> HybridWeights:
 
 def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
     section = mapping_of(raw, "calibration", ("grid", "default_weight", "rrf_k", "cv_folds",
-                                              "seed", "bootstrap_resamples", "verdict"))
+                                              "seed", "bootstrap_resamples", "verdict",
+                                              "min_judged"))
     grid = mapping_of(section, "grid", ("start", "stop", "step"), where="calibration")
     bands = mapping_of(section, "verdict", ("full_success", "partial_success"),
                        where="calibration")
@@ -72,6 +76,10 @@ def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
     partial = number_of(bands, "partial_success", d.partial_success, "calibration.verdict")
     if not 0.0 <= default <= 1.0:
         raise ConfigError("'calibration.default_weight' must lie in [0, 1].")
+    min_judged = number_of(section, "min_judged", d.min_judged, "calibration")
+    if not 0.0 <= min_judged <= 1.0:
+        raise ConfigError(f"'calibration.min_judged' must lie in [0, 1] (a share of the top 5), "
+                          f"got {min_judged:g}.")
     if not 0.0 <= partial <= full <= 1.0:
         raise ConfigError("calibration.verdict needs 0 <= partial_success <= "
                           "full_success <= 1.")
@@ -82,4 +90,4 @@ def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
             raise ConfigError(f"'calibration.{key}' must be an integer >= {low}.")
         integers[key] = value
     return CalibrationSettings(start, stop, step, default, full_success=full,
-                               partial_success=partial, **integers)
+                               partial_success=partial, min_judged=min_judged, **integers)

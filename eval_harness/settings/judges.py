@@ -123,6 +123,9 @@ class JudgeSettings:
     timeout_seconds: float = 60.0    # per HTTP request (the SDKs' own timeout)
     budget_usd: float | None = 10.0  # per run; None = no limit
     hybrid_top_k: int = 5            # judged pairs: expected_docs + top k of hybrid search
+    # a labelled dataset's pairs also take the grid pool (every calibration grid weight's
+    # top 5), so calibration finds no unlabelled document there (Judged@5 = 1)
+    grid_pool: bool = False
     temperatures: Mapping[str, float] = field(default_factory=lambda: _frozen(DEFAULT_TEMPERATURES))
     max_tokens: Mapping[str, int] = field(default_factory=lambda: _frozen(DEFAULT_MAX_TOKENS))
     rate_limits: Mapping[str, RateLimit] = field(
@@ -320,7 +323,7 @@ def _staged(section: Mapping[str, Any]) -> StagedSettings:
 
 
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
-               "budget_usd", "hybrid_top_k", "temperatures", "max_tokens", "rate_limits",
+               "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens", "rate_limits",
                "prices", "send_temperature", "retry", "batch", "local", "staged", "shards")
 
 
@@ -347,6 +350,9 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
     fallback = section.get("fallback_to_local", d.fallback_to_local)
     if not isinstance(fallback, bool):
         raise _error("'judges.fallback_to_local' must be true or false.")
+    grid_pool = section.get("grid_pool", d.grid_pool)
+    if not isinstance(grid_pool, bool):
+        raise _error(f"'judges.grid_pool' must be true or false, got {grid_pool!r}.")
     budget_env = env.get("EVAL_HARNESS_JUDGE_BUDGET_USD")
     budget = (_budget(budget_env, "EVAL_HARNESS_JUDGE_BUDGET_USD") if budget_env is not None
               else _budget(section.get("budget_usd", d.budget_usd), "judges.budget_usd"))
@@ -361,6 +367,7 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
         budget_usd=budget,
         hybrid_top_k=_integer(section.get("hybrid_top_k", d.hybrid_top_k), "judges.hybrid_top_k",
                               low=0),
+        grid_pool=grid_pool,
         temperatures=_per_operation(section, "temperatures", DEFAULT_TEMPERATURES,
                                     lambda v, w: _number(v, w, high=2.0)),
         max_tokens=_per_operation(section, "max_tokens", DEFAULT_MAX_TOKENS,

@@ -63,6 +63,10 @@ def test_assets_and_check_materialize(tmp_path, store, corpus):
     for key in ("p_at_5_best", "p_at_5_default", "uplift_absolute", "uplift_ci_low",
                 "uplift_ci_high", "p_at_5_cross_validated", "p_at_5_ceiling"):
         assert 0 <= abs(grid_meta[key].value) <= 1, key
+    judged = grid_meta["judged_at_5_best"].value
+    assert 0 <= judged <= 1 and grid_meta["min_judged"].value == 0.9
+    # the corpus' qrels list only relevant documents: most of the top 5 is unlabelled
+    assert judged < 0.9 and "is a lower bound" in grid_meta["p_at_5_lower_bound"].value
     weights_meta = metadata["calibrated_weights"]
     assert weights_meta["semantic_weight"].value == best
     assert weights_meta["config_key"].value == f"datasets.{corpus['name']}.hybrid_search"

@@ -64,3 +64,25 @@ def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn
     assert (figure.p_at_5, figure.label_source) == (result.best.p_at_5, None)
     assert figure_from_grid(now, bands) == result.figure
     assert result.figure.label_source == "human" and result.figure.basis == "p_at_5"
+
+
+def test_a_history_from_before_judged_at_5_reads_it_as_not_recorded(tmp_path, conn, corpus):
+    """Without the judged_at_5 column (never appended to since), the read adds it as NaN;
+    the next append adds it to the table, NULL (NaN) on the old rows."""
+    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
+
+    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
+    frame = grid_frame(result)
+    old = [c for c in GRID_COLUMNS if c != "judged_at_5"]
+    database = tmp_path / "old-history.duckdb"
+    with duckdb.connect(str(database)) as con:
+        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
+                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
+        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
+        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
+    history = read_grid_history(database)
+    assert len(history) == len(frame) and history["judged_at_5"].isna().all()
+    assert append_grid_history(database, frame) == len(frame)
+    history = read_grid_history(database)
+    assert history["judged_at_5"].isna().sum() == len(frame)
+    assert history["judged_at_5"].dropna().tolist() == [p.judged_at_5 for p in result.grid]

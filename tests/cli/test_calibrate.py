@@ -38,7 +38,8 @@ def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys
             "p_at_5_ceiling", "rrf", "written"} <= set(result)
     assert [row["semantic_weight"] for row in result["grid"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert set(result["grid"][0]) == {"semantic_weight", "keyword_weight", "p_at_5",
-                                      "recall_at_5", "ndcg_at_10", "mrr_at_10", "p_at_5_ceiling"}
+                                      "recall_at_5", "ndcg_at_10", "mrr_at_10", "p_at_5_ceiling",
+                                      "judged_at_5"}
     assert {"absolute", "relative", "ci_low", "ci_high", "p_value"} <= set(result["uplift"])
     assert result["default"]["semantic_weight"] == 0.7
     best = result["best"]

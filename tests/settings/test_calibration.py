@@ -21,3 +21,18 @@ def test_calibration_config_errors_are_one_sentence(tmp_path):
             load_settings(path, environ={})
     path.write_text("history:\n  duckdb_path: x/h.duckdb\n")
     assert load_settings(path, environ={}).history_duckdb_path == tmp_path / "x" / "h.duckdb"
+
+
+def test_min_judged_defaults_to_0_9_and_lies_in_0_1(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("calibration: {}\n")
+    assert load_settings(path, environ={}).calibration.min_judged == 0.9
+    path.write_text("calibration:\n  min_judged: 0.75\n")
+    assert load_settings(path, environ={}).calibration.min_judged == 0.75
+    for value, message in (("1.2", r"'calibration.min_judged' must lie in \[0, 1\]"),
+                           ("-0.1", r"must lie in \[0, 1\]"),
+                           ("high", "'calibration.min_judged' must be a number"),
+                           ("true", "'calibration.min_judged' must be a number")):
+        path.write_text(f"calibration:\n  min_judged: {value}\n")
+        with pytest.raises(ConfigError, match=message):
+            load_settings(path, environ={})

@@ -68,3 +68,11 @@ def test_configuration_errors_name_the_key(section, message):
     with pytest.raises(ConfigError, match=message) as error:
         parse_judge_settings(section, {})
     assert str(error.value).startswith("config.yaml:") and "\n" not in str(error.value)
+
+
+def test_grid_pool_is_off_by_default_and_a_flag():
+    assert parse_judge_settings({}).grid_pool is False
+    assert load_settings(REPO_CONFIG, environ={}).judges.grid_pool is False
+    assert parse_judge_settings({"grid_pool": True}).grid_pool is True
+    with pytest.raises(ConfigError, match="'judges.grid_pool' must be true or false"):
+        parse_judge_settings({"grid_pool": "yes"})

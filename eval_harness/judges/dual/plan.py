@@ -11,6 +11,14 @@ grid weight (``calibration.grid_*`` plus ``default_weight``) of that weight's fu
 ranked by the sweep's own fusion (:func:`eval_harness.retrieval.sweep.rank_top_k`) on the
 candidates calibration fetches: then no top 5 of any evaluated weight holds an unjudged
 document. The pool sizes per query are in the run summary.
+
+A dataset with human labels can take the grid pool too (``judges.grid_pool: true``, or
+``eval-harness judge --grid-pool`` for one run): its queries are then planned as expected_docs,
+the hybrid top k, and the grid pool's documents not already listed. Human qrels usually list
+only relevant documents, so many top-5 documents of the grid carry no label and P@5 there is a
+lower bound (Judged@5 below ``calibration.min_judged``, :mod:`eval_harness.calibration.judged`);
+with the grid pool judged, ``calibrate --labels judges`` finds every top 5 labelled. Pairs
+judged before (without the option) are cache hits, so only the new documents are paid for.
 """
 
 from __future__ import annotations
@@ -45,21 +53,24 @@ class PlannedQuery:
 def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
                  limit: int | None = None) -> list[PlannedQuery]:
     """Each ground-truth query of ``dataset`` (by id, at most ``limit``) with its judged docs:
-    expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed; for
-    a dataset without labels, the grid pool (module docstring)."""
+    expected_docs, then the top ``judges.hybrid_top_k`` hybrid hits not already listed (then,
+    with ``judges.grid_pool``, the grid pool's documents not listed yet); for a dataset
+    without labels, the grid pool (module docstring)."""
     dataset_info(conn, dataset, with_counts=False)  # an unknown dataset fails in one sentence
     rows = ground_truth.ground_truth_queries(conn, dataset, limit)
     top_k, weights = settings.judges.hybrid_top_k, settings.weights_for(dataset)
+    labelled = bool(rows) and dataset_has_labels(conn, dataset)
     pools = None
-    if rows and not dataset_has_labels(conn, dataset):
+    if rows and (not labelled or settings.judges.grid_pool):
         pools = grid_pool(conn, dataset, settings, [int(r[0]) for r in rows])
     planned = []
     for query_id, external_id, text, embedding, expected in rows:
         vector = None if embedding is None else as_vector(embedding)
         hits = []
-        if pools is not None:
+        pool = () if pools is None else pools.get(int(query_id), ())
+        if not labelled:
             planned.append(PlannedQuery(int(query_id), external_id, text, vector,
-                                        tuple(pools.get(int(query_id), ())), ()))
+                                        tuple(pool), ()))
             continue
         if top_k > 0:
             semantic = weights.semantic if vector is not None else 0.0
@@ -67,7 +78,7 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
                                  semantic_weight=semantic,
                                  keyword_weight=weights.keyword if vector is not None else 1.0,
                                  candidate_depth=weights.candidate_depth)
-        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits)]))
+        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits), *pool]))
         planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids),
                                     tuple(expected)))
     return planned

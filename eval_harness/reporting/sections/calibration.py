@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from eval_harness.calibration.history import calibrated_row, figure_from_grid, read_grid_history
+from eval_harness.calibration.judged import judged_summary
 from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
@@ -36,6 +39,12 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     calibrated_at = fmt.utc(best["run_at"])
     status = {"full_success": PASS, "partial_success": WARN, "failure": FAIL}[verdict]
     sentence = figure.sentence(bands, ceiling)
+    judged = judged_summary(
+        dataset, grid[["semantic_weight", "keyword_weight", "judged_at_5"]]
+        .astype(float).itertuples(index=False, name=None),
+        min_judged=settings.calibration.min_judged,
+        named={"best": float(best["semantic_weight"]),
+               "in force": settings.weights_for(dataset).semantic})
     blocks = (
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
@@ -47,7 +56,8 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
                "ranking metrics, which have no verdict (bottom); both y axes are zoomed to "
                "the data"),
         Paragraph(f"P@5 ceiling (what a perfect ranker gets on this ground truth: mean of "
-                  f"min(5, relevant) / 5): **{ceiling:.4f}**."))
+                  f"min(5, relevant) / 5): **{ceiling:.4f}**."),
+        *(Paragraph(f"**{line}.**") for line in judged.lines()))
     default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
     metrics = {"p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
                "best_semantic_weight": float(best["semantic_weight"]),
@@ -71,6 +81,12 @@ def _grid_table(grid) -> Table:
             marked.add(position)
         rows.append((weight_label(row.semantic_weight), weight_label(row.keyword_weight),
                      f"{row.p_at_5:.4f}", f"{row.recall_at_5:.4f}", f"{row.ndcg_at_10:.4f}",
-                     f"{row.mrr_at_10:.4f}", ", ".join(marks)))
-    return Table(("semantic", "keyword", "P@5", "Recall@5", "nDCG@10", "MRR@10", ""),
-                 tuple(rows), (True,) * 6 + (False,), frozenset(marked))
+                     f"{row.mrr_at_10:.4f}", _share(row.judged_at_5), ", ".join(marks)))
+    return Table(("semantic", "keyword", "P@5", "Recall@5", "nDCG@10", "MRR@10", "Judged@5", ""),
+                 tuple(rows), (True,) * 7 + (False,), frozenset(marked))
+
+
+def _share(value) -> str:
+    """Judged@5 of a grid row; "n/a" on rows of a history written before it."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
+
