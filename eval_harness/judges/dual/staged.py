@@ -106,7 +106,7 @@ class StopRule:
             return (f"lower {self.confidence:.0%} bound of kappa (one early look: no alpha "
                     "to spend)")
         return (f"lower bound of kappa with alpha {one_sided:.1%} spent over {self.looks} "
-                f"looks (Bonferroni: each look's lower {self.look_confidence:.2%} bound)")
+                f"looks (Bonferroni: each look reads a {self.look_confidence:.2%} interval)")
 
 
 def stop_rule(agreement: AgreementSettings, staged: StagedSettings, n_queries: int) -> StopRule:

@@ -89,6 +89,13 @@ def test_agreeing_local_judges_stop_after_the_first_sample(settings, conn, datas
     assert summary.judge2_counts.scored == summary.pairs - skipped_pairs
     assert staging.saved_usd == 0 and staging.saved_requests == 0  # a local judge 2 is free
     assert "judge 2 skipped" in summary.format()
+    # 12 queries by 3: early looks at 3, 6 and 9 share the gate's one-sided 2.5%
+    assert staging.looks == 3 and staging.steps[0].confidence == pytest.approx(1 - 0.05 / 3)
+    assert ("stopped after a sample of 3 of 12 queries (lower bound of kappa with alpha 2.5% "
+            "spent over 3 looks (Bonferroni: each look reads a 98.33% interval): 1.000 >= floor "
+            "0.70, look 1)") in summary.format()
+    assert summary.metadata()["staging_stop_rule"] == staging.rule.describe()
+    assert summary.to_dict()["staging"]["looks"] == 3
     again = judge_dataset(conn, local, dataset)  # same seed: the same sample, the same rows
     assert again.staging.sample_queries == 3 and _rows(conn, dataset) == rows
 
@@ -106,6 +113,8 @@ def test_disagreeing_judges_grow_the_sample_to_every_query(settings, conn, datas
     staging = summary.staging
     assert not staging.cleared and staging.sample_queries == N_QUERIES
     assert [s.queries for s in staging.steps] == [3, 6, 9, 12]
+    # the early looks read the spent level, the last (every query) the gate's own
+    assert [s.confidence for s in staging.steps] == [pytest.approx(1 - 0.05 / 3)] * 3 + [0.95]
     assert all(s.lower_bound is None or s.lower_bound < 0.70 for s in staging.steps)
     assert staging.skipped_pairs == summary.judge2_skipped == 0 and staging.saved_usd == 0
     assert summary.complete and summary.provider_calls == 2 * summary.pairs
@@ -186,6 +195,7 @@ def test_the_saving_is_what_a_dry_run_says_judge_2_would_still_pay(settings, con
     section = agreement_section(conn, config, dataset).section
     text = " ".join(getattr(block, "text", "") for block in section.blocks)
     assert f"judge 2 was not asked for {staging.skipped_pairs} pair(s)" in text
+    assert "lower bound of kappa with alpha 2.5% spent over 3 looks" in text
     assert f"{staging.saved_usd:.4f} USD" in text
 
 
