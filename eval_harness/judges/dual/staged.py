@@ -8,9 +8,8 @@ pooled Cohen's kappa of the sample gets the kind of interval the kappa gate uses
 (:func:`eval_harness.metrics.agreement.agreement_report`: query bootstrap,
 ``agreement.bootstrap_resamples``), at a level corrected for looking more than once
 (:class:`StopRule`); as soon as its lower bound reaches ``agreement.kappa_floor``, judge 2
-stops. The other queries' pairs are stored with
-judge 2's status :data:`SKIPPED` and no score: "judge 2 was not asked", neither an unscored
-nor a failed judgement. Their labels come from judge 1 alone
+stops. The other queries' pairs are stored with judge 2's status :data:`SKIPPED` and no
+score: "judge 2 was not asked", neither an unscored nor a failed judgement. Their labels come from judge 1 alone
 (:func:`eval_harness.agreement.data.final_labels`). If the bound never reaches the floor,
 the sample grows to every query and judge 2 judges everything, as without staging.
 
@@ -22,13 +21,14 @@ the whole dataset, which is what the gate then reads (it uses the pairs both jud
 Looking at the interval after every step is a repeated test: read at ``agreement.confidence``
 every time, the more steps, the likelier a lucky early stop (judges whose true kappa is at
 the floor stopped early in 9.2% of 1,000 simulated runs with four looks, where one look is
-meant to err 2.5% of the time; 4.5% with the correction below). So the looks that can stop judge 2 early, the sample sizes below
-every query (known in advance from ``first_queries`` and ``step_queries``), share the
-one-sided alpha of the gate's bound, ``(1 - agreement.confidence) / 2``, equally: Bonferroni's
-alpha spending (:func:`eval_harness.metrics.agreement.spent_confidence`, whose module says
-why this rule and not Pocock's boundaries or a confidence sequence). With the default 95% and
-four such looks each reads a 98.75% interval. The last look, every query, skips nothing and
-reads the gate's own interval. The cost: a lower bound read at a higher level is lower, so
+meant to err 2.5% of the time; 4.5% with the correction). So the looks that can stop judge 2
+early, the sample sizes below every query (known in advance from ``first_queries`` and
+``step_queries``), share the one-sided alpha of the gate's bound,
+``(1 - agreement.confidence) / 2``, equally: Bonferroni's alpha spending
+(:func:`eval_harness.metrics.agreement.spent_confidence`, whose module says why this rule
+and not Pocock's boundaries or a confidence sequence). With the default 95% and four such
+looks each reads a 98.75% interval. The last look, every query, skips nothing and reads the
+gate's own interval. The cost: a lower bound read at a higher level is lower, so
 well-agreeing judges clear the floor a step later now and then (the simulation in
 tests/judges/dual/test_staged_peeking.py and benchmarks/staged_judging.py say how much);
 fewer, larger steps spend less.
