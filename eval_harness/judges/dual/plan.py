@@ -141,5 +141,6 @@ def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
 def interim_looks(n_queries: int, *, first: int, step: int) -> int:
     """How many of :func:`sample_sizes` are looks that can stop judge 2 early: those below
     ``n_queries`` (the last, every query, skips nothing). Known before the first look, so
-    staged judging spends its alpha over them (:mod:`eval_harness.metrics.agreement.sequential`)."""
+    staged judging spends its alpha over them
+    (:mod:`eval_harness.metrics.agreement.sequential`)."""
     return sum(size < n_queries for size in sample_sizes(n_queries, first=first, step=step))
