@@ -17,9 +17,10 @@ from eval_harness.agreement.labels import load_judge_labels
 from eval_harness.settings.judges import StagedSettings, parse_judge_settings
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.dual.staged import sample_order, sample_sizes, stored_saving
+from eval_harness.judges.dual.staged import (interim_looks, sample_order, sample_sizes,
+                                            stop_rule, stored_saving)
 from eval_harness.reporting.sections.agreement import agreement_section
-from eval_harness.settings import ConfigError
+from eval_harness.settings import AgreementSettings, ConfigError
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import default_reply, judge_settings
 
@@ -203,6 +204,23 @@ def test_sample_sizes_grow_by_step_and_end_at_every_query():
     assert list(sample_sizes(10, first=3, step=4)) == [3, 7, 10]
     assert list(sample_sizes(2, first=20, step=20)) == [2]
     assert list(sample_sizes(0, first=3, step=3)) == [0]
+
+
+def test_the_stop_rule_spends_alpha_over_the_looks_that_can_stop_early():
+    agreement = AgreementSettings()
+    # 300 queries by 20: 15 looks, the last (every query) skips nothing -> 14 early looks
+    rule = stop_rule(agreement, StagedSettings(enabled=True), 300)
+    assert rule.looks == interim_looks(300, first=20, step=20) == 14
+    assert rule.look_confidence == pytest.approx(1 - 0.05 / 14)
+    assert rule.confidence_at(280, 300) == rule.look_confidence
+    assert rule.confidence_at(300, 300) == 0.95
+    assert rule.describe() == ("lower bound of kappa with alpha 2.5% spent over 14 looks "
+                               "(Bonferroni: each look reads a 99.64% interval)")
+    one = stop_rule(agreement, StagedSettings(enabled=True, first_queries=20), 30)
+    assert one.looks == 1 and one.look_confidence == 0.95
+    assert "one early look: no alpha to spend" in one.describe()
+    none = stop_rule(agreement, StagedSettings(enabled=True, first_queries=20), 12)
+    assert none.looks == 0 and "no early look" in none.describe()
 
 
 def test_staged_settings_parse_and_refuse_bad_values():
