@@ -5,7 +5,7 @@ against the local fake LLM server (127.0.0.1 only; replies and token counts are 
 
 Judge 1 (openai:gpt-4o) answers by word overlap (the fake's default reply). Judge 2
 (anthropic:claude-haiku-4-5) is that reply with its relevant/not-relevant label flipped for
-a share of the pairs (by a hash of the prompt): 0% (agreeing judges), 5%, 15% and 40%
+a share of the pairs (by a hash of the prompt): 0% (agreeing judges), 5%, 10%, 15% and 40%
 (judges that barely agree). Each scenario judges the same dataset twice, in two databases:
 all pairs by both judges, then staged (``judges.staged``: 20 queries first, 20 more per
 step, agreement.kappa_floor 0.70, 2,000 bootstrap resamples). Reported: pairs, judge 2's
@@ -52,7 +52,7 @@ def scratch_database(url: str, name: str) -> str:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return make_conninfo(**{**conninfo_to_dict(url), "dbname": name})
 
-FLIP_SHARES = (0.0, 0.05, 0.15, 0.40)
+FLIP_SHARES = (0.0, 0.05, 0.10, 0.15, 0.40)
 DATASET = "scifact-beir"  # config.yaml's ingested copy of the bundled SciFact
 
 
