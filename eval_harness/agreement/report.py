@@ -40,8 +40,9 @@ def _header(result: DatasetAgreement) -> str:
     scored = result.report.n_scored if result.report else 0
     skipped = result.n_judge2_skipped
     staged = (f"{skipped} of them judge 2 was not asked (staged judging: judge 2 scored a "
-              "random sample of queries until the kappa bound cleared the floor; these pairs "
-              "take judge 1's label). ") if skipped else ""
+              "random sample of queries until the lower bound of kappa, with alpha spent over "
+              "the planned looks, cleared the floor; these pairs take judge 1's label). "
+              ) if skipped else ""
     return (f"# Judge agreement: {result.dataset}\n\n"
             f"**Gate: {verdict.status}.** {verdict.description}\n\n"
             f"{result.n_judged_queries} of {result.n_queries} ground-truth queries are judged: "

@@ -85,7 +85,8 @@ class BatchSettings:
 class StagedSettings:
     """``judges.staged``: judge 2 scores a seeded random sample of queries, growing it by
     ``step_queries`` from ``first_queries``, until the lower bound of the kappa interval on
-    the sample reaches ``agreement.kappa_floor`` (see :mod:`eval_harness.judges.dual.staged`)."""
+    the sample reaches ``agreement.kappa_floor``, with alpha spent over the early looks these
+    sizes plan (see :mod:`eval_harness.judges.dual.staged`)."""
 
     enabled: bool = False
     seed: int = 0                # the order in which queries join the sample

@@ -156,7 +156,8 @@ class DryRunReport:
     estimate_basis: str = ESTIMATE_BASIS
     by_provider: dict[str, dict] = field(default_factory=dict)
     shard: str | None = None       # "i/n": only that shard's queries are planned
-    staged: dict | None = None     # judges.staged when on: seed, first_queries, step, floor
+    staged: dict | None = None     # judges.staged when on: seed, first_queries, step, floor,
+                                   # the stop rule (looks, look_confidence, stop_rule)
 
     @property
     def to_pay(self) -> int:
@@ -206,7 +207,7 @@ class DryRunReport:
             lines.append(
                 f"staged judging: judge 2 is asked for a seeded sample of "
                 f"{staged['first_queries']} queries, {staged['step_queries']} more per step "
-                f"until the lower bound of kappa on it reaches {staged['kappa_floor']:.2f}; "
+                f"until the {staged['stop_rule']} on it reaches {staged['kappa_floor']:.2f}; "
                 "how many steps that takes depends on the replies, so judge 2's figures are a "
                 "range")
         lines += [judge.format() for judge in self.judges]
@@ -269,12 +270,22 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
                           sum(len(p.doc_ids) for p in planned), estimates, notices,
                           settings.judges.budget_usd,
                           shard=None if shard is None else f"{shard[0]}/{shard[1]}",
-                          staged=None if not staged.enabled else {
-                              "seed": staged.seed, "first_queries": staged.first_queries,
-                              "step_queries": staged.step_queries,
-                              "kappa_floor": settings.agreement.kappa_floor})
+                          staged=None if not staged.enabled else _staged_plan(
+                              settings, len(planned)))
     report.by_provider = _by_provider(estimates)
     return report
+
+
+def _staged_plan(settings: Settings, n_queries: int) -> dict:
+    """judges.staged as the dry run shows it, with the stop rule a staged run would read."""
+    from eval_harness.judges.dual.staged import stop_rule  # staged imports this module
+
+    staged = settings.judges.staged
+    rule = stop_rule(settings.agreement, staged, n_queries)
+    return {"seed": staged.seed, "first_queries": staged.first_queries,
+            "step_queries": staged.step_queries, "kappa_floor": rule.floor,
+            "looks": rule.looks, "look_confidence": rule.look_confidence,
+            "stop_rule": rule.describe()}
 
 
 def _first_sample(planned: Sequence[PlannedQuery], staged) -> list[PlannedQuery]:

@@ -147,3 +147,11 @@ def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
         if size >= n_queries:
             return
         size = min(size + step, n_queries)
+
+
+def interim_looks(n_queries: int, *, first: int, step: int) -> int:
+    """How many of :func:`sample_sizes` are looks that can stop judge 2 early: those below
+    ``n_queries`` (the last, every query, skips nothing). Known before the first look, so
+    staged judging spends its alpha over them
+    (:mod:`eval_harness.metrics.agreement.sequential`)."""
+    return sum(size < n_queries for size in sample_sizes(n_queries, first=first, step=step))

@@ -70,7 +70,8 @@ from eval_harness.judges.protocol import Passage
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.judges.client.session import JudgeSession
 from eval_harness.judges.dual.shards import queries_of_shard
-from eval_harness.judges.dual.staged import StagingReport, estimate_saved, sample_agreement
+from eval_harness.judges.dual.staged import (StagingReport, estimate_saved, sample_agreement,
+                                            stop_rule)
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
@@ -230,10 +231,12 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
 async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,
                         planned: Sequence[PlannedQuery], documents: dict[int, Passage],
                         rounds: JudgingRounds, *, batch: bool) -> StagingReport:
-    """Both judges on a growing seeded sample of queries until kappa's lower bound on it
-    clears the floor, then judge 1 alone on the rest (:mod:`.staged`)."""
+    """Both judges on a growing seeded sample of queries until kappa's lower bound on it,
+    with alpha spent over the planned looks, clears the floor, then judge 1 alone on the
+    rest (:mod:`.staged`)."""
     staged, agreement = settings.judges.staged, settings.agreement
-    report = StagingReport(agreement.kappa_floor, agreement.confidence, staged.seed,
+    rule = stop_rule(agreement, staged, len(planned))
+    report = StagingReport(rule.floor, rule.confidence, staged.seed, rule.looks,
                            queries=len(planned))
     order = sample_order(planned, staged.seed)
     done = 0
@@ -242,9 +245,10 @@ async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: J
         done = size
         if session.pipeline.stopped:
             break
-        step = sample_agreement(*rounds.pooled, agreement, done)
+        step = sample_agreement(*rounds.pooled, agreement, done,
+                                confidence=rule.confidence_at(done, len(order)))
         report.steps.append(step)
-        if step.lower_bound is not None and step.lower_bound >= agreement.kappa_floor:
+        if rule.clears(step):
             report.cleared = True
             break
     report.sample_queries = done

@@ -135,7 +135,9 @@ class JudgeRunSummary:
                 "staging_sample_queries": None if self.staging is None
                 else self.staging.sample_queries,
                 "staging_saved_usd": None if self.staging is None
-                else round(self.staging.saved_usd, 6)}
+                else round(self.staging.saved_usd, 6),
+                "staging_stop_rule": None if self.staging is None
+                else self.staging.rule.describe()}
 
     def waiting_line(self) -> str:
         """Refusals and time spent waiting, so a slow run explains itself."""

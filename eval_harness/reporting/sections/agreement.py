@@ -57,7 +57,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
     else:
         blocks.append(_agreement_table(result))
     if result.n_judge2_skipped:
-        blocks.append(Paragraph(_staging_sentence(conn, settings, dataset)))
+        blocks.append(Paragraph(_staging_sentence(conn, settings, dataset,
+                                                  result.n_judged_queries)))
     blocks += [_versus_human_table(result), Paragraph(
         f"Review queue: {result.review_pending} pair(s) wait for a human verdict, "
         f"{result.review_adjudicated} adjudicated, {result.n_adjudicated_overrides} "
@@ -70,16 +71,20 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
     return BuiltSection(Section("agreement", title, tuple(blocks), status), metrics, (check,))
 
 
-def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str) -> str:
-    """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)."""
-    from eval_harness.judges.dual.staged import stored_saving
+def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str,
+                      n_queries: int) -> str:
+    """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)
+    and the stop rule it read (as ``judges.staged`` plans ``n_queries`` queries)."""
+    from eval_harness.judges.dual.staged import stop_rule, stored_saving
 
     saving = stored_saving(conn, settings, dataset)
+    rule = stop_rule(settings.agreement, settings.judges.staged, n_queries)
     return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "
-            f"{saving.skipped_queries} queries (its random sample cleared the kappa floor); "
-            f"they carry judge 1's label. Saved about {saving.saved_requests} request(s), "
-            f"{fmt.usd(saving.saved_usd)} USD at judges.prices (an estimate: characters/4 "
-            "input tokens, a one-number reply).")
+            f"{saving.skipped_queries} queries (on its random sample the {rule.describe()} "
+            f"cleared the floor {rule.floor:.2f}, looks as judges.staged plans {n_queries} "
+            f"queries); they carry judge 1's label. Saved about {saving.saved_requests} "
+            f"request(s), {fmt.usd(saving.saved_usd)} USD at judges.prices (an estimate: "
+            "characters/4 input tokens, a one-number reply).")
 
 
 def _agreement_table(result: DatasetAgreement) -> Table:

@@ -243,6 +243,9 @@ def test_a_staged_dry_run_states_the_range_the_staged_run_pays_within(settings, 
     assert report.to_pay_at_least == judge1.to_pay + judge2.at_least.to_pay
     assert f"to pay at least {judge2.at_least.to_pay}, at most {judge2.to_pay}" in \
         report.format()
+    # the stop rule the run will read: 12 queries by 3 -> early looks at 3, 6 and 9
+    assert report.staged["looks"] == 3 and report.to_dict()["staged"]["looks"] == 3
+    assert "lower bound of kappa with alpha 2.5% spent over 3 looks" in report.format()
 
     summary = judge_dataset(conn, config, twelve["name"])
     paid2 = len(fake.chat_records("anthropic"))

@@ -17,9 +17,10 @@ from eval_harness.agreement.labels import load_judge_labels
 from eval_harness.settings.judges import StagedSettings, parse_judge_settings
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.dual.staged import sample_order, sample_sizes, stored_saving
+from eval_harness.judges.dual.staged import (interim_looks, sample_order, sample_sizes,
+                                            stop_rule, stored_saving)
 from eval_harness.reporting.sections.agreement import agreement_section
-from eval_harness.settings import ConfigError
+from eval_harness.settings import AgreementSettings, ConfigError
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import default_reply, judge_settings
 
@@ -89,6 +90,13 @@ def test_agreeing_local_judges_stop_after_the_first_sample(settings, conn, datas
     assert summary.judge2_counts.scored == summary.pairs - skipped_pairs
     assert staging.saved_usd == 0 and staging.saved_requests == 0  # a local judge 2 is free
     assert "judge 2 skipped" in summary.format()
+    # 12 queries by 3: early looks at 3, 6 and 9 share the gate's one-sided 2.5%
+    assert staging.looks == 3 and staging.steps[0].confidence == pytest.approx(1 - 0.05 / 3)
+    assert ("stopped after a sample of 3 of 12 queries (lower bound of kappa with alpha 2.5% "
+            "spent over 3 looks (Bonferroni: each look reads a 98.33% interval): 1.000 >= floor "
+            "0.70, look 1)") in summary.format()
+    assert summary.metadata()["staging_stop_rule"] == staging.rule.describe()
+    assert summary.to_dict()["staging"]["looks"] == 3
     again = judge_dataset(conn, local, dataset)  # same seed: the same sample, the same rows
     assert again.staging.sample_queries == 3 and _rows(conn, dataset) == rows
 
@@ -106,6 +114,8 @@ def test_disagreeing_judges_grow_the_sample_to_every_query(settings, conn, datas
     staging = summary.staging
     assert not staging.cleared and staging.sample_queries == N_QUERIES
     assert [s.queries for s in staging.steps] == [3, 6, 9, 12]
+    # the early looks read the spent level, the last (every query) the gate's own
+    assert [s.confidence for s in staging.steps] == [pytest.approx(1 - 0.05 / 3)] * 3 + [0.95]
     assert all(s.lower_bound is None or s.lower_bound < 0.70 for s in staging.steps)
     assert staging.skipped_pairs == summary.judge2_skipped == 0 and staging.saved_usd == 0
     assert summary.complete and summary.provider_calls == 2 * summary.pairs
@@ -186,6 +196,7 @@ def test_the_saving_is_what_a_dry_run_says_judge_2_would_still_pay(settings, con
     section = agreement_section(conn, config, dataset).section
     text = " ".join(getattr(block, "text", "") for block in section.blocks)
     assert f"judge 2 was not asked for {staging.skipped_pairs} pair(s)" in text
+    assert "lower bound of kappa with alpha 2.5% spent over 3 looks" in text
     assert f"{staging.saved_usd:.4f} USD" in text
 
 
@@ -193,6 +204,23 @@ def test_sample_sizes_grow_by_step_and_end_at_every_query():
     assert list(sample_sizes(10, first=3, step=4)) == [3, 7, 10]
     assert list(sample_sizes(2, first=20, step=20)) == [2]
     assert list(sample_sizes(0, first=3, step=3)) == [0]
+
+
+def test_the_stop_rule_spends_alpha_over_the_looks_that_can_stop_early():
+    agreement = AgreementSettings()
+    # 300 queries by 20: 15 looks, the last (every query) skips nothing -> 14 early looks
+    rule = stop_rule(agreement, StagedSettings(enabled=True), 300)
+    assert rule.looks == interim_looks(300, first=20, step=20) == 14
+    assert rule.look_confidence == pytest.approx(1 - 0.05 / 14)
+    assert rule.confidence_at(280, 300) == rule.look_confidence
+    assert rule.confidence_at(300, 300) == 0.95
+    assert rule.describe() == ("lower bound of kappa with alpha 2.5% spent over 14 looks "
+                               "(Bonferroni: each look reads a 99.64% interval)")
+    one = stop_rule(agreement, StagedSettings(enabled=True, first_queries=20), 30)
+    assert one.looks == 1 and one.look_confidence == 0.95
+    assert "one early look: no alpha to spend" in one.describe()
+    none = stop_rule(agreement, StagedSettings(enabled=True, first_queries=20), 12)
+    assert none.looks == 0 and "no early look" in none.describe()
 
 
 def test_staged_settings_parse_and_refuse_bad_values():
