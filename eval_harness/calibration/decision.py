@@ -36,11 +36,16 @@ point chosen, not adjusted for having chosen it (the adjusted p carries the sear
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from eval_harness.metrics.calibration import paired_bootstrap_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TIE_TOLERANCE = 1e-12  # a permuted maximum this close to the observed one counts as reaching it
 SIGN_BUDGET = 2_000_000  # sign entries per chunk: ~16 MB of float64, reused
@@ -187,6 +192,44 @@ def decide_weights(per_query_p_at_5: np.ndarray, grid: list[tuple[float, float]]
                           adjusted_p=float(adjusted_p), alpha=float(alpha),
                           min_gain=float(min_gain), permutations=int(used),
                           label_source=label_source, note=note)
+
+
+def decision_columns(decision: WeightDecision | None) -> dict[str, Any]:
+    """The grid frame's decision columns (the same on every row of one calibration), from
+    which the Dagster asset that publishes reads the decision back (:func:`decision_from_row`)."""
+    if decision is None:
+        return {"decision": None, "in_force_semantic": math.nan, "in_force_keyword": math.nan,
+                "decision_gain": math.nan, "decision_ci_low": math.nan,
+                "decision_ci_high": math.nan, "decision_adjusted_p": math.nan,
+                "decision_alpha": math.nan, "decision_min_gain": math.nan,
+                "decision_permutations": 0, "decision_label_source": None,
+                "decision_note": None}
+    return {"decision": decision.decision, "in_force_semantic": decision.in_force[0],
+            "in_force_keyword": decision.in_force[1], "decision_gain": decision.gain,
+            "decision_ci_low": decision.low, "decision_ci_high": decision.high,
+            "decision_adjusted_p": decision.adjusted_p, "decision_alpha": decision.alpha,
+            "decision_min_gain": decision.min_gain,
+            "decision_permutations": decision.permutations,
+            "decision_label_source": decision.label_source, "decision_note": decision.note}
+
+
+def decision_from_row(best: pd.Series) -> WeightDecision | None:
+    """The decision the best row of a grid frame carries (:func:`decision_columns`); None for
+    a grid from before the decision rule."""
+    kind = best.get("decision")
+    if not isinstance(kind, str) or kind not in ("changed", "kept"):
+        return None
+    note = best.get("decision_note")
+    return WeightDecision(
+        changed=kind == "changed",
+        in_force=(float(best["in_force_semantic"]), float(best["in_force_keyword"])),
+        best=(float(best["semantic_weight"]), float(best["keyword_weight"])),
+        gain=float(best["decision_gain"]), low=float(best["decision_ci_low"]),
+        high=float(best["decision_ci_high"]), adjusted_p=float(best["decision_adjusted_p"]),
+        alpha=float(best["decision_alpha"]), min_gain=float(best["decision_min_gain"]),
+        permutations=int(best["decision_permutations"]),
+        label_source=str(best.get("decision_label_source") or "human"),
+        note=note if isinstance(note, str) and note else None)
 
 
 def _label(weight: float) -> str:
