@@ -41,9 +41,9 @@ def test_hand_worked_three_queries_one_point():
 
 
 def test_a_second_grid_point_raises_the_adjusted_p():
-    # Same first point as above; a second point gaining 0.2 on the first query only lets the
-    # patterns (+,-,-), (+,+,-), (+,-,+) reach a maximum of 0.2/3 ... not 0.2: stays 1/8.
-    # A second point equal to the first, negated, lets (-,-,-) reach 0.2 too: p = 2/8.
+    # The first point as above (observed maximum 0.2); a second point that loses 0.2 on
+    # every query reaches a mean of 0.2 under the pattern (-,-,-), so two of the eight
+    # patterns reach the observed maximum: p = 2/8 (the search over two points costs).
     d = np.array([[0.2, -0.2], [0.2, -0.2], [0.2, -0.2]])
     assert max_statistic_p_value(d)[0] == 0.25
 
