@@ -2,10 +2,12 @@
 
 ``calibration_grid`` sweeps the weights on the ground truth (one row per weight, stored by
 Dagster's DuckDB I/O manager and appended to the DuckDB history) and writes the dataset's
-report (reports/calibration-results-<dataset>.md); ``calibrated_weights`` publishes the best
-weights for that dataset: a row of the ``calibrated_weights`` table (what the RAG system
-reads) and ``datasets.<name>.hybrid_search`` in config.yaml (the global ``hybrid_search``
-stays the default of datasets never calibrated); the check ``p_at_5_verdict`` grades them on
+report (reports/calibration-results-<dataset>.md); ``calibrated_weights`` publishes the
+decision for that dataset (:mod:`eval_harness.calibration.decision`): a row of the
+``calibrated_weights`` table (what the RAG system reads) and, only when the best grid point
+beats the weights in force after correcting for the grid search, ``datasets.<name>.
+hybrid_search`` in config.yaml (the global ``hybrid_search`` stays the default of datasets
+never calibrated); the check ``p_at_5_verdict`` grades them on
 the complete ground truth. As in the stories, the weights are written first and then
 validated: a failure verdict (ERROR, blocking) stops whatever runs downstream of the
 calibrated weights and fails the run with the verdict and its figure
@@ -21,7 +23,8 @@ import pandas as pd
 
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
-from eval_harness.calibration.history import calibrated_row, figure_from_grid, grid_frame
+from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
+                                              figure_from_grid, grid_frame)
 from eval_harness.calibration.report import calibration_markdown
 from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings, format_table
 from eval_harness.calibration.workflow import (publish_calibration, record_calibration,
@@ -64,6 +67,11 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         "uplift_ci_high": uplift.ci_high, "uplift_p_value": uplift.p_value,
         "verdict": VERDICT_LABELS[result.verdict],
         "judged_at_5_best": result.best.judged_at_5, "min_judged": result.min_judged,
+        "decision": result.decision.decision, "decision_sentence": result.decision.sentence,
+        "in_force_semantic_weight": result.decision.in_force[0],
+        "in_force_keyword_weight": result.decision.in_force[1],
+        "decision_gain": result.decision.gain,
+        "decision_adjusted_p": result.decision.adjusted_p,
         "report": dg.MetadataValue.md(calibration_markdown(result)),
         "report_path": dg.MetadataValue.path(str(recorded.report)),
         "history_path": dg.MetadataValue.path(str(recorded.history_path)),
@@ -80,19 +88,30 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
 
 
 @dg.asset(group_name=GROUP,
-          description="The best weights of calibration_grid for its dataset: a row of the "
-                      "calibrated_weights table and datasets.<name>.hybrid_search in "
+          description="The decision of calibration_grid for its dataset: a row of the "
+                      "calibrated_weights table (changed or kept, with the gain, its interval "
+                      "and the grid-adjusted p) and, only when the best grid point beats the "
+                      "weights in force significantly, datasets.<name>.hybrid_search in "
                       "config.yaml (other keys, datasets and comments kept).")
 def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.DataFrame,
                        settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
     outcome = publish_calibration(store.location(), settings.load(), calibration_grid,
                                   run_id=context.run_id)
-    published, figure = outcome.weights, outcome.figure
+    published, figure, decision = outcome.weights, outcome.figure, outcome.decision
     metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
                 "p_at_5": figure.p_at_5, "dataset": published.dataset,
                 "label_source": published.label_source,
                 "calibrated_weights_id": published.row_id}
+    if decision is not None:
+        context.log.info(f"Decision on dataset '{published.dataset}': {decision.sentence}")
+        metadata.update(decision=decision.decision, decision_sentence=decision.sentence,
+                        decision_gain=decision.gain, decision_ci_low=decision.low,
+                        decision_ci_high=decision.high,
+                        decision_adjusted_p=decision.adjusted_p, decision_alpha=decision.alpha)
     change = published.config
+    if change is None and decision is not None and not decision.changed:
+        return dg.MaterializeResult(metadata=readable(dict(
+            metadata, written=False, config_note=published.config_note)))
     if change is None:
         context.log.warning(f"config.yaml not written: {published.config_note}.")
         return dg.MaterializeResult(metadata=readable(dict(
@@ -126,7 +145,8 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame,
                         n_judged=figure.n_judged)
     result = dg.AssetCheckResult(
         passed=verdict == "full_success", severity=severity,
-        description=figure.sentence(bands, _ceiling(calibration_grid)),
+        description=_with_decision(figure.sentence(bands, _ceiling(calibration_grid)),
+                                   calibration_grid),
         metadata=readable(metadata))
     yield from check_outcome(
         result, name="p_at_5_verdict", blocking=True,
@@ -134,6 +154,12 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame,
                f"{below(p_at_5, bands.partial_success)} ({VERDICT_LABELS[verdict].upper()})",
         figures={"p_at_5": p_at_5, "partial_success": bands.partial_success,
                  "full_success": bands.full_success, "p_at_5_ceiling": _ceiling(calibration_grid)})
+
+
+def _with_decision(sentence: str, grid: pd.DataFrame) -> str:
+    """The verdict sentence, then the decision on the weights in one line (when recorded)."""
+    decision = decision_from_grid(grid)
+    return sentence if decision is None else f"{sentence}\nWeights: {decision.sentence}"
 
 
 def _ceiling(grid: pd.DataFrame) -> Optional[float]:

@@ -21,6 +21,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from eval_harness.calibration.decision import (WeightDecision, decision_columns,
+                                               decision_from_row)
 from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
 from eval_harness.calibration.run import CalibrationResult
 from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
@@ -37,16 +39,31 @@ class HistoryUnavailable(RuntimeError):
 def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     """One row per weight of the grid, with the columns of :data:`GRID_COLUMNS`."""
     figure = figure_columns(result.figure)
+    decided = decision_columns(result.decision)
+    in_force = result.decision.in_force if result.decision is not None else None
     rows = [dict(point.to_dict(), run_at=result.calibrated_at, dataset=result.dataset,
                  p_at_5_ceiling=result.p_at_5_ceiling, is_best=point == result.best,
                  is_default=point == result.default, n_queries=result.n_queries,
-                 candidate_depth=result.candidate_depth, verdict=result.verdict, **figure)
+                 candidate_depth=result.candidate_depth, verdict=result.verdict,
+                 is_in_force=in_force is not None and _same_pair(point, in_force),
+                 **figure, **decided)
             for point in result.grid]
     frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
     frame["run_at"] = pd.to_datetime(frame["run_at"], utc=True)
     return frame.astype({"n_queries": "int32", "candidate_depth": "int32",
                          "verdict_n_human": "int32", "verdict_n_judged": "int32",
-                         "judged_at_5": "float64"})  # None (not computed) -> NaN
+                         "judged_at_5": "float64",  # None (not computed) -> NaN
+                         "decision_permutations": "int32", "is_in_force": "bool"})
+
+
+def _same_pair(point, pair: tuple[float, float]) -> bool:
+    return (abs(point.semantic_weight - pair[0]) <= 1e-9
+            and abs(point.keyword_weight - pair[1]) <= 1e-9)
+
+
+def decision_from_grid(frame: pd.DataFrame) -> WeightDecision | None:
+    """The decision the grid's calibrated row carries; None for a grid from before it."""
+    return decision_from_row(calibrated_row(frame))
 
 
 def calibrated_row(frame: pd.DataFrame) -> pd.Series:

@@ -1,5 +1,9 @@
 """Publishing a dataset's calibrated weights: a ``calibrated_weights`` row and config.yaml.
 
+Every calibration records its decision (:mod:`eval_harness.calibration.decision`) in a row;
+config.yaml is written only when the decision is ``changed``. A ``kept`` decision's row holds
+the weights in force, so the newest row of a dataset stays its current weights.
+
 Two readers take the weights a calibration chose. The RAG system reads the newest row of its
 dataset in the harness schema's ``calibrated_weights`` table
 (:data:`eval_harness.calibration.sql.LATEST_WEIGHTS_SQL`); the harness itself (search,
@@ -20,6 +24,7 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.calibration import sql
+from eval_harness.calibration.decision import WeightDecision
 from eval_harness.calibration.weights import (DatasetNotInConfig, WeightsWritten,
                                               write_calibrated_weights)
 from eval_harness.retrieval.weights import keyword_weight_for
@@ -39,6 +44,7 @@ class WeightsPublished:
     config: WeightsWritten | None  # None: config.yaml was not written (``config_note`` says why)
     config_note: str | None
     label_source: str = LABEL_SOURCE
+    decision: WeightDecision | None = None  # None: a grid from before the decision rule
 
     def to_dict(self) -> dict:
         config = None if self.config is None else {
@@ -48,33 +54,43 @@ class WeightsPublished:
         return {"dataset": self.dataset, "semantic": self.semantic, "keyword": self.keyword,
                 "calibrated_weights_id": self.row_id, "run_id": self.run_id,
                 "label_source": self.label_source, "config": config,
-                "config_note": self.config_note}
+                "config_note": self.config_note,
+                "decision": None if self.decision is None else self.decision.decision}
 
 
 def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | None, *,
                                dataset: str, semantic_weight: float, p_at_5: float | None,
                                verdict: str | None, run_id: str | None,
                                calibrated_at: datetime,
-                               label_source: str = LABEL_SOURCE) -> WeightsPublished:
+                               label_source: str = LABEL_SOURCE,
+                               decision: WeightDecision | None = None) -> WeightsPublished:
     """Insert the ``calibrated_weights`` row and write ``datasets.<dataset>.hybrid_search``
     into ``config_path``, in one transaction of ``conn`` (which must have none open).
 
     Without a config file, or when it has no entry for ``dataset``, only the row is written
     and ``config_note`` says so in one sentence; any other :class:`ConfigWriteError` is
     raised and nothing is written. ``label_source`` (human or judges) is what the
-    calibration scored; the row keeps it.
+    calibration scored; the row keeps it. With a ``kept`` ``decision`` the row records the
+    weights in force (``semantic_weight`` is then ignored) and config.yaml is not touched;
+    ``decision`` None (a grid from before the rule) publishes ``semantic_weight`` as before.
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("publish_calibrated_weights needs a connection without an open "
                            "transaction (commit or roll back first).")
     semantic, keyword = float(semantic_weight), keyword_weight_for(semantic_weight)
+    kept = decision is not None and not decision.changed
+    if kept:
+        semantic, keyword = decision.in_force
     with conn.transaction():
         row_id = sql.insert_calibrated_weights(
             conn, dataset=dataset, semantic_weight=semantic, keyword_weight=keyword,
             p_at_5=p_at_5, verdict=verdict, label_source=label_source, run_id=run_id,
-            calibrated_at=calibrated_at)
+            calibrated_at=calibrated_at, decision=decision)
         written, note = None, None
-        if config_path is None:
+        if kept:
+            note = (f"the weights in force were kept ({decision.sentence}), so "
+                    f"config.yaml was left untouched")
+        elif config_path is None:
             note = (f"no config file is in use (dataset '{dataset}' is configured by defaults "
                     f"only), so its weights went only to the calibrated_weights table; to keep "
                     f"them in config.yaml, use a config file (--config FILE) with a "
@@ -85,4 +101,4 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
             except DatasetNotInConfig as exc:
                 note = f"{str(exc).rstrip('.')} (they are in the calibrated_weights table)"
     return WeightsPublished(dataset, semantic, keyword, row_id, run_id, written, note,
-                            label_source)
+                            label_source, decision)

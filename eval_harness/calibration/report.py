@@ -14,8 +14,8 @@ import math
 import re
 from pathlib import Path
 
-from eval_harness.calibration.run import (CalibrationResult, label_source_line, summary_lines,
-                                          weight_label)
+from eval_harness.calibration.run import (CalibrationResult, GridPoint, decision_line,
+                                          label_source_line, summary_lines, weight_label)
 from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results-{dataset}.md"
@@ -59,10 +59,12 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
         f"calibrated {result.calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic "
         f"weight. Rankings are hybrid search's own (min-max fusion, ties by document id).", "",
         f"{label_source_line(result)}.", "",
+        f"**{decision_line(result)}.**", "",
         "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | Judged@5 | |",
         "|---:|---:|---:|---:|---:|---:|---:|---|"]
     for point in result.grid:
-        marks = [name for name, chosen in (("**best**", point == result.best),
+        marks = [name for name, chosen in ((_best_mark(result), point == result.best),
+                                           ("in force", _in_force(result, point)),
                                            ("default", point == result.default)) if chosen]
         lines.append(f"| {weight_label(point.semantic_weight)} | "
                      f"{weight_label(point.keyword_weight)} | {point.p_at_5:.4f} | "
@@ -83,6 +85,21 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
     return "\n".join(lines)
 
 
+def _best_mark(result: CalibrationResult) -> str:
+    """The best grid point's mark: adopted when the decision changed the weights to it."""
+    changed = result.decision is not None and result.decision.changed
+    return "**best: adopted**" if changed else "best grid point (not adopted)"
+
+
+def _in_force(result: CalibrationResult, point: GridPoint) -> bool:
+    """Whether ``point`` holds the weights in force before the calibration."""
+    if result.decision is None:
+        return math.isclose(point.semantic_weight, result.current_weight, abs_tol=1e-9)
+    semantic, keyword = result.decision.in_force
+    return (math.isclose(point.semantic_weight, semantic, abs_tol=1e-9)
+            and math.isclose(point.keyword_weight, keyword, abs_tol=1e-9))
+
+
 def plot_p_at_5(result: CalibrationResult) -> bytes:
     """PNG bytes of :func:`p_at_5_figure`."""
     figure = p_at_5_figure(result)
@@ -92,8 +109,8 @@ def plot_p_at_5(result: CalibrationResult) -> bytes:
 
 
 def p_at_5_figure(result: CalibrationResult):
-    """P@5 per semantic weight with the default, the best weight and RRF: which weight wins,
-    and by how much. The y axis is zoomed to these values (a 0..1 axis flattens differences
+    """P@5 per semantic weight with the weights in force, the default, RRF and, only when the
+    decision adopted it, the best weight (a star): which weight wins, and by how much. The y axis is zoomed to these values (a 0..1 axis flattens differences
     of a few thousandths); the P@5 ceiling is drawn when it falls inside that range, else
     named in the legend. The legend sits outside the plot, so it covers no point."""
     import matplotlib
@@ -111,9 +128,19 @@ def p_at_5_figure(result: CalibrationResult):
     axes.scatter([result.default.semantic_weight], [result.default.p_at_5], s=80,
                  facecolors="none", edgecolors="tab:orange", zorder=3,
                  label=f"default {weight_label(result.default.semantic_weight)}")
-    axes.scatter([result.best.semantic_weight], [result.best.p_at_5], s=120, marker="*",
-                 color="tab:red", zorder=4,
-                 label=f"best {weight_label(result.best.semantic_weight)}")
+    in_force = [point for point in result.grid if _in_force(result, point)]
+    if in_force:
+        axes.scatter([in_force[0].semantic_weight], [in_force[0].p_at_5], s=70, marker="s",
+                     facecolors="none", edgecolors="tab:purple", zorder=3,
+                     label=f"in force {weight_label(in_force[0].semantic_weight)}")
+    if result.decision is not None and result.decision.changed:  # a star only for a change
+        axes.scatter([result.best.semantic_weight], [result.best.p_at_5], s=120, marker="*",
+                     color="tab:red", zorder=4,
+                     label=f"adopted {weight_label(result.best.semantic_weight)} "
+                           f"(adjusted p {result.decision.adjusted_p:.3g})")
+    elif result.decision is not None:
+        axes.plot([], [], " ", label=f"kept: best {weight_label(result.best.semantic_weight)} "
+                                     f"adjusted p {result.decision.adjusted_p:.2g}")
     low, high = zoomed_limits([*p_at_5, result.rrf.p_at_5])
     axes.set_ylim(low, high)
     draw_reference(axes, result.p_at_5_ceiling, f"ceiling {result.p_at_5_ceiling:.3f}",

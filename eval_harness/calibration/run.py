@@ -5,7 +5,10 @@ once (:func:`eval_harness.retrieval.hybrid.candidate_scores`), sweep all semanti
 in numpy (:func:`eval_harness.retrieval.sweep.sweep_weights`, bit-identical to hybrid
 search at each weight, ties by document id), then
 
-* the best weight: highest mean P@5, ties to the weight closest to the configured one;
+* the best weight: highest mean P@5, ties to the weight closest to the one in force;
+* the decision (:mod:`eval_harness.calibration.decision`): the best grid point replaces the
+  weights in force only when its gain over them survives a max-statistic permutation test
+  over the grid (``calibration.decision``), else the weights in force are kept;
 * its uplift over the default 0.7 (absolute, relative, paired bootstrap interval, paired
   randomization p-value) and the k-fold cross-validated P@5 (how much is overfitting);
 * reciprocal rank fusion on the same candidates, as a reference method;
@@ -14,8 +17,9 @@ search at each weight, ties by document id), then
 
 The keyword weight at semantic weight ``w`` is ``round(1 - w, 10)``: the value written to
 config.yaml, so the calibrated P@5 is exactly what hybrid search at the configured weights
-gets afterwards. The default weight is always evaluated; it is added to the grid when the
-grid does not hold it.
+gets afterwards. The default weight and the weights in force are always evaluated; they are
+added to the grid when the grid does not hold them (weights in force whose keyword weight is
+not ``1 - semantic`` are swept on their own, for the decision).
 
 The labels are the human ones (``expected_docs``: BEIR qrels, the RAG system's own ground
 truth) or the judges' (:mod:`eval_harness.agreement.labels`): ``labels="human"|"judges"``,
@@ -36,6 +40,7 @@ import psycopg
 
 from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
+from eval_harness.calibration.decision import JUDGES_UNCORRECTED, WeightDecision, decide_weights
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
@@ -49,7 +54,7 @@ from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResul
                                           reciprocal_rank_fusion, sweep_weights)
 from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
                                             keyword_weight_for)
-from eval_harness.settings import AgreementSettings, Settings
+from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
 from eval_harness.store import ground_truth
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class CalibrationResult:
     default_added_to_grid: bool
     p_at_5_ceiling: float  # mean min(5, relevant) / 5: a perfect ranker on this ground truth
     p_at_5_candidate_ceiling: float  # same, counting only relevant docs among the candidates
-    current_weight: float  # the configured semantic weight (tie-break target)
+    current_weight: float  # the semantic weight in force (tie-break target)
     best: GridPoint
     default: GridPoint
     uplift: Uplift
@@ -110,6 +115,9 @@ class CalibrationResult:
                            for p in self.grid),
             min_judged=self.min_judged,
             named={"best": self.best.semantic_weight, "in force": self.current_weight})
+    # whether the best grid point replaces the weights in force (calibration.decision)
+    decision: WeightDecision | None = None
+    in_force_added_to_grid: bool = False
 
     @property
     def figure(self) -> VerdictFigure:
@@ -141,6 +149,8 @@ class CalibrationResult:
             "p_at_5_candidate_ceiling": self.p_at_5_candidate_ceiling,
             "best": self.best.to_dict(),
             "default": self.default.to_dict(),
+            "decision": None if self.decision is None else self.decision.to_dict(),
+            "in_force_added_to_grid": self.in_force_added_to_grid,
             "uplift": {
                 "absolute": self.uplift.absolute, "relative": self.uplift.relative,
                 "ci_low": self.uplift.ci_low, "ci_high": self.uplift.ci_high,
@@ -172,10 +182,14 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       seed: int = 0, bands: VerdictBands = VerdictBands(),
                       bootstrap_resamples: int = 10_000, labels: str | None = None,
                       agreement: AgreementSettings = AgreementSettings(),
-                      min_judged: float = 0.9) -> CalibrationResult:
+                      min_judged: float = 0.9,
+                      in_force_keyword: float | None = None,
+                      decision: DecisionSettings = DecisionSettings()) -> CalibrationResult:
     """Grid-search the hybrid weights of ``dataset`` on its ground truth (module docstring).
 
-    ``grid`` holds the semantic weights (default 0.5..0.9 step 0.1). Raises ``LookupError``
+    ``grid`` holds the semantic weights (default 0.5..0.9 step 0.1); the weights in force are
+    ``current_weight`` / ``in_force_keyword`` (default ``1 - current_weight``), and
+    ``decision`` says when the best grid point replaces them. Raises ``LookupError``
     for an unknown dataset and ``ValueError`` when it has no ground-truth query or an
     option is out of range; reads the store only. ``labels`` picks the label source
     (module docstring; ``agreement`` holds the judge labels' threshold and disagreement
@@ -183,7 +197,9 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     ``min_judged``: below this Judged@5 a weight's P@5 is a lower bound (:mod:`.judged`).
     """
     started = time.perf_counter()
-    weights = grid_with_default(grid, default_weight)
+    in_force = (float(current_weight), keyword_weight_for(current_weight)
+                if in_force_keyword is None else float(in_force_keyword))
+    weights = grid_with_default(grid_with_default(grid, default_weight), in_force[0])
     if cv_folds < 2:
         raise ValueError(f"cv_folds must be at least 2, got {cv_folds}.")
     info = dataset_info(conn, dataset)
@@ -220,6 +236,13 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     rrf = reciprocal_rank_fusion(candidates, k=rrf_k)
     points = tuple(_grid_point(sweep, i) for i in range(sweep.semantic_weights.size))
     best = points[sweep.index_of(uplift.best_weight)]
+    decided = decide_weights(
+        sweep.per_query_p_at_5, [(p.semantic_weight, p.keyword_weight) for p in points],
+        in_force, _in_force_p_at_5(candidates, sweep, in_force),
+        best_index=sweep.index_of(uplift.best_weight), alpha=decision.alpha,
+        min_gain=decision.min_gain, permutations=decision.permutations,
+        bootstrap_resamples=bootstrap_resamples, seed=seed, label_source=label_source,
+        note=JUDGES_UNCORRECTED if label_source == "judges" else None)
     verdict = precision_verdict(best.p_at_5, full_success=bands.full_success,
                                 partial_success=bands.partial_success)
     total = time.perf_counter() - started
@@ -237,7 +260,20 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         label_source=label_source, judge_labels=None if derived is None else derived.to_dict(),
-        candidates=candidates, sweep=sweep, min_judged=float(min_judged))
+        candidates=candidates, sweep=sweep, min_judged=float(min_judged), decision=decided,
+        in_force_added_to_grid=not np.any(np.isclose(
+            grid_with_default(grid, default_weight), in_force[0], atol=1e-9)))
+
+
+def _in_force_p_at_5(candidates: CandidateSet, sweep: SweepResult,
+                     in_force: tuple[float, float]) -> np.ndarray:
+    """Per-query P@5 at the weights in force: the sweep's row when the grid holds the pair,
+    else a sweep of that pair alone (a keyword weight other than ``1 - semantic``)."""
+    row = sweep.index_of(in_force[0])
+    if math.isclose(sweep.keyword_weights[row], in_force[1], abs_tol=1e-9):
+        return sweep.per_query_p_at_5[row]
+    alone = sweep_weights(candidates, [in_force[0]], keyword_weights=[in_force[1]])
+    return alone.per_query_p_at_5[0]
 
 
 def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
@@ -287,10 +323,11 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
     grid = grid_from_range(options.grid_start, options.grid_stop,
                            options.grid_step if grid_step is None else grid_step)
     dataset = dataset or settings.default_dataset
-    weights = settings.weights_for(dataset)  # its calibrated weights are the current ones
+    weights = settings.weights_for(dataset)  # the weights in force: its own, else the global
     result = calibrate_dataset(
         conn, dataset, grid=grid,
-        current_weight=weights.semantic, default_weight=options.default_weight,
+        current_weight=weights.semantic, in_force_keyword=weights.keyword,
+        decision=options.decision, default_weight=options.default_weight,
         candidate_depth=weights.candidate_depth, rrf_k=options.rrf_k,
         cv_folds=options.cv_folds, seed=options.seed,
         bands=VerdictBands(options.full_success, options.partial_success),
@@ -327,8 +364,8 @@ def format_table(result: CalibrationResult) -> str:
     for point in result.grid:
         marks = [name for name, chosen in (("best", point == result.best),
                                            ("default", point == result.default),
-                                           ("current", _same(point.semantic_weight,
-                                                             result.current_weight)))
+                                           ("in force", _same(point.semantic_weight,
+                                                              result.current_weight)))
                  if chosen]
         lines.append(f"  {weight_label(point.semantic_weight):>8}  "
                      f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
@@ -361,11 +398,24 @@ def label_source_line(result: CalibrationResult) -> str:
             f"{pairs or 'none'}; an adjudicated verdict overrides both judges)")
 
 
+def decision_line(result: CalibrationResult) -> str:
+    """The decision on the weights and its evidence, in one line (:mod:`.decision`)."""
+    decision = result.decision
+    if decision is None:
+        return "Decision: not made (a calibration from before the decision rule)"
+    return (f"Decision: {decision.sentence} (max-statistic permutation test over "
+            f"{len(result.grid)} grid points against the weights in force, alpha "
+            f"{decision.alpha:g}, min_gain {decision.min_gain:g}; interval: paired bootstrap "
+            f"over queries, {1 - decision.alpha:.0%})")
+
+
 def summary_lines(result: CalibrationResult) -> list[str]:
-    """Best vs default, uplift with interval, cross-validated P@5, verdict: one line each."""
+    """The decision, best vs default, uplift with interval, cross-validated P@5, verdict:
+    one line each."""
     uplift, best, default = result.uplift, result.best, result.default
     relative = "n/a" if uplift.relative is None else f"{uplift.relative:+.1%}"
-    lines = [f"Best: semantic {weight_label(best.semantic_weight)} / keyword "
+    lines = [decision_line(result),
+             f"Best: semantic {weight_label(best.semantic_weight)} / keyword "
              f"{weight_label(best.keyword_weight)}, P@5 {best.p_at_5:.4f}; default "
              f"{weight_label(default.semantic_weight)} / {weight_label(default.keyword_weight)}, "
              f"P@5 {default.p_at_5:.4f}",

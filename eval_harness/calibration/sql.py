@@ -14,28 +14,36 @@ import duckdb
 import pandas as pd
 import psycopg
 
+from eval_harness.calibration.decision import WeightDecision
+
 # ------------------------------------------------------------------------ calibrated weights
 
 # What the RAG system runs to pick up every dataset's current weights (the README shows it
 # schema-qualified): the newest row per dataset; the id breaks a tie in calibrated_at.
 LATEST_WEIGHTS_SQL = """
     SELECT DISTINCT ON (dataset) dataset, semantic_weight, keyword_weight, p_at_5, verdict,
-           label_source, run_id, calibrated_at
+           label_source, run_id, calibrated_at, decision, adjusted_p
     FROM calibrated_weights
     ORDER BY dataset, calibrated_at DESC, id DESC"""
 
 
 def insert_calibrated_weights(conn: psycopg.Connection, *, dataset: str, semantic_weight: float,
                               keyword_weight: float, p_at_5: float | None, verdict: str | None,
-                              label_source: str, run_id: str | None,
-                              calibrated_at: datetime) -> int:
-    """Record one calibration's weights for ``dataset``; the new row's id."""
+                              label_source: str, run_id: str | None, calibrated_at: datetime,
+                              decision: WeightDecision | None = None) -> int:
+    """Record one calibration's weights for ``dataset`` (the weights in force after
+    ``decision``) and the decision with its evidence; the new row's id."""
+    evidence = (None,) * 10 if decision is None else (
+        decision.decision, *decision.in_force, *decision.best, decision.gain, decision.low,
+        decision.high, decision.adjusted_p, decision.alpha)
     return conn.execute(
         "INSERT INTO calibrated_weights (dataset, semantic_weight, keyword_weight, p_at_5, "
-        "verdict, label_source, run_id, calibrated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "verdict, label_source, run_id, calibrated_at, decision, in_force_semantic, "
+        "in_force_keyword, best_semantic, best_keyword, gain, ci_low, ci_high, adjusted_p, "
+        "alpha) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
         "RETURNING id",
         (dataset, semantic_weight, keyword_weight, p_at_5, verdict, label_source, run_id,
-         calibrated_at)).fetchone()[0]
+         calibrated_at, *evidence)).fetchone()[0]
 
 
 def latest_calibrated_weights(conn: psycopg.Connection) -> dict[str, dict]:
@@ -62,7 +70,13 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "verdict_n_judged": "INTEGER",
     # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
     # added later too: NULL on the rows of a history written before it
-    "judged_at_5": "DOUBLE"}
+    "judged_at_5": "DOUBLE",
+    # the decision on the weights (eval_harness.calibration.decision), added later like the above
+    "is_in_force": "BOOLEAN", "decision": "VARCHAR", "in_force_semantic": "DOUBLE",
+    "in_force_keyword": "DOUBLE", "decision_gain": "DOUBLE", "decision_ci_low": "DOUBLE",
+    "decision_ci_high": "DOUBLE", "decision_adjusted_p": "DOUBLE", "decision_alpha": "DOUBLE",
+    "decision_min_gain": "DOUBLE", "decision_permutations": "INTEGER",
+    "decision_label_source": "VARCHAR", "decision_note": "VARCHAR"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:

@@ -4,10 +4,12 @@ Two steps. ``eval-harness calibrate`` runs both, publishing first; in Dagster th
 ``calibration_grid`` records and ``calibrated_weights`` publishes, from the grid the DuckDB
 I/O manager handed over between them.
 
-* :func:`publish_calibration`: the ``calibrated_weights`` row and
-  ``datasets.<name>.hybrid_search`` in config.yaml (:mod:`eval_harness.calibration.publish`),
-  taken from the grid frame's calibrated row and the verdict figure it carries, so both
-  callers publish the same weights, figure, verdict and label source for the same grid;
+* :func:`publish_calibration`: the ``calibrated_weights`` row recording the decision
+  (:mod:`eval_harness.calibration.decision`: changed or kept, with its evidence) and, only
+  when the decision is ``changed``, ``datasets.<name>.hybrid_search`` in config.yaml
+  (:mod:`eval_harness.calibration.publish`), taken from the grid frame's calibrated row and
+  the decision and verdict figure it carries, so both callers publish the same decision,
+  weights, figure, verdict and label source for the same grid;
 * :func:`record_calibration`: the grid appended to the DuckDB history and the dataset's
   report (reports/calibration-results-<dataset>.md with its plot).
 """
@@ -20,8 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from eval_harness.calibration.decision import WeightDecision
 from eval_harness.calibration.history import (append_grid_history, calibrated_row,
-                                              figure_from_grid)
+                                              decision_from_grid, figure_from_grid)
 from eval_harness.calibration.publish import WeightsPublished, publish_calibrated_weights
 from eval_harness.calibration.report import write_calibration_report
 from eval_harness.calibration.run import CalibrationResult
@@ -32,10 +35,15 @@ from eval_harness.store import StoreLocation
 
 @dataclass(frozen=True)
 class CalibrationPublished:
-    """The published weights and the figure their verdict was given on."""
+    """The published weights, the decision behind them and the figure their verdict was
+    given on."""
 
     weights: WeightsPublished
     figure: VerdictFigure
+
+    @property
+    def decision(self) -> WeightDecision | None:
+        return self.weights.decision
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,10 @@ def verdict_bands(settings: Settings) -> VerdictBands:
 
 def publish_calibration(location: StoreLocation, settings: Settings, grid: pd.DataFrame, *,
                         run_id: str) -> CalibrationPublished:
-    """Publish the calibrated row of ``grid`` (a :func:`~.history.grid_frame`): the
-    ``calibrated_weights`` row, tagged ``run_id``, and the dataset's weights in the config
-    file of ``settings``, in one transaction of a new connection to ``location``.
+    """Publish the decision of ``grid`` (a :func:`~.history.grid_frame`): the
+    ``calibrated_weights`` row, tagged ``run_id``, and, when the decision changed the
+    weights, the dataset's weights in the config file of ``settings``, in one transaction of
+    a new connection to ``location``. A ``kept`` decision leaves config.yaml untouched.
 
     The verdict and its label source are those the grid's calibrated row carries, graded
     under ``settings``' bands; a grid from before those columns falls back to its
@@ -70,7 +79,8 @@ def publish_calibration(location: StoreLocation, settings: Settings, grid: pd.Da
             conn, settings.config_path, dataset=str(best["dataset"]),
             semantic_weight=float(best["semantic_weight"]), p_at_5=figure.p_at_5,
             verdict=figure.verdict, run_id=run_id, calibrated_at=calibrated_at(best),
-            label_source=figure.label_source or str(best.get("label_source", "human")))
+            label_source=figure.label_source or str(best.get("label_source", "human")),
+            decision=decision_from_grid(grid))
     return CalibrationPublished(published, figure)
 
 

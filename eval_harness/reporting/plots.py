@@ -281,12 +281,31 @@ def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
     best, default = grid[grid["is_best"]], grid[grid["is_default"]]
     axes.scatter(default["semantic_weight"], default["p_at_5"], s=90, facecolors="none",
                  edgecolors="black", zorder=3, label="default")
-    axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*", color="tab:red",
-                 zorder=4, label="best")
+    decision = _recorded_decision(grid)
+    if "is_in_force" in grid and decision is not None:
+        in_force = grid[grid["is_in_force"].fillna(False).astype(bool)]
+        axes.scatter(in_force["semantic_weight"], in_force["p_at_5"], s=70, marker="s",
+                     facecolors="none", edgecolors="tab:purple", zorder=3, label="in force")
+    if decision is None:  # a grid from before the decision rule: its best, as then
+        axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*",
+                     color="tab:red", zorder=4, label="best")
+    elif decision == "changed":  # the star marks a change that was made, nothing else
+        axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*",
+                     color="tab:red", zorder=4, label="adopted (changed)")
+    else:
+        axes.plot([], [], " ", label="kept: no grid point beat the weights in force")
     axes.set_ylabel(axis_label("mean P@5", axes))
     axes.set_title("P@5 in its verdict bands", fontsize="medium")
     axes.grid(alpha=0.3)
     legend_outside(axes)
+
+
+def _recorded_decision(grid) -> str | None:
+    """``changed`` / ``kept`` when the grid records its decision, else None."""
+    if "decision" not in grid:
+        return None
+    values = [v for v in grid["decision"] if isinstance(v, str) and v]
+    return values[0] if values else None
 
 
 def _other_metrics_panel(axes, grid) -> None:

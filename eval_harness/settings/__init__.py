@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 from eval_harness.settings.agreement import (DISAGREEMENT_RULES, AgreementSettings,
                                              parse_agreement)
-from eval_harness.settings.calibration import (CalibrationSettings, HybridWeights,
-                                               parse_calibration, parse_hybrid)
+from eval_harness.settings.calibration import (CalibrationSettings, DecisionSettings,
+                                               HybridWeights, parse_calibration, parse_hybrid)
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 from eval_harness.settings.file import (DEFAULT_CONFIG_NAME, locate_config,
                                       read_config)
@@ -29,6 +29,7 @@ from eval_harness.settings.values import mapping_of
 # Each section's type lives in its own module (agreement, calibration, gates, datasets,
 # judges); the ones importers name from here are re-exported.
 __all__ = ["AgreementSettings", "CalibrationSettings", "ConfigError", "DEFAULT_SCHEMA",
+           "DecisionSettings",
            "DISAGREEMENT_RULES", "GateSettings", "HybridWeights", "QualityGateSettings",
            "Settings", "load_settings"]
 

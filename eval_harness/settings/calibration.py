@@ -24,6 +24,16 @@ class HybridWeights:
 
 
 @dataclass(frozen=True)
+class DecisionSettings:
+    """``calibration.decision``: when a calibration changes the weights in force
+    (:mod:`eval_harness.calibration.decision`)."""
+
+    alpha: float = 0.05          # change only when the grid-adjusted p <= alpha ...
+    min_gain: float = 0.0        # ... and the gain in P@5 is at least this (and positive)
+    permutations: int = 10_000   # sign-flip permutations of the max-statistic test
+
+
+@dataclass(frozen=True)
 class CalibrationSettings:
     """The ``calibration:`` section: the weight grid, statistics and the P@5 verdict bands."""
 
@@ -40,6 +50,7 @@ class CalibrationSettings:
     # below this Judged@5 (share of a weight's top 5 carrying any label), P@5 there is only
     # a lower bound and every output says so
     min_judged: float = 0.9
+    decision: DecisionSettings = DecisionSettings()
 
 
 def parse_hybrid(raw: Mapping[str, Any]) -> HybridWeights:
@@ -57,7 +68,7 @@ def parse_hybrid(raw: Mapping[str, Any]) -> HybridWeights:
 def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
     section = mapping_of(raw, "calibration", ("grid", "default_weight", "rrf_k", "cv_folds",
                                               "seed", "bootstrap_resamples", "verdict",
-                                              "min_judged"))
+                                              "min_judged", "decision"))
     grid = mapping_of(section, "grid", ("start", "stop", "step"), where="calibration")
     bands = mapping_of(section, "verdict", ("full_success", "partial_success"),
                        where="calibration")
@@ -90,4 +101,27 @@ def parse_calibration(raw: Mapping[str, Any]) -> CalibrationSettings:
             raise ConfigError(f"'calibration.{key}' must be an integer >= {low}.")
         integers[key] = value
     return CalibrationSettings(start, stop, step, default, full_success=full,
-                               partial_success=partial, min_judged=min_judged, **integers)
+                               partial_success=partial, min_judged=min_judged,
+                               decision=parse_decision(section), **integers)
+
+
+
+def parse_decision(section: Mapping[str, Any]) -> DecisionSettings:
+    """``calibration.decision``: alpha in (0, 1), min_gain >= 0, permutations >= 100."""
+    raw = mapping_of(section, "decision", ("alpha", "min_gain", "permutations"),
+                     where="calibration")
+    d = DecisionSettings()
+    alpha = number_of(raw, "alpha", d.alpha, "calibration.decision")
+    min_gain = number_of(raw, "min_gain", d.min_gain, "calibration.decision")
+    permutations = raw.get("permutations", d.permutations)
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"'calibration.decision.alpha' must lie strictly between 0 and 1, "
+                          f"got {alpha:g}.")
+    if min_gain < 0.0:
+        raise ConfigError(f"'calibration.decision.min_gain' must be >= 0 (a P@5 gain), "
+                          f"got {min_gain:g}.")
+    if isinstance(permutations, bool) or not isinstance(permutations, int) \
+            or permutations < 100:
+        raise ConfigError(f"'calibration.decision.permutations' must be an integer >= 100, "
+                          f"got {permutations!r}.")
+    return DecisionSettings(alpha, min_gain, permutations)

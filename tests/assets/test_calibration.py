@@ -48,7 +48,10 @@ def test_verdict_check_at_the_band_edges(tmp_path, corpus, p_at_5, passed, sever
 
 
 def test_assets_and_check_materialize(tmp_path, store, corpus):
-    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0, alpha=0.99)
+    # weights in force off the best (0.9 / 0.1) and a permissive rule: the writes run
+    config.write_text(config.read_text().replace("semantic: 0.5 ", "semantic: 0.9 ").replace(
+        "keyword: 0.5 ", "keyword: 0.1 "))
     database = tmp_path / "artefacts.duckdb"
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
                      **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(database))})
@@ -68,11 +71,12 @@ def test_assets_and_check_materialize(tmp_path, store, corpus):
     # the corpus' qrels list only relevant documents: most of the top 5 is unlabelled
     assert judged < 0.9 and "is a lower bound" in grid_meta["p_at_5_lower_bound"].value
     weights_meta = metadata["calibrated_weights"]
+    assert grid_meta["decision"].value == weights_meta["decision"].value == "changed"
     assert weights_meta["semantic_weight"].value == best
     assert weights_meta["config_key"].value == f"datasets.{corpus['name']}.hybrid_search"
     settings = load_settings(config, environ={})
     assert settings.weights_for(corpus["name"]).semantic == best
-    assert settings.hybrid.semantic == 0.5  # the global default is not calibration's to change
+    assert settings.hybrid.semantic == 0.9  # the global default is not calibration's to change
     with store.connection() as conn:
         row = conn.execute("SELECT dataset, semantic_weight, run_id FROM calibrated_weights "
                            "WHERE id = %s",
@@ -88,6 +92,34 @@ def test_assets_and_check_materialize(tmp_path, store, corpus):
     assert len(read_grid_history(tmp_path / "state" / "history.duckdb")) == 5
     report = tmp_path / "reports" / f"calibration-results-{corpus['name']}.md"
     assert grid_meta["report_path"].value == str(report) and report.is_file()
+
+
+def test_assets_keep_the_weights_in_force_without_evidence(tmp_path, store, corpus):
+    """The default rule on 12 queries: nothing significant, so config.yaml stays byte for
+    byte, the row records the kept weights in force and every output says the decision."""
+    config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
+    before = config.read_bytes()
+    resources = dict(default_resources(config_path=str(config), database_url=store.url),
+                     **{DUCKDB_IO_MANAGER_KEY: duckdb_io_manager(str(tmp_path / "a.duckdb"))})
+    result = dg.materialize([calibration_grid, calibrated_weights, p_at_5_verdict],
+                            resources=resources)
+    assert result.success and config.read_bytes() == before
+    metadata = {e.step_materialization_data.materialization.asset_key.to_user_string():
+                e.step_materialization_data.materialization.metadata
+                for e in result.get_asset_materialization_events()}
+    weights_meta = metadata["calibrated_weights"]
+    assert weights_meta["decision"].value == "kept" and weights_meta["written"].value is False
+    assert weights_meta["decision_adjusted_p"].value > 0.05
+    assert weights_meta["decision_sentence"].value.startswith("kept 0.5 / 0.5: best grid point")
+    assert (weights_meta["semantic_weight"].value, weights_meta["keyword_weight"].value) == (
+        0.5, 0.5)
+    with store.connection() as conn:
+        row = conn.execute("SELECT semantic_weight, keyword_weight, decision, in_force_semantic, "
+                           "adjusted_p, alpha FROM calibrated_weights WHERE id = %s",
+                           (weights_meta["calibrated_weights_id"].value,)).fetchone()
+    assert row[:4] == (0.5, 0.5, "kept", 0.5) and row[4] > 0.05 and row[5] == 0.05
+    check = result.get_asset_check_evaluations()[0]
+    assert "\nWeights: kept 0.5 / 0.5: best grid point" in check.description
 
 
 def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):

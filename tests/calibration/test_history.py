@@ -1,5 +1,6 @@
 """The calibration grids' DuckDB history (eval_harness.calibration.history): a writer waits
-for another process holding the file, and an old history takes new grids."""
+for another process holding the file, an old history takes new grids, and the decision
+round-trips through the grid frame and the history."""
 
 from __future__ import annotations
 
@@ -86,3 +87,42 @@ def test_a_history_from_before_judged_at_5_reads_it_as_not_recorded(tmp_path, co
     history = read_grid_history(database)
     assert history["judged_at_5"].isna().sum() == len(frame)
     assert history["judged_at_5"].dropna().tolist() == [p.judged_at_5 for p in result.grid]
+
+
+def test_the_decision_travels_through_the_grid_and_the_history(tmp_path, conn, corpus):
+    """What Dagster's publishing asset and the run report read back is the decision the
+    calibration made; a history from before the decision columns has none, and the run
+    report's section says so."""
+    from eval_harness.calibration.history import decision_from_grid
+    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
+    from eval_harness.reporting.sections.calibration import calibration_section
+    from eval_harness.settings import load_settings
+
+    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, current_weight=0.9,
+                               **FAST)
+    frame = grid_frame(result)
+    assert result.decision is not None and decision_from_grid(frame) == result.decision
+    assert frame["is_in_force"].sum() == 1
+    assert frame.loc[frame["is_in_force"], "semantic_weight"].item() == 0.9
+    database = tmp_path / "history.duckdb"
+    old = [c for c in GRID_COLUMNS if c != "is_in_force" and not c.startswith(
+        ("decision", "in_force_"))]
+    with duckdb.connect(str(database)) as con:  # a history from before the decision
+        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
+                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
+        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
+        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"history:\n  duckdb_path: {database}\n")
+    settings = load_settings(config, environ={})
+    text = " ".join(b.text for b in calibration_section(settings, corpus["name"]).section.blocks
+                    if hasattr(b, "text"))
+    assert "Weights: no decision recorded" in text
+    append_grid_history(database, frame)
+    history = read_grid_history(database)
+    now = history[history["run_at"] == history["run_at"].max()]
+    assert decision_from_grid(now) == result.decision
+    section = calibration_section(settings, corpus["name"])
+    text = " ".join(b.text for b in section.section.blocks if hasattr(b, "text"))
+    assert f"Weights: {result.decision.sentence}" in text
+    assert section.metrics["decision"] == result.decision.decision

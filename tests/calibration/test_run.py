@@ -110,3 +110,19 @@ def test_verdict_sentence_names_an_unreachable_band():
     assert "perfect ranking reaches only P@5 0.2260" in low_ceiling
     assert "perfect ranking" not in verdict_sentence("failure", 0.17, bands, ceiling=0.9)
     assert "perfect ranking" not in verdict_sentence("failure", 0.17, bands)
+
+
+def test_weights_in_force_off_the_grid_are_evaluated_for_the_decision(conn, corpus):
+    """A semantic weight in force off the grid is added to it; a keyword weight other than
+    1 - semantic is swept on its own: the decision compares the grid with exactly them."""
+    from eval_harness.retrieval.sweep import sweep_weights
+
+    on_own = calibrate_dataset(conn, corpus["name"], candidate_depth=10, current_weight=0.55,
+                               cv_folds=3, bootstrap_resamples=200)
+    assert on_own.in_force_added_to_grid and 0.55 in [p.semantic_weight for p in on_own.grid]
+    assert on_own.decision.in_force == (0.55, 0.45)
+    odd = calibrate_dataset(conn, corpus["name"], candidate_depth=10, current_weight=0.7,
+                            in_force_keyword=0.2, cv_folds=3, bootstrap_resamples=200)
+    alone = sweep_weights(odd.candidates, [0.7], keyword_weights=[0.2]).p_at_5[0]
+    assert odd.decision.in_force == (0.7, 0.2)
+    assert odd.decision.gain == pytest.approx(odd.best.p_at_5 - alone, abs=1e-12)

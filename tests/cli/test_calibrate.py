@@ -29,7 +29,38 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
+def test_calibrate_keeps_the_weights_in_force_when_the_gain_is_noise(project, corpus, capsys,
+                                                                      conn):
+    """12 queries at the default rule: no significant gain, so config.yaml stays byte for
+    byte; the row records 'kept' with the evidence; text and JSON say it in one line."""
+    before = project.read_bytes()
+    code, out, err = run_cli(capsys, "--config", str(project), "calibrate", "--json")
+    result = json.loads(out)
+    decision = result["decision"]
+    assert decision["decision"] == "kept" and decision["adjusted_p"] > 0.05
+    assert decision["in_force"] == decision["weights"] == {"semantic": 0.5, "keyword": 0.5}
+    assert decision["sentence"].startswith("kept 0.5 / 0.5: best grid point ")
+    assert project.read_bytes() == before and result["written"]["config"] is None
+    row = conn.execute("SELECT semantic_weight, keyword_weight, decision, in_force_semantic, "
+                       "in_force_keyword, best_semantic, gain, ci_low, ci_high, adjusted_p, "
+                       "alpha FROM calibrated_weights WHERE id = %s",
+                       (result["written"]["weights"]["calibrated_weights_id"],)).fetchone()
+    assert row == (0.5, 0.5, "kept", 0.5, 0.5, result["best"]["semantic_weight"],
+                   decision["gain"], decision["ci_low"], decision["ci_high"],
+                   decision["adjusted_p"], 0.05)
+    code, out, err = run_cli(capsys, "--config", str(project), "calibrate", "--no-write")
+    line = next(line for line in out.splitlines() if line.startswith("Decision: "))
+    assert line.startswith(f"Decision: {decision['sentence']} (max-statistic permutation test")
+    report = project.parent / "reports" / f"calibration-results-{corpus['name']}.md"
+    assert f"**Decision: {decision['sentence']}" in report.read_text()
+    assert "best grid point (not adopted)" in report.read_text()
+
+
 def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys, conn):
+    # weights in force off the best (0.9 / 0.1) and a permissive rule: the writes run
+    project.write_text(project.read_text().replace(
+        "  verdict:\n", "  decision: {alpha: 0.99}\n  verdict:\n").replace(
+        "semantic: 0.5 ", "semantic: 0.9 ").replace("keyword: 0.5 ", "keyword: 0.1 "))
     before = project.read_text()
     code, out, err = run_cli(capsys, "--config", str(project), "calibrate", "--json")
     result = json.loads(out)
@@ -43,6 +74,7 @@ def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys
     assert {"absolute", "relative", "ci_low", "ci_high", "p_value"} <= set(result["uplift"])
     assert result["default"]["semantic_weight"] == 0.7
     best = result["best"]
+    assert result["decision"]["decision"] == "changed"
     # config.yaml: the dataset's own hybrid_search block inserted after its last line; the
     # global hybrid_search (the default of datasets never calibrated), comments and order kept
     after = project.read_text()
@@ -53,7 +85,7 @@ def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys
     assert after.index("language: english\n    hybrid_search:") > after.index(corpus["name"])
     assert result["written"]["config"]["key"] == f"datasets.{corpus['name']}.hybrid_search"
     settings = load_settings(project, environ={})
-    assert (settings.hybrid.semantic, settings.hybrid.keyword) == (0.5, 0.5)
+    assert (settings.hybrid.semantic, settings.hybrid.keyword) == (0.9, 0.1)
     weights = settings.weights_for(corpus["name"])
     assert (weights.semantic, weights.keyword) == (
         best["semantic_weight"], round(1 - best["semantic_weight"], 10))

@@ -83,7 +83,7 @@ datasets:
     language: english
 
   # the second dataset, flow style
-  {b}: {{path: {b_folder}, language: english}}   # kept on one line
+  {b}: {{path: {b_folder}, language: english, hybrid_search: {{semantic: 0.2, keyword: 0.8}}}}   # kept on one line
 
 hybrid_search:          # the default of datasets never calibrated
   semantic: 0.7
@@ -95,6 +95,7 @@ calibration:
   cv_folds: 2
   bootstrap_resamples: 200
   verdict: {{full_success: 0.75, partial_success: 0.70}}
+  decision: {{alpha: 0.5}}   # 4 queries reach p = 1/16 at best: a permissive rule, so the writes run
 
 history:
   duckdb_path: state/history.duckdb
@@ -144,7 +145,9 @@ def test_two_datasets_each_get_their_own_weights_report_and_row(project, dataset
     final = project.read_text()
 
     best_a, best_b = first["best"]["semantic_weight"], second["best"]["semantic_weight"]
+    # the weights in force (A: the global 0.7, B: its own 0.2) are wrong for both
     assert best_a <= 0.5 < 0.6 <= best_b  # the data decide, so the two really differ
+    assert first["decision"]["decision"] == second["decision"]["decision"] == "changed"
     assert first["best"]["p_at_5"] == second["best"]["p_at_5"] == 1.0
     # config.yaml: A's block as written by A's calibration, byte for byte, after B's
     assert entry_lines(final, a) == entry_lines(after_a, a) == [
@@ -199,7 +202,9 @@ def test_two_datasets_each_get_their_own_weights_report_and_row(project, dataset
     assert latest[b][6] == second["written"]["weights"]["run_id"]
     assert conn.execute("SELECT count(*) FROM calibrated_weights WHERE dataset = %s",
                         (a,)).fetchone()[0] == 2
-    assert third["written"]["config"]["changed"] is False and project.read_text() == final
+    # A again at its new weights: nothing beats them, so kept and config.yaml untouched
+    assert third["decision"]["decision"] == "kept" and third["decision"]["gain"] == 0.0
+    assert third["written"]["config"] is None and project.read_text() == final
 
 
 def test_dataset_only_configured_by_defaults_gets_its_row_and_a_clear_note(
@@ -212,12 +217,17 @@ def test_dataset_only_configured_by_defaults_gets_its_row_and_a_clear_note(
     monkeypatch.chdir(tmp_path)
     result = calibrate(capsys, None, "--dataset", name)
     assert result["written"]["config"] is None
+    # the default rule (alpha 0.05) cannot change the weights on 4 queries (p >= 1/16): kept,
+    # and the row records the weights in force (the default 0.7 / 0.3); the note for a change
+    # without a config file: tests/calibration/test_publish.py
+    assert result["decision"]["decision"] == "kept"
+    assert result["decision"]["adjusted_p"] >= 1 / 16
     note = next(n for n in result["notes"] if n.startswith("config.yaml: not written"))
-    assert (f"no config file is in use (dataset '{name}' is configured by defaults only)"
-            in note and f"datasets.{name} entry" in note and "--config FILE" in note)
-    row = conn.execute("SELECT dataset, semantic_weight FROM calibrated_weights WHERE id = %s",
+    assert "the weights in force were kept (kept 0.7 / 0.3: best grid point" in note
+    row = conn.execute("SELECT dataset, semantic_weight, keyword_weight, decision FROM "
+                       "calibrated_weights WHERE id = %s",
                        (result["written"]["weights"]["calibrated_weights_id"],)).fetchone()
-    assert row == (name, result["best"]["semantic_weight"])
+    assert row == (name, 0.7, 0.3, "kept")
     assert (tmp_path / "reports" / f"calibration-results-{name}.md").is_file()
     assert not (tmp_path / "config.yaml").exists()
 
@@ -225,7 +235,9 @@ def test_dataset_only_configured_by_defaults_gets_its_row_and_a_clear_note(
 def test_config_without_the_dataset_is_left_alone_with_a_note(project, datasets, capsys):
     text = project.read_text()
     entry = entry_lines(text, datasets["semantic"]["name"])[0]
-    project.write_text(text.replace(entry + "\n", ""))  # B is not configured any more
+    # B is not configured any more, and the global weights (now in force for B) are wrong
+    project.write_text(text.replace(entry + "\n", "").replace("semantic: 0.7", "semantic: 0.2")
+                       .replace("keyword: 0.3", "keyword: 0.8"))
     before = project.read_bytes()
     result = calibrate(capsys, project, "--dataset", datasets["semantic"]["name"])
     assert project.read_bytes() == before and result["written"]["config"] is None
@@ -242,7 +254,9 @@ def test_a_config_that_cannot_take_the_weights_stops_before_any_write(
     text = project.read_text().replace(
         "    language: english\n",
         "    language: english\n    hybrid_search: &shared {semantic: 0.9, keyword: 0.1}\n")
-    text = text.replace("language: english}", "language: english, hybrid_search: *shared}")
+    text = text.replace("language: english, hybrid_search: {semantic: 0.2, keyword: 0.8}}",
+                        "language: english, hybrid_search: *shared}")
+    assert "*shared}" in text
     project.write_text(text)
     rows = conn.execute("SELECT count(*) FROM calibrated_weights").fetchone()[0]
     code = cli.main(["--config", str(project), "calibrate", "--dataset", a])

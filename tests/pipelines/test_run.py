@@ -51,7 +51,8 @@ def project(tmp_path_factory, server_url):
             build_rag_store(conn, ROOT / "datasets" / "scifact", schema="rag", tsvector="tsv")
         env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
         env["DATABASE_URL"] = location.url
-        yield {"root": root, "config": config, "env": env, "location": location}
+        yield {"root": root, "config": config, "env": env, "location": location,
+               "config_text": text}
 
 
 def run(project, *argv):
@@ -148,6 +149,11 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     with project["location"].connection() as conn:
         assert rag_checksum(conn) == project["rag_before"]
         assert conn.execute("SELECT count(*) FROM l2_insights").fetchone()[0] == 0
+        # SciFact's best grid point is the weights in force (0.7 / 0.3): nothing to change,
+        # so the decision is "kept" and config.yaml is byte for byte as it was
+        assert conn.execute("SELECT decision, semantic_weight, keyword_weight, adjusted_p "
+                            "FROM calibrated_weights").fetchall() == [("kept", 0.7, 0.3, 1.0)]
+    assert project["config"].read_text(encoding="utf-8") == project["config_text"]
 
 
 def test_run_writes_the_report_with_every_section(project, first_run):

@@ -121,12 +121,43 @@ def test_plot_bytes_are_a_png():
 
 # --------------------------------------------------------- the fresh calibration's P@5 plot
 
-def calibration_result(p_at_5=SCIFACT_P5, rrf=0.1653, ceiling=0.226):
-    points = [SimpleNamespace(semantic_weight=w, p_at_5=p) for w, p in zip(WEIGHTS, p_at_5)]
+def calibration_result(p_at_5=SCIFACT_P5, rrf=0.1653, ceiling=0.226, changed=False):
+    points = [SimpleNamespace(semantic_weight=w, keyword_weight=round(1 - w, 10), p_at_5=p)
+              for w, p in zip(WEIGHTS, p_at_5)]
     best = max(points, key=lambda point: point.p_at_5)
+    decision = SimpleNamespace(changed=changed, in_force=(0.6, 0.4), adjusted_p=0.03)
     return SimpleNamespace(grid=points, best=best, default=points[2], p_at_5_ceiling=ceiling,
                            rrf=SimpleNamespace(p_at_5=rrf), rrf_k=60, dataset="scifact",
-                           n_queries=300)
+                           n_queries=300, decision=decision, current_weight=0.6)
+
+
+def stars(axes) -> list:
+    """The star markers drawn on ``axes`` (scatter collections with the star path)."""
+    import matplotlib.markers as markers
+
+    star = markers.MarkerStyle("*").get_path()
+    return [c for c in axes.collections if c.get_paths()
+            and c.get_paths()[0].vertices.shape == star.vertices.shape
+            and np.allclose(c.get_paths()[0].vertices / np.abs(c.get_paths()[0].vertices).max(),
+                            star.vertices / np.abs(star.vertices).max())]
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_the_star_marks_only_a_change_made(changed):
+    """The best point gets its star only when the decision adopted it; the weights in force
+    are always marked."""
+    (axes,) = p_at_5_figure(calibration_result(changed=changed)).axes
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert "in force 0.60" in labels
+    assert len(stars(axes)) == int(changed)
+    assert any(label.startswith("adopted 0.70") for label in labels) == changed
+    assert any(label.startswith("kept: best 0.70") for label in labels) != changed
+    frame = grid().assign(decision="changed" if changed else "kept",
+                          is_in_force=[w == 0.6 for w in WEIGHTS])
+    top = calibration_grid_figure(frame, BANDS).axes[0]
+    assert len(stars(top)) == int(changed)
+    labels = [text.get_text() for text in top.get_legend().get_texts()]
+    assert "in force" in labels and ("adopted (changed)" in labels) == changed
 
 
 def test_p_at_5_plot_is_zoomed_with_the_legend_outside():

@@ -15,7 +15,13 @@ def test_calibration_config_errors_are_one_sentence(tmp_path):
                            "not a multiple"),
                           ("calibration:\n  verdict: {full_succes: 0.8}\n", "unknown key"),
                           ("calibration:\n  verdict: {full_success: 0.6}\n", "partial_success"),
-                          ("calibration:\n  cv_folds: 1\n", "cv_folds")):
+                          ("calibration:\n  cv_folds: 1\n", "cv_folds"),
+                          ("calibration:\n  decision: {alpha: 0}\n", "decision.alpha"),
+                          ("calibration:\n  decision: {alpha: 1.5}\n", "decision.alpha"),
+                          ("calibration:\n  decision: {min_gain: -0.01}\n", "min_gain"),
+                          ("calibration:\n  decision: {permutations: 99}\n", "permutations"),
+                          ("calibration:\n  decision: {permutations: 1e4}\n", "permutations"),
+                          ("calibration:\n  decision: {alfa: 0.1}\n", "unknown key")):
         path.write_text(text)
         with pytest.raises(ConfigError, match=message):
             load_settings(path, environ={})
@@ -36,3 +42,12 @@ def test_min_judged_defaults_to_0_9_and_lies_in_0_1(tmp_path):
         path.write_text(f"calibration:\n  min_judged: {value}\n")
         with pytest.raises(ConfigError, match=message):
             load_settings(path, environ={})
+
+def test_calibration_decision_defaults_and_values(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("calibration:\n  seed: 3\n")
+    decision = load_settings(path, environ={}).calibration.decision
+    assert (decision.alpha, decision.min_gain, decision.permutations) == (0.05, 0.0, 10_000)
+    path.write_text("calibration:\n  decision: {alpha: 0.01, min_gain: 0.02, permutations: 500}\n")
+    decision = load_settings(path, environ={}).calibration.decision
+    assert (decision.alpha, decision.min_gain, decision.permutations) == (0.01, 0.02, 500)

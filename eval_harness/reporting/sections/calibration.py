@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from eval_harness.calibration.history import calibrated_row, figure_from_grid, read_grid_history
+from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
+                                              figure_from_grid, read_grid_history)
 from eval_harness.calibration.judged import judged_summary
 from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
 from eval_harness.reporting import formatting as fmt
@@ -16,7 +17,7 @@ from eval_harness.settings import Settings
 
 CALIBRATION_KEYS: dict[str, Metric] = dict.fromkeys(
     ("p_at_5_best", "best_semantic_weight", "p_at_5_default", "p_at_5_ceiling", "verdict",
-     "calibrated_at"))
+     "calibrated_at", "decision", "decision_adjusted_p"))
 CALIBRATION_PLOT = "calibration-grid.png"
 CHECK_NAME = "P@5 verdict"
 
@@ -45,8 +46,14 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         min_judged=settings.calibration.min_judged,
         named={"best": float(best["semantic_weight"]),
                "in force": settings.weights_for(dataset).semantic})
+    decision = decision_from_grid(grid)
+    decided = ("Weights: no decision recorded (a calibration from before the decision rule)"
+               if decision is None else f"Weights: {decision.sentence}")
     blocks = (
         Paragraph(f"**{sentence}.**"),
+        Paragraph(f"**{decided}** (max-statistic paired permutation test over the grid "
+                  f"against the weights in force; the weights change only when the "
+                  f"adjusted p <= alpha and the gain >= min_gain)."),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
                   f"candidate depth {int(best['candidate_depth'])}, calibrated "
                   f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight."),
@@ -62,7 +69,9 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     metrics = {"p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
                "best_semantic_weight": float(best["semantic_weight"]),
                "p_at_5_default": default_p, "p_at_5_ceiling": ceiling,
-               "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat()}
+               "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat(),
+               "decision": None if decision is None else decision.decision,
+               "decision_adjusted_p": None if decision is None else decision.adjusted_p}
     corrected = "PPI-corrected " if figure.basis == "ppi" else ""
     labels = f", labels {figure.label_source}" if figure.label_source else ""
     check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: {corrected}P@5 "
@@ -72,12 +81,19 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
 
 
 def _grid_table(grid) -> Table:
-    """One row per weight, the best one in bold; the best and the default are named."""
+    """One row per weight; the best, the weights in force and the default are named, the
+    best in bold only when the decision adopted it (or none was recorded)."""
     rows, marked = [], set()
-    for position, row in enumerate(grid.itertuples(index=False)):
-        marks = [name for name, chosen in (("best", row.is_best), ("default", row.is_default))
-                 if chosen]
-        if row.is_best:
+    recorded = grid["decision"] if "decision" in grid else [None] * len(grid)
+    in_force = grid["is_in_force"] if "is_in_force" in grid else [False] * len(grid)
+    for position, (row, decision, is_in_force) in enumerate(
+            zip(grid.itertuples(index=False), recorded, in_force)):
+        best = {"changed": "best: adopted", "kept": "best grid point (kept out)"}.get(
+            decision if isinstance(decision, str) else "", "best")
+        marks = [name for name, chosen in ((best, row.is_best),
+                                           ("in force", _flag(is_in_force)),
+                                           ("default", row.is_default)) if chosen]
+        if row.is_best and best != "best grid point (kept out)":
             marked.add(position)
         rows.append((weight_label(row.semantic_weight), weight_label(row.keyword_weight),
                      f"{row.p_at_5:.4f}", f"{row.recall_at_5:.4f}", f"{row.ndcg_at_10:.4f}",
@@ -90,3 +106,7 @@ def _share(value) -> str:
     """Judged@5 of a grid row; "n/a" on rows of a history written before it."""
     return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
+
+def _flag(value) -> bool:
+    """A history cell as a bool: NULL (a row from before the column) is False."""
+    return value is not None and value == value and bool(value)

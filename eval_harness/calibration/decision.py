@@ -1,0 +1,244 @@
+"""Whether a calibration changes a dataset's weights: the grid against the weights in force.
+
+Calibration searches a grid of weights on the same queries it then scores them on, so the
+highest mean P@5 on the grid beats the weights in force by chance alone, and more so the
+finer the grid. The weights change only on evidence that survives that search:
+
+* every grid point ``g`` is compared with the weights in force (the dataset's
+  ``datasets.<name>.hybrid_search``, else the global ``hybrid_search``) on the per-query
+  differences ``d[q, g] = P@5_g(q) - P@5_in_force(q)``;
+* the statistic is the largest mean difference over the grid, ``T = max_g mean_q d[q, g]``:
+  that is the gain of the best grid point (highest mean P@5), the one a change would adopt;
+* its adjusted p-value is a **max-statistic paired permutation test** (Westfall & Young 1993,
+  *Resampling-Based Multiple Testing*, the single-step max-T procedure): flip the sign of each
+  query's whole row of differences at random, recompute ``T*`` = the max over the grid, and
+  ``p = share of sign patterns with T* >= T``. Flipping a query's row at once keeps the
+  correlation between neighbouring grid points, so the adjustment costs only as much as the
+  grid's effective number of distinct points (a Bonferroni over 101 near-identical weights
+  would be far too strict). All queries serve both to pick the point and to test it (no
+  query is spent on a held-out half), and the test is exact under the null that the
+  differences' signs are exchangeable (no grid point differs from the weights in force in
+  distribution): all ``2**n`` patterns are enumerated when there are at most
+  ``permutations`` of them, else ``permutations`` are drawn, seeded, and
+  ``p = (1 + hits) / (1 + permutations)`` (still valid; Phipson & Smyth 2010).
+
+Raw mean differences, not studentised ones: all grid points share the P@5 scale, the
+statistic's argmax is then exactly the best grid point, and a grid point with the same
+ranking as the weights in force has differences of variance 0, on which a studentised
+statistic is undefined.
+
+The weights change only when ``adjusted p <= alpha`` and the gain is at least ``min_gain``
+and positive (``calibration.decision`` in config.yaml). The interval on the gain is a paired
+percentile bootstrap over queries (``1 - alpha`` level, seeded): it describes the gain of the
+point chosen, not adjusted for having chosen it (the adjusted p carries the search).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eval_harness.metrics.calibration import paired_bootstrap_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TIE_TOLERANCE = 1e-12  # a permuted maximum this close to the observed one counts as reaching it
+SIGN_BUDGET = 2_000_000  # sign entries per chunk: ~16 MB of float64, reused
+JUDGES_UNCORRECTED = "judge labels: the judges' bias is uncorrected"
+
+
+@dataclass(frozen=True)
+class WeightDecision:
+    """A calibration's decision on one dataset's weights, with its evidence."""
+
+    changed: bool
+    in_force: tuple[float, float]  # (semantic, keyword) before the decision
+    best: tuple[float, float]      # the grid point with the highest mean P@5
+    gain: float                    # mean P@5 of best minus that of the weights in force
+    low: float                     # paired bootstrap interval of the gain, level 1 - alpha
+    high: float
+    adjusted_p: float              # max-statistic permutation test over the grid
+    alpha: float
+    min_gain: float
+    permutations: int              # sign patterns used (all of them when enumerated)
+    label_source: str = "human"
+    note: str | None = None        # e.g. judge labels without a human sample
+
+    @property
+    def decision(self) -> str:
+        """``changed`` or ``kept``: the ``calibrated_weights`` column."""
+        return "changed" if self.changed else "kept"
+
+    @property
+    def weights(self) -> tuple[float, float]:
+        """The weights in force after the decision."""
+        return self.best if self.changed else self.in_force
+
+    @property
+    def sentence(self) -> str:
+        """The decision and its evidence in one line."""
+        evidence = (f"gains {self.gain:+.4f} [{self.low:+.4f}, {self.high:+.4f}], "
+                    f"adjusted p = {_p_label(self.adjusted_p)}")
+        if self.changed:
+            text = f"changed {_pair(self.in_force)} -> {_pair(self.best)}: {evidence}"
+        else:
+            text = f"kept {_pair(self.in_force)}: best grid point {_label(self.best[0])} {evidence}"
+            if self.gain >= 0 and self.adjusted_p <= self.alpha and self.gain < self.min_gain:
+                text += f" (below min_gain {self.min_gain:g})"
+        return text + (f"; {self.note}" if self.note else "")
+
+    def to_dict(self) -> dict:
+        """JSON-safe: plain floats and strings."""
+        return {"decision": self.decision, "changed": self.changed,
+                "in_force": {"semantic": self.in_force[0], "keyword": self.in_force[1]},
+                "best": {"semantic": self.best[0], "keyword": self.best[1]},
+                "weights": {"semantic": self.weights[0], "keyword": self.weights[1]},
+                "gain": self.gain, "ci_low": self.low, "ci_high": self.high,
+                "ci_level": 1.0 - self.alpha, "adjusted_p": self.adjusted_p,
+                "alpha": self.alpha, "min_gain": self.min_gain,
+                "permutations": self.permutations, "label_source": self.label_source,
+                "note": self.note, "sentence": self.sentence,
+                "test": "max-statistic paired sign-flip permutation test over the grid "
+                        "(Westfall & Young 1993)"}
+
+
+def max_statistic_p_value(differences: np.ndarray, *, permutations: int = 10_000,
+                          seed: int = 0) -> tuple[float, int]:
+    """Adjusted p of the largest column mean of ``differences`` (queries x grid points), and
+    the number of sign patterns it rests on (module docstring).
+
+    Rows that are 0 at every grid point change no permuted mean and are left out; with at
+    most ``permutations`` sign patterns of the rest, all are enumerated and p is exact.
+
+    >>> max_statistic_p_value(np.array([[0.2, 0.0], [0.2, 0.2]]))   # 1 of 4 patterns reaches 0.2
+    (0.25, 4)
+    >>> max_statistic_p_value(np.zeros((3, 2)))
+    (1.0, 1)
+    """
+    differences = np.asarray(differences, dtype=np.float64)
+    if differences.ndim != 2 or differences.size == 0:
+        raise ValueError("the differences must be a non-empty queries x grid matrix.")
+    if permutations < 1:
+        raise ValueError(f"permutations must be >= 1, got {permutations}.")
+    observed = differences.mean(axis=0).max()
+    n_queries = differences.shape[0]
+    moving = differences[np.any(differences != 0.0, axis=1)]
+    if moving.shape[0] == 0:
+        return 1.0, 1
+    if moving.shape[0] <= 30 and 2 ** moving.shape[0] <= permutations:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=moving.shape[0])))
+        hits = _count_reaching(signs, moving, observed, n_queries)
+        return hits / signs.shape[0], signs.shape[0]
+    rng = np.random.default_rng(seed)
+    n_moving = moving.shape[0]
+    column_sums = moving.sum(axis=0)
+    chunk = max(1, SIGN_BUDGET // n_moving)
+    hits = 0
+    for start in range(0, permutations, chunk):
+        size = min(chunk, permutations - start)
+        # one random bit per query: bit 1 flips its row; sum of s_q * d_q = total - 2 * flipped
+        flips = np.unpackbits(np.frombuffer(rng.bytes(size * ((n_moving + 7) // 8)),
+                                            dtype=np.uint8).reshape(size, -1),
+                              axis=1, count=n_moving).astype(np.float64)
+        maxima = (column_sums - 2.0 * (flips @ moving)).max(axis=1) / n_queries
+        hits += int(np.count_nonzero(maxima >= observed - TIE_TOLERANCE))
+    return (1 + hits) / (1 + permutations), permutations
+
+
+def _count_reaching(signs: np.ndarray, moving: np.ndarray, observed: float,
+                    n_queries: int) -> int:
+    """How many sign patterns (rows of ``signs``) give a grid maximum >= ``observed``."""
+    maxima = (signs @ moving).max(axis=1) / n_queries
+    return int(np.count_nonzero(maxima >= observed - TIE_TOLERANCE))
+
+
+def decide_weights(per_query_p_at_5: np.ndarray, grid: list[tuple[float, float]],
+                   in_force: tuple[float, float], in_force_p_at_5: np.ndarray, *,
+                   best_index: int, alpha: float = 0.05, min_gain: float = 0.0,
+                   permutations: int = 10_000, bootstrap_resamples: int = 10_000,
+                   seed: int = 0, label_source: str = "human",
+                   note: str | None = None) -> WeightDecision:
+    """The decision on the weights (module docstring).
+
+    ``per_query_p_at_5`` is grid points x queries (the sweep's matrix), ``grid`` the
+    (semantic, keyword) pair of each row, ``in_force_p_at_5`` the per-query P@5 at the
+    weights in force and ``best_index`` the row of the best grid point (highest mean P@5,
+    ties to the weights in force). Reruns with the same ``seed`` give the same decision.
+    """
+    per_query = np.asarray(per_query_p_at_5, dtype=np.float64)
+    baseline = np.asarray(in_force_p_at_5, dtype=np.float64)
+    if per_query.ndim != 2 or per_query.shape[0] != len(grid) \
+            or per_query.shape[1] != baseline.size or baseline.size == 0:
+        raise ValueError("decide_weights needs one per-query P@5 row per grid point and the "
+                         "same queries at the weights in force.")
+    differences = (per_query - baseline).T  # queries x grid points
+    best_row = per_query[best_index]
+    gain = float(best_row.mean() - baseline.mean())
+    adjusted_p, used = max_statistic_p_value(differences, permutations=permutations, seed=seed)
+    if abs(gain) <= TIE_TOLERANCE and not np.any(best_row != baseline):
+        low = high = 0.0  # the best point ranks every query as the weights in force do
+    else:
+        low, high = paired_bootstrap_interval(best_row, baseline, confidence=1.0 - alpha,
+                                              n_resamples=bootstrap_resamples, seed=seed)
+    changed = bool(adjusted_p <= alpha and gain >= min_gain and gain > TIE_TOLERANCE)
+    best = (float(grid[best_index][0]), float(grid[best_index][1]))
+    return WeightDecision(changed=changed, in_force=(float(in_force[0]), float(in_force[1])),
+                          best=best, gain=gain, low=float(low), high=float(high),
+                          adjusted_p=float(adjusted_p), alpha=float(alpha),
+                          min_gain=float(min_gain), permutations=int(used),
+                          label_source=label_source, note=note)
+
+
+def decision_columns(decision: WeightDecision | None) -> dict[str, Any]:
+    """The grid frame's decision columns (the same on every row of one calibration), from
+    which the Dagster asset that publishes reads the decision back (:func:`decision_from_row`)."""
+    if decision is None:
+        return {"decision": None, "in_force_semantic": math.nan, "in_force_keyword": math.nan,
+                "decision_gain": math.nan, "decision_ci_low": math.nan,
+                "decision_ci_high": math.nan, "decision_adjusted_p": math.nan,
+                "decision_alpha": math.nan, "decision_min_gain": math.nan,
+                "decision_permutations": 0, "decision_label_source": None,
+                "decision_note": None}
+    return {"decision": decision.decision, "in_force_semantic": decision.in_force[0],
+            "in_force_keyword": decision.in_force[1], "decision_gain": decision.gain,
+            "decision_ci_low": decision.low, "decision_ci_high": decision.high,
+            "decision_adjusted_p": decision.adjusted_p, "decision_alpha": decision.alpha,
+            "decision_min_gain": decision.min_gain,
+            "decision_permutations": decision.permutations,
+            "decision_label_source": decision.label_source, "decision_note": decision.note}
+
+
+def decision_from_row(best: pd.Series) -> WeightDecision | None:
+    """The decision the best row of a grid frame carries (:func:`decision_columns`); None for
+    a grid from before the decision rule."""
+    kind = best.get("decision")
+    if not isinstance(kind, str) or kind not in ("changed", "kept"):
+        return None
+    note = best.get("decision_note")
+    return WeightDecision(
+        changed=kind == "changed",
+        in_force=(float(best["in_force_semantic"]), float(best["in_force_keyword"])),
+        best=(float(best["semantic_weight"]), float(best["keyword_weight"])),
+        gain=float(best["decision_gain"]), low=float(best["decision_ci_low"]),
+        high=float(best["decision_ci_high"]), adjusted_p=float(best["decision_adjusted_p"]),
+        alpha=float(best["decision_alpha"]), min_gain=float(best["decision_min_gain"]),
+        permutations=int(best["decision_permutations"]),
+        label_source=str(best.get("decision_label_source") or "human"),
+        note=note if isinstance(note, str) and note else None)
+
+
+def _label(weight: float) -> str:
+    return f"{weight:.10f}".rstrip("0").rstrip(".") if weight % 1 else f"{weight:.1f}"
+
+
+def _pair(weights: tuple[float, float]) -> str:
+    return f"{_label(weights[0])} / {_label(weights[1])}"
+
+
+def _p_label(p: float) -> str:
+    return f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
