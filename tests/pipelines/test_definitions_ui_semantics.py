@@ -190,8 +190,12 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
         assert isinstance(grid[key], dg.PathMetadataValue), key
     assert Path(grid["report_path"].value).is_file()
     weights = result.asset_materializations_for_node("calibrated_weights")[0].metadata
-    assert isinstance(weights["config_path"], dg.PathMetadataValue)
-    assert Path(weights["config_path"].value) == config
+    if weights["decision"].value == "changed":  # config.yaml is written only on a change
+        assert isinstance(weights["config_path"], dg.PathMetadataValue)
+        assert Path(weights["config_path"].value) == config
+    else:
+        assert weights["decision"].value == "kept" and weights["written"].value is False
+        assert weights["decision_sentence"].value.startswith("kept ")
 
 
 def test_a_failed_kappa_gate_stops_calibration_with_its_figure(tmp_path, store, dataset):
