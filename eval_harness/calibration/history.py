@@ -2,7 +2,8 @@
 
 Every calibration appends one row per weight to ``calibration_grid_history`` (run time,
 dataset, weights, all metrics, each P@5 with its interval, the P@5 ceiling, best/default
-flags, the verdict and the figure it is given on), so nightly trends can be plotted with one query. The CLI writes it directly;
+flags, the verdict and the figure it is given on), so nightly trends can be plotted with one
+query. The CLI writes it directly;
 the Dagster asset writes it too and also hands the same frame to Dagster's DuckDB I/O manager
 (table ``calibration_grid``, the latest grid only).
 
@@ -29,7 +30,8 @@ from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figur
                                               figure_from_row)
 
 MAX_LOCK_WAIT_SECONDS = 15.0
-LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")  # numeric columns an older history file may lack
+# numeric columns an older history file may lack
+LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")
 
 
 class HistoryUnavailable(RuntimeError):

@@ -14,9 +14,9 @@ import math
 import re
 from pathlib import Path
 
+from eval_harness.calibration.intervals import interval_level, interval_note, p_at_5_interval
 from eval_harness.calibration.run import (CalibrationResult, GridPoint, decision_line,
-                                          interval_note, label_source_line, p_at_5_interval,
-                                          summary_lines, weight_label)
+                                          label_source_line, summary_lines, weight_label)
 from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results-{dataset}.md"
@@ -69,8 +69,9 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
                                            ("default", point == result.default)) if chosen]
         lines.append(f"| {weight_label(point.semantic_weight)} | "
                      f"{weight_label(point.keyword_weight)} | {point.p_at_5:.4f} | "
-                     f"{p_at_5_interval(point)} | {point.recall_at_5:.4f} | {point.ndcg_at_10:.4f} | "
-                     f"{point.mrr_at_10:.4f} | {point.judged_at_5:.4f} | {', '.join(marks)} |")
+                     f"{p_at_5_interval(point)} | {point.recall_at_5:.4f} | "
+                     f"{point.ndcg_at_10:.4f} | {point.mrr_at_10:.4f} | "
+                     f"{point.judged_at_5:.4f} | {', '.join(marks)} |")
     rrf = result.rrf
     lines += [f"| RRF k={result.rrf_k} | | {rrf.p_at_5:.4f} | | {rrf.recall_at_5:.4f} | "
               f"{rrf.ndcg_at_10:.4f} | {rrf.mrr_at_10:.4f} | | reference method |", "",
@@ -112,8 +113,8 @@ def plot_p_at_5(result: CalibrationResult) -> bytes:
 
 def interval_label(result: CalibrationResult) -> str:
     """The legend entry of the plots' P@5 interval band."""
-    level = "" if result.decision is None else f"{1 - result.decision.alpha:.0%} "
-    return f"P@5 {level}interval (query bootstrap)"
+    alpha = None if result.decision is None else result.decision.alpha
+    return f"P@5 {interval_level(alpha)}interval (query bootstrap)"
 
 
 def p_at_5_figure(result: CalibrationResult):
@@ -121,8 +122,9 @@ def p_at_5_figure(result: CalibrationResult):
     force, the default, RRF and, only when the decision adopted it, the best weight (a
     star): which weight wins, and by how much. The y axis is zoomed to these values and the
     intervals (a 0..1 axis flattens differences of a few thousandths; the intervals keep a
-    noise-level difference from looking like a peak); the P@5 ceiling is drawn when it falls inside that range, else
-    named in the legend. The legend sits outside the plot, so it covers no point."""
+    noise-level difference from looking like a peak); the P@5 ceiling is drawn when it falls
+    inside that range, else named in the legend. The legend sits outside the plot, so it
+    covers no point."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display; safe in Dagster workers and CI

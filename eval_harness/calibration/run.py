@@ -41,6 +41,7 @@ import psycopg
 from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
 from eval_harness.calibration.decision import JUDGES_UNCORRECTED, WeightDecision, decide_weights
+from eval_harness.calibration.intervals import interval_note, p_at_5_interval
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
@@ -68,9 +69,7 @@ class GridPoint:
     ndcg_at_10: float
     mrr_at_10: float
     judged_at_5: float = math.nan  # share of the top 5 with any label (:mod:`.judged`)
-    # query bootstrap interval of p_at_5 at level 1 - calibration.decision.alpha
-    # (:func:`~eval_harness.metrics.calibration.grid_p_at_5_intervals`); NaN: not computed
-    p_at_5_low: float = math.nan
+    p_at_5_low: float = math.nan  # P@5 interval, level 1 - alpha (:mod:`.intervals`); NaN: none
     p_at_5_high: float = math.nan
 
     def to_dict(self) -> dict:
@@ -380,7 +379,8 @@ def format_table(result: CalibrationResult) -> str:
                  if chosen]
         lines.append(f"  {weight_label(point.semantic_weight):>8}  "
                      f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
-                     f"{p_at_5_interval(point):>16}  {point.recall_at_5:8.4f}  {point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
+                     f"{p_at_5_interval(point):>16}  {point.recall_at_5:8.4f}  "
+                     f"{point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
                      f"  {point.judged_at_5:8.4f}"
                      + (f"  <- {', '.join(marks)}" if marks else ""))
     rrf = result.rrf
@@ -397,21 +397,6 @@ def format_table(result: CalibrationResult) -> str:
                  f"{result.seconds['sweep']:.3f} s, statistics "
                  f"{result.seconds['statistics']:.2f} s)")
     return "\n".join(lines)
-
-
-def p_at_5_interval(point: GridPoint) -> str:
-    """``[low, high]`` of a grid point's P@5 interval; "n/a" when it was not computed."""
-    if math.isnan(point.p_at_5_low) or math.isnan(point.p_at_5_high):
-        return "n/a"
-    return f"[{point.p_at_5_low:.4f}, {point.p_at_5_high:.4f}]"
-
-
-def interval_note(result: CalibrationResult) -> str:
-    """How the P@5 intervals of the grid were computed, in one line."""
-    level = "" if result.decision is None else f"{1 - result.decision.alpha:.0%} "
-    return (f"P@5 interval: {level}percentile bootstrap over the {result.n_queries} queries "
-            f"({result.bootstrap_resamples} resamples, seeded): each describes one weight's "
-            f"P@5, not a difference between weights (the decision's test compares those)")
 
 
 def label_source_line(result: CalibrationResult) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from eval_harness.calibration.intervals import interval_level
 from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
 from eval_harness.calibration.run import VerdictBands
@@ -318,8 +319,7 @@ def _column(grid, name: str) -> list[float]:
 def _interval_label(grid) -> str:
     """The interval band's legend entry, with its level when the grid records alpha."""
     alphas = _column(grid, "decision_alpha")
-    level = "" if not alphas or math.isnan(alphas[0]) else f"{1 - alphas[0]:.0%} "
-    return f"P@5 {level}interval (query bootstrap)"
+    return f"P@5 {interval_level(alphas[0] if alphas else None)}interval (query bootstrap)"
 
 
 def _recorded_decision(grid) -> str | None:
