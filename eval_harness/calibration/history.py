@@ -1,8 +1,9 @@
 """The calibration grid as a table, and its history in the embedded DuckDB file.
 
 Every calibration appends one row per weight to ``calibration_grid_history`` (run time,
-dataset, weights, all metrics, the P@5 ceiling, best/default flags, the verdict and the figure
-it is given on), so nightly trends can be plotted with one query. The CLI writes it directly;
+dataset, weights, all metrics, each P@5 with its interval, the P@5 ceiling, best/default
+flags, the verdict and the figure it is given on), so nightly trends can be plotted with one
+query. The CLI writes it directly;
 the Dagster asset writes it too and also hands the same frame to Dagster's DuckDB I/O manager
 (table ``calibration_grid``, the latest grid only).
 
@@ -29,7 +30,8 @@ from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figur
                                               figure_from_row)
 
 MAX_LOCK_WAIT_SECONDS = 15.0
-LATER_COLUMNS = ("judged_at_5",)  # numeric columns an older history file may lack
+# numeric columns an older history file may lack
+LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")
 
 
 class HistoryUnavailable(RuntimeError):
@@ -53,6 +55,7 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     return frame.astype({"n_queries": "int32", "candidate_depth": "int32",
                          "verdict_n_human": "int32", "verdict_n_judged": "int32",
                          "judged_at_5": "float64",  # None (not computed) -> NaN
+                         "p_at_5_low": "float64", "p_at_5_high": "float64",
                          "decision_permutations": "int32", "is_in_force": "bool"})
 
 

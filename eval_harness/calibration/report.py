@@ -14,6 +14,7 @@ import math
 import re
 from pathlib import Path
 
+from eval_harness.calibration.intervals import interval_level, interval_note, p_at_5_interval
 from eval_harness.calibration.run import (CalibrationResult, GridPoint, decision_line,
                                           label_source_line, summary_lines, weight_label)
 from eval_harness.files import write_file_atomically, write_report
@@ -60,19 +61,21 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
         f"weight. Rankings are hybrid search's own (min-max fusion, ties by document id).", "",
         f"{label_source_line(result)}.", "",
         f"**{decision_line(result)}.**", "",
-        "| semantic | keyword | P@5 | Recall@5 | nDCG@10 | MRR@10 | Judged@5 | |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|"]
+        "| semantic | keyword | P@5 | P@5 interval | Recall@5 | nDCG@10 | MRR@10 | Judged@5 | |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for point in result.grid:
         marks = [name for name, chosen in ((_best_mark(result), point == result.best),
                                            ("in force", _in_force(result, point)),
                                            ("default", point == result.default)) if chosen]
         lines.append(f"| {weight_label(point.semantic_weight)} | "
                      f"{weight_label(point.keyword_weight)} | {point.p_at_5:.4f} | "
-                     f"{point.recall_at_5:.4f} | {point.ndcg_at_10:.4f} | "
-                     f"{point.mrr_at_10:.4f} | {point.judged_at_5:.4f} | {', '.join(marks)} |")
+                     f"{p_at_5_interval(point)} | {point.recall_at_5:.4f} | "
+                     f"{point.ndcg_at_10:.4f} | {point.mrr_at_10:.4f} | "
+                     f"{point.judged_at_5:.4f} | {', '.join(marks)} |")
     rrf = result.rrf
-    lines += [f"| RRF k={result.rrf_k} | | {rrf.p_at_5:.4f} | {rrf.recall_at_5:.4f} | "
+    lines += [f"| RRF k={result.rrf_k} | | {rrf.p_at_5:.4f} | | {rrf.recall_at_5:.4f} | "
               f"{rrf.ndcg_at_10:.4f} | {rrf.mrr_at_10:.4f} | | reference method |", "",
+              f"{interval_note(result)}.", "",
               f"Judged@5: the share of a weight's top 5 that carries any label (relevant or "
               f"judged not relevant); P@5 counts an unlabelled document as not relevant, so "
               f"below calibration.min_judged ({result.min_judged:g}) it is a lower bound.", "",
@@ -108,11 +111,20 @@ def plot_p_at_5(result: CalibrationResult) -> bytes:
     return buffer.getvalue()
 
 
+def interval_label(result: CalibrationResult) -> str:
+    """The legend entry of the plots' P@5 interval band."""
+    alpha = None if result.decision is None else result.decision.alpha
+    return f"P@5 {interval_level(alpha)}interval (query bootstrap)"
+
+
 def p_at_5_figure(result: CalibrationResult):
-    """P@5 per semantic weight with the weights in force, the default, RRF and, only when the
-    decision adopted it, the best weight (a star): which weight wins, and by how much. The y axis is zoomed to these values (a 0..1 axis flattens differences
-    of a few thousandths); the P@5 ceiling is drawn when it falls inside that range, else
-    named in the legend. The legend sits outside the plot, so it covers no point."""
+    """P@5 per semantic weight with its query bootstrap interval (a band), the weights in
+    force, the default, RRF and, only when the decision adopted it, the best weight (a
+    star): which weight wins, and by how much. The y axis is zoomed to these values and the
+    intervals (a 0..1 axis flattens differences of a few thousandths; the intervals keep a
+    noise-level difference from looking like a peak); the P@5 ceiling is drawn when it falls
+    inside that range, else named in the legend. The legend sits outside the plot, so it
+    covers no point."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
@@ -122,6 +134,10 @@ def p_at_5_figure(result: CalibrationResult):
     p_at_5 = [point.p_at_5 for point in result.grid]
     figure = Figure(figsize=(8.0, 4.0), dpi=110, layout="tight")  # room for the legend
     axes = figure.subplots()
+    lows = [point.p_at_5_low for point in result.grid]
+    highs = [point.p_at_5_high for point in result.grid]
+    axes.fill_between(weights, lows, highs, color="tab:blue", alpha=0.15, linewidth=0,
+                      label=interval_label(result))
     axes.plot(weights, p_at_5, marker="o", label="P@5")
     axes.axhline(result.rrf.p_at_5, linestyle=":", color="tab:green",
                  label=f"RRF k={result.rrf_k} {result.rrf.p_at_5:.3f}")
@@ -141,7 +157,8 @@ def p_at_5_figure(result: CalibrationResult):
     elif result.decision is not None:
         axes.plot([], [], " ", label=f"kept: best {weight_label(result.best.semantic_weight)} "
                                      f"adjusted p {result.decision.adjusted_p:.2g}")
-    low, high = zoomed_limits([*p_at_5, result.rrf.p_at_5])
+    # the intervals set the axis too: a noise-level difference must look like one
+    low, high = zoomed_limits([*p_at_5, *lows, *highs, result.rrf.p_at_5])
     axes.set_ylim(low, high)
     draw_reference(axes, result.p_at_5_ceiling, f"ceiling {result.p_at_5_ceiling:.3f}",
                    color="grey", linestyle="--")

@@ -41,12 +41,13 @@ import psycopg
 from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
 from eval_harness.calibration.decision import JUDGES_UNCORRECTED, WeightDecision, decide_weights
+from eval_harness.calibration.intervals import interval_note, p_at_5_interval
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
-    precision_verdict, uplift_over_default)
+    grid_p_at_5_intervals, precision_verdict, uplift_over_default)
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
@@ -68,12 +69,16 @@ class GridPoint:
     ndcg_at_10: float
     mrr_at_10: float
     judged_at_5: float = math.nan  # share of the top 5 with any label (:mod:`.judged`)
+    p_at_5_low: float = math.nan  # P@5 interval, level 1 - alpha (:mod:`.intervals`); NaN: none
+    p_at_5_high: float = math.nan
 
     def to_dict(self) -> dict:
         return {"semantic_weight": self.semantic_weight, "keyword_weight": self.keyword_weight,
                 "p_at_5": self.p_at_5, "recall_at_5": self.recall_at_5,
                 "ndcg_at_10": self.ndcg_at_10, "mrr_at_10": self.mrr_at_10,
-                "judged_at_5": None if math.isnan(self.judged_at_5) else self.judged_at_5}
+                **{name: None if math.isnan(value) else value for name, value in (
+                    ("judged_at_5", self.judged_at_5), ("p_at_5_low", self.p_at_5_low),
+                    ("p_at_5_high", self.p_at_5_high))}}
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                                                current_weight=current_weight)
                         if folds >= 2 else None)
     rrf = reciprocal_rank_fusion(candidates, k=rrf_k)
-    points = tuple(_grid_point(sweep, i) for i in range(sweep.semantic_weights.size))
+    points = _grid_points(sweep, 1.0 - decision.alpha, bootstrap_resamples, seed)
     best = points[sweep.index_of(uplift.best_weight)]
     decided = decide_weights(
         sweep.per_query_p_at_5, [(p.semantic_weight, p.keyword_weight) for p in points],
@@ -339,11 +344,16 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
                                  relevance_threshold=settings.agreement.relevance_threshold)
 
 
-def _grid_point(sweep: SweepResult, i: int) -> GridPoint:
-    return GridPoint(float(sweep.semantic_weights[i]), float(sweep.keyword_weights[i]),
-                     float(sweep.p_at_5[i]), float(sweep.recall_at_5[i]),
-                     float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]),
-                     float(sweep.judged_at_5[i]))
+def _grid_points(sweep: SweepResult, confidence: float, resamples: int,
+                 seed: int) -> tuple[GridPoint, ...]:
+    """Every weight's means, with its P@5's query bootstrap interval at ``confidence``."""
+    low, high = grid_p_at_5_intervals(sweep.per_query_p_at_5, confidence=confidence,
+                                      n_resamples=resamples, seed=seed)
+    return tuple(GridPoint(float(sweep.semantic_weights[i]), float(sweep.keyword_weights[i]),
+                           float(sweep.p_at_5[i]), float(sweep.recall_at_5[i]),
+                           float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]),
+                           float(sweep.judged_at_5[i]), float(low[i]), float(high[i]))
+                 for i in range(sweep.semantic_weights.size))
 
 
 # ---------------------------------------------------------------------------- text output
@@ -359,8 +369,8 @@ def format_table(result: CalibrationResult) -> str:
     lines = [f"Calibration: dataset '{result.dataset}', {result.n_queries} ground-truth queries, "
              f"{result.n_documents} documents, candidate depth {result.candidate_depth}",
              label_source_line(result), "",
-             f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'Recall@5':>8}  {'nDCG@10':>7}"
-             f"  {'MRR@10':>6}  {'Judged@5':>8}"]
+             f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'P@5 interval':>16}"
+             f"  {'Recall@5':>8}  {'nDCG@10':>7}  {'MRR@10':>6}  {'Judged@5':>8}"]
     for point in result.grid:
         marks = [name for name, chosen in (("best", point == result.best),
                                            ("default", point == result.default),
@@ -369,14 +379,15 @@ def format_table(result: CalibrationResult) -> str:
                  if chosen]
         lines.append(f"  {weight_label(point.semantic_weight):>8}  "
                      f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
-                     f"{point.recall_at_5:8.4f}  {point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
+                     f"{p_at_5_interval(point):>16}  {point.recall_at_5:8.4f}  "
+                     f"{point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
                      f"  {point.judged_at_5:8.4f}"
                      + (f"  <- {', '.join(marks)}" if marks else ""))
     rrf = result.rrf
-    lines.append(f"  {'RRF k=' + str(result.rrf_k):>17}  {rrf.p_at_5:6.4f}  "
+    lines.append(f"  {'RRF k=' + str(result.rrf_k):>17}  {rrf.p_at_5:6.4f}  {'':>16}  "
                  f"{rrf.recall_at_5:8.4f}  {rrf.ndcg_at_10:7.4f}  {rrf.mrr_at_10:6.4f}"
                  f"  (reference method)")
-    lines += ["", f"P@5 ceiling (a perfect ranker on this ground truth): "
+    lines += ["", interval_note(result), f"P@5 ceiling (a perfect ranker on this ground truth): "
                   f"{result.p_at_5_ceiling:.4f}; within the candidates: "
                   f"{result.p_at_5_candidate_ceiling:.4f}"]
     lines += summary_lines(result)

@@ -76,7 +76,9 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "in_force_keyword": "DOUBLE", "decision_gain": "DOUBLE", "decision_ci_low": "DOUBLE",
     "decision_ci_high": "DOUBLE", "decision_adjusted_p": "DOUBLE", "decision_alpha": "DOUBLE",
     "decision_min_gain": "DOUBLE", "decision_permutations": "INTEGER",
-    "decision_label_source": "VARCHAR", "decision_note": "VARCHAR"}
+    "decision_label_source": "VARCHAR", "decision_note": "VARCHAR",
+    # each weight's P@5 query bootstrap interval (level 1 - decision_alpha), added later too
+    "p_at_5_low": "DOUBLE", "p_at_5_high": "DOUBLE"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:

@@ -148,6 +148,51 @@ def paired_bootstrap_interval(treatment: np.ndarray, baseline: np.ndarray, *,
     return float(low), float(high)
 
 
+def grid_p_at_5_intervals(per_query_p_at_5, *, confidence: float = 0.95,
+                          n_resamples: int = 10_000,
+                          seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of each grid point's mean P@5 over queries.
+
+    ``per_query_p_at_5`` is (n_weights, n_queries). One seeded matrix of resampled query
+    indices (R x n_queries, drawn with replacement) serves every grid point, so all the
+    intervals rest on the same resamples and a row is bootstrapped as
+    :func:`paired_bootstrap_interval` would (Efron & Tibshirani 1993, ch. 13: the
+    percentiles ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` of the R resample
+    means). Each interval describes one weight's P@5; it is not adjusted for comparing the
+    grid's points (the decision's permutation test is). Returns ``(low, high)``, each
+    (n_weights,). A matrix that is not 2-D or has no query, ``confidence`` outside (0, 1)
+    or ``n_resamples < 1`` raise ``ValueError``; one query gives a zero-width interval.
+
+    Examples
+    --------
+    Two queries. At the first weight both score 0.5, so every resample mean is 0.5. At the
+    second they score 0 and 1: a resample of two queries has mean 0 (both draws the first
+    query, probability 1/4), 0.5 (1/2) or 1 (1/4); with 1/4 of the resamples at each end,
+    the 2.5th and 97.5th percentiles are 0 and 1.
+
+    >>> low, high = grid_p_at_5_intervals([[0.5, 0.5], [0.0, 1.0]])
+    >>> low.tolist(), high.tolist()
+    ([0.5, 0.0], [0.5, 1.0])
+    """
+    values = np.asarray(per_query_p_at_5, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] == 0:
+        raise ValueError("grid intervals need a (weights, queries) matrix with a query.")
+    if not 0.0 < confidence < 1.0 or n_resamples < 1:
+        raise ValueError("confidence must lie in (0, 1) and n_resamples be >= 1.")
+    n_queries = values.shape[1]
+    rng = np.random.default_rng(seed)
+    means = []
+    for size in _chunks(n_resamples, n_queries):
+        drawn = rng.integers(0, n_queries, (size, n_queries))
+        # how often each resample drew each query: the resample means as one matrix product
+        offsets = (drawn + n_queries * np.arange(size)[:, None]).ravel()
+        counts = np.bincount(offsets, minlength=size * n_queries).reshape(size, n_queries)
+        means.append(counts @ values.T / n_queries)  # (size, n_weights)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(np.concatenate(means), [alpha / 2, 1.0 - alpha / 2], axis=0)
+    return low, high
+
+
 def paired_randomization_test(treatment: np.ndarray, baseline: np.ndarray, *,
                               n_resamples: int = 10_000, seed: int = 0) -> float:
     """Two-sided p-value of a paired randomization (sign-flip) test on the mean difference.

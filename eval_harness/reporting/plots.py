@@ -11,10 +11,12 @@ calibration grid as the history holds it.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from eval_harness.calibration.intervals import interval_level
 from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
 from eval_harness.calibration.run import VerdictBands
@@ -235,9 +237,11 @@ OTHER_GRID_METRICS = (("recall_at_5", "Recall@5", "--"), ("ndcg_at_10", "nDCG@10
 def calibration_grid_figure(grid, bands: VerdictBands):
     """The history's grid in two panels sharing the semantic weight axis.
 
-    Top: P@5, the metric the verdict is about, in its verdict bands, with the ceiling, the
-    best and the default weight; the y axis is zoomed to the P@5 values and any band edge
-    within 0.05 of them (the bands outside the view are named in the legend). Bottom:
+    Top: P@5, the metric the verdict is about, with each weight's interval (a shaded band), in
+    its verdict bands, with the ceiling, the weights in force, the default and, only when the
+    decision changed the weights, the adopted best (a star); the y axis is zoomed to the P@5
+    values, their intervals (so that a noise-level difference does not look like a peak) and
+    any band edge within 0.05 of them (the bands outside the view are named in the legend). Bottom:
     Recall@5, nDCG@10 and MRR@10 on their own zoomed axis and without bands: they have no
     verdict, and drawn over the success band they would read as one. Legends sit outside the
     axes, so they cover no line.
@@ -261,10 +265,12 @@ def calibration_grid_figure(grid, bands: VerdictBands):
 
 def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
     weights, p_at_5 = grid["semantic_weight"].to_numpy(), grid["p_at_5"].to_numpy()
+    lows, highs = (_column(grid, name) for name in ("p_at_5_low", "p_at_5_high"))
     # a band edge close to the data is kept in view: how far P@5 is from the next band
     edges = [edge for edge in (bands.partial_success, bands.full_success)
              if p_at_5.min() - BAND_EDGE_REACH <= edge <= p_at_5.max() + BAND_EDGE_REACH]
-    axes.set_ylim(*zoomed_limits([*p_at_5, *edges]))
+    # the intervals set the view too, so a noise-level difference never fills the axis
+    axes.set_ylim(*zoomed_limits([*p_at_5, *lows, *highs, *edges]))
     low, high = axes.get_ylim()
     for start, stop, colour, alpha, name in (
             (0.0, bands.partial_success, "tab:red", 0.08, "failure"),
@@ -275,6 +281,9 @@ def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
             label += " (above the axis)" if start >= high else " (below the axis)"
         axes.axhspan(start, stop, color=colour, alpha=alpha, label=label)
     axes.set_ylim(low, high)  # the spans must not widen the view
+    if not all(map(math.isnan, [*lows, *highs])):  # a history from before them has none
+        axes.fill_between(weights, lows, highs, color="tab:blue", alpha=0.18, linewidth=0,
+                          label=_interval_label(grid))
     axes.plot(weights, p_at_5, marker="o", color="tab:blue", label="P@5")
     ceiling = float(grid["p_at_5_ceiling"].iloc[0])
     draw_reference(axes, ceiling, f"P@5 ceiling {ceiling:.3f}", color="grey", linestyle="--")
@@ -298,6 +307,19 @@ def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
     axes.set_title("P@5 in its verdict bands", fontsize="medium")
     axes.grid(alpha=0.3)
     legend_outside(axes)
+
+
+def _column(grid, name: str) -> list[float]:
+    """A float column of the grid; NaN throughout when the history predates it."""
+    if name not in grid:
+        return [math.nan] * len(grid)
+    return [math.nan if value is None else float(value) for value in grid[name]]
+
+
+def _interval_label(grid) -> str:
+    """The interval band's legend entry, with its level when the grid records alpha."""
+    alphas = _column(grid, "decision_alpha")
+    return f"P@5 {interval_level(alphas[0] if alphas else None)}interval (query bootstrap)"
 
 
 def _recorded_decision(grid) -> str | None:

@@ -67,14 +67,16 @@ def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn
     assert result.figure.label_source == "human" and result.figure.basis == "p_at_5"
 
 
-def test_a_history_from_before_judged_at_5_reads_it_as_not_recorded(tmp_path, conn, corpus):
-    """Without the judged_at_5 column (never appended to since), the read adds it as NaN;
+@pytest.mark.parametrize("column", ["judged_at_5", "p_at_5_low", "p_at_5_high"])
+def test_a_history_from_before_a_later_column_reads_it_as_not_recorded(tmp_path, conn, corpus,
+                                                                         column):
+    """Without a later column (never appended to since), the read adds it as NaN;
     the next append adds it to the table, NULL (NaN) on the old rows."""
     from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
 
     result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
     frame = grid_frame(result)
-    old = [c for c in GRID_COLUMNS if c != "judged_at_5"]
+    old = [c for c in GRID_COLUMNS if c not in ("judged_at_5", "p_at_5_low", "p_at_5_high")]
     database = tmp_path / "old-history.duckdb"
     with duckdb.connect(str(database)) as con:
         con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
@@ -82,11 +84,11 @@ def test_a_history_from_before_judged_at_5_reads_it_as_not_recorded(tmp_path, co
         con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
         con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
     history = read_grid_history(database)
-    assert len(history) == len(frame) and history["judged_at_5"].isna().all()
+    assert len(history) == len(frame) and history[column].isna().all()
     assert append_grid_history(database, frame) == len(frame)
     history = read_grid_history(database)
-    assert history["judged_at_5"].isna().sum() == len(frame)
-    assert history["judged_at_5"].dropna().tolist() == [p.judged_at_5 for p in result.grid]
+    assert history[column].isna().sum() == len(frame)
+    assert history[column].dropna().tolist() == [getattr(p, column) for p in result.grid]
 
 
 def test_the_decision_travels_through_the_grid_and_the_history(tmp_path, conn, corpus):

@@ -51,6 +51,10 @@ def test_calibrate_keeps_the_weights_in_force_when_the_gain_is_noise(project, co
     code, out, err = run_cli(capsys, "--config", str(project), "calibrate", "--no-write")
     line = next(line for line in out.splitlines() if line.startswith("Decision: "))
     assert line.startswith(f"Decision: {decision['sentence']} (max-statistic permutation test")
+    # each grid point's P@5 interval, the same in the text table as in the JSON
+    for point in result["grid"]:
+        shown = f"[{point['p_at_5_low']:.4f}, {point['p_at_5_high']:.4f}]"
+        assert f"{point['p_at_5']:6.4f}  {shown:>16}" in out
     report = project.parent / "reports" / f"calibration-results-{corpus['name']}.md"
     assert f"**Decision: {decision['sentence']}" in report.read_text()
     assert "best grid point (not adopted)" in report.read_text()
@@ -70,7 +74,8 @@ def test_calibrate_json_writes_config_history_and_report(project, corpus, capsys
     assert [row["semantic_weight"] for row in result["grid"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert set(result["grid"][0]) == {"semantic_weight", "keyword_weight", "p_at_5",
                                       "recall_at_5", "ndcg_at_10", "mrr_at_10", "p_at_5_ceiling",
-                                      "judged_at_5"}
+                                      "judged_at_5", "p_at_5_low", "p_at_5_high"}
+    assert all(row["p_at_5_low"] <= row["p_at_5_high"] for row in result["grid"])
     assert {"absolute", "relative", "ci_low", "ci_high", "p_value"} <= set(result["uplift"])
     assert result["default"]["semantic_weight"] == 0.7
     best = result["best"]
@@ -126,7 +131,8 @@ def test_calibrate_exit_code_follows_the_verdict(project, corpus, capsys, full, 
     code, out, _ = run_cli(capsys, "--config", str(project), "calibrate", "--no-write")
     assert code == exit_code
     assert f"Verdict: {verdict.replace('_', ' ').upper()}" in out
-    assert "semantic  keyword     P@5  Recall@5  nDCG@10  MRR@10" in out and "RRF k=60" in out
+    assert "semantic  keyword     P@5      P@5 interval  Recall@5  nDCG@10  MRR@10" in out
+    assert "RRF k=60" in out
 
 
 def test_dry_run_and_fine_grid_write_nothing(project, capsys, tmp_path):

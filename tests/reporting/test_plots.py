@@ -23,6 +23,8 @@ from eval_harness.reporting.plots import (calibration_grid_figure, format_run_ax
 BANDS = VerdictBands(0.75, 0.70)
 WEIGHTS = [0.5, 0.6, 0.7, 0.8, 0.9]
 SCIFACT_P5 = [0.1667, 0.1693, 0.1700, 0.1693, 0.1647]
+# a 95% query bootstrap interval's half-width on 300 SciFact queries (per-query P@5 sd ~0.2)
+HALF_WIDTH = 0.023
 
 
 def grid(p_at_5=SCIFACT_P5, ceiling=0.226) -> pd.DataFrame:
@@ -122,10 +124,12 @@ def test_plot_bytes_are_a_png():
 # --------------------------------------------------------- the fresh calibration's P@5 plot
 
 def calibration_result(p_at_5=SCIFACT_P5, rrf=0.1653, ceiling=0.226, changed=False):
-    points = [SimpleNamespace(semantic_weight=w, keyword_weight=round(1 - w, 10), p_at_5=p)
+    points = [SimpleNamespace(semantic_weight=w, keyword_weight=round(1 - w, 10), p_at_5=p,
+                              p_at_5_low=p - HALF_WIDTH, p_at_5_high=p + HALF_WIDTH)
               for w, p in zip(WEIGHTS, p_at_5)]
     best = max(points, key=lambda point: point.p_at_5)
-    decision = SimpleNamespace(changed=changed, in_force=(0.6, 0.4), adjusted_p=0.03)
+    decision = SimpleNamespace(changed=changed, in_force=(0.6, 0.4), adjusted_p=0.03,
+                               alpha=0.05)
     return SimpleNamespace(grid=points, best=best, default=points[2], p_at_5_ceiling=ceiling,
                            rrf=SimpleNamespace(p_at_5=rrf), rrf_k=60, dataset="scifact",
                            n_queries=300, decision=decision, current_weight=0.6)
@@ -164,7 +168,7 @@ def test_p_at_5_plot_is_zoomed_with_the_legend_outside():
     figure = p_at_5_figure(calibration_result())
     (axes,) = figure.axes
     low, high = axes.get_ylim()
-    assert low <= 0.1647 and high >= 0.1700 and 0.0 < low and high - low < 0.05
+    assert low <= 0.1647 and high >= 0.1700 and 0.0 < low and high - low < 0.1
     assert "not 0" in axes.get_ylabel()
     renderer = drawn(figure)
     legend = axes.get_legend().get_window_extent(renderer)
@@ -174,6 +178,44 @@ def test_p_at_5_plot_is_zoomed_with_the_legend_outside():
     labels = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "ceiling 0.226 (above the axis)" in labels and "RRF k=60 0.165" in labels
     assert plot_p_at_5(calibration_result())[:4] == b"\x89PNG"
+
+
+def band(axes):
+    """The shaded P@5 interval band's polygon (a fill_between collection), or None."""
+    from matplotlib.collections import PolyCollection
+
+    found = [c for c in axes.collections if isinstance(c, PolyCollection)
+             and c.get_label().startswith("P@5 ")]
+    return found[0] if found else None
+
+
+def test_both_plots_shade_each_interval_and_keep_it_in_view():
+    """The issue: the plot zoomed to the points alone made a noise-level peak fill the axis.
+    Every interval lies inside the y range, so the spread of the points is drawn against
+    their uncertainty (here it is a small share of the axis)."""
+    lows = [p - HALF_WIDTH for p in SCIFACT_P5]
+    highs = [p + HALF_WIDTH for p in SCIFACT_P5]
+    frame = grid().assign(p_at_5_low=lows, p_at_5_high=highs, decision="kept",
+                          decision_alpha=0.05, is_in_force=[w == 0.7 for w in WEIGHTS])
+    fresh = p_at_5_figure(calibration_result()).axes[0]
+    for axes in (calibration_grid_figure(frame, BANDS).axes[0], fresh):
+        low, high = axes.get_ylim()
+        assert low <= min(lows) and max(highs) <= high and 0.0 < low
+        assert (max(SCIFACT_P5) - min(SCIFACT_P5)) / (high - low) < 0.1  # no peak
+        shaded = band(axes)
+        assert shaded is not None and shaded.get_label() == "P@5 95% interval (query bootstrap)"
+        vertices = shaded.get_paths()[0].vertices
+        assert vertices[:, 1].min() == pytest.approx(min(lows))
+        assert vertices[:, 1].max() == pytest.approx(max(highs))
+        labels = [text.get_text() for text in axes.get_legend().get_texts()]
+        assert "P@5 95% interval (query bootstrap)" in labels
+
+
+def test_a_grid_from_before_the_intervals_has_no_band():
+    top = calibration_grid_figure(grid(), BANDS).axes[0]
+    assert band(top) is None
+    nan = grid().assign(p_at_5_low=float("nan"), p_at_5_high=float("nan"))
+    assert band(calibration_grid_figure(nan, BANDS).axes[0]) is None
 
 
 # ------------------------------------------------------------------------- the zoom rule

@@ -6,6 +6,7 @@ import math
 
 from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
                                               figure_from_grid, read_grid_history)
+from eval_harness.calibration.intervals import format_interval, interval_level
 from eval_harness.calibration.judged import judged_summary
 from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
 from eval_harness.reporting import formatting as fmt
@@ -47,6 +48,7 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         named={"best": float(best["semantic_weight"]),
                "in force": settings.weights_for(dataset).semantic})
     decision = decision_from_grid(grid)
+    alpha = None if decision is None else decision.alpha
     decided = ("Weights: no decision recorded (a calibration from before the decision rule)"
                if decision is None else f"Weights: {decision.sentence}")
     blocks = (
@@ -56,12 +58,14 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
                   f"adjusted p <= alpha and the gain >= min_gain)."),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
                   f"candidate depth {int(best['candidate_depth'])}, calibrated "
-                  f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight."),
+                  f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight. "
+                  f"P@5 interval: {interval_level(alpha)}percentile bootstrap over the "
+                  f"queries, one weight at a time (the decision's test compares weights)."),
         _grid_table(grid),
         Figure(CALIBRATION_PLOT, plot_calibration_grid(grid, bands),
-               "P@5 against the semantic weight in its verdict bands (top) and the other "
-               "ranking metrics, which have no verdict (bottom); both y axes are zoomed to "
-               "the data"),
+               "P@5 against the semantic weight with its interval (shaded) in its verdict "
+               "bands (top) and the other ranking metrics, which have no verdict (bottom); "
+               "both y axes are zoomed to the data, the top one to the intervals too"),
         Paragraph(f"P@5 ceiling (what a perfect ranker gets on this ground truth: mean of "
                   f"min(5, relevant) / 5): **{ceiling:.4f}**."),
         *(Paragraph(f"**{line}.**") for line in judged.lines()))
@@ -84,10 +88,12 @@ def _grid_table(grid) -> Table:
     """One row per weight; the best, the weights in force and the default are named, the
     best in bold only when the decision adopted it (or none was recorded)."""
     rows, marked = [], set()
+    lows, highs = (grid[name] if name in grid else [math.nan] * len(grid)
+                   for name in ("p_at_5_low", "p_at_5_high"))
     recorded = grid["decision"] if "decision" in grid else [None] * len(grid)
     in_force = grid["is_in_force"] if "is_in_force" in grid else [False] * len(grid)
-    for position, (row, decision, is_in_force) in enumerate(
-            zip(grid.itertuples(index=False), recorded, in_force)):
+    for position, (row, decision, is_in_force, low, high) in enumerate(
+            zip(grid.itertuples(index=False), recorded, in_force, lows, highs)):
         best = {"changed": "best: adopted", "kept": "best grid point (kept out)"}.get(
             decision if isinstance(decision, str) else "", "best")
         marks = [name for name, chosen in ((best, row.is_best),
@@ -96,10 +102,11 @@ def _grid_table(grid) -> Table:
         if row.is_best and best != "best grid point (kept out)":
             marked.add(position)
         rows.append((weight_label(row.semantic_weight), weight_label(row.keyword_weight),
-                     f"{row.p_at_5:.4f}", f"{row.recall_at_5:.4f}", f"{row.ndcg_at_10:.4f}",
-                     f"{row.mrr_at_10:.4f}", _share(row.judged_at_5), ", ".join(marks)))
-    return Table(("semantic", "keyword", "P@5", "Recall@5", "nDCG@10", "MRR@10", "Judged@5", ""),
-                 tuple(rows), (True,) * 7 + (False,), frozenset(marked))
+                     f"{row.p_at_5:.4f}", format_interval(low, high), f"{row.recall_at_5:.4f}",
+                     f"{row.ndcg_at_10:.4f}", f"{row.mrr_at_10:.4f}", _share(row.judged_at_5),
+                     ", ".join(marks)))
+    return Table(("semantic", "keyword", "P@5", "P@5 interval", "Recall@5", "nDCG@10", "MRR@10",
+                  "Judged@5", ""), tuple(rows), (True,) * 8 + (False,), frozenset(marked))
 
 
 def _share(value) -> str:
