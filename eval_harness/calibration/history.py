@@ -53,7 +53,8 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     return frame.astype({"n_queries": "int32", "candidate_depth": "int32",
                          "verdict_n_human": "int32", "verdict_n_judged": "int32",
                          "judged_at_5": "float64",  # None (not computed) -> NaN
-                         "decision_permutations": "int32", "is_in_force": "bool"})
+                         "decision_permutations": "int32", "is_in_force": "bool",
+                         "decision_n_human": "int32"})
 
 
 def _same_pair(point, pair: tuple[float, float]) -> bool:

@@ -29,6 +29,7 @@ source (``label_source``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ import psycopg
 
 from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
-from eval_harness.calibration.decision import JUDGES_UNCORRECTED, WeightDecision, decide_weights
+from eval_harness.calibration.decision import (JUDGES_UNCORRECTED, WeightDecision,
+                                               decide_weights, with_judged_gain)
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
@@ -243,6 +245,8 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         min_gain=decision.min_gain, permutations=decision.permutations,
         bootstrap_resamples=bootstrap_resamples, seed=seed, label_source=label_source,
         note=JUDGES_UNCORRECTED if label_source == "judges" else None)
+    if derived is not None:
+        decided = _judges_decision(conn, dataset, decided, candidates, sweep, alpha=decision.alpha)
     verdict = precision_verdict(best.p_at_5, full_success=bands.full_success,
                                 partial_success=bands.partial_success)
     total = time.perf_counter() - started
@@ -263,6 +267,41 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         candidates=candidates, sweep=sweep, min_judged=float(min_judged), decision=decided,
         in_force_added_to_grid=not np.any(np.isclose(
             grid_with_default(grid, default_weight), in_force[0], atol=1e-9)))
+
+
+def _judges_decision(conn: psycopg.Connection, dataset: str, decided: WeightDecision,
+                     candidates: CandidateSet, sweep: SweepResult, *,
+                     alpha: float) -> WeightDecision:
+    """The decision on judge labels with the human sample's PPI-corrected gain of the best
+    grid point over the weights in force (:func:`~.decision.with_judged_gain`); ``decided``
+    (noting the uncorrected bias) when no usable human sample exists."""
+    from eval_harness.calibration.judged_gain import bias_note, judged_gain
+
+    in_force_semantic, in_force_keyword = decided.in_force
+    if not math.isclose(keyword_weight_for(in_force_semantic), in_force_keyword, abs_tol=1e-9):
+        return dataclasses.replace(decided, note=(
+            f"{JUDGES_UNCORRECTED} (the PPI gain covers weights whose keyword weight is "
+            "1 - semantic only)"))
+    probe = _JudgedProbe(dataset=dataset, candidates=candidates, sweep=sweep)
+    gain = judged_gain(conn, probe, decided.best[0], in_force_semantic, alpha=alpha)
+    if gain is None:
+        return dataclasses.replace(decided, note=bias_note(probe))
+    note = (f"{gain.incomplete_queries} sampled queries left out because a top-5 document is "
+            "unlabelled: label them" if gain.incomplete_queries else None)
+    return with_judged_gain(decided, estimate=gain.estimate, low=gain.low, high=gain.high,
+                            n_human=gain.n_human, note=note)
+
+
+@dataclass(frozen=True)
+class _JudgedProbe:
+    """What :func:`~.judged_gain.judged_gain` reads of a calibration on judge labels, before
+    the :class:`CalibrationResult` exists."""
+
+    dataset: str
+    candidates: CandidateSet
+    sweep: SweepResult
+    label_source: str = "judges"
+    corrected: Any = None
 
 
 def _in_force_p_at_5(candidates: CandidateSet, sweep: SweepResult,

@@ -76,7 +76,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "in_force_keyword": "DOUBLE", "decision_gain": "DOUBLE", "decision_ci_low": "DOUBLE",
     "decision_ci_high": "DOUBLE", "decision_adjusted_p": "DOUBLE", "decision_alpha": "DOUBLE",
     "decision_min_gain": "DOUBLE", "decision_permutations": "INTEGER",
-    "decision_label_source": "VARCHAR", "decision_note": "VARCHAR"}
+    "decision_label_source": "VARCHAR", "decision_note": "VARCHAR",
+    # judge labels with a human sample: the PPI-corrected gain the decision rested on too
+    "decision_ppi_gain": "DOUBLE", "decision_ppi_ci_low": "DOUBLE",
+    "decision_ppi_ci_high": "DOUBLE", "decision_n_human": "INTEGER"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
