@@ -68,6 +68,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "verdict_interval_low": "DOUBLE", "verdict_interval_high": "DOUBLE",
     "verdict_judges_p_at_5": "DOUBLE", "verdict_n_human": "INTEGER",
     "verdict_n_judged": "INTEGER",
+    # the weights the verdict is given at (those in force after the decision), added later:
+    # NULL on older rows, which gave it at the best grid point
+    "verdict_semantic_weight": "DOUBLE", "verdict_keyword_weight": "DOUBLE",
+    "verdict_weights": "VARCHAR",
     # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
     # added later too: NULL on the rows of a history written before it
     "judged_at_5": "DOUBLE",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from eval_harness.calibration.decision import WeightDecision, decide_weights, with_judged_gain
-from eval_harness.calibration.history import decision_from_grid, grid_frame
+from eval_harness.calibration.history import decision_from_grid, figure_from_grid, grid_frame
 from eval_harness.calibration.judged_gain import UNCORRECTED, judged_gain
 from eval_harness.calibration.run import _in_force_p_at_5, calibrate_with_settings
 from eval_harness.settings import load_settings
@@ -62,9 +62,21 @@ def test_biased_judges_with_a_human_sample_keep_the_weights(db, gain_scenario, s
     assert "the judges' gain is not the people's" in decision.sentence
     assert "uncorrected" not in decision.sentence
 
-    data = json.loads(json.dumps(result.to_dict()))["decision"]
-    assert data["ppi_gain"] == decision.ppi_gain and data["n_human"] == N_SAMPLE
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["decision"]["ppi_gain"] == decision.ppi_gain
+    assert data["decision"]["n_human"] == N_SAMPLE
     assert decision_from_grid(grid_frame(result)) == decision  # the history round-trips it
+
+    # the verdict describes the weights kept (0.7 / 0.3), PPI-corrected there, not 0.2
+    figure, corrected = result.figure, result.corrected
+    assert (figure.semantic_weight, figure.keyword_weight, figure.weights) == (0.7, 0.3, "kept")
+    assert figure.basis == "ppi" and corrected.kept.semantic_weight == 0.7
+    assert figure.p_at_5 == pytest.approx(min(max(corrected.kept.ppi.estimate, 0.0), 1.0))
+    assert figure.p_at_5 != pytest.approx(min(max(corrected.best.ppi.estimate, 0.0), 1.0))
+    assert "at the weights kept, semantic 0.70 / keyword 0.30" in figure.sentence(result.bands)
+    assert data["verdict"]["semantic_weight"] == 0.7 and data["verdict"]["weights"] == "kept"
+    bands = result.bands
+    assert figure_from_grid(grid_frame(result), bands) == figure  # what the history says
 
 
 def test_honest_judges_with_a_real_gain_change_the_weights(db, honest_gain_scenario, store):
@@ -77,6 +89,10 @@ def test_honest_judges_with_a_real_gain_change_the_weights(db, honest_gain_scena
     assert decision.sentence.startswith(f"changed 0.2 / 0.8 -> {decision.best[0]:g} / ")
     assert f"[{decision.ppi_low:+.4f}, {decision.ppi_high:+.4f}] after correcting" \
         in decision.sentence
+    figure = result.figure  # at the new weights, corrected there (the best point)
+    assert (figure.semantic_weight, figure.weights, figure.basis) == (
+        decision.best[0], "changed", "ppi")
+    assert figure.p_at_5 == pytest.approx(min(max(result.corrected.best.ppi.estimate, 0), 1))
 
 
 def test_without_a_human_sample_the_bias_is_uncorrected(db, gain_scenario, store):

@@ -75,7 +75,7 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     corrected = "PPI-corrected " if figure.basis == "ppi" else ""
     labels = f", labels {figure.label_source}" if figure.label_source else ""
     check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: {corrected}P@5 "
-                  f"{p_at_5:.4f} at semantic {weight_label(figure.semantic_weight)}{labels}",
+                  f"{p_at_5:.4f} at {figure.at}{labels}",
                   calibrated_at)
     return BuiltSection(Section("calibration", title, blocks, status), metrics, (check,))
 
