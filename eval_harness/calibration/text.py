@@ -65,10 +65,15 @@ def decision_line(result: CalibrationResult) -> str:
     decision = result.decision
     if decision is None:
         return "Decision: not made (a calibration from before the decision rule)"
+    if decision.corrected:  # judge labels with a human sample: both guards (.decision)
+        interval = (f"interval: prediction-powered inference over queries, "
+                    f"{1 - decision.alpha:.0%}; a change needs adjusted p <= alpha and the "
+                    f"interval's lower bound > {max(0.0, decision.min_gain):g}")
+    else:
+        interval = f"interval: paired bootstrap over queries, {1 - decision.alpha:.0%}"
     return (f"Decision: {decision.sentence} (max-statistic permutation test over "
             f"{len(result.grid)} grid points against the weights in force, alpha "
-            f"{decision.alpha:g}, min_gain {decision.min_gain:g}; interval: paired bootstrap "
-            f"over queries, {1 - decision.alpha:.0%})")
+            f"{decision.alpha:g}, min_gain {decision.min_gain:g}; {interval})")
 
 
 def summary_lines(result: CalibrationResult) -> list[str]:

@@ -53,7 +53,10 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"**{decided}** (max-statistic paired permutation test over the grid "
                   f"against the weights in force; the weights change only when the "
-                  f"adjusted p <= alpha and the gain >= min_gain)."),
+                  f"adjusted p <= alpha and the gain >= min_gain"
+                  + ("; on judge labels corrected by a human sample also only when the PPI "
+                     "interval's lower bound clears max(0, min_gain)"
+                     if decision is not None and decision.corrected else "") + ")."),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
                   f"candidate depth {int(best['candidate_depth'])}, calibrated "
                   f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight."),
