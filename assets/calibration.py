@@ -125,7 +125,8 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
 
 @dg.asset_check(asset=calibrated_weights, blocking=True,
                 additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
-                description="Blocking: P@5 at the calibrated weights on the complete ground "
+                description="Blocking: P@5 at the weights in force after the decision (the "
+                            "new weights, or those kept) on the complete ground "
                             "truth. A failure verdict is an ERROR and stops the run with the "
                             "figure; partial success warns.")
 def p_at_5_verdict(calibration_grid: pd.DataFrame,
@@ -138,7 +139,10 @@ def p_at_5_verdict(calibration_grid: pd.DataFrame,
     metadata = {"p_at_5": p_at_5, "verdict": VERDICT_LABELS[verdict],
                 "label_source": figure.label_source or "not recorded", "basis": figure.basis,
                 "full_success": bands.full_success, "partial_success": bands.partial_success,
-                "semantic_weight": figure.semantic_weight}
+                "semantic_weight": figure.semantic_weight,
+                "keyword_weight": (dg.MetadataValue.null() if figure.keyword_weight is None
+                                   else figure.keyword_weight),
+                "weights": figure.weights or "best grid point"}
     if figure.interval is not None:
         metadata.update(interval_low=figure.interval[0], interval_high=figure.interval[1],
                         judges_p_at_5=figure.judges_p_at_5, n_human=figure.n_human,

@@ -24,8 +24,9 @@ computed the same way on every judged query, and :func:`prediction_powered_mean`
 the mean of ``y`` over the judged queries with a 95% CLT interval over queries. The figures
 equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_corrected.py).
 
-With such an estimate at the best weight and the judges' labels calibrated on, the P@5
-verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled
+With such an estimate at the weights in force after the decision (the best weight when the
+decision changed them, else the weights kept: ``kept``) and the judges' labels calibrated
+on, the P@5 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled
 P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the ``calibrated_weights``
 row, the Dagster check). Complete human labels keep the verdict; the corrected lines are
 shown beside it.
@@ -85,6 +86,20 @@ class CorrectedEstimates:
     sampled_queries: int
     labelled_pairs: int
     judge_label_rule: str = JUDGE_LABEL_RULE
+    # at the weights kept, when the decision kept weights other than the best grid point (the
+    # verdict's weights); None otherwise, or when they are not ``w / 1 - w`` (not computed)
+    kept: CorrectedP5 | None = None
+
+    def at_verdict(self, result: CalibrationResult) -> CorrectedP5 | None:
+        """The corrected P@5 at the weights the verdict is given at (``result.verdict_point``)."""
+        point = result.verdict_point
+        for corrected in (self.kept, self.best):
+            if corrected is not None and math.isclose(corrected.semantic_weight,
+                                                      point.semantic_weight, abs_tol=1e-9) \
+                    and math.isclose(keyword_weight_for(point.semantic_weight),
+                                     point.keyword_weight, abs_tol=1e-9):
+                return corrected
+        return None
 
     def add_to_json(self, data: dict) -> dict:
         """Put the ``ppi`` objects into ``data["default"]`` / ``data["best"]`` and the human
@@ -92,6 +107,8 @@ class CorrectedEstimates:
         ``data["verdict"]``, from :mod:`.verdict`)."""
         for name, corrected in (("default", self.default), ("best", self.best)):
             data[name]["ppi"] = None if corrected is None else corrected.to_dict()
+        if self.kept is not None:
+            data["kept_ppi"] = self.kept.to_dict()
         data["human_sample"] = {"sampled_queries": self.sampled_queries,
                                 "labelled_pairs": self.labelled_pairs,
                                 "judge_label_rule": self.judge_label_rule}
@@ -102,7 +119,8 @@ class CorrectedEstimates:
         from eval_harness.calibration.run import weight_label
 
         out = []
-        for name, corrected in (("default", self.default), ("best", self.best)):
+        named = [("default", self.default), ("best", self.best)]
+        for name, corrected in named + ([("kept", self.kept)] if self.kept else []):
             if corrected is None:
                 out.append(f"Corrected P@5 at the {name} weight: not computed (fewer than 2 "
                            f"sampled queries have all their top 5 labelled)")
@@ -139,10 +157,15 @@ def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *
     if labelled == 0:
         return result
     judge = judge_labels(judged, relevance_threshold)
+    point = result.verdict_point
+    kept = None
+    if point is not result.best and math.isclose(
+            keyword_weight_for(point.semantic_weight), point.keyword_weight, abs_tol=1e-9):
+        kept = corrected_at_weight(result, point.semantic_weight, judge, human)
     estimates = CorrectedEstimates(
         default=corrected_at_weight(result, result.default.semantic_weight, judge, human),
         best=corrected_at_weight(result, result.best.semantic_weight, judge, human),
-        sampled_queries=len(human), labelled_pairs=labelled)
+        sampled_queries=len(human), labelled_pairs=labelled, kept=kept)
     corrected = dataclasses.replace(result, corrected=estimates)
     return dataclasses.replace(corrected, verdict=verdict_figure(corrected).verdict)
 

@@ -31,10 +31,34 @@ The weights change only when ``adjusted p <= alpha`` and the gain is at least ``
 and positive (``calibration.decision`` in config.yaml). The interval on the gain is a paired
 percentile bootstrap over queries (``1 - alpha`` level, seeded): it describes the gain of the
 point chosen, not adjusted for having chosen it (the adjusted p carries the search).
+
+**On judge labels** the per-query P@5 carries the judges' bias, and a bias can differ between
+two weights (a judge over-rating documents that share the query's words favours a
+keyword-heavy weight), so the permutation test on judge labels can be certain of a gain that
+exists only in the judges. With a human sample that corrects the gain
+(:func:`eval_harness.calibration.judged_gain.judged_gain`: one prediction-powered inference
+over the per-query differences best - in force, ``1 - alpha`` interval),
+:func:`with_judged_gain` changes the weights only when **both** hold:
+
+* the permutation test's ``adjusted p <= alpha`` (on judge labels): it guards the *search*.
+  The PPI interval is about the one point compared and knows nothing of the grid it was
+  picked from; alone, picking the best of 100 points and then testing it would overstate it;
+* the PPI interval's lower bound ``> max(0, min_gain)``: it guards the *bias*. The
+  permutation test is exact for the judges' P@5 but says nothing about whether the judges'
+  gain is the people's; the PPI estimate is unbiased for the people's gain whatever the
+  judges' bias, so a gain that lives only in the judges' errors fails here.
+
+Each guards a different error, and neither covers the other's, so the rule is their
+intersection: conservative (a change must pass two level-``alpha`` tests, so its error rate
+is at most ``alpha`` under either failure mode), at the cost of some power. The decision
+sentence then reports the corrected gain and its interval. Without a usable human sample
+(none, or fewer than two sampled queries fully labelled at both weights) the decision rests
+on the permutation test alone and says that the judges' bias is uncorrected.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -68,6 +92,17 @@ class WeightDecision:
     permutations: int              # sign patterns used (all of them when enumerated)
     label_source: str = "human"
     note: str | None = None        # e.g. judge labels without a human sample
+    # judge labels with a human sample: the PPI-corrected gain best - in force, its 1 - alpha
+    # interval and the human-labelled queries it rests on (:func:`with_judged_gain`)
+    ppi_gain: float | None = None
+    ppi_low: float | None = None
+    ppi_high: float | None = None
+    n_human: int | None = None
+
+    @property
+    def corrected(self) -> bool:
+        """Whether the decision rests on the PPI-corrected gain too (judge labels)."""
+        return self.ppi_gain is not None
 
     @property
     def decision(self) -> str:
@@ -82,15 +117,33 @@ class WeightDecision:
     @property
     def sentence(self) -> str:
         """The decision and its evidence in one line."""
-        evidence = (f"gains {self.gain:+.4f} [{self.low:+.4f}, {self.high:+.4f}], "
-                    f"adjusted p = {_p_label(self.adjusted_p)}")
+        if self.corrected:
+            evidence = (f"gains {self.ppi_gain:+.4f} [{self.ppi_low:+.4f}, {self.ppi_high:+.4f}]"
+                        f" after correcting the judges with {self.n_human} human-labelled "
+                        f"queries (PPI; judges alone {self.gain:+.4f}), adjusted p = "
+                        f"{_p_label(self.adjusted_p)}")
+        else:
+            evidence = (f"gains {self.gain:+.4f} [{self.low:+.4f}, {self.high:+.4f}], "
+                        f"adjusted p = {_p_label(self.adjusted_p)}")
         if self.changed:
             text = f"changed {_pair(self.in_force)} -> {_pair(self.best)}: {evidence}"
         else:
             text = f"kept {_pair(self.in_force)}: best grid point {_label(self.best[0])} {evidence}"
-            if self.gain >= 0 and self.adjusted_p <= self.alpha and self.gain < self.min_gain:
+            if self.corrected and self._search_passes() and not self._bias_passes():
+                text += (f" (the corrected interval does not clear "
+                         f"{max(0.0, self.min_gain):g}: the judges' gain is not the people's)")
+            elif self.gain >= 0 and self.adjusted_p <= self.alpha and self.gain < self.min_gain:
                 text += f" (below min_gain {self.min_gain:g})"
         return text + (f"; {self.note}" if self.note else "")
+
+    def _search_passes(self) -> bool:
+        """The judges' (or people's) gain survives the search over the grid."""
+        return bool(self.adjusted_p <= self.alpha and self.gain >= self.min_gain
+                    and self.gain > TIE_TOLERANCE)
+
+    def _bias_passes(self) -> bool:
+        """The PPI-corrected gain's lower bound clears ``max(0, min_gain)``."""
+        return self.ppi_low is not None and self.ppi_low > max(0.0, self.min_gain)
 
     def to_dict(self) -> dict:
         """JSON-safe: plain floats and strings."""
@@ -104,7 +157,32 @@ class WeightDecision:
                 "permutations": self.permutations, "label_source": self.label_source,
                 "note": self.note, "sentence": self.sentence,
                 "test": "max-statistic paired sign-flip permutation test over the grid "
-                        "(Westfall & Young 1993)"}
+                        "(Westfall & Young 1993)",
+                "ppi_gain": self.ppi_gain, "ppi_ci_low": self.ppi_low,
+                "ppi_ci_high": self.ppi_high, "n_human": self.n_human,
+                "rule": ("adjusted p <= alpha and the PPI interval's lower bound > "
+                         "max(0, min_gain)" if self.corrected
+                         else "adjusted p <= alpha and gain >= min_gain")}
+
+
+def with_judged_gain(decision: WeightDecision, *, estimate: float, low: float, high: float,
+                     n_human: int, note: str | None = None) -> WeightDecision:
+    """``decision`` (on judge labels) combined with the PPI-corrected gain of its best grid
+    point over the weights in force (module docstring): changed only when the permutation
+    test passes and the corrected interval's lower bound exceeds ``max(0, min_gain)``.
+
+    >>> judges = WeightDecision(changed=True, in_force=(0.7, 0.3), best=(0.2, 0.8),
+    ...     gain=0.2, low=0.15, high=0.25, adjusted_p=0.001, alpha=0.05, min_gain=0.0,
+    ...     permutations=10_000, label_source="judges")
+    >>> with_judged_gain(judges, estimate=-0.1, low=-0.18, high=-0.02, n_human=25).changed
+    False
+    >>> with_judged_gain(judges, estimate=0.1, low=0.02, high=0.18, n_human=25).changed
+    True
+    """
+    corrected = dataclasses.replace(decision, ppi_gain=float(estimate), ppi_low=float(low),
+                                    ppi_high=float(high), n_human=int(n_human), note=note)
+    changed = corrected._search_passes() and corrected._bias_passes()
+    return dataclasses.replace(corrected, changed=bool(changed))
 
 
 def max_statistic_p_value(differences: np.ndarray, *, permutations: int = 10_000,
@@ -203,14 +281,20 @@ def decision_columns(decision: WeightDecision | None) -> dict[str, Any]:
                 "decision_ci_high": math.nan, "decision_adjusted_p": math.nan,
                 "decision_alpha": math.nan, "decision_min_gain": math.nan,
                 "decision_permutations": 0, "decision_label_source": None,
-                "decision_note": None}
+                "decision_note": None, "decision_ppi_gain": math.nan,
+                "decision_ppi_ci_low": math.nan, "decision_ppi_ci_high": math.nan,
+                "decision_n_human": 0}
     return {"decision": decision.decision, "in_force_semantic": decision.in_force[0],
             "in_force_keyword": decision.in_force[1], "decision_gain": decision.gain,
             "decision_ci_low": decision.low, "decision_ci_high": decision.high,
             "decision_adjusted_p": decision.adjusted_p, "decision_alpha": decision.alpha,
             "decision_min_gain": decision.min_gain,
             "decision_permutations": decision.permutations,
-            "decision_label_source": decision.label_source, "decision_note": decision.note}
+            "decision_label_source": decision.label_source, "decision_note": decision.note,
+            "decision_ppi_gain": _nan(decision.ppi_gain),
+            "decision_ppi_ci_low": _nan(decision.ppi_low),
+            "decision_ppi_ci_high": _nan(decision.ppi_high),
+            "decision_n_human": decision.n_human or 0}
 
 
 def decision_from_row(best: pd.Series) -> WeightDecision | None:
@@ -229,7 +313,30 @@ def decision_from_row(best: pd.Series) -> WeightDecision | None:
         alpha=float(best["decision_alpha"]), min_gain=float(best["decision_min_gain"]),
         permutations=int(best["decision_permutations"]),
         label_source=str(best.get("decision_label_source") or "human"),
-        note=note if isinstance(note, str) and note else None)
+        note=note if isinstance(note, str) and note else None,
+        **_ppi_fields(best))
+
+
+def _ppi_fields(best: pd.Series) -> dict[str, Any]:
+    """The PPI fields of a decision row; none for a row without them (a history written
+    before them, or a decision on human labels or without a human sample)."""
+    gain = best.get("decision_ppi_gain")
+    if gain is None or _is_nan(gain):
+        return {}
+    return {"ppi_gain": float(gain), "ppi_low": float(best["decision_ppi_ci_low"]),
+            "ppi_high": float(best["decision_ppi_ci_high"]),
+            "n_human": int(best["decision_n_human"])}
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
 
 
 def _label(weight: float) -> str:

@@ -56,7 +56,8 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
                          "verdict_n_human": "int32", "verdict_n_judged": "int32",
                          "judged_at_5": "float64",  # None (not computed) -> NaN
                          "p_at_5_low": "float64", "p_at_5_high": "float64",
-                         "decision_permutations": "int32", "is_in_force": "bool"})
+                         "decision_permutations": "int32", "is_in_force": "bool",
+                         "decision_n_human": "int32"})
 
 
 def _same_pair(point, pair: tuple[float, float]) -> bool:

@@ -29,6 +29,7 @@ source (``label_source``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ import psycopg
 
 from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
-from eval_harness.calibration.decision import JUDGES_UNCORRECTED, WeightDecision, decide_weights
+from eval_harness.calibration.decision import (JUDGES_UNCORRECTED, WeightDecision,
+                                               decide_weights, with_judged_gain)
 from eval_harness.calibration.intervals import interval_note, p_at_5_interval
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
@@ -57,6 +59,9 @@ from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, gr
                                             keyword_weight_for)
 from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
 from eval_harness.store import ground_truth
+from eval_harness.calibration.text import (decision_line, format_table,  # noqa: F401
+                                           label_source_line, summary_lines,
+                                           weight_label)  # (re-exported)
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -123,6 +128,24 @@ class CalibrationResult:
     # whether the best grid point replaces the weights in force (calibration.decision)
     decision: WeightDecision | None = None
     in_force_added_to_grid: bool = False
+    # the metrics at the weights in force before the decision (a grid point, or swept alone
+    # when their keyword weight is not 1 - semantic); None for a result built without them
+    in_force: GridPoint | None = None
+
+    @property
+    def verdict_point(self) -> GridPoint:
+        """The weights in force after the decision, where the verdict is given: the best grid
+        point when the decision changed the weights to it (or none was made), else the weights
+        kept."""
+        if self.decision is None or self.decision.changed or self.in_force is None:
+            return self.best
+        return self.in_force
+
+    @property
+    def verdict_weights(self) -> str | None:
+        """``changed`` / ``kept``: how the verdict's weights came to be in force (None: no
+        decision was made, the verdict is at the best grid point)."""
+        return None if self.decision is None else self.decision.decision
 
     @property
     def figure(self) -> VerdictFigure:
@@ -131,8 +154,9 @@ class CalibrationResult:
 
     @property
     def verdict_p_at_5(self) -> float:
-        """The P@5 the verdict is given on: at the calibrated (best) weights on the complete
-        ground truth, or its PPI-corrected estimate (:mod:`.verdict`)."""
+        """The P@5 the verdict is given on: at the weights in force after the decision
+        (:attr:`verdict_point`) on the complete ground truth, or its PPI-corrected estimate
+        (:mod:`.verdict`)."""
         return self.figure.p_at_5
 
     def to_dict(self) -> dict:
@@ -170,7 +194,6 @@ class CalibrationResult:
                     "recall_at_5": self.rrf.recall_at_5, "ndcg_at_10": self.rrf.ndcg_at_10,
                     "mrr_at_10": self.rrf.mrr_at_10},
             "verdict": dict(self.figure.to_dict(),
-                            keyword_weight=self.best.keyword_weight,
                             full_success=self.bands.full_success,
                             partial_success=self.bands.partial_success),
             "judged": self.judged.to_dict(),
@@ -248,7 +271,11 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         min_gain=decision.min_gain, permutations=decision.permutations,
         bootstrap_resamples=bootstrap_resamples, seed=seed, label_source=label_source,
         note=JUDGES_UNCORRECTED if label_source == "judges" else None)
-    verdict = precision_verdict(best.p_at_5, full_success=bands.full_success,
+    if derived is not None:
+        decided = _judges_decision(conn, dataset, decided, candidates, sweep, alpha=decision.alpha)
+    in_force_point = _in_force_point(candidates, sweep, in_force)
+    at = best if decided.changed else in_force_point  # the weights in force after it
+    verdict = precision_verdict(at.p_at_5, full_success=bands.full_success,
                                 partial_success=bands.partial_success)
     total = time.perf_counter() - started
     return CalibrationResult(
@@ -266,19 +293,66 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         label_source=label_source, judge_labels=None if derived is None else derived.to_dict(),
         candidates=candidates, sweep=sweep, min_judged=float(min_judged), decision=decided,
+        in_force=in_force_point,
         in_force_added_to_grid=not np.any(np.isclose(
             grid_with_default(grid, default_weight), in_force[0], atol=1e-9)))
+
+
+def _judges_decision(conn: psycopg.Connection, dataset: str, decided: WeightDecision,
+                     candidates: CandidateSet, sweep: SweepResult, *,
+                     alpha: float) -> WeightDecision:
+    """The decision on judge labels with the human sample's PPI-corrected gain of the best
+    grid point over the weights in force (:func:`~.decision.with_judged_gain`); ``decided``
+    (noting the uncorrected bias) when no usable human sample exists."""
+    from eval_harness.calibration.judged_gain import bias_note, judged_gain
+
+    in_force_semantic, in_force_keyword = decided.in_force
+    if not math.isclose(keyword_weight_for(in_force_semantic), in_force_keyword, abs_tol=1e-9):
+        return dataclasses.replace(decided, note=(
+            f"{JUDGES_UNCORRECTED} (the PPI gain covers weights whose keyword weight is "
+            "1 - semantic only)"))
+    probe = _JudgedProbe(dataset=dataset, candidates=candidates, sweep=sweep)
+    gain = judged_gain(conn, probe, decided.best[0], in_force_semantic, alpha=alpha)
+    if gain is None:
+        return dataclasses.replace(decided, note=bias_note(probe))
+    note = (f"{gain.incomplete_queries} sampled queries left out because a top-5 document is "
+            "unlabelled: label them" if gain.incomplete_queries else None)
+    return with_judged_gain(decided, estimate=gain.estimate, low=gain.low, high=gain.high,
+                            n_human=gain.n_human, note=note)
+
+
+@dataclass(frozen=True)
+class _JudgedProbe:
+    """What :func:`~.judged_gain.judged_gain` reads of a calibration on judge labels, before
+    the :class:`CalibrationResult` exists."""
+
+    dataset: str
+    candidates: CandidateSet
+    sweep: SweepResult
+    label_source: str = "judges"
+    corrected: Any = None
 
 
 def _in_force_p_at_5(candidates: CandidateSet, sweep: SweepResult,
                      in_force: tuple[float, float]) -> np.ndarray:
     """Per-query P@5 at the weights in force: the sweep's row when the grid holds the pair,
     else a sweep of that pair alone (a keyword weight other than ``1 - semantic``)."""
+    swept, row = _in_force_sweep(candidates, sweep, in_force)
+    return swept.per_query_p_at_5[row]
+
+
+def _in_force_point(candidates: CandidateSet, sweep: SweepResult,
+                    in_force: tuple[float, float]) -> GridPoint:
+    """The mean metrics at the weights in force (:func:`_in_force_p_at_5`'s sweep)."""
+    return _grid_point(*_in_force_sweep(candidates, sweep, in_force))
+
+
+def _in_force_sweep(candidates: CandidateSet, sweep: SweepResult,
+                    in_force: tuple[float, float]) -> tuple[SweepResult, int]:
     row = sweep.index_of(in_force[0])
     if math.isclose(sweep.keyword_weights[row], in_force[1], abs_tol=1e-9):
-        return sweep.per_query_p_at_5[row]
-    alone = sweep_weights(candidates, [in_force[0]], keyword_weights=[in_force[1]])
-    return alone.per_query_p_at_5[0]
+        return sweep, row
+    return sweep_weights(candidates, [in_force[0]], keyword_weights=[in_force[1]]), 0
 
 
 def label_source_for(conn: psycopg.Connection, dataset: str, labels: str | None) -> str:
@@ -356,95 +430,8 @@ def _grid_points(sweep: SweepResult, confidence: float, resamples: int,
                  for i in range(sweep.semantic_weights.size))
 
 
-# ---------------------------------------------------------------------------- text output
-def weight_label(weight: float) -> str:
-    """0.7 -> "0.70", 0.05 -> "0.05", 0.125 -> "0.125": at least two decimals, exact."""
-    text = f"{weight:.10f}".rstrip("0")
-    whole, _, decimals = text.partition(".")
-    return f"{whole}.{decimals.ljust(2, '0')}"
-
-
-def format_table(result: CalibrationResult) -> str:
-    """The grid table, the reference method, uplift, cross-validation and the verdict."""
-    lines = [f"Calibration: dataset '{result.dataset}', {result.n_queries} ground-truth queries, "
-             f"{result.n_documents} documents, candidate depth {result.candidate_depth}",
-             label_source_line(result), "",
-             f"  {'semantic':>8}  {'keyword':>7}  {'P@5':>6}  {'P@5 interval':>16}"
-             f"  {'Recall@5':>8}  {'nDCG@10':>7}  {'MRR@10':>6}  {'Judged@5':>8}"]
-    for point in result.grid:
-        marks = [name for name, chosen in (("best", point == result.best),
-                                           ("default", point == result.default),
-                                           ("in force", _same(point.semantic_weight,
-                                                              result.current_weight)))
-                 if chosen]
-        lines.append(f"  {weight_label(point.semantic_weight):>8}  "
-                     f"{weight_label(point.keyword_weight):>7}  {point.p_at_5:6.4f}  "
-                     f"{p_at_5_interval(point):>16}  {point.recall_at_5:8.4f}  "
-                     f"{point.ndcg_at_10:7.4f}  {point.mrr_at_10:6.4f}"
-                     f"  {point.judged_at_5:8.4f}"
-                     + (f"  <- {', '.join(marks)}" if marks else ""))
-    rrf = result.rrf
-    lines.append(f"  {'RRF k=' + str(result.rrf_k):>17}  {rrf.p_at_5:6.4f}  {'':>16}  "
-                 f"{rrf.recall_at_5:8.4f}  {rrf.ndcg_at_10:7.4f}  {rrf.mrr_at_10:6.4f}"
-                 f"  (reference method)")
-    lines += ["", interval_note(result), f"P@5 ceiling (a perfect ranker on this ground truth): "
-                  f"{result.p_at_5_ceiling:.4f}; within the candidates: "
-                  f"{result.p_at_5_candidate_ceiling:.4f}"]
-    lines += summary_lines(result)
-    lines += result.judged.lines()
-    lines.append(f"\n({result.seconds['total']:.2f} s: candidates "
-                 f"{result.seconds['fetch_candidates']:.2f} s, sweep "
-                 f"{result.seconds['sweep']:.3f} s, statistics "
-                 f"{result.seconds['statistics']:.2f} s)")
-    return "\n".join(lines)
-
-
-def label_source_line(result: CalibrationResult) -> str:
-    """Which labels the figures rest on, in one line."""
-    if result.label_source != "judges":
-        return "Labels: human (the ground truth's expected_docs)"
-    detail = result.judge_labels or {}
-    pairs = ", ".join(f"{n} {source}" for source, n in sorted(detail.get("pairs", {}).items()))
-    return (f"Labels: judges (disagreement rule {detail.get('disagreement_rule')}; pairs: "
-            f"{pairs or 'none'}; an adjudicated verdict overrides both judges)")
-
-
-def decision_line(result: CalibrationResult) -> str:
-    """The decision on the weights and its evidence, in one line (:mod:`.decision`)."""
-    decision = result.decision
-    if decision is None:
-        return "Decision: not made (a calibration from before the decision rule)"
-    return (f"Decision: {decision.sentence} (max-statistic permutation test over "
-            f"{len(result.grid)} grid points against the weights in force, alpha "
-            f"{decision.alpha:g}, min_gain {decision.min_gain:g}; interval: paired bootstrap "
-            f"over queries, {1 - decision.alpha:.0%})")
-
-
-def summary_lines(result: CalibrationResult) -> list[str]:
-    """The decision, best vs default, uplift with interval, cross-validated P@5, verdict:
-    one line each."""
-    uplift, best, default = result.uplift, result.best, result.default
-    relative = "n/a" if uplift.relative is None else f"{uplift.relative:+.1%}"
-    lines = [decision_line(result),
-             f"Best: semantic {weight_label(best.semantic_weight)} / keyword "
-             f"{weight_label(best.keyword_weight)}, P@5 {best.p_at_5:.4f}; default "
-             f"{weight_label(default.semantic_weight)} / {weight_label(default.keyword_weight)}, "
-             f"P@5 {default.p_at_5:.4f}",
-             f"Uplift: {uplift.absolute:+.4f} absolute ({relative} relative), "
-             f"{uplift.confidence:.0%} paired bootstrap interval [{uplift.ci_low:+.4f}, "
-             f"{uplift.ci_high:+.4f}], paired randomization test p = {uplift.p_value:.4f}"]
-    cv = result.cross_validation
-    if cv is None:
-        lines.append("Cross-validated P@5: not computed (fewer than 2 queries)")
-    else:
-        lines.append(f"Cross-validated P@5 ({len(cv.fold_sizes)} folds): {cv.p_at_5:.4f}, "
-                     f"in-sample {best.p_at_5:.4f}, optimism {best.p_at_5 - cv.p_at_5:+.4f} "
-                     f"(fold weights {', '.join(weight_label(w) for w in cv.fold_weights)})")
-    if result.corrected is not None:
-        lines += result.corrected.lines()
-    lines.append(result.figure.sentence(result.bands, result.p_at_5_ceiling))
-    return lines
-
-
-def _same(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)
+def _grid_point(sweep: SweepResult, i: int) -> GridPoint:
+    return GridPoint(float(sweep.semantic_weights[i]), float(sweep.keyword_weights[i]),
+                     float(sweep.p_at_5[i]), float(sweep.recall_at_5[i]),
+                     float(sweep.ndcg_at_10[i]), float(sweep.mrr_at_10[i]),
+                     float(sweep.judged_at_5[i]))

@@ -68,6 +68,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "verdict_interval_low": "DOUBLE", "verdict_interval_high": "DOUBLE",
     "verdict_judges_p_at_5": "DOUBLE", "verdict_n_human": "INTEGER",
     "verdict_n_judged": "INTEGER",
+    # the weights the verdict is given at (those in force after the decision), added later:
+    # NULL on older rows, which gave it at the best grid point
+    "verdict_semantic_weight": "DOUBLE", "verdict_keyword_weight": "DOUBLE",
+    "verdict_weights": "VARCHAR",
     # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
     # added later too: NULL on the rows of a history written before it
     "judged_at_5": "DOUBLE",
@@ -78,7 +82,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "decision_min_gain": "DOUBLE", "decision_permutations": "INTEGER",
     "decision_label_source": "VARCHAR", "decision_note": "VARCHAR",
     # each weight's P@5 query bootstrap interval (level 1 - decision_alpha), added later too
-    "p_at_5_low": "DOUBLE", "p_at_5_high": "DOUBLE"}
+    "p_at_5_low": "DOUBLE", "p_at_5_high": "DOUBLE",
+    # judge labels with a human sample: the PPI-corrected gain the decision rested on too
+    "decision_ppi_gain": "DOUBLE", "decision_ppi_ci_low": "DOUBLE",
+    "decision_ppi_ci_high": "DOUBLE", "decision_n_human": "INTEGER"}
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:

@@ -1,8 +1,9 @@
 """``eval-harness calibrate``: grid search of the hybrid weights and the P@5 verdict.
 
-Prints the grid table and the verdict (or one JSON object with ``--json``), then publishes
-the best weights for the dataset calibrated: a row of the ``calibrated_weights`` table (what
-the RAG system reads) and ``datasets.<name>.hybrid_search`` in config.yaml (atomically,
+Prints the grid table, the decision and the verdict at the weights in force after it (or one
+JSON object with ``--json``), then publishes the decision for the dataset calibrated: a row of
+the ``calibrated_weights`` table (what the RAG system reads) and, only when the weights
+changed, ``datasets.<name>.hybrid_search`` in config.yaml (atomically,
 keeping every other key and comment; the global ``hybrid_search`` is never rewritten),
 appends the grid to the DuckDB history and writes the dataset's own report,
 reports/calibration-results-<dataset>.md with its plot. ``--no-write`` writes none of these,

@@ -120,6 +120,10 @@ def test_assets_keep_the_weights_in_force_without_evidence(tmp_path, store, corp
     assert row[:4] == (0.5, 0.5, "kept", 0.5) and row[4] > 0.05 and row[5] == 0.05
     check = result.get_asset_check_evaluations()[0]
     assert "\nWeights: kept 0.5 / 0.5: best grid point" in check.description
+    # the verdict describes the weights kept, not the best grid point
+    assert "at the weights kept, semantic 0.50 / keyword 0.50" in check.description
+    assert (check.metadata["semantic_weight"].value, check.metadata["keyword_weight"].value,
+            check.metadata["weights"].value) == (0.5, 0.5, "kept")
 
 
 def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):

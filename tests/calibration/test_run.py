@@ -14,7 +14,7 @@ import pytest
 
 from beir_factory import write_beir
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
-from eval_harness.calibration.run import calibrate_dataset
+from eval_harness.calibration.run import calibrate_dataset, format_table
 from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.hybrid import hybrid_search
@@ -84,7 +84,15 @@ def test_result_holds_best_uplift_cv_rrf_and_verdict(conn, corpus):
     assert result.uplift.ci_low <= result.uplift.absolute <= result.uplift.ci_high
     assert 0 < result.uplift.p_value <= 1
     assert 0 <= result.cross_validation.p_at_5 <= 1 and len(result.cross_validation.fold_sizes) == 3
-    assert result.verdict_p_at_5 == result.best.p_at_5
+    # the verdict is given at the weights in force after the decision, not the best point
+    at = result.best if result.decision.changed else result.in_force
+    assert result.verdict_point == at and result.verdict_p_at_5 == at.p_at_5
+    assert (result.figure.semantic_weight, result.figure.keyword_weight) == (
+        at.semantic_weight, at.keyword_weight)
+    assert result.figure.weights == result.decision.decision
+    if not result.decision.changed:
+        assert at.semantic_weight == 0.9 and result.verdict_p_at_5 != result.best.p_at_5
+        assert "at the weights kept, semantic 0.90 / keyword 0.10" in format_table(result)
     assert result.p_at_5_candidate_ceiling <= result.p_at_5_ceiling
     assert all(p.p_at_5 <= result.p_at_5_ceiling + 1e-12 for p in result.grid)
     text = json.dumps(result.to_dict(), allow_nan=False)  # JSON-safe, no NaN

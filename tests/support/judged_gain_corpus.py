@@ -34,7 +34,7 @@ datasets:
   {name}:
     path: {folder}
     language: english
-hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: {per_query}}}
+hybrid_search: {{semantic: {semantic}, keyword: {keyword}, candidate_depth: {per_query}}}
 calibration:
   grid: {{start: 0.2, stop: 0.9, step: 0.7}}
   cv_folds: 2
@@ -42,7 +42,7 @@ calibration:
 """
 
 
-def _dataset(folder, tag):
+def _dataset(folder, tag, honest=False):
     rng = np.random.default_rng(22)
     docs, queries, qrels, doc_vectors, query_vectors, judged = {}, {}, [], [], [], {}
     for k in range(N_QUERIES):
@@ -61,7 +61,9 @@ def _dataset(folder, tag):
             away[:64] = 0.0  # no component on any query's axis
             away /= np.linalg.norm(away)
             doc_vectors.append(cosine * axis + np.sqrt(1 - cosine ** 2) * away)
-            judge_says = j in WORDY or (relevant != (rng.random() < 0.1))
+            # honest judges: the qrels with 10% errors on every document (same draws)
+            biased = j in WORDY and not honest
+            judge_says = biased or (relevant != (rng.random() < 0.1))
             score = 0.9 if judge_says else 0.1
             scores.append((doc, score, score))
             if relevant:
@@ -74,18 +76,32 @@ def _dataset(folder, tag):
 
 @pytest.fixture
 def gain_scenario(db, store, tmp_path, monkeypatch):
-    """The dataset ingested and judged, its qrels hidden, a config.yaml for it."""
+    """The dataset ingested and judged, its qrels hidden, a config.yaml for it (weights in
+    force 0.7 / 0.3)."""
+    return _scenario(db, store, tmp_path, monkeypatch, honest=False, semantic=0.7)
+
+
+@pytest.fixture
+def honest_gain_scenario(db, store, tmp_path, monkeypatch):
+    """The same corpus judged by judges without the bias (the qrels with 10% errors), the
+    weights in force the keyword-heavy 0.2 / 0.8, which the qrels truly lose to 0.7 and 0.9
+    by about 0.14 P@5."""
+    return _scenario(db, store, tmp_path, monkeypatch, honest=True, semantic=0.2)
+
+
+def _scenario(db, store, tmp_path, monkeypatch, *, honest, semantic):
     from eval_harness.store.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:6]
     name = f"gain{tag}"
-    qrels, judged = _dataset(tmp_path / "data", tag)
+    qrels, judged = _dataset(tmp_path / "data", tag, honest=honest)
     ingest_beir(db, tmp_path / "data", name=name)
     db.execute("UPDATE ground_truth SET expected_docs = '{}', relevance_grades = '{}' "
                "WHERE dataset = %s", (name,))  # the harness never sees the qrels
     set_scores(db, name, judged)
     config = tmp_path / "config.yaml"
-    config.write_text(CONFIG.format(name=name, folder=tmp_path / "data", per_query=PER_QUERY))
+    config.write_text(CONFIG.format(name=name, folder=tmp_path / "data", per_query=PER_QUERY,
+                                    semantic=semantic, keyword=round(1 - semantic, 10)))
     monkeypatch.setenv("DATABASE_URL", store.url)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return {"name": name, "config": config, "tmp": tmp_path,

@@ -55,7 +55,10 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"**{decided}** (max-statistic paired permutation test over the grid "
                   f"against the weights in force; the weights change only when the "
-                  f"adjusted p <= alpha and the gain >= min_gain)."),
+                  f"adjusted p <= alpha and the gain >= min_gain"
+                  + ("; on judge labels corrected by a human sample also only when the PPI "
+                     "interval's lower bound clears max(0, min_gain)"
+                     if decision is not None and decision.corrected else "") + ")."),
         Paragraph(f"Dataset `{dataset}`: {int(best['n_queries'])} ground-truth queries, "
                   f"candidate depth {int(best['candidate_depth'])}, calibrated "
                   f"{calibrated_at:%Y-%m-%d %H:%M} UTC. Keyword weight = 1 - semantic weight. "
@@ -79,7 +82,7 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     corrected = "PPI-corrected " if figure.basis == "ppi" else ""
     labels = f", labels {figure.label_source}" if figure.label_source else ""
     check = Check(CHECK_NAME, status, f"{VERDICT_LABELS[verdict]}: {corrected}P@5 "
-                  f"{p_at_5:.4f} at semantic {weight_label(figure.semantic_weight)}{labels}",
+                  f"{p_at_5:.4f} at {figure.at}{labels}",
                   calibrated_at)
     return BuiltSection(Section("calibration", title, blocks, status), metrics, (check,))
 
