@@ -43,7 +43,6 @@ from eval_harness.agreement import labels as judge_labels
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
 from eval_harness.calibration.decision import (JUDGES_UNCORRECTED, WeightDecision,
                                                decide_weights, with_judged_gain)
-from eval_harness.calibration.intervals import interval_note, p_at_5_interval
 from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
                                               VerdictBands, VerdictFigure, verdict_figure,
                                               verdict_sentence)  # (re-exported)
