@@ -66,8 +66,8 @@ def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
 # query_id may name a query deleted meanwhile; the row is kept without it
 _INSERT_COST = (
     "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
-    "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, " + EXISTING_QUERY_ID)
+    "output_tokens, cached_tokens, estimated_cost, batch, purpose, query_id) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, " + EXISTING_QUERY_ID)
 _INSERT_RETRY = (
     "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, status_code, "
     "retry_count, wait_seconds, success) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
@@ -78,7 +78,8 @@ _INSERT_HITS = (
 
 def log_costs(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     """Insert billed calls into ``api_cost_log``: ``(run_id, api_name, model, operation,
-    input_tokens, output_tokens, cached_tokens, estimated_cost, batch, query_id)``."""
+    input_tokens, output_tokens, cached_tokens, estimated_cost, batch, purpose, query_id)``;
+    ``purpose``: 'label' (the run's judgements) or 'retest' (a test-retest scoring)."""
     with conn.cursor() as cur:
         cur.executemany(_INSERT_COST, rows)
 

@@ -25,7 +25,7 @@ def _random_matrix(rng: np.random.Generator, *, binary: bool) -> np.ndarray:
 def test_alpha_matches_the_krippendorff_package(binary, metric):
     rng = np.random.default_rng(7)
     checked = 0
-    for _ in range(1000):
+    for _ in range(300):
         matrix = _random_matrix(rng, binary=binary)
         ours = krippendorff_alpha(matrix, metric=metric)
         with np.errstate(all="ignore"):
@@ -38,7 +38,7 @@ def test_alpha_matches_the_krippendorff_package(binary, metric):
             continue
         assert ours == pytest.approx(reference, abs=1e-9)
         checked += 1
-    assert checked > 800
+    assert checked > 200
 
 
 def test_a_stable_judge_has_flip_rate_0_and_alpha_1():
