@@ -50,6 +50,10 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--retry-unscored", action="store_true",
                         help="re-ask the judgements that earlier replies left unscored, past "
                              "the cache (a new paid call each)")
+    parser.add_argument("--retest", action="store_true",
+                        help="test-retest for this run: each judge re-scores a seeded sample "
+                             "of queries judges.retest.repeats times past the cache "
+                             "(judges.retest, default 20 queries x 3 repeats; paid)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the pairs, estimated tokens and cost per judge and send "
                              "nothing (the store is only read)")
@@ -95,6 +99,9 @@ def cmd_judge(args, settings: Settings) -> int:
     dataset = args.dataset or settings.default_dataset
     if args.grid_pool:  # one run's override of judges.grid_pool
         settings = replace(settings, judges=replace(settings.judges, grid_pool=True))
+    if args.retest:  # one run's override of judges.retest.enabled
+        settings = replace(settings, judges=replace(
+            settings.judges, retest=replace(settings.judges.retest, enabled=True)))
     if args.dry_run:  # writes nothing: never migrates, never attaches
         location = open_store(settings, read_only=True)
         print(f"store: {location.description}", file=sys.stderr)

@@ -64,6 +64,7 @@ from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_qu
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
+from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Passage
@@ -207,6 +208,13 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                                       documents, rounds, batch=batch)
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
+            retest = settings.judges.retest
+            if retest.enabled and not session.pipeline.stopped:
+                summary.retest = await run_retest(
+                    conn, session, retest_sample(planned, queries=retest.queries,
+                                                 seed=retest.seed),
+                    rounds.first_scores, documents, retest, dataset=dataset,
+                    threshold=threshold)
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise
