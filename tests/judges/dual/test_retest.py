@@ -54,11 +54,11 @@ def test_noisy_judge_flip_rate_is_measured_within_its_interval(settings, conn, t
     p, covered = 0.2, 0
     for seed in range(3):
         fake.responder = JudgeBehaviours({"gpt-4o": NoisyJudge(p, seed=seed)})
-        name = _dataset(conn, tmp_path / str(seed))
-        summary = judge_dataset(conn, _config(settings, fake, seed=seed), name)
+        name = _dataset(conn, tmp_path / str(seed), queries=10)
+        summary = judge_dataset(conn, _config(settings, fake, queries=10, seed=seed), name)
         judge1, judge2 = summary.retest
         figures = judge1.agreement
-        assert judge1.pairs == summary.pairs and judge1.queries == 12
+        assert judge1.pairs == summary.pairs and judge1.queries == 10
         assert figures.flip_interval.low <= figures.flip_rate <= figures.flip_interval.high
         assert 0.05 < figures.flip_rate < 0.4
         covered += figures.flip_interval.low <= p <= figures.flip_interval.high
@@ -155,6 +155,9 @@ judges:
   judge1: openai:gpt-4o
   judge2: anthropic:claude-haiku-4-5
   retest: {{enabled: false, queries: 2, repeats: 1}}
+  rate_limits:
+    openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
+    anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
 """)
     monkeypatch.setenv("DATABASE_URL", store.url)
     for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
