@@ -174,11 +174,26 @@ def figures_of(scores: Sequence[Sequence[float | None]], query_ids: Sequence[Any
     return retest_agreement(matrix, query_ids=list(query_ids), threshold=threshold, seed=seed)
 
 
+@dataclass(frozen=True)
+class StoredRetest:
+    """One judge's test-retest as stored in ``judge_retests`` (figures recomputed)."""
+
+    judge: int
+    spec: str
+    queries: int
+    pairs: int
+    repeats: int
+    agreement: RetestAgreement | None
+
+    def line(self) -> str:
+        return retest_line(self.judge, self.spec, self.agreement, queries=self.queries,
+                           pairs=self.pairs, repeats=self.repeats)
+
+
 def stored_retests(conn: psycopg.Connection, dataset: str, *, threshold: float,
-                   run_id: str | None = None) -> list[tuple[int, str, int, int, int,
-                                                            RetestAgreement | None]]:
-    """The newest (or ``run_id``'s) test-retest of ``dataset`` from ``judge_retests``:
-    per judge ``(judge, spec, queries, pairs, repeats, figures)``; [] when none is stored."""
+                   run_id: str | None = None) -> list[StoredRetest]:
+    """The newest (or ``run_id``'s) test-retest of ``dataset`` from ``judge_retests``, per
+    judge; [] when none is stored."""
     rows = retest_sql.retest_rows(conn, dataset, run_id=run_id)
     by_judge: dict[int, dict] = {}
     for judge, spec, query_key, doc_id, repeat, score in rows:
@@ -190,6 +205,7 @@ def stored_retests(conn: psycopg.Connection, dataset: str, *, threshold: float,
         repeats = max(max(s) for s in entry["pairs"].values())
         keys = list(entry["pairs"])
         matrix = [[entry["pairs"][k].get(r) for r in range(repeats + 1)] for k in keys]
-        out.append((judge, entry["spec"], len({k[0] for k in keys}), len(keys), repeats,
-                    figures_of(matrix, [k[0] for k in keys], threshold=threshold)))
+        out.append(StoredRetest(judge, entry["spec"], len({k[0] for k in keys}), len(keys),
+                                repeats, figures_of(matrix, [k[0] for k in keys],
+                                                    threshold=threshold)))
     return out

@@ -11,6 +11,8 @@ from dataclasses import replace
 import pytest
 
 from colliding_processes import beir
+from eval_harness.agreement.data import dataset_agreement
+from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.retest import retest_sample, stored_retests
 from eval_harness.judges.dual.run import judge_dataset
@@ -98,13 +100,19 @@ def test_nothing_outside_the_retest_is_paid_twice(settings, conn, tmp_path, fake
     assert noisy.flips["gpt-4o"] > 0
 
     stored = stored_retests(conn, name, threshold=settings.agreement.relevance_threshold)
-    assert [(j, spec, pairs, repeats) for j, spec, _, pairs, repeats, _ in stored] == [
+    assert [(s.judge, s.spec, s.pairs, s.repeats) for s in stored] == [
         (1, LLM["judge1"], sample_pairs, 2), (2, LLM["judge2"], sample_pairs, 2)]
-    assert stored[0][5].flip_rate == retested.retest[0].agreement.flip_rate
+    assert stored[0].agreement.flip_rate == retested.retest[0].agreement.flip_rate
     rows = conn.execute("SELECT count(*), count(*) FILTER (WHERE repeat = 0), "
                         "count(DISTINCT prompt_version) FROM judge_retests WHERE run_id = %s",
                         (retested.run_id,)).fetchone()
     assert rows == (2 * 3 * sample_pairs, 2 * sample_pairs, 1)
+    # the agreement report shows the newest test-retest, per judge
+    result = dataset_agreement(conn, name, settings.agreement)
+    assert [r.judge for r in result.retest] == [1, 2]
+    markdown = format_agreement_markdown(result)
+    assert "## Each judge against itself (test-retest)" in markdown
+    assert "- judge 1 (openai:gpt-4o) flips " in markdown and "of pairs unstable" in markdown
 
 
 def test_retest_sample_is_seeded_and_order_free():
