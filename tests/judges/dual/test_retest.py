@@ -182,3 +182,33 @@ judges:
     out = capsys.readouterr()[0]
     assert "judge 1 (openai:gpt-4o) flips 0.0% [" in out and "2 queries" in out
     assert fake.chat_requests > 0  # the retests, past the cache
+
+
+def test_the_fake_drifting_judge_flips_its_share_after_the_given_requests():
+    """The fake provider's drifting judge (the drift check's test double): the base answers up
+    to ``after_requests``, then a fixed share of flipped labels and shifted scores."""
+    from eval_harness.judges.prompts import relevance_prompt
+    from fake_llm_judges import DriftingJudge, flipped
+
+    drifting = JudgeBehaviours({"gpt-4o": DriftingJudge(after_requests=200, flip_share=0.15,
+                                                        score_shift=0.05, seed=1)})
+    prompts = [relevance_prompt(f"aspirin heart {i}", f"aspirin lowers heart risk {i}")
+               for i in range(200)]
+
+    def ask(prompt):
+        base = default_reply("openai", prompt.system, prompt.user, {})
+        return float(base), float(drifting("openai", prompt.system, prompt.user,
+                                           {"model": "gpt-4o"}))
+
+    before = [ask(p) for p in prompts]
+    assert all(base == pytest.approx(got) for base, got in before)
+    after = [ask(p) for p in prompts]
+    flips = sum((base > 0.5) != (got > 0.5) for base, got in after)
+    assert 0.08 * 200 < flips < 0.22 * 200 and drifting.flips["gpt-4o"] == flips
+    assert [ask(p)[1] for p in prompts] == [got for _, got in after]  # the same share, again
+    unflipped = [(base, got) for base, got in after if (base > 0.5) == (got > 0.5)]
+    assert all(got == pytest.approx(min(1.0, base + 0.05)) for base, got in unflipped)
+    assert flipped(0.8, 0.5) == pytest.approx(0.2) and flipped(0.5, 0.5) == 0.6
+    # another model is not touched
+    assert drifting("openai", prompts[0].system, prompts[0].user, {"model": "other"}) == \
+        default_reply("openai", prompts[0].system, prompts[0].user, {})
