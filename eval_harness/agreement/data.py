@@ -368,7 +368,9 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
         verdict=kappa_verdict(gate, configured=configured_judges,
                               used=(pairs.judge1_models, pairs.judge2_models),
                               stand_in_judges=settings.stand_in_judges),
-        retest=tuple(stored_retests(conn, dataset, threshold=settings.relevance_threshold)))
+        retest=tuple(stored_retests(conn, dataset, threshold=settings.relevance_threshold,
+                                    n_resamples=settings.bootstrap_resamples,
+                                    confidence=settings.confidence)))
 
 
 def _versus_human(rater: str, models: tuple[str, ...], scores, pairs: JudgePairs,

@@ -18,6 +18,10 @@ runs of different shards go side by side, each paying only for its own pairs.
 calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
 documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
 
+``--retest`` (or ``judges.retest``) has each judge re-score a seeded sample of queries past
+the reply cache after the run (:mod:`eval_harness.judges.dual.retest`): the summary says how
+often each judge flips its own labels; those requests are paid, logged as retests.
+
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
 requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
 cached, how many would be paid for, the estimated tokens and cost (see

@@ -87,7 +87,8 @@ def retest_line(judge: int, spec: str, agreement: RetestAgreement | None, *, que
             f"scores, {two(agreement.alpha_labels)} "
             f"{_bounds(agreement.alpha_labels_interval, two)} on labels; "
             f"{_pct(agreement.unstable_share)} of pairs unstable ({queries} queries, "
-            f"{pairs} pairs, {repeats} repeats, 95% query bootstrap{cost})")
+            f"{pairs} pairs, {repeats} repeats, "
+            f"{agreement.flip_interval.confidence:.0%} query bootstrap{cost})")
 
 
 def retest_sample(planned: Sequence[PlannedQuery], *, queries: int,
@@ -104,23 +105,25 @@ def retest_sample(planned: Sequence[PlannedQuery], *, queries: int,
 async def run_retest(conn: psycopg.Connection, session, sample: Sequence[PlannedQuery],
                      first_scores: Mapping[int, tuple[list, list]],
                      documents: Mapping[int, Passage], settings: RetestSettings, *,
-                     dataset: str, threshold: float) -> list[JudgeRetest]:
+                     dataset: str, threshold: float,
+                     bootstrap: Mapping[str, Any] | None = None) -> list[JudgeRetest]:
     """Retest both judges on ``sample`` (queries this run wrote: ``first_scores`` maps a
     query id to the stored scores of judge 1 and judge 2, None where unscored or not
-    asked); store every scoring and return each judge's figures."""
+    asked); store every scoring and return each judge's figures (``bootstrap``:
+    ``n_resamples`` and ``confidence`` of the intervals)."""
     reports = []
     for index, judge in ((1, session.judge1), (2, session.judge2)):
         plans = [p for p in sample if p.query_id in first_scores
                  and any(s is not None for s in first_scores[p.query_id][index - 1])]
         reports.append(await _retest_judge(conn, session, index, judge, plans, first_scores,
                                            documents, settings, dataset=dataset,
-                                           threshold=threshold))
+                                           threshold=threshold, bootstrap=bootstrap or {}))
     return reports
 
 
 async def _retest_judge(conn, session, index: int, judge, plans: Sequence[PlannedQuery],
                         first_scores, documents, settings: RetestSettings, *, dataset: str,
-                        threshold: float) -> JudgeRetest:
+                        threshold: float, bootstrap: Mapping[str, Any]) -> JudgeRetest:
     is_llm = hasattr(judge, "relevance_request")
     window = asyncio.Semaphore(64)  # coroutines at a time; the pipeline paces the provider
 
@@ -160,18 +163,20 @@ async def _retest_judge(conn, session, index: int, judge, plans: Sequence[Planne
                              judge_spec=judge.spec, prompt_version=version, rows=rows)
     conn.commit()
     agreement = figures_of(list(matrix.values()), [query_ids[k] for k in matrix],
-                           threshold=threshold, seed=settings.seed)
+                           threshold=threshold, seed=settings.seed, **bootstrap)
     return JudgeRetest(index, judge.spec, version, len(plans), len(matrix), settings.repeats,
                        requests, cost, agreement)
 
 
 def figures_of(scores: Sequence[Sequence[float | None]], query_ids: Sequence[Any], *,
-               threshold: float, seed: int = 0) -> RetestAgreement | None:
-    """The test-retest figures of stored scorings (None when there is no pair)."""
+               threshold: float, seed: int = 0, **bootstrap: Any) -> RetestAgreement | None:
+    """The test-retest figures of stored scorings (None when there is no pair);
+    ``bootstrap``: ``n_resamples`` and ``confidence`` for the intervals."""
     if not scores:
         return None
     matrix = np.array([[np.nan if v is None else v for v in row] for row in scores])
-    return retest_agreement(matrix, query_ids=list(query_ids), threshold=threshold, seed=seed)
+    return retest_agreement(matrix, query_ids=list(query_ids), threshold=threshold, seed=seed,
+                            **bootstrap)
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,7 @@ class StoredRetest:
 
 
 def stored_retests(conn: psycopg.Connection, dataset: str, *, threshold: float,
-                   run_id: str | None = None) -> list[StoredRetest]:
+                   run_id: str | None = None, **bootstrap: Any) -> list[StoredRetest]:
     """The newest (or ``run_id``'s) test-retest of ``dataset`` from ``judge_retests``, per
     judge; [] when none is stored."""
     rows = retest_sql.retest_rows(conn, dataset, run_id=run_id)
@@ -207,5 +212,5 @@ def stored_retests(conn: psycopg.Connection, dataset: str, *, threshold: float,
         matrix = [[entry["pairs"][k].get(r) for r in range(repeats + 1)] for k in keys]
         out.append(StoredRetest(judge, entry["spec"], len({k[0] for k in keys}), len(keys),
                                 repeats, figures_of(matrix, [k[0] for k in keys],
-                                                    threshold=threshold)))
+                                                    threshold=threshold, **bootstrap)))
     return out

@@ -38,6 +38,10 @@ Crashes and concurrent runs:
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
 
+With ``judges.retest`` on (``judge --retest``), once the queries are stored each judge
+re-scores a seeded sample of them past the cache (:mod:`.retest`); the figures are in the
+summary.
+
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 Which pairs are judged is :mod:`.plan`; judging and storing them, :mod:`.rounds`;
@@ -214,7 +218,9 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     conn, session, retest_sample(planned, queries=retest.queries,
                                                  seed=retest.seed),
                     rounds.first_scores, documents, retest, dataset=dataset,
-                    threshold=threshold)
+                    threshold=threshold, bootstrap={
+                        "n_resamples": settings.agreement.bootstrap_resamples,
+                        "confidence": settings.agreement.confidence})
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise
