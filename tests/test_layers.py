@@ -53,6 +53,7 @@ TABLE_OWNERS = {
     "api_cache_hit_log": "eval_harness/judges/client/sql.py",
     "human_sample": "eval_harness/agreement/sql.py",
     "calibrated_weights": "eval_harness/calibration/sql.py",
+    "judge_retests": "eval_harness/judges/dual/retest_sql.py",
     "gate_results": "eval_harness/gates/sql.py",
     "answers": "eval_harness/gates/sql.py",
     "evaluation_log": "eval_harness/gates/sql.py",

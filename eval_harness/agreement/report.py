@@ -29,8 +29,22 @@ def format_agreement_markdown(result: DatasetAgreement, *, worst: int = WORST_QU
         parts += [_statistics(result.report, result),
                   _per_query_distribution(result.report),
                   _worst_queries(result, worst)]
-    parts += [_versus_human(result), _review_queue(result)]
+    parts += [_retest(result), _versus_human(result), _review_queue(result)]
     return "\n".join(parts)
+
+
+def _retest(result: DatasetAgreement) -> str:
+    """Each judge against itself: the newest test-retest (``judge --retest``)."""
+    head = "## Each judge against itself (test-retest)\n\n"
+    if not result.retest:
+        return (head + "No test-retest stored: run `eval-harness judge --retest` (or set "
+                "`judges.retest`) to have each judge re-score a sample of pairs past the "
+                "cache.\n")
+    lines = "".join(f"- {r.line()}\n" for r in result.retest)
+    return (head + lines + "\nA flip is a retest label that differs from the label the "
+            "run used; the unstable share counts pairs with any flip. A judge that flips "
+            "often gives labels that depend on the draw: read its kappa and P@5 with that "
+            "in mind.\n")
 
 
 def _header(result: DatasetAgreement) -> str:

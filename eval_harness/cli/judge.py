@@ -18,6 +18,10 @@ runs of different shards go side by side, each paying only for its own pairs.
 calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
 documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
 
+``--retest`` (or ``judges.retest``) has each judge re-score a seeded sample of queries past
+the reply cache after the run (:mod:`eval_harness.judges.dual.retest`): the summary says how
+often each judge flips its own labels; those requests are paid, logged as retests.
+
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
 requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
 cached, how many would be paid for, the estimated tokens and cost (see
@@ -50,6 +54,10 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--retry-unscored", action="store_true",
                         help="re-ask the judgements that earlier replies left unscored, past "
                              "the cache (a new paid call each)")
+    parser.add_argument("--retest", action="store_true",
+                        help="test-retest for this run: each judge re-scores a seeded sample "
+                             "of queries judges.retest.repeats times past the cache "
+                             "(judges.retest, default 20 queries x 3 repeats; paid)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the pairs, estimated tokens and cost per judge and send "
                              "nothing (the store is only read)")
@@ -95,6 +103,9 @@ def cmd_judge(args, settings: Settings) -> int:
     dataset = args.dataset or settings.default_dataset
     if args.grid_pool:  # one run's override of judges.grid_pool
         settings = replace(settings, judges=replace(settings.judges, grid_pool=True))
+    if args.retest:  # one run's override of judges.retest.enabled
+        settings = replace(settings, judges=replace(
+            settings.judges, retest=replace(settings.judges.retest, enabled=True)))
     if args.dry_run:  # writes nothing: never migrates, never attaches
         location = open_store(settings, read_only=True)
         print(f"store: {location.description}", file=sys.stderr)

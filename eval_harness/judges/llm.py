@@ -11,6 +11,10 @@ Both replies of an unscored result are cached, so a rerun finds it unscored agai
 :attr:`LLMJudge.retry_unscored` set (``eval-harness judge --retry-unscored``), a question
 whose cached replies leave it unscored is asked anew past the cache (a new paid call, and
 its re-ask if needed); the new replies replace the cached ones. Nothing else is re-asked.
+
+``relevance(..., retest=True)`` is a test-retest scoring (:mod:`eval_harness.judges.dual.retest`):
+the question and its re-ask go past the cache and are logged as retests, and their replies are
+not cached, so the labels keep the reply they were read from.
 """
 
 from __future__ import annotations
@@ -64,8 +68,10 @@ class LLMJudge:
     # -- the four questions ---------------------------------------------------------------
 
     async def relevance(self, query: Passage | str, document: Passage | str, *,
-                        query_id: int | None = None) -> JudgeResult[float]:
-        return await self._ask(self.relevance_request(query, document), parse_relevance, query_id)
+                        query_id: int | None = None,
+                        retest: bool = False) -> JudgeResult[float]:
+        return await self._ask(self.relevance_request(query, document), parse_relevance, query_id,
+                               retest=retest)
 
     async def evaluate_answer(self, query: str, context: Sequence[str], answer: str, *,
                               query_id: int | None = None) -> JudgeResult[AnswerEvaluation]:
@@ -87,11 +93,13 @@ class LLMJudge:
     # -- ask, parse, re-ask once ----------------------------------------------------------
 
     async def _ask(self, request: ChatRequest, parse: Callable[[str], T],
-                   query_id: int | None) -> JudgeResult[T]:
+                   query_id: int | None, *, retest: bool = False) -> JudgeResult[T]:
         started = time.monotonic()
         outcomes: list[CallOutcome] = []
         result = await self._ask_once(request, parse, query_id, outcomes, started,
-                                      refresh=False)
+                                      refresh=False, retest=retest)
+        if retest:
+            return result
         if (self.retry_unscored and result.outcome is Outcome.UNSCORED
                 and all(o.cache_hit for o in outcomes)):
             # left unscored by an earlier run's replies: ask anew, past the cached ones
@@ -102,7 +110,7 @@ class LLMJudge:
 
     async def _ask_once(self, request: ChatRequest, parse: Callable[[str], T],
                         query_id: int | None, outcomes: list[CallOutcome], started: float, *,
-                        refresh: bool) -> JudgeResult[T]:
+                        refresh: bool, retest: bool = False) -> JudgeResult[T]:
         def result(value, outcome: Outcome, error: str | None) -> JudgeResult:
             return JudgeResult(
                 value=value, outcome=outcome, judge=self.spec, operation=request.operation,
@@ -115,7 +123,8 @@ class LLMJudge:
                 calls=sum(o.billed for o in outcomes),
                 cache_hits=sum(o.cache_hit for o in outcomes))
 
-        first = await self._pipeline.call(request, query_id=query_id, refresh=refresh)
+        first = await self._pipeline.call(request, query_id=query_id, refresh=refresh,
+                                          retest=retest)
         outcomes.append(first)
         if not first.ok:
             return result(None, Outcome.FAILED, f"{first.error.kind}: {first.error.message}")
@@ -125,7 +134,8 @@ class LLMJudge:
             problem = str(exc)
         again = request.followed_by(first.completion.text,
                                     prompts.correction(request.operation, problem))
-        second = await self._pipeline.call(again, query_id=query_id, refresh=refresh)
+        second = await self._pipeline.call(again, query_id=query_id, refresh=refresh,
+                                           retest=retest)
         outcomes.append(second)
         if not second.ok:
             return result(None, Outcome.FAILED,

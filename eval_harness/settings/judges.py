@@ -95,6 +95,19 @@ class StagedSettings:
 
 
 @dataclass(frozen=True)
+class RetestSettings:
+    """``judges.retest``: each judge re-scores every pair of a seeded sample of ``queries``
+    queries ``repeats`` times past the reply cache, to measure how often it disagrees with
+    itself (see :mod:`eval_harness.judges.dual.retest`). Off unless ``enabled`` (or
+    ``eval-harness judge --retest``)."""
+
+    enabled: bool = False
+    queries: int = 20            # queries sampled (every judged pair of each is re-scored)
+    repeats: int = 3             # extra scorings of each pair, past the cache
+    seed: int = 0                # which queries are sampled
+
+
+@dataclass(frozen=True)
 class LocalJudgeSettings:
     embedding_floor: float = 0.3     # local:embedding: cosine at or below -> 0.0
     embedding_ceiling: float = 0.9   # cosine at or above -> 1.0 (linear between)
@@ -140,6 +153,7 @@ class JudgeSettings:
     batch: BatchSettings = BatchSettings()
     local: LocalJudgeSettings = LocalJudgeSettings()
     staged: StagedSettings = StagedSettings()
+    retest: RetestSettings = RetestSettings()
     shards: int = 1                  # static partitions of the Dagster judging asset
     # The environment's *_API_KEY / *_BASE_URL variables: a provider without typed settings
     # of its own reads its key and server here (eval_harness.judges.client.providers.base).
@@ -323,9 +337,27 @@ def _staged(section: Mapping[str, Any]) -> StagedSettings:
                  low=1))
 
 
+def _retest(section: Mapping[str, Any]) -> RetestSettings:
+    given = section.get("retest")
+    if given is None or isinstance(given, bool):  # `retest: true` keeps the other defaults
+        return RetestSettings(enabled=bool(given))
+    given = _mapping(section, "retest", "judges")
+    d = RetestSettings()
+    _reject_unknown(given, "judges.retest", tuple(RetestSettings.__dataclass_fields__))
+    # a section given without `enabled` is meant to be used
+    enabled = given.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise _error("'judges.retest.enabled' must be true or false.")
+    return RetestSettings(
+        enabled, _integer(given.get("queries", d.queries), "judges.retest.queries", low=2),
+        _integer(given.get("repeats", d.repeats), "judges.retest.repeats", low=1),
+        _integer(given.get("seed", d.seed), "judges.retest.seed", low=0))
+
+
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
                "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens", "rate_limits",
-               "prices", "send_temperature", "retry", "batch", "local", "staged", "shards")
+               "prices", "send_temperature", "retry", "batch", "local", "staged", "retest",
+               "shards")
 
 
 def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] | None = None,
@@ -380,6 +412,7 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
         batch=_batch(section),
         local=_local(section),
         staged=_staged(section),
+        retest=_retest(section),
         shards=_integer(section.get("shards", d.shards), "judges.shards", low=1),
         provider_variables=_frozen({name: value for name, value in env.items()
                                     if name.endswith(PROVIDER_VARIABLE_SUFFIXES) and value}),

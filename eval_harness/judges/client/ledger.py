@@ -17,7 +17,10 @@ the register of submitted batches (the statements are in :mod:`.sql`).
   and written as one aggregated row per key on each flush, with ``saved_cost``: what the
   replies would have cost as live calls at list price. A batch result reaching its own judge
   through the cache is the batch being delivered (paid in ``api_cost_log``), not a hit.
-* ``api_cost_log``: one row per billed provider call (batch results included, flagged).
+* ``api_cost_log``: one row per billed provider call (batch results included, flagged), with
+  its ``purpose`` (migration 0013): ``label`` for the run's judgements, ``retest`` for a
+  test-retest scoring (:meth:`JudgeLedger.record_call` with ``purpose="retest"``), whose
+  reply is never cached: the labels keep the reply they were read from.
 * ``api_retry_log``: one row per retry, committed when the retry is decided (before its
   wait), with ``success`` false; when the call finally gets its reply, its retry rows are set
   to ``success`` true in the transaction that stores the reply.
@@ -142,7 +145,8 @@ class JudgeLedger:
 
     def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
                     batch: bool = False, query_id: int | None = None,
-                    retry_ids: Sequence[int] = (), replace: bool = False) -> None:
+                    retry_ids: Sequence[int] = (), replace: bool = False,
+                    purpose: str = "label") -> None:
         """A billed call: its cost row, and its reply into the cache, committed before this
         returns; ``retry_ids`` (its retry rows, see :meth:`record_retry`) are marked as
         succeeded in the same transaction. ``replace``: the reply replaces a cached one
@@ -160,7 +164,7 @@ class JudgeLedger:
             self._replacing.add(key)
         self._costs.append((self.run_id, request.provider, request.model, request.operation,
                             usage.input_tokens, usage.output_tokens, usage.cached_tokens, cost,
-                            batch, query_id))
+                            batch, purpose, query_id))
         self._succeeded.extend(retry_ids)
         self._write(with_hits=False)
 
@@ -272,7 +276,8 @@ class JudgeLedger:
                 sql.log_costs(self._conn, [
                     (self.run_id, provider, r.request.model, r.request.operation,
                      r.completion.usage.input_tokens, r.completion.usage.output_tokens,
-                     r.completion.usage.cached_tokens, r.cost, True, r.request.query_id)
+                     r.completion.usage.cached_tokens, r.cost, True, "label",
+                     r.request.query_id)
                     for r in replies])
             self._conn.commit()
         except BaseException:

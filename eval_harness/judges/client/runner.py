@@ -44,7 +44,8 @@
 * **Logging**: a billed call writes one ``api_cost_log`` row and its reply into the cache,
   committed before the call returns; every retry becomes one ``api_retry_log`` row, committed
   before its wait and marked ``success`` with the call's reply (so a kill loses none); cache
-  hits are counted, with the list price they saved, into ``api_cache_hit_log``.
+  hits are counted, with the list price they saved, into ``api_cache_hit_log``. Retests
+  (``retest=True``) are always sent, never cached.
 * **Open batches**: a request whose reply a still-running provider batch will deliver
   (:attr:`CallPipeline.awaiting_batch`, set by batch mode) is not sent live: that would pay
   for it twice. It fails at once with kind ``batch_pending``; a later batch run collects it.
@@ -59,6 +60,7 @@ from typing import Iterable, Mapping
 
 import psycopg
 
+from eval_harness.judges.client.budget import Budget  # noqa: F401 (importable from here)
 from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
@@ -71,40 +73,6 @@ from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, 
 from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
     INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
     QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
-
-
-class Budget:
-    """Spending limit of one run, in USD; ``None`` means no limit."""
-
-    def __init__(self, limit_usd: float | None) -> None:
-        self.limit_usd = limit_usd
-        self.spent_usd = 0.0
-        self.reserved_usd = 0.0
-        self.pending = 0  # reservations not yet settled
-
-    def try_reserve(self, amount: float) -> bool:
-        if self.limit_usd is not None and (
-                self.spent_usd + self.reserved_usd + amount > self.limit_usd + 1e-12):
-            return False
-        self.reserved_usd += amount
-        self.pending += 1
-        return True
-
-    def charge(self, amount: float) -> None:
-        """A cost nothing was reserved for: the results of a batch an earlier run submitted."""
-        self.spent_usd += amount
-
-    def settle(self, reserved: float, actual: float) -> None:
-        self.pending -= 1
-        # counted, not compared as floats: rounding must not leave a phantom reservation
-        self.reserved_usd = max(0.0, self.reserved_usd - reserved) if self.pending else 0.0
-        self.spent_usd += actual
-
-    def exhausted_message(self, next_cost: float) -> str:
-        return (f"the judge budget of ${self.limit_usd:.2f} for this run is used up "
-                f"(${self.spent_usd:.4f} spent, the next call could cost up to "
-                f"${next_cost:.4f}); raise judges.budget_usd (or EVAL_HARNESS_JUDGE_BUDGET_USD) "
-                "and run again: what was judged is kept and cached")
 
 
 @dataclass
@@ -278,7 +246,7 @@ class CallPipeline:
             raise self.store_lost(exc) from exc
 
     async def call(self, request: ChatRequest, *, query_id: int | None = None,
-                   refresh: bool = False) -> CallOutcome:
+                   refresh: bool = False, retest: bool = False) -> CallOutcome:
         """The reply to ``request``: cached, or from the provider with retries. ``refresh``
         skips the cache and replaces the cached reply with the new one (re-asking a question
         whose cached replies left it unscored).
@@ -291,6 +259,10 @@ class CallPipeline:
         key = self.cache_key(request)
         if self.stopped == "store":  # nothing can be read or stored any more
             raise self._stopped_error()
+        if retest:  # always sent, unless the run is stopped
+            if self.stopped:
+                raise self._stopped_error()
+            return await self._call_provider(request, query_id, purpose="retest")
         cached = None if refresh else self._from_store(self.ledger.cached, key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
@@ -387,7 +359,7 @@ class CallPipeline:
                 sending.cancel()
 
     async def _call_provider(self, request: ChatRequest, query_id: int | None,
-                             refresh: bool = False) -> CallOutcome:
+                             refresh: bool = False, *, purpose: str = "label") -> CallOutcome:
         provider = self.providers[request.provider]
         reserve = self.prices.worst_case(request)
         await self._reserve(reserve)
@@ -441,7 +413,8 @@ class CallPipeline:
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)
             self._from_store(self.ledger.record_call, request, completion, cost=cost,
-                             query_id=query_id, retry_ids=retry_ids, replace=refresh)
+                             query_id=query_id, retry_ids=retry_ids, replace=refresh,
+                             purpose=purpose)
             self.stats.add_billed(completion, cost)
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)

@@ -66,8 +66,8 @@ def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
 # query_id may name a query deleted meanwhile; the row is kept without it
 _INSERT_COST = (
     "INSERT INTO api_cost_log (run_id, api_name, model, operation, input_tokens, "
-    "output_tokens, cached_tokens, estimated_cost, batch, query_id) "
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, " + EXISTING_QUERY_ID)
+    "output_tokens, cached_tokens, estimated_cost, batch, purpose, query_id) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, " + EXISTING_QUERY_ID)
 _INSERT_RETRY = (
     "INSERT INTO api_retry_log (run_id, api_name, model, operation, error_type, status_code, "
     "retry_count, wait_seconds, success) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
@@ -78,7 +78,8 @@ _INSERT_HITS = (
 
 def log_costs(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
     """Insert billed calls into ``api_cost_log``: ``(run_id, api_name, model, operation,
-    input_tokens, output_tokens, cached_tokens, estimated_cost, batch, query_id)``."""
+    input_tokens, output_tokens, cached_tokens, estimated_cost, batch, purpose, query_id)``;
+    ``purpose``: 'label' (the run's judgements) or 'retest' (a test-retest scoring)."""
     with conn.cursor() as cur:
         cur.executemany(_INSERT_COST, rows)
 
@@ -113,8 +114,12 @@ def log_cache_hits(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
 
 # ------------------------------------------------------------------------------ cost reads (the run report)
 
+# a call made for another purpose than the run's labels (a retest) is a line of its own:
+# its operation reads "relevance (retest)"
 _COST_SQL = """
-    SELECT api_name, model, operation, count(*), count(*) FILTER (WHERE batch),
+    SELECT api_name, model,
+           CASE WHEN purpose = 'label' THEN operation
+                ELSE operation || ' (' || purpose || ')' END AS shown_operation, count(*), count(*) FILTER (WHERE batch),
            coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),
            coalesce(sum(output_tokens), 0), coalesce(sum(estimated_cost), 0),
            coalesce(sum(input_tokens) FILTER (WHERE batch), 0),
@@ -124,7 +129,7 @@ _COST_SQL = """
     FROM api_cost_log
     WHERE (%(run_ids)s::text[] IS NULL OR run_id = ANY(%(run_ids)s))
       AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-    GROUP BY api_name, model, operation"""
+    GROUP BY api_name, model, shown_operation"""
 
 _HITS_SQL = """
     SELECT api_name, model, operation, sum(hits), coalesce(sum(saved_cost), 0), max(created_at)
@@ -141,7 +146,8 @@ def _cost_params(run_ids: Sequence[str] | None, since: datetime | None) -> dict:
 def billed_call_rows(conn: psycopg.Connection, *, run_ids: Sequence[str] | None,
                      since: datetime | None) -> list[tuple]:
     """``api_cost_log`` per (provider, model, operation), of the runs ``run_ids`` and/or
-    since ``since`` (None: no limit): ``(api, model, operation, calls, batch_calls,
+    since ``since`` (None: no limit; a retest's calls under operation ``"relevance
+    (retest)"``): ``(api, model, operation, calls, batch_calls,
     input_tokens, cached_tokens, output_tokens, cost, batch_input_tokens,
     batch_cached_tokens, batch_output_tokens, batch_cost, last_at)``."""
     return conn.execute(_COST_SQL, _cost_params(run_ids, since)).fetchall()

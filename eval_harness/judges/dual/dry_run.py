@@ -44,6 +44,10 @@ queries until kappa's lower bound on it clears the floor, which depends on the r
 figures are then a range, ``at_least`` its first sample (the staged run's own order,
 :func:`~eval_harness.judges.dual.plan.sample_order`), the figures themselves every query (the
 bound never clears). A staged batch run asks judge 2 live: so is it priced.
+
+With test-retest on (``judges.retest`` or ``judge --retest``), each judge's retest requests
+(every pair of the seeded query sample, ``repeats`` times, live, past the cache) are priced on
+a line of their own, ``retest judge1 ...``, and counted in the total.
 """
 
 from __future__ import annotations
@@ -158,28 +162,35 @@ class DryRunReport:
     shard: str | None = None       # "i/n": only that shard's queries are planned
     staged: dict | None = None     # judges.staged when on: seed, first_queries, step, floor,
                                    # the stop rule (looks, look_confidence, stop_rule)
+    retest: list[RetestEstimate] = field(default_factory=list)  # judges.retest / --retest
+
+    @property
+    def _retest_to_pay(self) -> int:
+        return sum(r.requests for r in self.retest)
 
     @property
     def to_pay(self) -> int:
         """Requests to pay for; with staged judging, the most (judge 2 on every query)."""
-        return sum(j.to_pay for j in self.judges)
+        return sum(j.to_pay for j in self.judges) + self._retest_to_pay
 
     @property
     def to_pay_at_least(self) -> int:
         """Requests to pay for at least (judge 2 stops after its first sample)."""
-        return sum((j.at_least or j).to_pay for j in self.judges)
+        return sum((j.at_least or j).to_pay for j in self.judges) + self._retest_to_pay
 
     @property
     def cost_usd(self) -> float:
-        return sum(j.cost_usd for j in self.judges)
+        return sum(j.cost_usd for j in self.judges) + sum(r.cost_usd for r in self.retest)
 
     @property
     def cost_usd_at_least(self) -> float:
-        return sum((j.at_least or j).cost_usd for j in self.judges)
+        return (sum((j.at_least or j).cost_usd for j in self.judges)
+                + sum(r.cost_usd for r in self.retest))
 
     @property
     def max_cost_usd(self) -> float:
-        return sum(j.max_cost_usd for j in self.judges)
+        return (sum(j.max_cost_usd for j in self.judges)
+                + sum(r.max_cost_usd for r in self.retest))
 
     def to_dict(self) -> dict:
         """Strict JSON. With staged judging, a judge's and the total's figures are the most
@@ -189,6 +200,7 @@ class DryRunReport:
                 "queries": self.queries, "pairs": self.pairs,
                 "judges": [dict(asdict(j), local=j.local) for j in self.judges],
                 "by_provider": self.by_provider,
+                "retest": [asdict(r) for r in self.retest],
                 "total": {"to_pay": self.to_pay, "to_pay_at_least": self.to_pay_at_least,
                           "input_tokens": sum(j.input_tokens for j in self.judges),
                           "output_tokens": sum(j.output_tokens for j in self.judges),
@@ -211,6 +223,7 @@ class DryRunReport:
                 "how many steps that takes depends on the replies, so judge 2's figures are a "
                 "range")
         lines += [judge.format() for judge in self.judges]
+        lines += [r.format() for r in self.retest]
         if self.to_pay_at_least != self.to_pay:
             total = (f"total  to pay at least {self.to_pay_at_least:,}, at most "
                      f"{self.to_pay:,} requests  ~{_usd(self.cost_usd_at_least)}.."
@@ -226,6 +239,59 @@ class DryRunReport:
         lines += [total, f"estimates: {self.estimate_basis}"]
         lines += [f"note: {notice}" for notice in self.notices]
         return "\n".join(lines)
+
+
+@dataclass
+class RetestEstimate:
+    """One judge's test-retest requests (``judges.retest``): every pair of the sampled
+    queries, ``repeats`` times, live and past the cache (a re-ask after an unparsable reply
+    is not counted: it is rare)."""
+
+    slot: str
+    spec: str
+    queries: int
+    pairs: int
+    repeats: int
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    max_cost_usd: float = 0.0
+
+    def format(self) -> str:
+        head = (f"retest {self.slot} {self.spec}  {self.queries:,} queries, {self.pairs:,} "
+                f"pairs x {self.repeats} repeats past the cache")
+        if self.spec.startswith("local:"):
+            return f"{head}  local judge: no request, $0"
+        return (f"{head}  to pay {self.requests:,}  ~{self.input_tokens:,} input tokens  "
+                f"~{self.output_tokens:,} output tokens  ~{_usd(self.cost_usd)} "
+                f"(at most {_usd(self.max_cost_usd)})")
+
+
+def _retest_estimates(settings: Settings, prices: PriceTable, specs: Sequence[str],
+                      planned: Sequence[PlannedQuery],
+                      documents: dict[int, Passage]) -> list[RetestEstimate]:
+    from eval_harness.judges.dual.retest import retest_sample
+    from eval_harness.judges.llm import LLMJudge
+
+    retest = settings.judges.retest
+    sample = retest_sample(planned, queries=retest.queries, seed=retest.seed)
+    out = []
+    for slot, spec in zip(("judge1", "judge2"), specs):
+        estimate = RetestEstimate(slot, spec, len(sample), sum(len(p.doc_ids) for p in sample),
+                                  retest.repeats)
+        provider, model = spec.split(":", 1)
+        if provider != "local":
+            judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
+            for request in _requests(judge, sample, documents):
+                estimate.requests += retest.repeats
+                estimate.input_tokens += retest.repeats * estimated_input_tokens(request)
+                estimate.output_tokens += retest.repeats * estimated_output_tokens(request)
+                estimate.max_cost_usd += retest.repeats * prices.worst_case(request)
+            estimate.cost_usd = prices.cost(model, Usage(estimate.input_tokens,
+                                                         estimate.output_tokens))
+        out.append(estimate)
+    return out
 
 
 def _usd(amount: float) -> str:
@@ -273,6 +339,8 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
                           staged=None if not staged.enabled else _staged_plan(
                               settings, len(planned)))
     report.by_provider = _by_provider(estimates)
+    if settings.judges.retest.enabled:
+        report.retest = _retest_estimates(settings, prices, (spec1, spec2), planned, documents)
     return report
 
 

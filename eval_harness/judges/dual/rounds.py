@@ -92,6 +92,8 @@ class JudgingRounds:
         self._window = asyncio.Semaphore(max(4, 4 * concurrency))  # queries in flight
         self._judged = 0
         self.pooled: tuple[list, list, list] = ([], [], [])
+        # query id -> the stored scores of judge 1 and judge 2 (what test-retest starts from)
+        self.first_scores: dict[int, tuple[list, list]] = {}
 
     async def judge_round(self, plans: Sequence[PlannedQuery], with_judge2: bool) -> None:
         """Judge and store ``plans`` (judge 2 only ``with_judge2``); the queries another run
@@ -184,6 +186,8 @@ class JudgingRounds:
         summary.judgements_kept += _kept([*results1, *results2], local=True)
         summary.queries_changed += changed
         summary.pairs_written += len(plan.doc_ids)
+        self.first_scores[plan.query_id] = ([judgement_score(r) for r in results1],
+                                            [judgement_score(r) for r in results2])
         for result in results1:
             summary.judge1_counts.add(result)
         for result in results2:

@@ -38,6 +38,10 @@ Crashes and concurrent runs:
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
 
+With ``judges.retest`` on (``judge --retest``), once the queries are stored each judge
+re-scores a seeded sample of them past the cache (:mod:`.retest`); the figures are in the
+summary.
+
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 Which pairs are judged is :mod:`.plan`; judging and storing them, :mod:`.rounds`;
@@ -64,6 +68,7 @@ from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_qu
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
+from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Passage
@@ -207,6 +212,15 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                                       documents, rounds, batch=batch)
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
+            retest = settings.judges.retest
+            if retest.enabled and not session.pipeline.stopped:
+                summary.retest = await run_retest(
+                    conn, session, retest_sample(planned, queries=retest.queries,
+                                                 seed=retest.seed),
+                    rounds.first_scores, documents, retest, dataset=dataset,
+                    threshold=threshold, bootstrap={
+                        "n_resamples": settings.agreement.bootstrap_resamples,
+                        "confidence": settings.agreement.confidence})
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise

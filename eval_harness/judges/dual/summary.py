@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_harness.judges.client.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
+from eval_harness.judges.dual.retest import JudgeRetest
 from eval_harness.judges.dual.staged import StagingReport
 
 
@@ -68,6 +69,7 @@ class JudgeRunSummary:
     judge2_skipped: int = 0         # pairs judge 2 was not asked (staged judging)
     staging: StagingReport | None = None
     judgements_kept: int = 0        # LLM results with a stored reply, local ones written
+    retest: list[JudgeRetest] | None = None  # judges.retest / --retest: each judge's figures
 
     def kept(self) -> str:
         """What a stopped run keeps, for the line the command prints."""
@@ -105,6 +107,7 @@ class JudgeRunSummary:
                     scored=self.scored, unscored=self.unscored,
                     failed=self.failed, complete=self.complete,
                     staging=None if self.staging is None else self.staging.to_dict(),
+                    retest=None if self.retest is None else [r.to_dict() for r in self.retest],
                     cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
         return data
 
@@ -137,7 +140,20 @@ class JudgeRunSummary:
                 "staging_saved_usd": None if self.staging is None
                 else round(self.staging.saved_usd, 6),
                 "staging_stop_rule": None if self.staging is None
-                else self.staging.rule.describe()}
+                else self.staging.rule.describe(),
+                **self._retest_metadata()}
+
+    def _retest_metadata(self) -> dict[str, Any]:
+        """``judge1_retest_flip_rate`` ... (None without test-retest)."""
+        out: dict[str, Any] = {}
+        for slot in (1, 2):
+            done = next((r for r in self.retest or () if r.judge == slot), None)
+            figures = None if done is None else done.agreement
+            out[f"judge{slot}_retest_flip_rate"] = None if figures is None else figures.flip_rate
+            out[f"judge{slot}_retest_alpha"] = None if figures is None else figures.alpha_scores
+            out[f"judge{slot}_retest_cost_usd"] = (None if done is None
+                                                   else round(done.cost_usd, 6))
+        return out
 
     def waiting_line(self) -> str:
         """Refusals and time spent waiting, so a slow run explains itself."""
@@ -181,6 +197,7 @@ class JudgeRunSummary:
         ]
         if self.staging is not None:
             lines.append(self.staging.format())
+        lines += [r.line() for r in self.retest or ()]
         lines += self.wait_notices
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")

@@ -16,7 +16,8 @@ strict JSON). Pure statistics: no store, no Dagster.
 Modules: :mod:`.inputs` (accepted input, scores to labels), :mod:`.results` (result types,
 strict JSON), :mod:`.kappa` (Cohen's kappa, weighted kappa, Gwet's AC1, Landis & Koch),
 :mod:`.raw_scores` (Krippendorff's alpha, Spearman, Wilcoxon offset), :mod:`.bootstrap`
-(query bootstrap interval), :mod:`.sequential` (the interval's level when it is read at several
+(query bootstrap interval), :mod:`.retest` (a judge against itself: flip rate, alpha over repeats),
+:mod:`.sequential` (the interval's level when it is read at several
 planned looks), :mod:`.reports` (the judge-judge and judge-human reports).
 """
 
@@ -36,15 +37,18 @@ from eval_harness.metrics.agreement.results import (AgreementReport, AlphaResult
                                                     BootstrapInterval, JudgeHumanReport,
                                                     KappaResult, OffsetTest, QueryKappa,
                                                     RankCorrelation, to_jsonable)
+from eval_harness.metrics.agreement.retest import (RetestAgreement, krippendorff_alpha,
+                                                   retest_agreement)
 from eval_harness.metrics.agreement.sequential import spent_confidence
 
 __all__ = [
     "DEFAULT_ANCHORS", "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_SEED",
     "DEFAULT_THRESHOLD", "AgreementInputError", "AgreementReport", "AlphaResult", "BinaryTable",
     "BootstrapInterval", "JudgeHumanReport", "KappaResult", "OffsetTest", "QueryKappa",
-    "RankCorrelation", "Weights", "agreement_report", "bin_scores", "binarize_scores",
+    "RankCorrelation", "RetestAgreement", "Weights", "agreement_report", "bin_scores", "binarize_scores",
     "binary_table", "cohen_kappa", "cohen_kappa_value", "gwet_ac1", "judge_vs_human",
-    "kappa_bootstrap_interval", "kappa_from_table", "krippendorff_alpha_interval",
+    "kappa_bootstrap_interval", "kappa_from_table", "krippendorff_alpha",
+    "krippendorff_alpha_interval", "retest_agreement",
     "landis_koch_label", "score_offset_test", "spent_confidence", "to_jsonable",
     "weighted_kappa",
 ]

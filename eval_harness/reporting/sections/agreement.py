@@ -56,6 +56,7 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
         blocks.append(Paragraph(f"No agreement statistics: {result.reason}."))
     else:
         blocks.append(_agreement_table(result))
+    blocks += [Paragraph("Test-retest: " + r.line() + ".") for r in result.retest]
     if result.n_judge2_skipped:
         blocks.append(Paragraph(_staging_sentence(conn, settings, dataset,
                                                   result.n_judged_queries)))

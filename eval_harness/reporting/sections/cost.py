@@ -22,7 +22,8 @@ COST_WINDOW_DAYS = 30
 COST_KEYS: dict[str, Metric] = dict.fromkeys(
     ("cost_scope", "cost_usd", "calls", "batch_calls", "batch_saved_usd", "cache_hits",
      "cache_saved_usd", "input_tokens", "output_tokens", "cached_tokens", "cost_30d_usd",
-     "cost_all_time_usd"))
+     "cost_all_time_usd", "retest_calls", "retest_cost_usd"))
+RETEST = " (retest)"  # how the cost log's retest calls read in the operation column
 
 
 @dataclass
@@ -98,6 +99,8 @@ def cost_section(conn: psycopg.Connection, settings: Settings, run_id: str | Non
         if run_lines:
             blocks += [Paragraph(_cost_sentence(f"This run (`{run_id}`)", totals)),
                        _cost_table(run_lines, f"Run {run_id}")]
+            if totals["retest_calls"]:
+                blocks.append(Paragraph(_retest_sentence(totals)))
         else:
             blocks.append(Paragraph(f"This run (`{run_id}`) made no billed provider call and "
                                     "was served no cached reply."))
@@ -136,7 +139,10 @@ def _line_key(line: CostLine) -> tuple[str, str, str]:
 def _cost_totals(lines: Sequence[CostLine]) -> dict[str, Metric]:
     saved = [line.batch_saved_usd for line in lines]
     hits = [line.cache_hits for line in lines]
+    retests = [line for line in lines if line.operation.endswith(RETEST)]
     return {"cost_usd": sum(line.cost_usd for line in lines),
+            "retest_calls": sum(line.calls for line in retests),
+            "retest_cost_usd": sum(line.cost_usd for line in retests),
             "calls": sum(line.calls for line in lines),
             "batch_calls": sum(line.batch_calls for line in lines),
             "batch_saved_usd": None if None in saved else sum(saved),
@@ -162,6 +168,13 @@ def _cost_table(lines: Sequence[CostLine], caption: str) -> Table:
                   "cached tokens", "output tokens", "cost USD", "batch saved USD",
                   "cache hits", "cache saved USD"), tuple(rows), (False,) * 3 + (True,) * 9,
                  frozenset({len(rows) - 1}), caption)
+
+
+def _retest_sentence(totals: Mapping[str, Metric]) -> str:
+    return (f"Test-retest (`judge --retest`, the lines marked 'retest'): "
+            f"{totals['retest_calls']} call(s) past the reply cache, "
+            f"{fmt.usd(totals['retest_cost_usd'])} USD of this run's "
+            f"{fmt.usd(totals['cost_usd'])} USD.")
 
 
 def _cost_sentence(scope: str, totals: Mapping[str, Metric]) -> str:

@@ -1,0 +1,38 @@
+"""The spending limit of one judge run (see :mod:`eval_harness.judges.client.runner`: calls
+reserve their worst-case cost before they are sent and settle it with the real one)."""
+
+from __future__ import annotations
+
+
+class Budget:
+    """Spending limit of one run, in USD; ``None`` means no limit."""
+
+    def __init__(self, limit_usd: float | None) -> None:
+        self.limit_usd = limit_usd
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+        self.pending = 0  # reservations not yet settled
+
+    def try_reserve(self, amount: float) -> bool:
+        if self.limit_usd is not None and (
+                self.spent_usd + self.reserved_usd + amount > self.limit_usd + 1e-12):
+            return False
+        self.reserved_usd += amount
+        self.pending += 1
+        return True
+
+    def charge(self, amount: float) -> None:
+        """A cost nothing was reserved for: the results of a batch an earlier run submitted."""
+        self.spent_usd += amount
+
+    def settle(self, reserved: float, actual: float) -> None:
+        self.pending -= 1
+        # counted, not compared as floats: rounding must not leave a phantom reservation
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved) if self.pending else 0.0
+        self.spent_usd += actual
+
+    def exhausted_message(self, next_cost: float) -> str:
+        return (f"the judge budget of ${self.limit_usd:.2f} for this run is used up "
+                f"(${self.spent_usd:.4f} spent, the next call could cost up to "
+                f"${next_cost:.4f}); raise judges.budget_usd (or EVAL_HARNESS_JUDGE_BUDGET_USD) "
+                "and run again: what was judged is kept and cached")
