@@ -31,6 +31,7 @@ from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
 from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeTime, default_reply, judge_settings
 from paths import REPO
+from judge_cli_env import judge_cli_environment
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 KEY = "sk-test-secret-0123456789"
@@ -236,14 +237,7 @@ judges:
     openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
     anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
-                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-cli-000000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cli-000000")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
+    judge_cli_environment(monkeypatch, store, fake, tag="cli")
     return str(config)
 
 

@@ -19,6 +19,7 @@ from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_server import default_reply, judge_settings
+from judge_cli_env import judge_cli_environment
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
@@ -212,7 +213,7 @@ datasets:
 hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
 judges: {{judge1: "{LLM['judge1']}", judge2: "{LLM['judge2']}", hybrid_top_k: 2}}
 """)
-    _cli_environment(monkeypatch, store, fake)
+    judge_cli_environment(monkeypatch, store, fake, tag="dry")
     code = cli.main(["--config", str(path), "judge", "--dry-run", "--json", "--shard", "1/3"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -262,17 +263,6 @@ def _disagree(api, system, user, body):
     return default_reply(api, system, user, body)
 
 
-def _cli_environment(monkeypatch, store, fake) -> None:
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
-                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dry-000000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dry-000000")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
-
-
 # ---------------------------------------------------------------------------------------
 # The command line
 
@@ -291,7 +281,7 @@ judges:
   judge1: openai:gpt-4o
   judge2: anthropic:claude-haiku-4-5
 """)
-    _cli_environment(monkeypatch, store, fake)
+    judge_cli_environment(monkeypatch, store, fake, tag="dry")
     return {"config": str(config), "name": dataset}
 
 

@@ -21,6 +21,7 @@ from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_judges import JudgeBehaviours, NoisyJudge
 from fake_llm_server import default_reply, judge_settings
+from judge_cli_env import judge_cli_environment
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
@@ -167,14 +168,7 @@ judges:
     openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
     anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    for variable in ("EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
-                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-retest-000000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-retest-000000")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
+    judge_cli_environment(monkeypatch, store, fake, tag="retest")
     assert cli.main(["--config", str(config), "judge", "--json"]) == 0
     assert json.loads(capsys.readouterr()[0])["retest"] is None
     fake.reset()
