@@ -14,6 +14,8 @@ stored in ``judge_anchor_runs``; the ``judge_drift`` asset check reads the newes
 (:func:`drift_reasons` is its rule). A judge whose model or prompt version changed in config
 since the anchors were frozen is thereby compared with the old one before any of its labels
 are used, and the run summary says so ("judge 1 changed openai:gpt-4o -> openai:gpt-4.1: ...").
+A retest never replaces a cached reply; a new judge's anchor replies are its first, so they
+are cached and its labels on those pairs cost nothing more.
 
 Local judges are code, not hosted models: they cannot drift and are not re-judged.
 """
@@ -216,7 +218,7 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
             confidence=drift.confidence, requests=sum(r.calls for r in done),
             cost_usd=sum(r.cost_usd for r in done))
         anchor_sql.store_anchor_run(conn, {**asdict(comparison), "run_id": session.run_id,
-                                           "dataset": dataset})
+                                           "dataset": dataset, "judge_spec": comparison.spec})
         conn.commit()
         out.append(comparison)
     return out
@@ -229,5 +231,6 @@ def stored_comparisons(conn: psycopg.Connection, dataset: str, *,
     out = []
     for row in anchor_sql.anchor_runs(conn, dataset, run_id=run_id):
         values = dict(zip(anchor_sql.RUN_COLUMNS, row))
+        values["spec"] = values["judge_spec"]
         out.append(AnchorComparison(**{k: values[k] for k in fields}))
     return out
