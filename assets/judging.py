@@ -12,12 +12,14 @@ main jobs (a job's assets share one partitioning).
 """
 
 
+from collections.abc import Iterator
 from typing import Optional
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import readable
+from eval_harness_pipelines.check_outcomes import check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
+from eval_harness.judges.dual.anchors import drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 
 GROUP = "judging"
@@ -61,8 +63,62 @@ def _result(context, summary) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=metadata)
 
 
+# Declared blocking like the kappa check; judges.drift.blocking: false makes a failure a WARN
+# result, which Dagster does not block on (its metadata says blocks_downstream: false).
+@dg.asset_check(
+    asset=dual_judge_scores, blocking=True,
+    description="Blocking: each judge re-judged the frozen anchor set (judges.anchors) past "
+                "the cache; fails when the lower bound of its label flip rate exceeds "
+                "judges.drift.max_flip_rate or its agreement with the human verdicts on "
+                "anchors falls below judges.drift.min_human_agreement. judges.drift.blocking: "
+                "false makes a failure a warning.")
+def judge_drift(context: dg.AssetCheckExecutionContext, settings: EvalSettings,
+                store: LiveStore) -> Iterator[dg.AssetCheckResult]:
+    cfg = settings.load()
+    drift = cfg.judges.drift
+    event = context.instance.get_latest_materialization_event(dual_judge_scores.key)
+    seen = ({} if event is None or event.asset_materialization is None else
+            {key: value.value for key, value in event.asset_materialization.metadata.items()})
+    dataset = seen.get("dataset") or cfg.default_dataset
+    with store.location().connection() as conn:
+        # the comparisons of the run that materialized the asset (its run id is the judge run's)
+        comparisons = stored_comparisons(conn, dataset, run_id=seen.get("run_id")
+                                         or (None if event is None else event.run_id))
+    result, reasons, figures = drift_result(comparisons, drift, dataset=dataset)
+    yield from check_outcome(result, name="judge_drift", blocking=True,
+                             figure="; ".join(reasons), figures=figures)
+
+
+def drift_result(comparisons, drift, *, dataset: str):
+    """The ``judge_drift`` result of the newest anchor comparisons, the failure reasons and
+    the figures (the worst judge's flip rate and its bound against the thresholds)."""
+    reasons = [reason for c in comparisons for reason in drift_reasons(c, drift)]
+    if not comparisons:
+        description = (f"no anchor comparison stored for dataset '{dataset}' (judges.anchors "
+                       "off, or the run that froze the anchor set was the first)")
+    elif reasons:
+        description = "; ".join(reasons) + (
+            ". Compare the judges' specs and prompt versions with those the anchors were "
+            "frozen with, review the flipped anchors, then re-freeze or roll the judge back.")
+    else:
+        description = "; ".join(c.line() for c in comparisons)
+    severity = dg.AssetCheckSeverity.ERROR if drift.blocking else dg.AssetCheckSeverity.WARN
+    worst = max(comparisons, key=lambda c: c.flip_low or 0.0, default=None)
+    figures = {"flip_rate": None if worst is None else worst.flip_rate,
+               "flip_lower_bound": None if worst is None else worst.flip_low,
+               "max_flip_rate": drift.max_flip_rate,
+               "min_human_agreement": drift.min_human_agreement}
+    result = dg.AssetCheckResult(
+        passed=not reasons, severity=severity, description=description,
+        metadata=readable({**figures, "dataset": dataset, "blocks_downstream": drift.blocking,
+                           **{f"judge{c.judge}_{name}": getattr(c, name) for c in comparisons
+                              for name in ("flip_rate", "flip_low", "score_shift",
+                                           "human_agreement", "changed")}}))
+    return result, reasons, figures
+
+
 # The domain's two jobs, judging_job and judging_shards_job, are in eval_harness_pipelines.jobs.
-defs = dg.Definitions(assets=[dual_judge_scores])
+defs = dg.Definitions(assets=[dual_judge_scores], asset_checks=[judge_drift])
 
 
 def shard_partitions(shards: int) -> dg.StaticPartitionsDefinition:

@@ -54,6 +54,8 @@ TABLE_OWNERS = {
     "human_sample": "eval_harness/agreement/sql.py",
     "calibrated_weights": "eval_harness/calibration/sql.py",
     "judge_retests": "eval_harness/judges/dual/retest_sql.py",
+    "judge_anchors": "eval_harness/judges/dual/anchor_sql.py",
+    "judge_anchor_runs": "eval_harness/judges/dual/anchor_sql.py",
     "gate_results": "eval_harness/gates/sql.py",
     "answers": "eval_harness/gates/sql.py",
     "evaluation_log": "eval_harness/gates/sql.py",

@@ -13,7 +13,8 @@ whose cached replies leave it unscored is asked anew past the cache (a new paid 
 its re-ask if needed); the new replies replace the cached ones. Nothing else is re-asked.
 
 ``relevance(..., retest=True)`` is a test-retest scoring (:mod:`eval_harness.judges.dual.retest`):
-the question and its re-ask go past the cache and are logged as retests, and their replies are
+the question and its re-ask go past the cache and are logged as retests (``purpose``:
+'retest', or 'anchor' for the anchor set of :mod:`eval_harness.judges.dual.anchors`), and their replies are
 not cached, so the labels keep the reply they were read from.
 """
 
@@ -69,9 +70,9 @@ class LLMJudge:
 
     async def relevance(self, query: Passage | str, document: Passage | str, *,
                         query_id: int | None = None,
-                        retest: bool = False) -> JudgeResult[float]:
+                        retest: bool = False, purpose: str = "retest") -> JudgeResult[float]:
         return await self._ask(self.relevance_request(query, document), parse_relevance, query_id,
-                               retest=retest)
+                               retest=retest, purpose=purpose)
 
     async def evaluate_answer(self, query: str, context: Sequence[str], answer: str, *,
                               query_id: int | None = None) -> JudgeResult[AnswerEvaluation]:
@@ -93,11 +94,12 @@ class LLMJudge:
     # -- ask, parse, re-ask once ----------------------------------------------------------
 
     async def _ask(self, request: ChatRequest, parse: Callable[[str], T],
-                   query_id: int | None, *, retest: bool = False) -> JudgeResult[T]:
+                   query_id: int | None, *, retest: bool = False,
+                   purpose: str = "retest") -> JudgeResult[T]:
         started = time.monotonic()
         outcomes: list[CallOutcome] = []
         result = await self._ask_once(request, parse, query_id, outcomes, started,
-                                      refresh=False, retest=retest)
+                                      refresh=False, retest=retest, purpose=purpose)
         if retest:
             return result
         if (self.retry_unscored and result.outcome is Outcome.UNSCORED
@@ -110,7 +112,8 @@ class LLMJudge:
 
     async def _ask_once(self, request: ChatRequest, parse: Callable[[str], T],
                         query_id: int | None, outcomes: list[CallOutcome], started: float, *,
-                        refresh: bool, retest: bool = False) -> JudgeResult[T]:
+                        refresh: bool, retest: bool = False,
+                        purpose: str = "retest") -> JudgeResult[T]:
         def result(value, outcome: Outcome, error: str | None) -> JudgeResult:
             return JudgeResult(
                 value=value, outcome=outcome, judge=self.spec, operation=request.operation,
@@ -124,7 +127,7 @@ class LLMJudge:
                 cache_hits=sum(o.cache_hit for o in outcomes))
 
         first = await self._pipeline.call(request, query_id=query_id, refresh=refresh,
-                                          retest=retest)
+                                          retest=retest, purpose=purpose)
         outcomes.append(first)
         if not first.ok:
             return result(None, Outcome.FAILED, f"{first.error.kind}: {first.error.message}")
@@ -135,7 +138,7 @@ class LLMJudge:
         again = request.followed_by(first.completion.text,
                                     prompts.correction(request.operation, problem))
         second = await self._pipeline.call(again, query_id=query_id, refresh=refresh,
-                                           retest=retest)
+                                           retest=retest, purpose=purpose)
         outcomes.append(second)
         if not second.ok:
             return result(None, Outcome.FAILED,

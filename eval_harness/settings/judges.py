@@ -21,6 +21,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.judges_anchors import (  # noqa: F401  (re-exported)
+    AnchorSettings, DriftSettings, parse_anchors, parse_drift)
 
 # The chat providers a judge spec may name before the colon: each is served by the module of
 # the same name in eval_harness.judges.client.providers (its registry; settings stays below
@@ -154,6 +156,8 @@ class JudgeSettings:
     local: LocalJudgeSettings = LocalJudgeSettings()
     staged: StagedSettings = StagedSettings()
     retest: RetestSettings = RetestSettings()
+    anchors: AnchorSettings = AnchorSettings()
+    drift: DriftSettings = DriftSettings()
     shards: int = 1                  # static partitions of the Dagster judging asset
     # The environment's *_API_KEY / *_BASE_URL variables: a provider without typed settings
     # of its own reads its key and server here (eval_harness.judges.client.providers.base).
@@ -357,7 +361,7 @@ def _retest(section: Mapping[str, Any]) -> RetestSettings:
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
                "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens", "rate_limits",
                "prices", "send_temperature", "retry", "batch", "local", "staged", "retest",
-               "shards")
+               "anchors", "drift", "shards")
 
 
 def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] | None = None,
@@ -413,6 +417,8 @@ def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> Judge
         local=_local(section),
         staged=_staged(section),
         retest=_retest(section),
+        anchors=parse_anchors(section),
+        drift=parse_drift(section),
         shards=_integer(section.get("shards", d.shards), "judges.shards", low=1),
         provider_variables=_frozen({name: value for name, value in env.items()
                                     if name.endswith(PROVIDER_VARIABLE_SUFFIXES) and value}),

@@ -169,3 +169,14 @@ def delete_pairs_of_removed_documents(conn: psycopg.Connection, corpus: Corpus) 
           AND NOT EXISTS (SELECT 1 FROM {d} WHERE {did} = r.doc_id)""").format(
         gt=ground_truth.table("g"), d=corpus.table("d"), did=corpus.id_of("d")),
         (corpus.dataset,)).rowcount
+
+
+def adjudicated_labels(conn: psycopg.Connection, dataset: str) -> dict[tuple[int, int], bool]:
+    """``(ground_truth id, doc id) -> relevant?`` of every adjudicated pair of ``dataset``
+    (whatever the judges' scores now: the verdict is about the pair)."""
+    rows = conn.execute(sql.SQL("""
+        SELECT r.ground_truth_id, r.doc_id, r.verdict
+        FROM judge_review r JOIN {gt} ON g.id = r.ground_truth_id
+        WHERE g.dataset = %s AND r.status = 'adjudicated' AND r.verdict IS NOT NULL""").format(
+        gt=ground_truth.table("g")), (dataset,)).fetchall()
+    return {(qid, doc): verdict == "relevant" for qid, doc, verdict in rows}

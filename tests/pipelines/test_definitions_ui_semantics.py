@@ -83,6 +83,10 @@ def test_checks_are_declared_blocking_exactly_as_configured(tmp_path):
     assert _blocking([kappa_lower_bound_above_floor, p_at_5_verdict]) == {
         "kappa_lower_bound_above_floor": True, "p_at_5_verdict": True}
     assert "stand-ins" in next(iter(kappa_lower_bound_above_floor.check_specs)).description
+    # the drift check blocks too; judges.drift.blocking: false makes its failure a WARN
+    from eval_harness_pipelines.assets.judging import judge_drift
+    assert _blocking([judge_drift]) == {"judge_drift": True}
+    assert "judges.drift.blocking" in next(iter(judge_drift.check_specs)).description
 
 
 # ------------------------------------------------ a blocking failure reads as its verdict

@@ -246,10 +246,12 @@ class CallPipeline:
             raise self.store_lost(exc) from exc
 
     async def call(self, request: ChatRequest, *, query_id: int | None = None,
-                   refresh: bool = False, retest: bool = False) -> CallOutcome:
+                   refresh: bool = False, retest: bool = False,
+                   purpose: str = "retest") -> CallOutcome:
         """The reply to ``request``: cached, or from the provider with retries. ``refresh``
         skips the cache and replaces the cached reply with the new one (re-asking a question
-        whose cached replies left it unscored).
+        whose cached replies left it unscored). ``retest`` sends it past the cache, never
+        cached, logged with ``purpose`` ('retest', or 'anchor' for the anchor set).
 
         Raises :class:`BudgetExhausted` when the budget cannot cover the call,
         :class:`QuotaExhausted` when the provider's account has no quota left and
@@ -262,7 +264,7 @@ class CallPipeline:
         if retest:  # always sent, unless the run is stopped
             if self.stopped:
                 raise self._stopped_error()
-            return await self._call_provider(request, query_id, purpose="retest")
+            return await self._call_provider(request, query_id, purpose=purpose)
         cached = None if refresh else self._from_store(self.ledger.cached, key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1

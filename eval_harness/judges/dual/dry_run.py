@@ -48,6 +48,8 @@ bound never clears). A staged batch run asks judge 2 live: so is it priced.
 With test-retest on (``judges.retest`` or ``judge --retest``), each judge's retest requests
 (every pair of the seeded query sample, ``repeats`` times, live, past the cache) are priced on
 a line of their own, ``retest judge1 ...``, and counted in the total.
+With ``judges.anchors`` on, re-judging the frozen anchor set is priced the same way, one
+request per anchor and LLM judge, on lines ``anchors judge1 ...`` (none before the set is frozen).
 """
 
 from __future__ import annotations
@@ -163,10 +165,15 @@ class DryRunReport:
     staged: dict | None = None     # judges.staged when on: seed, first_queries, step, floor,
                                    # the stop rule (looks, look_confidence, stop_rule)
     retest: list[RetestEstimate] = field(default_factory=list)  # judges.retest / --retest
+    anchors: list = field(default_factory=list)  # judges.anchors: AnchorEstimate per judge
+
+    @property
+    def _extra(self) -> list:
+        return [*self.retest, *self.anchors]  # past the cache: retests and anchors
 
     @property
     def _retest_to_pay(self) -> int:
-        return sum(r.requests for r in self.retest)
+        return sum(r.requests for r in self._extra)
 
     @property
     def to_pay(self) -> int:
@@ -180,17 +187,17 @@ class DryRunReport:
 
     @property
     def cost_usd(self) -> float:
-        return sum(j.cost_usd for j in self.judges) + sum(r.cost_usd for r in self.retest)
+        return sum(j.cost_usd for j in self.judges) + sum(r.cost_usd for r in self._extra)
 
     @property
     def cost_usd_at_least(self) -> float:
         return (sum((j.at_least or j).cost_usd for j in self.judges)
-                + sum(r.cost_usd for r in self.retest))
+                + sum(r.cost_usd for r in self._extra))
 
     @property
     def max_cost_usd(self) -> float:
         return (sum(j.max_cost_usd for j in self.judges)
-                + sum(r.max_cost_usd for r in self.retest))
+                + sum(r.max_cost_usd for r in self._extra))
 
     def to_dict(self) -> dict:
         """Strict JSON. With staged judging, a judge's and the total's figures are the most
@@ -201,6 +208,7 @@ class DryRunReport:
                 "judges": [dict(asdict(j), local=j.local) for j in self.judges],
                 "by_provider": self.by_provider,
                 "retest": [asdict(r) for r in self.retest],
+                "anchors": [asdict(a) for a in self.anchors],
                 "total": {"to_pay": self.to_pay, "to_pay_at_least": self.to_pay_at_least,
                           "input_tokens": sum(j.input_tokens for j in self.judges),
                           "output_tokens": sum(j.output_tokens for j in self.judges),
@@ -223,7 +231,7 @@ class DryRunReport:
                 "how many steps that takes depends on the replies, so judge 2's figures are a "
                 "range")
         lines += [judge.format() for judge in self.judges]
-        lines += [r.format() for r in self.retest]
+        lines += [r.format() for r in self._extra]
         if self.to_pay_at_least != self.to_pay:
             total = (f"total  to pay at least {self.to_pay_at_least:,}, at most "
                      f"{self.to_pay:,} requests  ~{_usd(self.cost_usd_at_least)}.."
@@ -341,6 +349,9 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
     report.by_provider = _by_provider(estimates)
     if settings.judges.retest.enabled:
         report.retest = _retest_estimates(settings, prices, (spec1, spec2), planned, documents)
+    if settings.judges.anchors.enabled:
+        from eval_harness.judges.dual.anchor_cost import anchor_estimates
+        report.anchors = anchor_estimates(conn, settings, prices, (spec1, spec2), dataset)
     return report
 
 

@@ -38,6 +38,10 @@ Crashes and concurrent runs:
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
 
+With ``judges.anchors`` on, the frozen anchor set is re-judged past the cache before anything
+else (a judge changed in config is compared with the old one before its labels are used), and
+the first such run freezes the set (:mod:`.anchors`).
+
 With ``judges.retest`` on (``judge --retest``), once the queries are stored each judge
 re-scores a seeded sample of them past the cache (:mod:`.retest`); the figures are in the
 summary.
@@ -68,6 +72,7 @@ from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_qu
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
+from eval_harness.judges.dual.anchors import freeze_from_run, rejudge_anchors
 from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.client.pricing import PriceTable
@@ -200,6 +205,10 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                 **{k: v for k, v in (session_options or {}).items() if k in ("sleep", "clock")})
         if progress is not None:
             progress(0, summary.pairs)
+        anchors = settings.judges.anchors
+        if anchors.enabled:  # before any label: a changed judge is compared with the old first
+            summary.anchors = await rejudge_anchors(conn, session, settings.judges.drift,
+                                                    dataset=dataset, threshold=threshold)
         claims = QueryClaims(conn)
         rounds = JudgingRounds(conn, session, summary, documents, threshold=threshold,
                                concurrency=settings.judges.concurrency, progress=progress,
@@ -212,6 +221,10 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                                       documents, rounds, batch=batch)
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
+            if anchors.enabled and not session.pipeline.stopped:
+                summary.anchors_frozen = freeze_from_run(
+                    conn, session, planned, rounds.first_scores, documents, anchors,
+                    dataset=dataset, threshold=threshold)
             retest = settings.judges.retest
             if retest.enabled and not session.pipeline.stopped:
                 summary.retest = await run_retest(

@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_harness.judges.client.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
+from eval_harness.judges.dual.anchors import AnchorComparison
 from eval_harness.judges.dual.retest import JudgeRetest
 from eval_harness.judges.dual.staged import StagingReport
 
@@ -70,6 +71,8 @@ class JudgeRunSummary:
     staging: StagingReport | None = None
     judgements_kept: int = 0        # LLM results with a stored reply, local ones written
     retest: list[JudgeRetest] | None = None  # judges.retest / --retest: each judge's figures
+    anchors: list[AnchorComparison] | None = None  # judges.anchors: each judge vs its frozen self
+    anchors_frozen: int = 0         # pairs this run froze as the anchor set (its first run)
 
     def kept(self) -> str:
         """What a stopped run keeps, for the line the command prints."""
@@ -108,6 +111,8 @@ class JudgeRunSummary:
                     failed=self.failed, complete=self.complete,
                     staging=None if self.staging is None else self.staging.to_dict(),
                     retest=None if self.retest is None else [r.to_dict() for r in self.retest],
+                    anchors=None if self.anchors is None
+                    else [a.to_dict() for a in self.anchors],
                     cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
         return data
 
@@ -141,7 +146,17 @@ class JudgeRunSummary:
                 else round(self.staging.saved_usd, 6),
                 "staging_stop_rule": None if self.staging is None
                 else self.staging.rule.describe(),
-                **self._retest_metadata()}
+                **self._retest_metadata(), **self._anchor_metadata()}
+
+    def _anchor_metadata(self) -> dict[str, Any]:
+        """``judge1_anchor_flip_rate`` ... (None without anchors re-judged)."""
+        out: dict[str, Any] = {"anchors_frozen": self.anchors_frozen}
+        for slot in (1, 2):
+            done = next((a for a in self.anchors or () if a.judge == slot), None)
+            for name in ("flip_rate", "flip_low", "score_shift", "human_agreement"):
+                out[f"judge{slot}_anchor_{name}"] = None if done is None else getattr(done, name)
+            out[f"judge{slot}_anchor_changed"] = None if done is None else done.changed
+        return out
 
     def _retest_metadata(self) -> dict[str, Any]:
         """``judge1_retest_flip_rate`` ... (None without test-retest)."""
@@ -197,6 +212,10 @@ class JudgeRunSummary:
         ]
         if self.staging is not None:
             lines.append(self.staging.format())
+        lines += [a.line() for a in self.anchors or ()]
+        if self.anchors_frozen:
+            lines.append(f"anchor set frozen: {self.anchors_frozen} pairs "
+                         "(re-judged past the cache by every later run)")
         lines += [r.line() for r in self.retest or ()]
         lines += self.wait_notices
         if self.stopped:

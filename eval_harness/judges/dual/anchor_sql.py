@@ -1,0 +1,70 @@
+"""Every SQL statement on ``judge_anchors`` and ``judge_anchor_runs`` (migration 0014): the
+frozen anchor set of a dataset and each run's comparison with it (:mod:`.anchors`).
+
+Each function runs in the caller's transaction; the caller commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+
+_COLUMNS = ("judge", "judge_spec", "model", "prompt_version", "query_key", "doc_id",
+            "query_text", "doc_text", "frozen_score", "frozen_label", "human_label")
+RUN_COLUMNS = ("run_id", "dataset", "judge", "judge_spec", "prompt_version", "frozen_spec",
+               "frozen_prompt_version", "pairs", "flips", "flip_rate", "flip_low",
+               "flip_high", "score_shift", "shift_low", "shift_high", "human_pairs",
+               "human_agreement", "requests", "cost_usd")
+
+
+def freeze_anchors(conn: psycopg.Connection, dataset: str, rows: Sequence[tuple]) -> None:
+    """Insert the anchors of ``dataset``: ``rows`` of ``(judge, judge_spec, prompt_version,
+    query_key, doc_id, query_text, doc_text, score, label, human_label)``; an anchor
+    already frozen stays as it was."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO judge_anchors (dataset, {', '.join(_COLUMNS)}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (dataset, judge, query_key, doc_id) DO NOTHING",
+            [(dataset, judge, spec, spec.split(":", 1)[-1], version, *rest)
+             for judge, spec, version, *rest in rows])
+
+
+def frozen_anchors(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """The anchors of ``dataset`` as ``(judge, judge_spec, model, prompt_version, query_key,
+    doc_id, query_text, doc_text, frozen_score, frozen_label, human_label)``, by judge,
+    query and document; [] before the first run with anchors on."""
+    return conn.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM judge_anchors WHERE dataset = %s "
+        "ORDER BY judge, query_key, doc_id", (dataset,)).fetchall()
+
+
+def store_anchor_run(conn: psycopg.Connection, values: dict) -> None:
+    """One judge's comparison with the anchors in one run (keys: :data:`RUN_COLUMNS`)."""
+    conn.execute(f"INSERT INTO judge_anchor_runs ({', '.join(RUN_COLUMNS)}) VALUES "
+                 f"({', '.join(['%s'] * len(RUN_COLUMNS))})",
+                 [values[c] for c in RUN_COLUMNS])
+
+
+def anchor_runs(conn: psycopg.Connection, dataset: str, *,
+                run_id: str | None = None) -> list[tuple]:
+    """The comparisons of ``run_id`` (None: the newest run that made one) with the anchors of
+    ``dataset``, one row per judge with :data:`RUN_COLUMNS` then ``created_at``."""
+    if run_id is None:
+        row = conn.execute("SELECT run_id FROM judge_anchor_runs WHERE dataset = %s "
+                           "ORDER BY created_at DESC, id DESC LIMIT 1", (dataset,)).fetchone()
+        if row is None:
+            return []
+        run_id = row[0]
+    return conn.execute(
+        f"SELECT {', '.join(RUN_COLUMNS)}, created_at FROM judge_anchor_runs "
+        "WHERE dataset = %s AND run_id = %s ORDER BY judge", (dataset, run_id)).fetchall()
+
+
+def anchor_trend(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """Every comparison of ``dataset`` oldest first: ``(created_at, judge, judge_spec,
+    flip_rate, flip_low, flip_high, score_shift, human_agreement)``."""
+    return conn.execute(
+        "SELECT created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift, "
+        "human_agreement FROM judge_anchor_runs WHERE dataset = %s ORDER BY created_at, judge",
+        (dataset,)).fetchall()

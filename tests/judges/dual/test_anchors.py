@@ -1,0 +1,121 @@
+"""The anchor set against the fake LLM server: frozen once, re-judged past the cache before a
+run's labels, a drifting judge caught, a changed judge compared with the old one on the
+anchors first, and nothing outside the anchors paid twice (provider requests counted)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from colliding_processes import beir
+from eval_harness.judges.dual.anchors import (
+    choose_anchors, compare_judge, drift_reasons, stored_comparisons)
+from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.settings.judges import AnchorSettings, DriftSettings
+from eval_harness.store.ingest import ingest_beir
+from fake_llm_judges import DriftingJudge, JudgeBehaviours
+from fake_llm_server import default_reply, judge_settings
+
+LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
+
+
+@pytest.fixture
+def fake(server):
+    server.reset()
+    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
+    return server
+
+
+def _dataset(conn, tmp_path, *, queries: int) -> str:
+    tag = uuid.uuid4().hex[:8]
+    name = f"anchors_{tag}"
+    ingest_beir(conn, beir(tmp_path / name, n_docs=60, n_queries=queries, tag=tag), name=name)
+    return name
+
+
+def _config(settings, fake, *, pairs=100, **judges):
+    judges = {**LLM, **judges}
+    return judge_settings(settings, fake, budget_usd=None, **judges,
+                          anchors=AnchorSettings(True, pairs, 0))
+
+
+def _purposes(conn, run_id):
+    return [row[0] for row in conn.execute(
+        "SELECT purpose FROM api_cost_log WHERE run_id = %s ORDER BY id", (run_id,))]
+
+
+def test_a_drifting_judge_is_caught_on_100_anchors_and_only_the_anchors_are_paid(
+        settings, conn, tmp_path, fake):
+    name = _dataset(conn, tmp_path, queries=24)
+    config = _config(settings, fake)
+    first = judge_dataset(conn, config, name)
+    assert first.anchors == [] and first.anchors_frozen == 100
+    assert fake.chat_requests == 2 * first.pairs  # freezing costs nothing: the run's scores
+    assert "anchor set frozen: 100 pairs" in first.format()
+
+    # the provider changes judge 1 under the same name: 15% of labels flip, scores shift
+    fake.reset()
+    drifting = JudgeBehaviours({"gpt-4o": DriftingJudge(0, 0.15, score_shift=0.02)})
+    fake.responder = drifting
+    second = judge_dataset(conn, config, name)
+    judge1, judge2 = second.anchors
+    assert fake.chat_requests == judge1.requests + judge2.requests == 200
+    assert _purposes(conn, second.run_id) == ["anchor"] * 200  # the labels came from the cache
+    assert second.billed_calls == 200 and second.cache_hits == 2 * second.pairs
+    assert not judge1.changed and judge1.pairs == 100
+    assert judge1.flips == drifting.flips["gpt-4o"] > 5 and judge1.flip_low > 0.05
+    assert judge1.shift_low <= judge1.score_shift <= judge1.shift_high < 0  # flips dominate
+    assert judge2.flips == 0 and judge2.score_shift == 0.0
+    drift = DriftSettings()
+    assert drift_reasons(judge1, drift) and drift_reasons(judge2, drift) == []
+    assert "judge 1 (openai:gpt-4o) on the anchors: flips" in second.format()
+    assert stored_comparisons(conn, name) == [judge1, judge2]
+
+
+def test_a_changed_judge_is_compared_on_the_anchors_before_its_labels(
+        settings, conn, tmp_path, fake):
+    name = _dataset(conn, tmp_path, queries=6)
+    judge_dataset(conn, _config(settings, fake, pairs=20), name)
+    fake.reset()
+    fake.responder = JudgeBehaviours({"gpt-4o-mini": DriftingJudge(0, 0.3)})
+    changed = _config(settings, fake, pairs=20, judge1="openai:gpt-4o-mini")
+    run = judge_dataset(conn, changed, name)
+    judge1, judge2 = run.anchors
+    assert judge1.changed and not judge2.changed
+    assert (judge1.frozen_spec, judge1.spec) == ("openai:gpt-4o", "openai:gpt-4o-mini")
+    purposes = _purposes(conn, run.run_id)
+    # every anchor request comes before the first label of the new judge
+    assert purposes[:40] == ["anchor"] * 40 and set(purposes[40:]) == {"label"}
+    # judge 2's labels are cached; the new judge 1 pays each pair once: its replies on the
+    # 20 anchors were its first, so they are cached and its labels there cost nothing more
+    assert len(purposes) == 40 + run.pairs - 20 == fake.chat_requests
+    line = judge1.line()
+    assert line.startswith("judge 1 changed openai:gpt-4o -> openai:gpt-4o-mini: flips ")
+    assert "of the anchors' labels, scores " in line and line in run.format()
+
+
+def test_compare_judge_counts_flips_shift_and_human_agreement():
+    frozen = [(0.8, True), (0.2, False), (0.9, None), (0.1, None), (None, True)]
+    now = [0.7, 0.6, 0.9, None, 0.9]
+    c = compare_judge(1, frozen, now, spec="openai:a", prompt_version="v1",
+                      frozen_spec="openai:a", frozen_prompt_version="v1", threshold=0.5)
+    # scored both times: the first three; one flip (0.2 -> 0.6); shifts -0.1, +0.4, 0
+    assert (c.pairs, c.flips, c.flip_rate) == (3, 1, pytest.approx(1 / 3))
+    assert c.score_shift == pytest.approx(0.1)
+    # human verdicts on the first two: relevant/0.7 agrees, not relevant/0.6 does not
+    assert (c.human_pairs, c.human_agreement) == (2, 0.5)
+    assert not c.changed and replace(c, prompt_version="v2").changed
+    reasons = drift_reasons(c, DriftSettings(max_flip_rate=0.0, min_human_agreement=0.7))
+    assert len(reasons) == 2 and "min_human_agreement" in reasons[1]
+
+
+def test_choose_anchors_is_seeded_and_order_free():
+    pairs = [(f"q{i}", d) for i in range(20) for d in range(5)]
+    chosen = choose_anchors(pairs, size=10, seed=3)
+    reversed_pairs = pairs[::-1]
+    assert sorted(reversed_pairs[i] for i in choose_anchors(reversed_pairs, size=10, seed=3)) \
+        == sorted(pairs[i] for i in chosen)
+    assert len(chosen) == 10 and choose_anchors(pairs, size=10, seed=4) != chosen
+    assert choose_anchors(pairs[:4], size=10, seed=0) == [0, 1, 2, 3]

@@ -1,0 +1,51 @@
+"""``judge --dry-run`` with ``judges.anchors`` on: re-judging the frozen anchors is priced on
+its own lines, one request per anchor and LLM judge, and nothing before the set is frozen."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from colliding_processes import beir
+from eval_harness.judges.dual.dry_run import estimate_judge_run
+from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.settings.judges import AnchorSettings
+from eval_harness.store.ingest import ingest_beir
+from fake_llm_server import default_reply, judge_settings
+
+LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
+
+
+@pytest.fixture
+def fake(server):
+    server.reset()
+    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
+    return server
+
+
+def test_dry_run_prices_the_anchor_requests_on_their_own_lines(settings, conn, tmp_path, fake):
+    tag = uuid.uuid4().hex[:8]
+    name = f"anchorcost_{tag}"
+    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=6, tag=tag), name=name)
+    config = judge_settings(settings, fake, **LLM, budget_usd=None,
+                            anchors=AnchorSettings(True, 12, 0))
+    before = estimate_judge_run(conn, config, name)
+    conn.rollback()
+    assert [a.requests for a in before.anchors] == [0, 0]
+    assert "no anchor set yet" in before.format()
+    judge_dataset(conn, config, name)  # freezes 12 anchors
+    fake.reset()
+    report = estimate_judge_run(conn, config, name)
+    conn.rollback()
+    without = estimate_judge_run(conn, replace(config, judges=replace(
+        config.judges, anchors=AnchorSettings())), name)
+    conn.rollback()
+    assert fake.chat_requests == 0 and without.anchors == []
+    assert [a.requests for a in report.anchors] == [12, 12]
+    assert without.to_pay == 0 and report.to_pay == 24  # the labels are cached
+    assert report.cost_usd > without.cost_usd
+    assert "anchors judge1 openai:gpt-4o  12 anchors past the cache  to pay 12" \
+        in report.format()
+    assert report.to_dict()["anchors"][0]["requests"] == 12
