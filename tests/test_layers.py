@@ -56,6 +56,7 @@ TABLE_OWNERS = {
     "judge_retests": "eval_harness/judges/dual/retest_sql.py",
     "judge_anchors": "eval_harness/judges/dual/anchor_sql.py",
     "judge_anchor_runs": "eval_harness/judges/dual/anchor_sql.py",
+    "judge_record": "eval_harness/judges/dual/record_sql.py",
     "gate_results": "eval_harness/gates/sql.py",
     "answers": "eval_harness/gates/sql.py",
     "evaluation_log": "eval_harness/gates/sql.py",

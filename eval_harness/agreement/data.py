@@ -35,6 +35,7 @@ from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport
                                             judge_vs_human, to_jsonable)
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.agreement.review import adjudicated_labels, review_counts
+from eval_harness.judges.dual.record import RecordRow, load_record
 from eval_harness.judges.dual.retest import StoredRetest, stored_retests
 from eval_harness.settings import AgreementSettings
 from eval_harness.store.ground_truth import SKIPPED, count_queries, judged_query_rows
@@ -178,6 +179,7 @@ class DatasetAgreement:
     gate: KappaGate
     verdict: KappaVerdict  # the gate's verdict, stand-ins considered (say this one)
     retest: tuple[StoredRetest, ...] = ()  # each judge against itself, newest test-retest
+    record: tuple[RecordRow, ...] = ()  # the judges' record: newest runs per judge spec
 
     def to_dict(self) -> dict:
         return to_jsonable(self)
@@ -370,7 +372,8 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
                               stand_in_judges=settings.stand_in_judges),
         retest=tuple(stored_retests(conn, dataset, threshold=settings.relevance_threshold,
                                     n_resamples=settings.bootstrap_resamples,
-                                    confidence=settings.confidence)))
+                                    confidence=settings.confidence)),
+        record=tuple(load_record(conn, dataset)))
 
 
 def _versus_human(rater: str, models: tuple[str, ...], scores, pairs: JudgePairs,

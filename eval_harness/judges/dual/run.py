@@ -42,6 +42,9 @@ With ``judges.anchors`` on, the frozen anchor set is re-judged past the cache be
 else (a judge changed in config is compared with the old one before its labels are used), and
 the first such run freezes the set (:mod:`.anchors`).
 
+A run that ends unstopped writes the judges' record, a row per judge with its spec and the
+figures the run measured (:mod:`.record`).
+
 With ``judges.retest`` on (``judge --retest``), once the queries are stored each judge
 re-scores a seeded sample of them past the cache (:mod:`.retest`); the figures are in the
 summary.
@@ -73,6 +76,7 @@ from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
 from eval_harness.judges.dual.anchors import freeze_from_run, rejudge_anchors
+from eval_harness.judges.dual.record import write_record
 from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.client.pricing import PriceTable
@@ -247,6 +251,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                                for name in session.pipeline.providers)
         summary.wait_notices = session.wait_notices()
         session.fallback_notices.record(summary.wait_notices)  # the summary says them
+        if not summary.stopped:  # the judges' record: one row per judge, upserted per run id
+            write_record(conn, summary, (session.judge1, session.judge2))
     for name in ("provider_calls", "billed_calls", "batch_requests", "cache_hits", "retries",
                  "input_tokens", "output_tokens", "cost_usd", "refused", "limiter_wait_s",
                  "backoff_wait_s"):

@@ -9,6 +9,7 @@ import psycopg
 
 from eval_harness.agreement.data import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
+from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, record_table
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Details, Metric, Paragraph,
@@ -57,6 +58,11 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
     else:
         blocks.append(_agreement_table(result))
     blocks += [Paragraph("Test-retest: " + r.line() + ".") for r in result.retest]
+    if result.record:
+        blocks.append(Table(RECORD_HEADER, tuple(record_table(result.record)),
+                            (False,) * 5 + (True,) * 4,
+                            caption="Judges' record: the last runs of each judge spec (n/a: "
+                            "not measured that run)"))
     if result.n_judge2_skipped:
         blocks.append(Paragraph(_staging_sentence(conn, settings, dataset,
                                                   result.n_judged_queries)))

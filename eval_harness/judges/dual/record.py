@@ -1,0 +1,135 @@
+"""The judges' record: each judge spec (provider:model, server, prompt version) with its
+measured reliability run by run, so a reader knows which judge the labels came from and how
+good it was that night.
+
+A judge run (:func:`eval_harness.judges.dual.run.judge_dataset`) writes one row per judge
+(:func:`write_record`, upserted on run id and judge: a rerun of the same run id replaces its
+rows) with the figures the run measured, each None when it did not:
+
+* ``self flips``: the test-retest label flip rate and Krippendorff's alpha on the scores
+  (``judges.retest`` / ``judge --retest``, :mod:`.retest`);
+* ``kappa other``: the run's pooled Cohen's kappa between the two judges;
+* ``with people``: the share of anchors with a human verdict whose label now matches it
+  (``judges.anchors``, :mod:`.anchors`);
+* ``anchor flips``: the flip rate against the frozen anchor labels and its Wilson lower bound.
+
+:func:`load_record` reads the newest rows per spec; :func:`record_table` lays them out for
+``eval-harness agreement`` and the run report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+import psycopg
+
+from eval_harness.judges.dual import record_sql
+
+RECENT = 7  # rows shown per judge spec
+HEADER = ("date", "judge", "spec", "server", "prompt", "self flips", "kappa other",
+          "with people", "anchor flips")
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    recorded_at: datetime
+    run_id: str
+    dataset: str
+    judge: int
+    judge_spec: str
+    model: str
+    server: str | None
+    prompt_version: str | None
+    retest_flip_rate: float | None
+    retest_alpha: float | None
+    kappa_other: float | None
+    kappa_other_low: float | None
+    kappa_other_high: float | None
+    human_pairs: int
+    human_agreement: float | None
+    anchor_flip_rate: float | None
+    anchor_flip_low: float | None
+
+
+def _prompt_version(judge) -> str | None:
+    if not hasattr(judge, "relevance_request"):
+        return None  # a local judge has no prompt
+    return judge.relevance_request("", "").prompt_version
+
+
+def record_rows(summary, judges: Sequence) -> list[dict]:
+    """One row per judge of a finished run (``summary``: its :class:`JudgeRunSummary`,
+    ``judges``: the session's judge 1 and judge 2)."""
+    retest = {r.judge: r for r in summary.retest or ()}
+    anchors = {a.judge: a for a in summary.anchors or ()}
+    rows = []
+    for index, judge in enumerate(judges, start=1):
+        figures = retest.get(index)
+        agreement = None if figures is None else figures.agreement
+        anchor = anchors.get(index)
+        rows.append({
+            "run_id": summary.run_id, "dataset": summary.dataset, "judge": index,
+            "judge_spec": judge.spec, "model": judge.spec.split(":", 1)[-1],
+            "server": getattr(judge, "base_url", None),
+            "prompt_version": _prompt_version(judge),
+            "retest_flip_rate": None if agreement is None else agreement.flip_rate,
+            "retest_alpha": None if agreement is None else agreement.alpha_scores,
+            "kappa_other": summary.pooled_kappa, "kappa_other_low": None,
+            "kappa_other_high": None,
+            "human_pairs": 0 if anchor is None else anchor.human_pairs,
+            "human_agreement": None if anchor is None else anchor.human_agreement,
+            "anchor_flip_rate": None if anchor is None else anchor.flip_rate,
+            "anchor_flip_low": None if anchor is None else anchor.flip_low})
+    return rows
+
+
+def write_record(conn: psycopg.Connection, summary, judges: Sequence) -> None:
+    """Store the run's rows and commit."""
+    record_sql.store_record(conn, record_rows(summary, judges))
+    conn.commit()
+
+
+def load_record(conn: psycopg.Connection, dataset: str, *,
+                per_spec: int = RECENT) -> list[RecordRow]:
+    """The newest ``per_spec`` rows of each judge spec of ``dataset``, by judge and spec,
+    oldest first within a spec."""
+    return [RecordRow(*row) for row in record_sql.judge_record(conn, dataset,
+                                                               per_spec=per_spec)]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def record_table(rows: Sequence[RecordRow]) -> list[tuple[str, ...]]:
+    """The rows as text cells under :data:`HEADER` ("n/a": not measured that run)."""
+    out = []
+    for row in rows:
+        people = ("n/a" if row.human_agreement is None
+                  else f"{_pct(row.human_agreement)} of {row.human_pairs}")
+        anchor = ("n/a" if row.anchor_flip_rate is None
+                  else f"{_pct(row.anchor_flip_rate)} (>= {_pct(row.anchor_flip_low)})")
+        out.append((row.recorded_at.strftime("%Y-%m-%d %H:%M"), str(row.judge),
+                    row.judge_spec, row.server or "default", row.prompt_version or "-",
+                    _pct(row.retest_flip_rate), _num(row.kappa_other), people, anchor))
+    return out
+
+
+def format_record_markdown(rows: Sequence[RecordRow]) -> str:
+    """The "Judges' record" part of the agreement report."""
+    head = "## Judges' record\n\n"
+    if not rows:
+        return (head + "No judge run recorded yet: `eval-harness judge` writes a row per "
+                "judge each run.\n")
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in record_table(rows)]
+    return (head + f"The last {RECENT} runs of each judge spec (provider:model, server, prompt "
+            "version). Self flips: test-retest label flip rate; kappa other: pooled kappa with "
+            "the other judge; with people: agreement with human verdicts on anchors; anchor "
+            "flips: flip rate against the frozen anchor labels (its lower bound). n/a: not "
+            "measured that run.\n\n" + "\n".join(lines) + "\n")
