@@ -8,6 +8,7 @@ non-finite float into ``None``, so a report never contains NaN.
 from __future__ import annotations
 
 import math
+from datetime import date, datetime, timezone
 from collections.abc import Hashable
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
@@ -167,6 +168,8 @@ def to_jsonable(value: Any) -> Any:
     --------
     >>> to_jsonable({"kappa": float("nan"), "n": np.int64(3), "interval": (0.1, 0.2)})
     {'kappa': None, 'n': 3, 'interval': [0.1, 0.2]}
+    >>> to_jsonable({"recorded_at": datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone.utc)})
+    {'recorded_at': '2026-11-26T01:02:03+00:00'}
     """
     return _jsonable(value)
 
@@ -185,6 +188,8 @@ def _jsonable(value: Any) -> Any:
         return int(value)
     if isinstance(value, (float, np.floating)):
         return _finite_or_none(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
     return value
 
 

@@ -4,6 +4,8 @@ new row with its own figures, and the table `eval-harness agreement` and the rep
 
 from __future__ import annotations
 
+import json
+
 import uuid
 
 import pytest
@@ -80,8 +82,11 @@ def test_a_row_per_judge_per_run_none_added_by_a_rerun_and_a_new_spec_gets_its_o
     assert len([r for r in rows if r.judge_spec == "openai:gpt-4o"]) == 2
 
     # shown by `eval-harness agreement` (its Markdown) and the report's agreement section
-    text = format_agreement_markdown(dataset_agreement(conn, name, settings.agreement))
+    agreement = dataset_agreement(conn, name, settings.agreement)
+    text = format_agreement_markdown(agreement)
     assert "## Judges' record" in text
+    as_json = json.loads(json.dumps(agreement.to_dict(), allow_nan=False))  # `agreement --json`
+    assert len(as_json["record"]) == 6 and as_json["record"][0]["recorded_at"].startswith("20")
     record = text.split("## Judges' record", 1)[1]
     assert record.count("| openai:gpt-4o |") == 2 and "| openai:gpt-4o-mini |" in record
     section = agreement_section(conn, settings, name).section
