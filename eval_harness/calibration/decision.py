@@ -127,6 +127,9 @@ class WeightDecision:
                         f"adjusted p = {_p_label(self.adjusted_p)}")
         if self.changed:
             text = f"changed {_pair(self.in_force)} -> {_pair(self.best)}: {evidence}"
+        elif _same_pair(self.best, self.in_force):  # nothing on the grid beats them
+            text = (f"kept {_pair(self.in_force)}: no grid point scores higher (adjusted p = "
+                    f"{_p_label(self.adjusted_p)})")
         else:
             text = f"kept {_pair(self.in_force)}: best grid point {_label(self.best[0])} {evidence}"
             if self.corrected and self._search_passes() and not self._bias_passes():
@@ -349,3 +352,7 @@ def _pair(weights: tuple[float, float]) -> str:
 
 def _p_label(p: float) -> str:
     return f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+
+
+def _same_pair(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return math.isclose(a[0], b[0], abs_tol=1e-9) and math.isclose(a[1], b[1], abs_tol=1e-9)

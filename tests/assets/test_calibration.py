@@ -110,7 +110,7 @@ def test_assets_keep_the_weights_in_force_without_evidence(tmp_path, store, corp
     weights_meta = metadata["calibrated_weights"]
     assert weights_meta["decision"].value == "kept" and weights_meta["written"].value is False
     assert weights_meta["decision_adjusted_p"].value > 0.05
-    assert weights_meta["decision_sentence"].value.startswith("kept 0.5 / 0.5: best grid point")
+    assert weights_meta["decision_sentence"].value.startswith("kept 0.5 / 0.5: ")
     assert (weights_meta["semantic_weight"].value, weights_meta["keyword_weight"].value) == (
         0.5, 0.5)
     with store.connection() as conn:
@@ -119,7 +119,7 @@ def test_assets_keep_the_weights_in_force_without_evidence(tmp_path, store, corp
                            (weights_meta["calibrated_weights_id"].value,)).fetchone()
     assert row[:4] == (0.5, 0.5, "kept", 0.5) and row[4] > 0.05 and row[5] == 0.05
     check = result.get_asset_check_evaluations()[0]
-    assert "\nWeights: kept 0.5 / 0.5: best grid point" in check.description
+    assert "\nWeights: kept 0.5 / 0.5: " in check.description
     # the verdict describes the weights kept, not the best grid point
     assert "at the weights kept, semantic 0.50 / keyword 0.50" in check.description
     assert (check.metadata["semantic_weight"].value, check.metadata["keyword_weight"].value,

@@ -116,6 +116,7 @@ def test_best_point_equal_to_the_weights_in_force_is_kept_at_p_one():
                               GRID[1:3], (0.7, 0.3), baseline, best_index=1)
     assert not decision.changed and decision.adjusted_p == 1.0 and decision.gain == 0.0
     assert (decision.low, decision.high) == (0.0, 0.0)
+    assert decision.sentence == "kept 0.7 / 0.3: no grid point scores higher (adjusted p = 1.00)"
 
 
 def test_to_dict_is_json_safe_and_complete():

@@ -39,7 +39,7 @@ def test_calibrate_keeps_the_weights_in_force_when_the_gain_is_noise(project, co
     decision = result["decision"]
     assert decision["decision"] == "kept" and decision["adjusted_p"] > 0.05
     assert decision["in_force"] == decision["weights"] == {"semantic": 0.5, "keyword": 0.5}
-    assert decision["sentence"].startswith("kept 0.5 / 0.5: best grid point ")
+    assert decision["sentence"].startswith("kept 0.5 / 0.5: ")
     assert project.read_bytes() == before and result["written"]["config"] is None
     row = conn.execute("SELECT semantic_weight, keyword_weight, decision, in_force_semantic, "
                        "in_force_keyword, best_semantic, gain, ci_low, ci_high, adjusted_p, "
