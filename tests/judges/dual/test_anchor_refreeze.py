@@ -121,6 +121,10 @@ judges:
     config.write_text(body + "  anchors: {pairs: 5, seed: 0}\n")
     assert cli.main(["--config", str(config), "judge"]) == 0
     capsys.readouterr()
+    frozen = frozen_anchors(conn, name)
+    assert cli.main(["--config", str(config), "judge", "--refreeze-anchors", "--dry-run"]) == 0
+    assert "this run would drop the anchor set" in capsys.readouterr()[1]
+    assert frozen_anchors(conn, name) == frozen  # a dry run drops nothing
     fake.reset()
     assert cli.main(["--config", str(config), "judge", "--refreeze-anchors", "--json"]) == 0
     out, err = capsys.readouterr()
