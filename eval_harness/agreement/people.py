@@ -21,8 +21,9 @@ layer), so :func:`record_with_people` (called by ``eval-harness agreement`` and 
 * onto the newest judges' record row of each judge
   (:func:`eval_harness.judges.dual.record.record_people`): ``with people`` and ``kappa
   other`` with its interval;
-* onto the frozen anchors (:func:`eval_harness.judges.dual.anchor_sql.set_human_labels`), so
-  the next run's drift check compares each judge with the verdicts people gave since.
+* onto the frozen anchors (:func:`give_anchors_verdicts`), so the next run's drift check
+  compares each judge with the verdicts people gave since (``eval-harness judge`` and the
+  ``dual_judge_scores`` asset also do this just before a run with anchors on).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from eval_harness.agreement.review import adjudicated_labels
 from eval_harness.judges.dual import anchor_sql
 from eval_harness.judges.dual.record import load_record, record_people
 from eval_harness.metrics.agreement import AgreementInputError, JudgeHumanReport, judge_vs_human
+from eval_harness.store.ground_truth import query_external_ids
 
 PairKey = tuple[int, int]  # (ground_truth.id, doc id)
 
@@ -122,6 +124,18 @@ def judges_with_people(verdicts: PeopleVerdicts, keys: Sequence[PairKey],
     return tuple(out)
 
 
+def give_anchors_verdicts(conn: psycopg.Connection, dataset: str) -> int:
+    """Write every human verdict of ``dataset`` onto the anchors of that pair (each judge's
+    row), in the caller's transaction; how many anchor rows changed. ``eval-harness judge``
+    and the ``dual_judge_scores`` asset call it (and commit) before a run with anchors on, so
+    its drift check already sees the verdicts given since the last agreement step."""
+    verdicts = human_verdicts(conn, dataset)
+    external = query_external_ids(conn, sorted({qid for qid, _ in verdicts.labels}))
+    return anchor_sql.set_human_labels(conn, dataset, [
+        (external[qid], doc, label) for (qid, doc), label in sorted(verdicts.labels.items())
+        if qid in external])
+
+
 @dataclass(frozen=True)
 class PeopleRecorded:
     """What :func:`record_with_people` wrote (``written`` False: the role may not write)."""
@@ -138,11 +152,7 @@ def record_with_people(conn: psycopg.Connection, result) -> PeopleRecorded:
     a read-only transaction) writes nothing: the transaction is rolled back and ``written``
     is False, so the caller can say so."""
     try:
-        verdicts = human_verdicts(conn, result.dataset)
-        on_pairs = [(result.queries[qid].external_id, doc, label)
-                    for (qid, doc), label in sorted(verdicts.labels.items())
-                    if qid in result.queries]
-        anchors = anchor_sql.set_human_labels(conn, result.dataset, on_pairs)
+        anchors = give_anchors_verdicts(conn, result.dataset)
         figures = {people.judge: people.figures() for people in result.people}
         if result.report is not None:
             interval = result.report.kappa_interval

@@ -134,9 +134,12 @@ def cmd_judge(args, settings: Settings) -> int:
         attached = prepare_dataset(conn, settings, dataset).attach
     if attached is not None:
         print(attached, file=sys.stderr)
-    if args.refreeze_anchors:
+    if settings.judges.anchors.enabled:
         with location.connection() as conn:
-            print(_refreeze_notice(conn, settings, dataset, dry_run=False), file=sys.stderr)
+            _give_anchors_verdicts(conn, dataset)
+            if args.refreeze_anchors:
+                print(_refreeze_notice(conn, settings, dataset, dry_run=False),
+                      file=sys.stderr)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
@@ -149,6 +152,14 @@ def cmd_judge(args, settings: Settings) -> int:
     else:
         print(summary.format())
     return EXIT_OK if summary.complete else EXIT_FAILED
+
+
+def _give_anchors_verdicts(conn, dataset: str) -> None:
+    """The human verdicts given since onto the anchors, so this run's drift check sees them."""
+    from eval_harness.agreement.people import give_anchors_verdicts
+
+    give_anchors_verdicts(conn, dataset)
+    conn.commit()
 
 
 def _check_refreeze(args, settings: Settings) -> None:

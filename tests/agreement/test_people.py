@@ -28,7 +28,9 @@ from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
+from eval_harness_pipelines import cli
 from fake_llm_server import default_reply, judge_settings
+from judge_cli_env import judge_cli_environment
 from review_store import read_csv, write_csv
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
@@ -126,7 +128,7 @@ def test_each_judges_kappa_with_people_matches_sklearn_and_reaches_the_record(
 
 
 def test_a_sample_verdict_on_an_anchor_changes_the_next_comparisons_human_agreement(
-        settings, conn, tmp_path, fake):
+        settings, conn, tmp_path, fake, store, monkeypatch, capsys):
     name = _dataset(conn, tmp_path, queries=6)
     config = judge_settings(settings, fake, budget_usd=None, **LLM,
                             anchors=AnchorSettings(True, 20, 0))
@@ -147,3 +149,28 @@ def test_a_sample_verdict_on_an_anchor_changes_the_next_comparisons_human_agreem
     assert after.human_pairs == len(anchored) and after.human_agreement == 0.0
     assert any("agrees with the human verdicts on 0%" in reason
                for reason in drift_reasons(after, DriftSettings()))
+
+    # people change their minds; `eval-harness judge` hands the anchors the verdicts itself
+    _fill_sample(conn, name, tmp_path / "sample.csv", lambda key: (
+        "relevant" if anchored.get((external[key[0]], key[1]), False) else "not relevant"),
+        n=6)
+    conn.commit()
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(f"""
+default_dataset: {name}
+datasets:
+  {name}:
+    path: {tmp_path / name}
+judges:
+  budget_usd: 1.0
+  judge1: openai:gpt-4o
+  judge2: anthropic:claude-haiku-4-5
+  anchors: {{pairs: 20, seed: 0}}
+  rate_limits:
+    openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
+    anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
+""")
+    judge_cli_environment(monkeypatch, store, fake, tag="people")
+    assert cli.main(["--config", str(config_file), "judge", "--json"]) == 0
+    judge1 = json.loads(capsys.readouterr()[0])["anchors"][0]
+    assert (judge1["human_pairs"], judge1["human_agreement"]) == (len(anchored), 1.0)
