@@ -7,9 +7,17 @@ import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
 
+import pytest
+
 from eval_harness.gates import sql
 from eval_harness.gates.answers import import_answers
 from eval_harness.gates.traces import TracedAnswer
+
+
+@pytest.fixture
+def conn(rolled_back):
+    """Answers dated today stay out of the other tests' gate windows."""
+    return rolled_back
 
 
 def traced(trace_id: str, span_id: str, text: str = "X is Y [1].") -> TracedAnswer:

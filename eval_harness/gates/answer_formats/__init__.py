@@ -82,6 +82,8 @@ def _first_record(path: Path, text: str) -> dict[str, Any] | None:
             record = _document_first(path)
     else:
         record = _document_first(path)
+    if isinstance(record, dict) and isinstance(record.get("data"), list):  # a REST answer
+        record = record["data"][0] if record["data"] else None
     return record if isinstance(record, dict) else None
 
 

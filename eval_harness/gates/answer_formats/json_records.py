@@ -63,7 +63,7 @@ def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         raise AnswersFileError(f"{path}: no records in the file")
     line_no, text = first
     stripped = text.strip()
-    if stripped.startswith("[") or (stripped.startswith("{") and not _is_json(stripped)):
+    if stripped.startswith("[") or (stripped.startswith("{") and not _is_record(stripped)):
         yield from _document_records(path, "".join(t for _, t in text_lines(path, blank=True)))
         return
     for line_no, text in [first, *lines]:
@@ -74,12 +74,14 @@ def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path}:{line_no}", record
 
 
-def _is_json(text: str) -> bool:
+def _is_record(text: str) -> bool:
+    """Whether ``text`` is one whole JSON record (not the start of a document spread over
+    lines, nor a REST answer holding its records under ``data``)."""
     try:
-        json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return False
-    return True
+    return not (isinstance(value, dict) and isinstance(value.get("data"), list))
 
 
 def _document_records(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -13,6 +13,12 @@ from eval_harness.gates.answers import AnswersFileError
 from traced_rag import otlp_json_lines, run_rag
 
 
+@pytest.fixture
+def conn(rolled_back):
+    """Answers dated today stay out of the other tests' gate windows."""
+    return rolled_back
+
+
 def stored(conn, ids):
     rows = conn.execute("SELECT id, query, answer, sources, created_at, trace_id, span_id "
                         "FROM answers WHERE id = ANY(%s)", (ids,)).fetchall()
