@@ -14,7 +14,7 @@ Attributes may be nested (``{"retrieval": {"documents": [...]}}``) or dotted; bo
 flattened (:func:`~eval_harness.gates.traces.flat_attributes`), null values dropped. Times
 are ISO-8601 (without a timezone: UTC, as Phoenix stores them) or epoch numbers (seconds,
 milliseconds as pandas writes them, micro- or nanoseconds, told apart by size). The kind is
-``span_kind``, else the ``openinference.span.kind`` attribute.
+the ``openinference.span.kind`` attribute, else ``span_kind``.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def span_from_phoenix(record: Mapping[str, Any]) -> Span:
                if key.startswith(_ATTRIBUTE_COLUMN)}
     attributes = {key: value for key, value in flat_attributes({**(nested or {}), **columns})
                   .items() if value is not None}
-    kind = record.get("span_kind") or attributes.get(SPAN_KIND)
+    kind = attributes.get(SPAN_KIND) or record.get("span_kind")
     parent = record.get("parent_id")
     return Span(trace_id, span_id, hex_id(parent, 8) if parent else None,
                 str(record.get("name") or ""), kind.upper() if isinstance(kind, str) else "",

@@ -127,3 +127,16 @@ def test_deepeval_csv_row_with_too_many_values_is_named(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "deepeval")
     assert str(raised.value) == f"{path}:4: more values than the header has columns"
+
+
+def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_path):
+    path = tmp_path / "ragas.jsonl"
+    path.write_text('{"user_input": "q", "retrieved_contexts": ["bad \\ud800 text"], '
+                    '"response": "a"}\n')
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "ragas")
+    assert str(raised.value) == (f"{path}:1: contains an unpaired surrogate (\\ud800), which "
+                                 "is not valid Unicode; fix the tool that wrote it.")
+    path.write_text('{"user_input": "q", "retrieved_contexts": [], "response": "a\\u0000"}\n')
+    with pytest.raises(AnswersFileError, match=rf"^{path}:1: contains a NUL character"):
+        read_answer_records(path, "ragas")
