@@ -101,3 +101,18 @@ def test_a_trace_without_retriever_is_named_and_nothing_imported(conn, tmp_path)
         "(openinference.span.kind RETRIEVER) to take the sources from.")
     assert conn.execute("SELECT count(*) FROM answers WHERE id = ANY(%s)",
                         ([e.trace_id for e in expected],)).fetchone()[0] == 0
+
+
+def test_top_level_ids_and_dotted_attributes_are_read_too(tmp_path):
+    spans, expected = run_rag(["Does sleep help memory?"])
+    objects = phoenix_rest_spans(spans)
+    for o in objects:  # Phoenix's older span model: ids at the top, attributes dotted
+        context = o.pop("context")
+        o.update(trace_id=context["trace_id"], span_id=context["span_id"])
+        o["attributes"] = {"openinference.span.kind": o.pop("span_kind"),
+                           **{f"{k}.{kk}": v for k, sub in o["attributes"].items()
+                              if k != "openinference" for kk, v in sub.items()}}
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects))
+    assert detect_format(path).format == "openinference"
+    check(read_answer_records(path, "openinference"), expected)
