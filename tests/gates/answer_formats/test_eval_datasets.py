@@ -140,3 +140,13 @@ def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_pat
     path.write_text('{"user_input": "q", "retrieved_contexts": [], "response": "a\\u0000"}\n')
     with pytest.raises(AnswersFileError, match=rf"^{path}:1: contains a NUL character"):
         read_answer_records(path, "ragas")
+
+
+def test_deepeval_json_that_does_not_parse_is_named_by_its_line(tmp_path):
+    path = write_deepeval_json(tmp_path / "cases.json", deepeval_cases("j"))
+    lines = path.read_text().splitlines()
+    lines[3] = lines[3].rstrip(",")  # drop the comma after "actual_output"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "deepeval")
+    assert str(raised.value) == f"{path}:5: not valid JSON (Expecting ',' delimiter)"

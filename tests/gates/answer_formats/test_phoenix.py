@@ -116,3 +116,19 @@ def test_top_level_ids_and_dotted_attributes_are_read_too(tmp_path):
     path.write_text("".join(json.dumps(o) + "\n" for o in objects))
     assert detect_format(path).format == "openinference"
     check(read_answer_records(path, "openinference"), expected)
+
+
+def test_a_bad_json_line_and_a_trace_without_llm_span_are_named(tmp_path):
+    spans, expected = run_rag()
+    objects = phoenix_rest_spans(spans)
+    path = tmp_path / "spans.jsonl"
+    lines = [json.dumps(o) for o in objects]
+    path.write_text("\n".join(lines[:4] + [lines[4][:-1]] + lines[5:]) + "\n")
+    with pytest.raises(AnswersFileError, match=rf"^{path}:5: not valid JSON \("):
+        read_answer_records(path, "openinference")
+    kept = [o for o in objects if not (o["span_kind"] == "LLM"
+                                       and o["context"]["trace_id"] == expected[0].trace_id)]
+    path.write_text("".join(json.dumps(o) + "\n" for o in kept))
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "openinference")
+    assert f"trace {expected[0].trace_id}: has no LLM span" in str(raised.value)
