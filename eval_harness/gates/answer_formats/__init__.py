@@ -28,7 +28,8 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates.answer_formats import eval_datasets
-from eval_harness.gates.answer_formats.json_records import first_line, parse_json
+from eval_harness.gates.answer_formats.json_records import (first_line, first_line_number,
+                                                           parse_json)
 from eval_harness.gates.answer_formats.otlp_json import read_otlp_spans
 from eval_harness.gates.answer_formats.phoenix import is_phoenix_span, read_phoenix_spans
 from eval_harness.gates.answers import (DEFAULT_RELATION, FUTURE_TOLERANCE, AnswersFileError,
@@ -79,9 +80,12 @@ def detect_format(path: Path | str) -> FormatGuess:
 def _first_record(path: Path, text: str) -> dict[str, Any] | None:
     if text.startswith("{"):
         try:
-            record = parse_json(text, f"{path}:1")
-        except AnswersFileError:  # a JSON document over several lines
-            record = _document_first(path)
+            record = parse_json(text, f"{path}:{first_line_number(path)}")
+        except AnswersFileError as line_error:  # a JSON document over several lines?
+            try:
+                record = _document_first(path)
+            except AnswersFileError:
+                raise line_error from None
     else:
         record = _document_first(path)
     if isinstance(record, dict) and isinstance(record.get("data"), list):  # a REST answer

@@ -60,3 +60,10 @@ def test_a_named_format_overrides_detection(conn, tmp_path):
     path = write_ragas_jsonl(tmp_path / "r.jsonl", [ragas_sample("q", "a", [])])
     with pytest.raises(AnswersFileError, match=rf"^{path}:1: missing field 'id'$"):
         import_answers_file(conn, path, fmt="jsonl")
+
+
+def test_a_broken_first_line_is_named_by_its_line(tmp_path):
+    path = tmp_path / "spans.jsonl"
+    path.write_text('\n{"resourceSpans": [\n{"resourceSpans": []}\n')
+    with pytest.raises(AnswersFileError, match=rf"^{path}:2: not valid JSON \("):
+        detect_format(path)

@@ -150,3 +150,11 @@ def test_deepeval_json_that_does_not_parse_is_named_by_its_line(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "deepeval")
     assert str(raised.value) == f"{path}:5: not valid JSON (Expecting ',' delimiter)"
+
+
+def test_a_broken_first_line_of_json_lines_is_named_as_line_1(tmp_path):
+    path = write_ragas_jsonl(tmp_path / "ragas.jsonl", ragas_rows("b"))
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0][:-1] + "\n" + lines[1] + "\n")
+    with pytest.raises(AnswersFileError, match=rf"^{path}:1: not valid JSON \("):
+        read_answer_records(path, "ragas")
