@@ -249,6 +249,10 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
     The file is validated completely first (see the module docstring); a bad line raises
     :class:`AnswersFileError` naming ``file:line`` and nothing is written.
     """
+    if not isinstance(relation, str):  # a quality_gates.answers mapping: the RAG system's
+        raise AnswersRelationError(f"Cannot import answers into {relation}: "  # table
+                                   "quality_gates.answers maps it, and the harness only reads "
+                                   "it (the gates read its answers in place).")
     path = Path(path)
     for _ in read_answers_file(path):  # validate everything before touching the store
         pass

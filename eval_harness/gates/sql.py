@@ -7,14 +7,15 @@ Each function takes a connection and plain values and returns rows or plain valu
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
 :mod:`eval_harness.gates.runner`, :mod:`eval_harness.gates.judged`): a function that writes
 runs in the caller's transaction. The answers relation comes from configuration
-(``quality_gates.answers_relation``) and is composed with :mod:`psycopg.sql`, never formatted
+(``quality_gates.answers_relation``, or the ``quality_gates.answers`` mapping onto the RAG
+system's own table, read in place) and is composed with :mod:`psycopg.sql`, never formatted
 in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -25,13 +26,18 @@ from eval_harness.store import ground_truth
 
 if TYPE_CHECKING:  # answers and registry import this module
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.answers_mapping import MappedAnswers
     from eval_harness.gates.registry import Gate
 
 # ------------------------------------------------------------------------------ fragments
 
 
-def relation_sql(relation: str) -> sql.Composable:
-    """``answers`` or ``schema.answers`` as a quoted SQL identifier."""
+def relation_sql(relation: str | MappedAnswers) -> sql.Composable:
+    """``answers`` or ``schema.answers`` as a quoted SQL identifier; a checked
+    ``quality_gates.answers`` mapping as the subquery that reads it in place
+    (:mod:`eval_harness.gates.answers_mapping`)."""
+    if not isinstance(relation, str):
+        return relation.from_item()
     return sql.Identifier(*relation.split("."))
 
 
@@ -142,7 +148,20 @@ def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple]
     return total, updated, inserted, days
 
 
-def latest_answer_day(conn: psycopg.Connection, relation: str) -> date | None:
+def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, *,
+                       days: int) -> list[date]:
+    """The UTC days with an answer in ``relation`` among the ``days`` days up to the latest
+    one, oldest first (reads only those days' rows: ``created_at`` bounds the scan)."""
+    latest = latest_answer_day(conn, relation)
+    if latest is None:
+        return []
+    start = datetime.combine(latest - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
+    return [row[0] for row in conn.execute(sql.SQL(
+        "SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {} AS a "
+        "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]
+
+
+def latest_answer_day(conn: psycopg.Connection, relation: str | MappedAnswers) -> date | None:
     """The latest UTC day with an answer in ``relation``; None when it holds none."""
     return conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) FROM {}")
                         .format(relation_sql(relation))).fetchone()[0]
