@@ -29,7 +29,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings import Settings
-from eval_harness.settings.datasets import Relation
+from eval_harness.settings.datasets import Relation, sql_name
 from eval_harness.settings.gates_answers import WHERE, AnswersMapping
 from eval_harness.store import dataset_register
 from eval_harness.store.connection import StoreLocation
@@ -120,7 +120,9 @@ def check_answers_mapping(conn: psycopg.Connection, settings: Settings) -> Mappe
     docstring); raises :class:`AnswersMappingError`."""
     mapping = settings.quality_gates.answers
     assert mapping is not None
-    oid = _readable(conn, mapping.relation, f"{WHERE}.relation")
+    on_demo = mapping.relation.schema == settings.demo_rag_schema
+    oid = _readable(conn, mapping.relation, f"{WHERE}.relation",
+                    missing=_demo_hint(settings) if on_demo else None)
     columns = relation_columns(conn, oid)
     shown = mapping.relation
     _typed(columns, mapping.id, INTEGER_TYPES + TEXT_TYPES, f"{WHERE}.id", shown)
@@ -138,14 +140,34 @@ def check_answers_mapping(conn: psycopg.Connection, settings: Settings) -> Mappe
     return MappedAnswers(mapping, corpus)
 
 
-def _readable(conn: psycopg.Connection, relation: Relation, key: str) -> int:
+def _demo_hint(settings: Settings) -> str:
+    schema = settings.demo_rag_schema
+    if settings.database_url:
+        return (f"the demo schema '{schema}' (store.demo_rag_schema) is laid out only in the "
+                "embedded store, never in yours; map quality_gates.answers onto your own "
+                "answers table, or unset DATABASE_URL to run the demo")
+    return (f"the demo schema '{schema}' (store.demo_rag_schema) gets it when `eval-harness "
+            f"run` lays the demo store out; run that first (or set store.demo_rag_answers)")
+
+
+def _readable(conn: psycopg.Connection, relation: Relation, key: str, *,
+              missing: str | None = None) -> int:
+    """The oid of ``relation``, which this role may read; ``missing``: what to say when it
+    does not exist (instead of the usual clause)."""
     name = sql.Identifier(relation.schema, relation.name).as_string(conn)
-    oid, may_read = conn.execute(
-        "SELECT to_regclass(%s)::oid, has_table_privilege(to_regclass(%s), 'SELECT')",
-        (name, name)).fetchone()
+    try:
+        with conn.transaction():
+            oid, may_read = conn.execute(
+                "SELECT to_regclass(%s)::oid, has_table_privilege(to_regclass(%s), 'SELECT')",
+                (name, name)).fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        raise AnswersMappingError(
+            f"'{key}': this role may not use schema {sql_name(relation.schema)}; GRANT USAGE "
+            f"ON SCHEMA {sql_name(relation.schema)} and SELECT ON {relation} TO the harness's "
+            "role.") from None
     if oid is None:
-        raise AnswersMappingError(f"'{key}': {relation} does not exist in the store (or this "
-                                  "role cannot see its schema).")
+        raise AnswersMappingError(f"'{key}': {relation} does not exist in the store" + (
+            f": {missing}." if missing else " (or this role cannot see its schema)."))
     if not may_read:
         raise AnswersMappingError(f"'{key}': this role may not SELECT from {relation}; GRANT "
                                   f"SELECT ON {relation} TO the harness's role.")
