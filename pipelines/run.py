@@ -136,7 +136,7 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
         _print_materializations(gates)
     if not days:
         print("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
-              "answers_relation)")
+              "answers_relation / answers)")
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
                      "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost

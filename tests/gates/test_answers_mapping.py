@@ -196,3 +196,25 @@ def test_a_role_that_may_not_read_the_answers_is_told_the_grant(seeds_store, tmp
         finally:
             conn.execute("RESET ROLE")
             conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_the_window_is_a_condition_on_the_mapped_relation_itself(seeds_store, tmp_path):
+    """The mapped relation is read through a subquery that the planner pulls up, so the daily
+    window is an index condition on the RAG table (one day's rows read), not a filter over
+    every answer with its sources resolved. Sequential scans are switched off: with four rows
+    the planner would otherwise rightly prefer one."""
+    from psycopg import sql
+
+    from eval_harness.gates import sql as gate_sql
+
+    window = TimeWindow.day(DAY)
+    with seeds_store.connection() as conn:
+        conn.execute("CREATE INDEX ON rag.served_answers (served_at)")
+        mapped = check_answers_mapping(conn, settings_for(tmp_path))
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(row[0] for row in conn.execute(
+            sql.SQL("EXPLAIN ") + gate_sql._pending_query(mapped, window),
+            gate_sql._pending_params(window, ["citation_coverage"], ["v"])))
+    scan = next(line for line in plan.splitlines() if "served_answers m" in line)
+    assert "Index" in scan and "served_answers_served_at_idx" in scan, plan
+    assert "Subquery Scan" not in plan, plan

@@ -54,7 +54,8 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
     days = sorted(set(days)) if days else _latest_answer_day(conn, relation)
     if not days:
         hint = (f"No answers in `{relation}` yet: import some (`eval-harness answers import "
-                "FILE`), then run the gates (`eval-harness gate`).")
+                "FILE`), then run the gates (`eval-harness gate`)." if isinstance(relation, str)
+                else f"No answers in `{relation}` (quality_gates.answers, read in place) yet.")
         return no_data("quality_gates", hint, metrics, check="Quality gates")
     blocks: list[Block] = []
     checks: list[Check] = []
