@@ -151,11 +151,13 @@ def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple]
 def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, *,
                        days: int) -> list[date]:
     """The UTC days with an answer in ``relation`` among the ``days`` days up to the latest
-    one, oldest first (reads only those days' rows: ``created_at`` bounds the scan)."""
-    latest = latest_answer_day(conn, relation)
+    one, oldest first (``max(created_at)``, then a ``created_at`` range: an index on the
+    column serves both)."""
+    latest = latest_answer_at(conn, relation)
     if latest is None:
         return []
-    start = datetime.combine(latest - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
+    last_day = latest.astimezone(timezone.utc).date()
+    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
     return [row[0] for row in conn.execute(sql.SQL(
         "SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {} AS a "
         "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]

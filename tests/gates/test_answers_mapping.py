@@ -218,3 +218,22 @@ def test_the_window_is_a_condition_on_the_mapped_relation_itself(seeds_store, tm
     scan = next(line for line in plan.splitlines() if "served_answers m" in line)
     assert "Index" in scan and "served_answers_served_at_idx" in scan, plan
     assert "Subquery Scan" not in plan, plan
+
+
+def test_the_main_job_gates_the_days_with_answers_in_the_latest_week(seeds_store, tmp_path):
+    from datetime import date
+
+    from eval_harness.gates.sql import recent_answer_days
+
+    with seeds_store.connection() as conn:
+        with conn.transaction():
+            for answer_id, served_at in ((10, "2025-04-20T23:30:00-02:00"),  # 04-21 UTC
+                                         (11, "2025-04-25T00:30:00Z"),
+                                         (12, "2025-04-28T10:00:00Z")):
+                conn.execute("INSERT INTO rag.served_answers (answer_id, question, response, "
+                             "source_ids, served_at) VALUES (%s, 'q', 'a', '{1}', %s)",
+                             (answer_id, served_at))
+        mapped = check_answers_mapping(conn, settings_for(tmp_path))
+        # the week up to 2025-05-01: 04-25 .. 05-01; 04-21 is older
+        assert recent_answer_days(conn, mapped, days=7) == [
+            date(2025, 4, 25), date(2025, 4, 28), date(2025, 5, 1)]
