@@ -4,7 +4,9 @@ The contract (migration 0001, README "The answers contract"): ``id text``, ``que
 ``answer text`` (Markdown), ``sources jsonb`` (an ordered JSON list of ``{"id", "text"}``
 objects; citation ``[1]`` is the first) and ``created_at timestamptz``. The relation is the
 table ``answers`` by default, or any table or view with these columns
-(``quality_gates.answers_relation``).
+(``quality_gates.answers_relation``), or the RAG system's own answers table read in place
+through ``quality_gates.answers`` (:mod:`eval_harness.gates.answers_mapping`; never imported
+into).
 
 Answers file (JSONL, UTF-8, one JSON object per line; blank lines are skipped)::
 
