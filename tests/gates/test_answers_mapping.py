@@ -9,6 +9,7 @@ what it served (its own column names, ``source_ids integer[]`` citing l2_insight
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from datetime import datetime, timezone
 
 import pytest
@@ -177,9 +178,8 @@ def test_each_mapping_problem_is_one_sentence_naming_the_key(seeds_store, tmp_pa
 
 
 def test_a_role_that_may_not_read_the_answers_is_told_the_grant(seeds_store, tmp_path):
-    role = f"eh_noread_{seeds_store.url[-6:].replace('/', '_')}".lower()
+    role = f"eh_noread_{uuid.uuid4().hex[:8]}"  # roles are per server: a name of its own
     with seeds_store.connection(autocommit=True) as conn:
-        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
         conn.execute(f'CREATE ROLE "{role}" NOLOGIN')
         try:
             conn.execute(f'GRANT USAGE ON SCHEMA rag TO "{role}"')
@@ -195,6 +195,7 @@ def test_a_role_that_may_not_read_the_answers_is_told_the_grant(seeds_store, tmp
                 check_answers_mapping(conn, settings_for(tmp_path))
         finally:
             conn.execute("RESET ROLE")
+            conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
 
 
