@@ -43,7 +43,6 @@ TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_se
 STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema", "demo_rag_source",
               "demo_rag_answers")
 DEMO_RAG_SOURCE = "datasets/scifact"  # store.demo_rag_source's default
-DEMO_RAG_ANSWERS = "datasets/answers/sample_answers.jsonl"  # store.demo_rag_answers' default
 DEFAULT_SCHEMA = "eval_harness"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 EMBEDDER_KEYS = ("provider", "model")
@@ -67,7 +66,7 @@ class Settings:
     demo_rag_source: Path = Path(DEMO_RAG_SOURCE)
     # store.demo_rag_answers: answers laid out there as the RAG system's answers table
     # (sources citing its corpus ids), which quality_gates.answers can map (None: none)
-    demo_rag_answers: Path | None = Path(DEMO_RAG_ANSWERS)
+    demo_rag_answers: Path | None = None
     default_dataset: str = "scifact"
     datasets: Mapping[str, DatasetConfig] = field(default_factory=dict)
     embedder_provider: str = "auto"
@@ -166,9 +165,8 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         demo_rag_schema=(_schema_name(store["demo_rag_schema"], "store.demo_rag_schema")
                          if store.get("demo_rag_schema") else None),
         demo_rag_source=(root / str(store.get("demo_rag_source", DEMO_RAG_SOURCE))).resolve(),
-        demo_rag_answers=(None if store.get("demo_rag_answers", DEMO_RAG_ANSWERS) is None else
-                          (root / str(store.get("demo_rag_answers", DEMO_RAG_ANSWERS)))
-                          .resolve()),
+        demo_rag_answers=((root / str(store["demo_rag_answers"])).resolve()
+                          if store.get("demo_rag_answers") else None),
         default_dataset=str(raw.get("default_dataset", "scifact")),
         datasets=_datasets(raw, root),
         embedder_provider=str(embedder.get("provider", "auto")),

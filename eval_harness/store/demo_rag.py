@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.store.beir import read_beir
 from eval_harness.store.embeddings import EMBEDDINGS_FILE, load_precomputed
+from eval_harness.store.live_rows import LiveMappingError
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,12 @@ def build_rag_answers(conn: psycopg.Connection, path: Path | str, *,
             l2_id = dict(conn.execute(sql.SQL(
                 "SELECT metadata->>'beir_id', id FROM {}.l2_insights "
                 "WHERE metadata->>'beir_id' = ANY(%s)").format(ident), (beir_ids,)).fetchall())
+            unknown = sorted(set(beir_ids) - set(l2_id))
+            if unknown:
+                raise LiveMappingError(f"'store.demo_rag_answers': {path} cites {len(unknown)} "
+                                 f"documents that are not in the demo corpus (e.g. "
+                                 f"{unknown[0]}); name answers over store.demo_rag_source, "
+                                 "or set it to null.")
             with conn.cursor() as cur:
                 cur.executemany(sql.SQL(
                     "INSERT INTO {}.answers (id, query, answer, sources, created_at) "

@@ -95,3 +95,14 @@ def test_the_shipped_mapping_gates_the_demo_answers_with_the_samples_findings(de
                                                 relation=mapped) if a.id == "sa-0303-04")
     assert [s["text"] for s in answer.sources] == [texts[i] for i in sources]
     assert len(sources) == 2
+
+
+def test_answers_over_another_corpus_are_one_sentence_and_no_table(fresh, beir_folder):
+    from eval_harness.store.live_rows import LiveMappingError
+
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")  # random words, no SciFact abstract
+        with pytest.raises(LiveMappingError, match=r"^'store.demo_rag_answers': .* cites 30 "
+                                                   r"documents that are not in the demo corpus"):
+            build_rag_answers(conn, SAMPLE, schema="rag")
+        assert conn.execute("SELECT to_regclass('rag.answers')").fetchone()[0] is None
