@@ -146,8 +146,9 @@ def _demo_hint(settings: Settings) -> str:
         return (f"the demo schema '{schema}' (store.demo_rag_schema) is laid out only in the "
                 "embedded store, never in yours; map quality_gates.answers onto your own "
                 "answers table, or unset DATABASE_URL to run the demo")
-    return (f"the demo schema '{schema}' (store.demo_rag_schema) gets it when `eval-harness "
-            f"run` lays the demo store out; run that first (or set store.demo_rag_answers)")
+    return (f"the demo schema '{schema}' (store.demo_rag_schema) gets it, from "
+            "store.demo_rag_answers, when `eval-harness run` (or `attach`) lays the demo store "
+            "out; run that first")
 
 
 def _readable(conn: psycopg.Connection, relation: Relation, key: str, *,
