@@ -238,3 +238,18 @@ def test_the_main_job_gates_the_days_with_answers_in_the_latest_week(seeds_store
         # the week up to 2025-05-01: 04-25 .. 05-01; 04-21 is older
         assert recent_answer_days(conn, mapped, days=7) == [
             date(2025, 4, 25), date(2025, 4, 28), date(2025, 5, 1)]
+
+
+def test_a_mapping_onto_the_missing_demo_schema_says_where_it_exists(seeds_store, tmp_path):
+    mapping = dataclasses.replace(MAPPING, relation=Relation("rag", "answers"))
+    settings = dataclasses.replace(settings_for(tmp_path, mapping), demo_rag_schema="rag",
+                                   database_url=seeds_store.url)
+    with seeds_store.connection() as conn:
+        with pytest.raises(AnswersMappingError, match=(
+                r"^'quality_gates.answers.relation': rag.answers does not exist in the store: "
+                r"the demo schema 'rag' \(store.demo_rag_schema\) is laid out only in the "
+                r"embedded store, never in yours")):
+            check_answers_mapping(conn, settings)
+        embedded = dataclasses.replace(settings, database_url=None)
+        with pytest.raises(AnswersMappingError, match=r"`eval-harness run` \(or `attach`\)"):
+            check_answers_mapping(conn, embedded)
