@@ -29,6 +29,7 @@ import dagster as dg
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.gates.answers import TimeWindow
+from eval_harness.gates.answers_mapping import answers_relation, answers_relation_of
 from eval_harness.gates.registry import GATE_DESCRIPTIONS, Gate, configured_gates, enabled_gate_names
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import evaluate_window, summarize_gates
@@ -112,16 +113,16 @@ def build_answers_asset(partitions: dg.PartitionsDefinition,
         require_loaded_gates(cfg, gates)  # before anything is evaluated or materialized
         enabled = list(enabled_gates(cfg).values())
         window = TimeWindow.day(context.partition_key)
-        run = evaluate_window(store.location(), window, enabled,
-                              relation=cfg.quality_gates.answers_relation, run_id=context.run_id)
+        relation = answers_relation_of(store.location(), cfg)  # a mapping: checked first
+        run = evaluate_window(store.location(), window, enabled, relation=relation,
+                              run_id=context.run_id)
         context.log.info(f"{window.describe()}: evaluated {run.answers_read} new or changed "
                          f"answer(s) in {run.seconds:.2f} s")
         metadata = {"window_start": window.start.isoformat(), "window_end": window.end.isoformat(),
                     "answers_evaluated_now": run.answers_read, "seconds": run.seconds,
                     "gates": ", ".join(gate.name for gate in enabled)}
         with store.location().connection() as conn:  # pass rates: the UI plots them per day
-            summaries = summarize_gates(conn, window, enabled,
-                                        relation=cfg.quality_gates.answers_relation,
+            summaries = summarize_gates(conn, window, enabled, relation=relation,
                                         run_id=context.run_id)
         metadata["answers"] = summaries[0].answers if summaries else 0
         for gate, summary in zip(enabled, summaries):
@@ -157,7 +158,7 @@ def build_gate_check(gate_name: str, partitions: dg.PartitionsDefinition,
             window = TimeWindow.day(day)
             with store.location().connection() as conn:
                 summary = summarize_gates(conn, window, [gate],
-                                          relation=cfg.quality_gates.answers_relation,
+                                          relation=answers_relation(conn, cfg),
                                           run_id=context.run.run_id)[0]
             result = dg.AssetCheckResult(
                 passed=summary.passed,

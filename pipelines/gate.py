@@ -34,9 +34,12 @@ def run_gate_job(settings: Settings, day: date, gates):
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
     from eval_harness_pipelines.resources import default_resources
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.runner import stored_gate_report
     from eval_harness.store import locate_store
 
+    location = locate_store(settings)
+    relation = answers_relation_of(location, settings)  # a bad mapping: one sentence, no run
     resources = default_resources(
         config_path=str(settings.config_path) if settings.config_path else None,
         database_url=settings.database_url)
@@ -59,6 +62,5 @@ def run_gate_job(settings: Settings, day: date, gates):
         if gate.name not in checked:
             raise UserError(f"the quality-gate job did not run the {gate.name} check; "
                             "see the Dagster run history.")
-    return stored_gate_report(locate_store(settings), TimeWindow.day(day), gates,
-                              relation=settings.quality_gates.answers_relation,
+    return stored_gate_report(location, TimeWindow.day(day), gates, relation=relation,
                               run_id=result.run_id)

@@ -32,6 +32,9 @@ from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
 DEFINITIONS_MODULE = "eval_harness_pipelines.definitions"  # its `defs` is the code location
+# Answers gated in place (quality_gates.answers): the main job gates the days with answers
+# in the week up to the latest one (one quality_gate_job run per day).
+RECENT_ANSWER_DAYS = 7
 
 
 @dataclass
@@ -133,7 +136,7 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
         _print_materializations(gates)
     if not days:
         print("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
-              "answers_relation)")
+              "answers_relation / answers)")
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
                      "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
@@ -296,12 +299,19 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     """Import the configured answers file (idempotent) and return the UTC days to gate: the
     days the file covers, or the latest day with answers when no file is configured."""
     from eval_harness.gates.answers import import_configured_answers
-    from eval_harness.gates.sql import latest_answer_day
+    from eval_harness.gates.answers_mapping import answers_relation
+    from eval_harness.gates.sql import latest_answer_day, recent_answer_days
 
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:
             print(f"answers: {report} (from {report.path})")
             return list(report.days)
-        latest = latest_answer_day(conn, settings.quality_gates.answers_relation)
+        relation = answers_relation(conn, settings)  # a mapping: checked before any work
+        if not isinstance(relation, str):  # gated in place: the days of its latest week
+            days = recent_answer_days(conn, relation, days=RECENT_ANSWER_DAYS)
+            print(f"answers: gated in place in {relation} (quality_gates.answers): "
+                  f"{', '.join(d.isoformat() for d in days) or 'none yet'}")
+            return days
+        latest = latest_answer_day(conn, relation)
     return [] if latest is None else [latest]

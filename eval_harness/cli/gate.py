@@ -40,7 +40,11 @@ from eval_harness.store.connection import server_failure
 
 def cmd_answers_import(args, settings: Settings) -> int:
     from eval_harness.gates.answer_formats import detect_format, import_answers_file
+    from eval_harness.gates.answers_mapping import import_refusal
 
+    refusal = import_refusal(settings)
+    if refusal is not None:
+        raise CliError(refusal)
     relation = settings.quality_gates.answers_relation
     fmt = args.format
     if fmt is None:  # said before reading on, so a bad record is read against it
@@ -96,10 +100,12 @@ def run_gate_window(settings: Settings, day: date, gates):
     Dagster job; ``eval-harness`` as installed runs the Dagster job instead, see
     :mod:`eval_harness_pipelines.gate`, so the run lands in the UI's history)."""
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.runner import run_quality_gates
 
-    return run_quality_gates(open_store(settings), TimeWindow.day(day), gates,
-                             relation=settings.quality_gates.answers_relation)
+    location = open_store(settings)
+    return run_quality_gates(location, TimeWindow.day(day), gates,
+                             relation=answers_relation_of(location, settings))
 
 
 def cmd_gate(args, settings: Settings | None = None) -> int:
@@ -124,6 +130,7 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
 def gate_report(args, settings: Settings):
     """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.progress import progress_bar
@@ -137,10 +144,10 @@ def gate_report(args, settings: Settings):
     location = open_store(settings)  # an unreachable store stops here, exit 2
     try:
         if since is not None:
+            relation = answers_relation_of(location, settings)  # a mapping: checked first
             with progress_bar("gating", unit="answer") as progress:
                 return run_quality_gates(location, TimeWindow.since(since), gates,
-                                         relation=settings.quality_gates.answers_relation,
-                                         progress=progress)
+                                         relation=relation, progress=progress)
         runner = getattr(args, "partition_runner", None) or run_gate_window
         return runner(settings, day, gates)
     except StoreLost as exc:  # the judges stopped buying at once: what was kept, the log

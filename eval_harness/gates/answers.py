@@ -4,7 +4,9 @@ The contract (migration 0001, README "The answers contract"): ``id text``, ``que
 ``answer text`` (Markdown), ``sources jsonb`` (an ordered JSON list of ``{"id", "text"}``
 objects; citation ``[1]`` is the first) and ``created_at timestamptz``. The relation is the
 table ``answers`` by default, or any table or view with these columns
-(``quality_gates.answers_relation``).
+(``quality_gates.answers_relation``), or the RAG system's own answers table read in place
+through ``quality_gates.answers`` (:mod:`eval_harness.gates.answers_mapping`; never imported
+into).
 
 Answers file (JSONL, UTF-8, one JSON object per line; blank lines are skipped)::
 
@@ -253,6 +255,10 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
     (:mod:`eval_harness.gates.answer_formats`): objects with ``id, query, answer, sources,
     created_at`` and, from traces, ``trace_id, span_id`` (stored too, migration 0019).
     """
+    if not isinstance(relation, str):  # a quality_gates.answers mapping: the RAG system's
+        raise AnswersRelationError(f"Cannot import answers into {relation}: "  # table
+                                   "quality_gates.answers maps it, and the harness only reads "
+                                   "it (the gates read its answers in place).")
     path = Path(path)
     if records is None:
         for _ in read_answers_file(path):  # validate everything before touching the store

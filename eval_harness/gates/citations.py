@@ -36,7 +36,13 @@ with a letter, so bare numbers and citation markers are not words.
 Score::
 
     coverage = cited claim sentences / claim sentences
-    score    = coverage * 0.5   if any cited number is < 1 or > len(sources), else coverage
+    score    = coverage * 0.5   if any cited number is < 1 or > len(sources), or cites a
+                                source marked missing, else coverage
+
+A source marked ``"missing": true`` is one the answer lists by an id its corpus does not hold
+(answers read in place with ``sources.kind: ids``, :mod:`eval_harness.gates.answers_mapping`):
+a marker citing it cites nothing, so it is invalid like a number out of range;
+``details["missing_sources"]`` names every such source (number and id), cited or not.
 
 A claim sentence is cited when it holds at least one marker, valid or not: an invalid marker is
 penalised once, by the halving. Degenerate inputs: with no claim sentence at all (empty answer,
@@ -242,7 +248,8 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
     """Share of claim sentences that carry a citation, halved if any citation is invalid.
 
     ``sources`` is the ordered list the citations refer to (``[1]`` is ``sources[0]``); only
-    its length is used. Formula, definitions and degenerate cases are in the module docstring.
+    its length and the sources marked ``"missing"`` are used. Formula, definitions and
+    degenerate cases are in the module docstring.
     """
     started = perf_counter()
     threshold = check_threshold(GATE_NAME, threshold)
@@ -256,6 +263,10 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
     invalid = (sorted(n for n in cited_numbers if n < 1 or n > source_count)
                if cited_numbers and (min(cited_numbers) < 1 or max(cited_numbers) > source_count)
                else [])
+    missing = [(number, source.get("id")) for number, source in enumerate(sources, start=1)
+               if isinstance(source, Mapping) and source.get("missing") is True]
+    if missing:
+        invalid = sorted(set(invalid) | {n for n, _ in missing if n in cited_numbers})
 
     claims = cited = 0
     uncited: list[str] = []
@@ -285,6 +296,8 @@ def citation_coverage(answer: str, sources: Sequence[Mapping[str, Any]], *,
         "min_claim_words": min_claim_words,
         "degenerate": None if claims else "no_claim_sentences",
     }
+    if missing:
+        details["missing_sources"] = [{"number": n, "id": i} for n, i in missing]
     return GateResult(gate=GATE_NAME, score=score, passed=score >= threshold,
                       threshold=threshold, details=details,
                       latency_ms=(perf_counter() - started) * 1000.0)

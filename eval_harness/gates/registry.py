@@ -164,7 +164,8 @@ def _citation_gate(cfg: GateSettings) -> Gate:
 
     return Gate(
         CITATION_COVERAGE, threshold, cfg.min_pass_rate, cfg.blocking,
-        version=(f"v3 min_claim_words={citations.MIN_CLAIM_WORDS} "  # v3: code over lines
+        # v3: code over lines; v4: a marker citing a source missing from the corpus is invalid
+        version=(f"v4 min_claim_words={citations.MIN_CLAIM_WORDS} "
                  f"invalid_factor={citations.INVALID_CITATION_FACTOR}"),
         evaluate_batch=per_answer(CITATION_COVERAGE, threshold, score_one), score_one=score_one)
 

@@ -7,14 +7,15 @@ Each function takes a connection and plain values and returns rows or plain valu
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
 :mod:`eval_harness.gates.runner`, :mod:`eval_harness.gates.judged`): a function that writes
 runs in the caller's transaction. The answers relation comes from configuration
-(``quality_gates.answers_relation``) and is composed with :mod:`psycopg.sql`, never formatted
+(``quality_gates.answers_relation``, or the ``quality_gates.answers`` mapping onto the RAG
+system's own table, read in place) and is composed with :mod:`psycopg.sql`, never formatted
 in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -25,13 +26,18 @@ from eval_harness.store import ground_truth
 
 if TYPE_CHECKING:  # answers and registry import this module
     from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.answers_mapping import MappedAnswers
     from eval_harness.gates.registry import Gate
 
 # ------------------------------------------------------------------------------ fragments
 
 
-def relation_sql(relation: str) -> sql.Composable:
-    """``answers`` or ``schema.answers`` as a quoted SQL identifier."""
+def relation_sql(relation: str | MappedAnswers) -> sql.Composable:
+    """``answers`` or ``schema.answers`` as a quoted SQL identifier; a checked
+    ``quality_gates.answers`` mapping as the subquery that reads it in place
+    (:mod:`eval_harness.gates.answers_mapping`)."""
+    if not isinstance(relation, str):
+        return relation.from_item()
     return sql.Identifier(*relation.split("."))
 
 
@@ -153,16 +159,34 @@ def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple]
     return total, updated, inserted, days
 
 
-def answer_trace_links(conn: psycopg.Connection, relation: str,
+def answer_trace_links(conn: psycopg.Connection, relation: str | MappedAnswers,
                        ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """``{answer id: (trace_id, span_id)}`` for those of ``ids`` imported from traces."""
+    """``{answer id: (trace_id, span_id)}`` for those of ``ids`` imported from traces (a
+    mapped relation of the RAG system's own has no trace columns: none)."""
+    if isinstance(relation, MappedAnswers):
+        return {}
     rows = conn.execute(sql.SQL("SELECT id, trace_id, span_id FROM {} WHERE id = ANY(%s) "
                                 "AND trace_id IS NOT NULL").format(relation_sql(relation)),
                         (list(ids),)).fetchall()
     return {answer_id: (trace_id, span_id) for answer_id, trace_id, span_id in rows}
 
 
-def latest_answer_day(conn: psycopg.Connection, relation: str) -> date | None:
+def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, *,
+                       days: int) -> list[date]:
+    """The UTC days with an answer in ``relation`` among the ``days`` days up to the latest
+    one, oldest first (``max(created_at)``, then a ``created_at`` range: an index on the
+    column serves both)."""
+    latest = latest_answer_at(conn, relation)
+    if latest is None:
+        return []
+    last_day = latest.astimezone(timezone.utc).date()
+    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
+    return [row[0] for row in conn.execute(sql.SQL(
+        "SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {} AS a "
+        "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]
+
+
+def latest_answer_day(conn: psycopg.Connection, relation: str | MappedAnswers) -> date | None:
     """The latest UTC day with an answer in ``relation``; None when it holds none."""
     return conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) FROM {}")
                         .format(relation_sql(relation))).fetchone()[0]

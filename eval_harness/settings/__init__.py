@@ -40,7 +40,8 @@ TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-sear
 # not silently keep a default). Sections parsed from a dataclass list its fields instead.
 TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_search",
                   "agreement", "calibration", "history", "quality_gates", "judges", "dagster")
-STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema", "demo_rag_source")
+STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema", "demo_rag_source",
+              "demo_rag_answers")
 DEMO_RAG_SOURCE = "datasets/scifact"  # store.demo_rag_source's default
 DEFAULT_SCHEMA = "eval_harness"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -63,6 +64,9 @@ class Settings:
     demo_rag_schema: str | None = None
     # store.demo_rag_source: the BEIR folder (with embeddings.npz) laid out there
     demo_rag_source: Path = Path(DEMO_RAG_SOURCE)
+    # store.demo_rag_answers: answers laid out there as the RAG system's answers table
+    # (sources citing its corpus ids), which quality_gates.answers can map (None: none)
+    demo_rag_answers: Path | None = None
     default_dataset: str = "scifact"
     datasets: Mapping[str, DatasetConfig] = field(default_factory=dict)
     embedder_provider: str = "auto"
@@ -161,6 +165,8 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         demo_rag_schema=(_schema_name(store["demo_rag_schema"], "store.demo_rag_schema")
                          if store.get("demo_rag_schema") else None),
         demo_rag_source=(root / str(store.get("demo_rag_source", DEMO_RAG_SOURCE))).resolve(),
+        demo_rag_answers=((root / str(store["demo_rag_answers"])).resolve()
+                          if store.get("demo_rag_answers") else None),
         default_dataset=str(raw.get("default_dataset", "scifact")),
         datasets=_datasets(raw, root),
         embedder_provider=str(embedder.get("provider", "auto")),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.gates_answers import AnswersMapping, parse_answers_mapping
 from eval_harness.settings.values import flag_of, mapping_of, number_of
 
 
@@ -42,6 +43,8 @@ class QualityGateSettings:
     grounding_source_chars: int = 500           # each source is cut to this length for the judge
     reflexion_threshold: float = 0.3            # reward below it triggers a reflexion
     gates: Mapping[str, GateSettings] = field(default_factory=lambda: dict(DEFAULT_GATES))
+    # the RAG system's own answers table, read in place (None: answers_relation)
+    answers: AnswersMapping | None = None
 
     def gate(self, name: str) -> GateSettings:
         try:
@@ -90,6 +93,19 @@ def parse_quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettin
         raise ConfigError("'quality_gates.partition_start' must be a date "
                           f"YYYY-MM-DD, got {start!r}.")
     answers_file = section.get("answers_file")
+    answers = None
+    if section.get("answers") is not None:
+        if "answers_relation" in section:
+            raise ConfigError("'quality_gates.answers' and 'quality_gates.answers_relation' "
+                              "both name the answers the gates read; keep one (answers maps "
+                              "the RAG system's own table, answers_relation names a relation "
+                              "with the answers contract).")
+        answers = parse_answers_mapping(section["answers"])
+        if answers_file:
+            raise ConfigError("'quality_gates.answers_file' imports into the harness's own "
+                              "answers table, which the gates do not read while "
+                              "'quality_gates.answers' maps the RAG system's; set "
+                              "answers_file to null.")
     chars = section.get("grounding_source_chars", d.grounding_source_chars)
     if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
         raise ConfigError("'quality_gates.grounding_source_chars' must be a "
@@ -102,6 +118,6 @@ def parse_quality_gates(raw: Mapping[str, Any], root: Path) -> QualityGateSettin
         answers_relation=relation,
         partition_start=start.date() if hasattr(start, "date") else start,
         answers_file=(root / str(answers_file)).resolve() if answers_file else None,
-        grounding_source_chars=chars, reflexion_threshold=reflexion,
+        grounding_source_chars=chars, reflexion_threshold=reflexion, answers=answers,
         gates={name: parse_gate(name, gates.get(name), default)
                for name, default in DEFAULT_GATES.items()})

@@ -23,7 +23,7 @@ nothing outside its own schema on a user's store.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg
 from psycopg import sql
@@ -32,7 +32,7 @@ from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.settings import Settings
 from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.catalog import relation_exists
-from eval_harness.store.demo_rag import DemoStore, build_rag_store
+from eval_harness.store.demo_rag import DemoStore, build_rag_answers, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
 from eval_harness.store.live import (AttachReport, LiveMappingError, attach_live_dataset,
                                      live_ground_truth_rows)
@@ -73,9 +73,19 @@ def prepare_demo_store(conn: psycopg.Connection, settings: Settings,
             "or remove store.demo_rag_schema.")
     corpus = cfg.live.corpus if cfg is not None and cfg.live is not None else None
     on_demo = corpus is not None and corpus.relation.schema == settings.demo_rag_schema
-    return build_rag_store(conn, folder, schema=settings.demo_rag_schema,
+    demo = build_rag_store(conn, folder, schema=settings.demo_rag_schema,
                            language=cfg.language if cfg is not None else "english",
                            tsvector=corpus.tsvector if on_demo else None)
+    if settings.demo_rag_answers is None:
+        return demo
+    if not settings.demo_rag_answers.is_file():
+        raise LiveMappingError(
+            f"'store.demo_rag_answers': {settings.demo_rag_answers} is not a file, so the demo "
+            "RAG store's answers table cannot be laid out; name the bundled "
+            "datasets/answers/sample_answers.jsonl or set it to null.")
+    answers = build_rag_answers(conn, settings.demo_rag_answers,
+                                schema=settings.demo_rag_schema)
+    return replace(demo, answers=answers)
 
 
 def uses_demo_schema(cfg: DatasetConfig, settings: Settings) -> bool:
@@ -91,8 +101,9 @@ def uses_demo_schema(cfg: DatasetConfig, settings: Settings) -> bool:
 def describe_demo_store(demo: DemoStore) -> str:
     """One line for the person running the demo: where the stand-in RAG store is."""
     state = "laid out now" if demo.created else "already there"
+    answers = f", {demo.answers} answers" if demo.answers else ""
     return (f"demo RAG store: schema {demo.schema} ({demo.documents} documents, "
-            f"{demo.queries} queries; {state}; store.demo_rag_schema)")
+            f"{demo.queries} queries{answers}; {state}; store.demo_rag_schema)")
 
 
 def refuse_missing_demo_relations(conn: psycopg.Connection, cfg: DatasetConfig,

@@ -12,6 +12,9 @@ as it would a team's production tables::
                       judge1_score float8[], judge2_score float8[], judge1_model varchar(100),
                       judge2_model varchar(100), kappa float8, created_at)   (story 1.11)
     rag.api_cost_log (the seeds' cost log of the RAG system itself)
+    rag.answers      (id text PRIMARY KEY, query text, answer text, sources integer[],
+                      created_at timestamptz)   the answers it served, citing l2_insights
+                     ids (the seeds' ``sources: List[int]``; :func:`build_rag_answers`)
 
 Documents get ids 1..n in corpus-file order; metadata keeps the BEIR id and title. The query
 vectors of ``embeddings.npz`` (made by the same model as the document vectors) are put into
@@ -24,7 +27,9 @@ because the config names this schema for it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -33,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from eval_harness.store.beir import read_beir
 from eval_harness.store.embeddings import EMBEDDINGS_FILE, load_precomputed
+from eval_harness.store.live_rows import LiveMappingError
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class DemoStore:
     documents: int
     queries: int
     created: bool  # False: it existed already and was left as it is
+    answers: int = 0  # rows of schema.answers (build_rag_answers), 0: none laid out
 
 
 def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str = "rag",
@@ -127,3 +134,46 @@ def build_rag_store(conn: psycopg.Connection, folder: Path | str, *, schema: str
                 q.text: vectors.queries[row_of_query[q.external_id]]
                 for q in data.queries if q.external_id in row_of_query})
     return DemoStore(schema, len(data.documents), len(data.queries), created=True)
+
+
+def build_rag_answers(conn: psycopg.Connection, path: Path | str, *,
+                      schema: str = "rag") -> int:
+    """Lay out ``schema.answers`` once from an answers file in the answers contract (the
+    bundled ``datasets/answers/sample_answers.jsonl``), as the RAG system would keep them:
+    each source becomes the ``schema.l2_insights`` id of its document (found by its BEIR id,
+    ``metadata->>'beir_id'``), in citation order, and the text is left to the corpus. An
+    existing table is left untouched. Needs :func:`build_rag_store`'s layout; returns the
+    rows of the table."""
+    ident = sql.Identifier(schema)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"demo_rag:{schema}",))
+        if conn.execute("SELECT to_regclass(%s) IS NULL",
+                        (sql.Identifier(schema, "answers").as_string(conn),)).fetchone()[0]:
+            conn.execute(sql.SQL("""
+                CREATE TABLE {s}.answers (
+                    id         text PRIMARY KEY,
+                    query      text NOT NULL,
+                    answer     text NOT NULL,
+                    sources    integer[] NOT NULL,
+                    created_at timestamptz NOT NULL DEFAULT now())""").format(s=ident))
+            rows = [json.loads(line) for line in
+                    Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+            beir_ids = sorted({str(src["id"]) for row in rows for src in row["sources"]})
+            l2_id = dict(conn.execute(sql.SQL(
+                "SELECT metadata->>'beir_id', id FROM {}.l2_insights "
+                "WHERE metadata->>'beir_id' = ANY(%s)").format(ident), (beir_ids,)).fetchall())
+            unknown = sorted(set(beir_ids) - set(l2_id))
+            if unknown:
+                raise LiveMappingError(f"'store.demo_rag_answers': {path} cites {len(unknown)} "
+                                 f"documents that are not in the demo corpus (e.g. "
+                                 f"{unknown[0]}); name answers over store.demo_rag_source, "
+                                 "or set it to null.")
+            with conn.cursor() as cur:
+                cur.executemany(sql.SQL(
+                    "INSERT INTO {}.answers (id, query, answer, sources, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s)").format(ident), [
+                    (row["id"], row["query"], row["answer"],
+                     [l2_id[str(src["id"])] for src in row["sources"]],
+                     datetime.fromisoformat(row["created_at"])) for row in rows])
+        return conn.execute(sql.SQL("SELECT count(*) FROM {}.answers").format(ident)
+                            ).fetchone()[0]

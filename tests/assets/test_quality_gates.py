@@ -50,10 +50,10 @@ def sample_imported(conn, settings):
     return report
 
 
-def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_imported):
-    settings = load_settings(REPO / "config.yaml", environ={"DATABASE_URL": store.url})
+def test_checks_pass_and_fail_per_partition_on_the_real_store(store, settings,
+                                                               sample_imported):
     answers_asset, checks = quality_gate_assets(settings)
-    resources = default_resources(config_path=str(REPO / "config.yaml"), database_url=store.url)
+    resources = default_resources(config_path=str(settings.config_path), database_url=store.url)
     outcomes = {}
     for day in ("2025-03-03", "2025-03-04"):
         result = dg.materialize([answers_asset, *checks], partition_key=day,
@@ -93,7 +93,7 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, sample_impo
 
 
 def test_the_report_read_from_the_store_is_what_the_checks_of_the_run_recorded(
-        store, sample_imported):
+        store, settings, sample_imported):
     """`gate --partition` reads its report from the stored results of the Dagster run
     (stored_gate_report), as `gate --since` does; the checks of that run recorded the same
     summaries, so the table, JUnit XML and Markdown are the same either way."""
@@ -102,9 +102,8 @@ def test_the_report_read_from_the_store_is_what_the_checks_of_the_run_recorded(
     from eval_harness.gates.report import GateReport, GateSummary, format_gate_table
     from eval_harness.gates.runner import stored_gate_report
 
-    settings = load_settings(REPO / "config.yaml", environ={"DATABASE_URL": store.url})
     answers_asset, checks = quality_gate_assets(settings)
-    resources = default_resources(config_path=str(REPO / "config.yaml"), database_url=store.url)
+    resources = default_resources(config_path=str(settings.config_path), database_url=store.url)
     day = "2025-03-04"  # format_compliance and citation_coverage fail on it
     result = dg.materialize([answers_asset, *checks], partition_key=day, resources=resources,
                             raise_on_error=False)

@@ -26,6 +26,7 @@ from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_reso
 from beir_factory import write_beir
 from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
+from answer_files import harness_answers_config_text
 from paths import REPO
 
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
@@ -319,8 +320,7 @@ def test_answers_partitions_show_only_current_check_results(store, conn, tmp_pat
                      "EVAL_HARNESS_JUDGE2"):
         monkeypatch.delenv(variable, raising=False)  # LLM gates: judge 1 is local:lexical
     everything = tmp_path / "all-gates.yaml"
-    everything.write_text((REPO / "config.yaml").read_text()
-                          .replace("datasets/", f"{REPO}/datasets/"))
+    everything.write_text(harness_answers_config_text().replace("datasets/", f"{REPO}/datasets/"))
     settings = load_settings(everything, environ={"DATABASE_URL": store.url})
     import_configured_answers(conn, settings)  # the sample days 2025-03-03 .. 03-05
     module_all = gate_definitions(everything, store.url, tmp_path, "all")

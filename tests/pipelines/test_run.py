@@ -23,7 +23,7 @@ import pytest
 
 from scratch_databases import scratch_database
 from eval_harness.store import migrate
-from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.store.demo_rag import build_rag_answers, build_rag_store
 from paths import REPO as ROOT
 
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
@@ -35,12 +35,11 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, server_url):
     """A project folder whose config.yaml is the bundled one, with the bundled SciFact and
-    sample answers, its own Dagster home and DuckDB history, on a scratch database."""
+    sample answers laid out as the RAG system's tables, its own Dagster home and DuckDB
+    history, on a scratch database."""
     root = tmp_path_factory.mktemp("project")
     text = (ROOT / "config.yaml").read_text(encoding="utf-8")
     text = text.replace("path: datasets/scifact", f"path: {ROOT / 'datasets' / 'scifact'}")
-    text = text.replace("answers_file: datasets/answers/sample_answers.jsonl",
-                        f"answers_file: {ROOT / 'datasets' / 'answers' / 'sample_answers.jsonl'}")
     text = text.replace("bootstrap_resamples: 10000", "bootstrap_resamples: 1000")
     config = root / "config.yaml"
     config.write_text(text, encoding="utf-8")
@@ -49,6 +48,9 @@ def project(tmp_path_factory, server_url):
             migrate(conn)
             # the RAG system's own tables, with the tsv column the shipped mapping names
             build_rag_store(conn, ROOT / "datasets" / "scifact", schema="rag", tsvector="tsv")
+            # ... and its answers, citing rag.l2_insights ids, which the config maps in place
+            build_rag_answers(conn, ROOT / "datasets" / "answers" / "sample_answers.jsonl",
+                              schema="rag")
         env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
         env["DATABASE_URL"] = location.url
         yield {"root": root, "config": config, "env": env, "location": location,
@@ -86,7 +88,7 @@ def rag_checksum(conn) -> str:
     """md5 over every row of the RAG system's relations: the harness only reads them."""
     return ":".join(conn.execute(
         f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), '')) FROM rag.{table} t"
-    ).fetchone()[0] for table in ("l2_insights", "ground_truth", "api_cost_log"))
+    ).fetchone()[0] for table in ("l2_insights", "ground_truth", "api_cost_log", "answers"))
 
 
 def counts(conn):
@@ -149,6 +151,10 @@ def test_run_materializes_every_asset_and_check(project, first_run):
     with project["location"].connection() as conn:
         assert rag_checksum(conn) == project["rag_before"]
         assert conn.execute("SELECT count(*) FROM l2_insights").fetchone()[0] == 0
+        # the answers were gated in place: nothing imported into the harness's own table
+        assert conn.execute("SELECT count(*) FROM answers").fetchone()[0] == 0
+        assert conn.execute("SELECT count(DISTINCT answer_id) FROM gate_results"
+                            ).fetchone()[0] == 30
         # SciFact's best grid point is the weights in force (0.7 / 0.3): nothing to change,
         # so the decision is "kept" and config.yaml is byte for byte as it was
         assert conn.execute("SELECT decision, semantic_weight, keyword_weight, adjusted_p "
@@ -182,7 +188,8 @@ def test_second_run_adds_nothing_and_strict_exits_1(project, first_run):
     with project["location"].connection() as conn:
         after = counts(conn)
     assert after == before  # no duplicate rows, no repeated judge calls
-    assert "answers: 0 new, 0 updated, 30 unchanged" in again.stdout
+    assert ("answers: gated in place in rag.answers (quality_gates.answers): 2025-03-03, "
+            "2025-03-04, 2025-03-05") in again.stdout
     # the judges stored every query again, but changed none: the output says so
     assert "dual_judge_scores: 300 of 300 queries judged, 0 queries changed;" in again.stdout
 

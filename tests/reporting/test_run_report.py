@@ -35,7 +35,7 @@ from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
 from eval_harness.store.ingest import ingest_beir
-from answer_files import SAMPLE
+from answer_files import SAMPLE, harness_answers_config
 from paths import REPO
 
 DAYS = [date(2025, 3, 3), date(2025, 3, 4)]
@@ -49,7 +49,7 @@ TOPICS = ["aspirin heart attack", "statin cholesterol", "sleep memory", "coffee 
 def base_settings(store, folder: Path):
     """The repository's config on the test store, with local judges, a temporary DuckDB
     history and fewer resamples (speed only; no figure checked here depends on them)."""
-    settings = load_settings(REPO / "config.yaml", environ={
+    settings = load_settings(harness_answers_config(folder), environ={
         "DATABASE_URL": store.url, "DAGSTER_HOME": str(folder / "dagster")})
     return replace(
         settings, history_duckdb_path=folder / "history.duckdb",

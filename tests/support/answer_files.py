@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from paths import REPO
@@ -22,3 +23,26 @@ def answer_row(answer_id, text, created_at, *, sources=SOURCES, query="What does
     if created_at is not None:
         row["created_at"] = created_at
     return row
+
+
+def harness_answers_config_text() -> str:
+    """The shipped config.yaml with the gates reading the harness's own ``answers`` table
+    (``answers_relation``) and the sample as ``answers_file``, as before the shipped config
+    mapped the demo store's ``rag.answers`` in place: the test store has no demo store.
+    Relative paths stay relative (to the repository)."""
+    text = (REPO / "config.yaml").read_text(encoding="utf-8")
+    text, mapped = re.subn(r"(?m)^  answers:\n(?:    .*\n)+", "  answers_relation: answers\n",
+                           text)
+    text, filed = re.subn(r"(?m)^  answers_file: null ", "  answers_file: "
+                          "datasets/answers/sample_answers.jsonl ", text)
+    assert (mapped, filed) == (1, 1), "config.yaml's quality_gates section changed"
+    return text
+
+
+def harness_answers_config(folder: Path) -> Path:
+    """:func:`harness_answers_config_text` written to ``folder/config.yaml``, its dataset paths
+    absolute (the other relative paths, Dagster home and history, land in ``folder``)."""
+    path = folder / "config.yaml"
+    path.write_text(harness_answers_config_text().replace("datasets/", f"{REPO}/datasets/"),
+                    encoding="utf-8")
+    return path

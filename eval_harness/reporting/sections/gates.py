@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates.answers import TimeWindow
+from eval_harness.gates.answers_mapping import AnswersMappingError, answers_relation
 from eval_harness.gates.registry import (Gate, configured_gates, configured_scale,
                                          enabled_gate_names)
 from eval_harness.gates.report import GateSummary
@@ -41,16 +42,20 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
     """The gates' results on ``days`` (UTC answer partitions; None: the latest day that has
     answers); ``run_id`` is passed to :func:`summarize_gates`."""
     title = SECTION_TITLES["quality_gates"]
-    relation = settings.quality_gates.answers_relation
     metrics = gate_metric_keys(settings)
     gates = configured_gates(settings)
     if not gates:
         hint = "Every quality gate is disabled (quality_gates.gates in config.yaml)."
         return no_data("quality_gates", hint, metrics)
+    try:
+        relation = answers_relation(conn, settings)
+    except AnswersMappingError as exc:  # the mapping no longer fits the store: say why
+        return no_data("quality_gates", str(exc), metrics, check="Quality gates")
     days = sorted(set(days)) if days else _latest_answer_day(conn, relation)
     if not days:
         hint = (f"No answers in `{relation}` yet: import some (`eval-harness answers import "
-                "FILE`), then run the gates (`eval-harness gate`).")
+                "FILE`), then run the gates (`eval-harness gate`)." if isinstance(relation, str)
+                else f"No answers in `{relation}` (quality_gates.answers, read in place) yet.")
         return no_data("quality_gates", hint, metrics, check="Quality gates")
     blocks: list[Block] = []
     checks: list[Check] = []
@@ -80,7 +85,7 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
                         tuple(checks))
 
 
-def _latest_answer_day(conn: psycopg.Connection, relation: str) -> list[date]:
+def _latest_answer_day(conn: psycopg.Connection, relation) -> list[date]:
     latest = latest_answer_at(conn, relation)
     return [] if latest is None else [latest.astimezone(timezone.utc).date()]
 
@@ -91,7 +96,7 @@ def _gate_status(summary: GateSummary) -> str:
     return FAIL if summary.blocking else WARN
 
 
-def _gate_day_blocks(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def _gate_day_blocks(conn: psycopg.Connection, relation, window: TimeWindow,
                      gates: Sequence[Gate], summaries: Sequence[GateSummary],
                      as_of: datetime | None) -> list[Block]:
     answers = summaries[0].answers if summaries else 0
