@@ -163,7 +163,7 @@ def answer_trace_links(conn: psycopg.Connection, relation: str | MappedAnswers,
                        ids: Sequence[str]) -> dict[str, tuple[str, str]]:
     """``{answer id: (trace_id, span_id)}`` for those of ``ids`` imported from traces (a
     mapped relation of the RAG system's own has no trace columns: none)."""
-    if isinstance(relation, MappedAnswers):
+    if not isinstance(relation, str):
         return {}
     rows = conn.execute(sql.SQL("SELECT id, trace_id, span_id FROM {} WHERE id = ANY(%s) "
                                 "AND trace_id IS NOT NULL").format(relation_sql(relation)),
