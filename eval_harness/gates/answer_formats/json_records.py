@@ -1,0 +1,102 @@
+"""JSON records of an import file, each with where it is (``file:line``), whether the file is
+JSON Lines (one object per line) or one JSON document (an array of objects, or an object
+holding one under ``data``, as Phoenix's REST API answers).
+
+Bytes that are not UTF-8, a line that is not JSON, a NaN or Infinity and a record that is not
+an object stop the read with :class:`AnswersFileError` naming ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from eval_harness.gates.answers import AnswersFileError
+from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise AnswersFileError(f"{where}: not valid JSON ({reason})") from None
+
+
+def text_lines(path: Path, *, blank: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of the non-blank lines (every line with ``blank``) of a UTF-8
+    file."""
+    if not path.is_file():
+        raise AnswersFileError(f"{path}: file not found")
+    with closing(utf8_lines(path)) as lines:
+        while True:
+            try:
+                line_no, line = next(lines)
+            except StopIteration:
+                return
+            except DatasetError as exc:
+                raise AnswersFileError(str(exc)) from None
+            if blank or line.strip():
+                yield line_no, line
+
+
+def first_line(path: Path) -> str | None:
+    """The first non-blank line of ``path`` (None for an empty file)."""
+    for _, line in text_lines(path):
+        return line
+    return None
+
+
+def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, object)`` of every record of ``path``: ``file:line`` for JSON Lines; for one
+    JSON document, the file and the record's position (``file: record 3``)."""
+    lines = text_lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise AnswersFileError(f"{path}: no records in the file")
+    line_no, text = first
+    stripped = text.strip()
+    if stripped.startswith("[") or (stripped.startswith("{") and not _is_json(stripped)):
+        yield from _document_records(path, "".join(t for _, t in text_lines(path, blank=True)))
+        return
+    for line_no, text in [first, *lines]:
+        record = parse_json(text, f"{path}:{line_no}")
+        if not isinstance(record, dict):
+            raise AnswersFileError(f"{path}:{line_no}: expected a JSON object, got "
+                                   f"{type(record).__name__}")
+        yield f"{path}:{line_no}", record
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _document_records(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise AnswersFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:
+        raise AnswersFileError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        document = document["data"]
+    if not isinstance(document, list):
+        raise AnswersFileError(f"{path}: expected a JSON array of records (or one "
+                               "JSON object per line)")
+    for number, record in enumerate(document, start=1):
+        where = f"{path}: record {number}"
+        if not isinstance(record, dict):
+            raise AnswersFileError(f"{where}: expected a JSON object, got "
+                                   f"{type(record).__name__}")
+        yield where, record
