@@ -42,7 +42,7 @@ def _client(url: str):
     except ImportError:
         raise PhoenixError("talking to Phoenix needs arize-phoenix-client: pip install "
                            "'eval-harness[phoenix]'") from None
-    return Client(base_url=url.rstrip("/"), timeout=TIMEOUT_SECONDS)
+    return Client(base_url=url.rstrip("/"))
 
 
 def _failure(url: str, exc: Exception, *, project: str | None = None) -> PhoenixError:
