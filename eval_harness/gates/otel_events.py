@@ -29,6 +29,7 @@ import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from time import time_ns
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -156,10 +157,11 @@ def _context(outcome: GateOutcome):
     return trace.set_span_in_context(span)
 
 
-def emit_evaluation_events(target: str, outcomes: Sequence[GateOutcome]) -> int:
+def emit_evaluation_events(target: str, outcomes: Sequence[GateOutcome], *,
+                           timeout_seconds: float = EXPORT_TIMEOUT_SECONDS) -> int:
     """Write one ``gen_ai.evaluation.result`` event per outcome to ``target`` (a FILE path or
     an ``http(s)://`` collector URL); how many were delivered. :class:`OtlpError` when some
-    were not."""
+    were not (a collector is retried by the exporter for at most ``timeout_seconds``)."""
     logs, export, Resource = _sdk()
     from opentelemetry._logs import SeverityNumber
 
@@ -169,7 +171,7 @@ def emit_evaluation_events(target: str, outcomes: Sequence[GateOutcome]) -> int:
         except ImportError:
             raise OtlpError("gate --otlp URL needs the OTLP/HTTP exporter: pip install "
                             "'eval-harness[otel]'") from None
-        inner = OTLPLogExporter(endpoint=logs_endpoint(target), timeout=EXPORT_TIMEOUT_SECONDS)
+        inner = OTLPLogExporter(endpoint=logs_endpoint(target), timeout=timeout_seconds)
         where = logs_endpoint(target)
     else:
         path = Path(target)
@@ -185,10 +187,10 @@ def emit_evaluation_events(target: str, outcomes: Sequence[GateOutcome]) -> int:
     logger = provider.get_logger(INSTRUMENTATION_SCOPE)
     try:
         for outcome in outcomes:
-            logger.emit(event_name=EVENT_NAME, context=_context(outcome),
+            logger.emit(event_name=EVENT_NAME, context=_context(outcome), timestamp=time_ns(),
                         severity_number=SeverityNumber.INFO,
                         attributes=event_attributes(outcome))
-        provider.force_flush(EXPORT_TIMEOUT_SECONDS * 1000)
+        provider.force_flush(int(timeout_seconds * 2000))
     finally:
         provider.shutdown()
     if failures or delivered[0] != len(outcomes):
