@@ -8,6 +8,7 @@ sentence, exit 2, nothing imported."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -93,18 +94,26 @@ def test_pull_gate_and_annotations_round_trip(phoenix, project, fresh, capsys):
     with fresh.connection() as conn:
         rows = conn.execute("SELECT id, query, answer, sources, trace_id, span_id "
                             "FROM answers ORDER BY id").fetchall()
+        assert conn.execute("SELECT count(*) FROM answers").fetchone()[0] == 3
     assert sorted((e.trace_id, e.query, e.answer, e.source_ids, e.trace_id, e.span_id)
                   for e in expected) == [
         (r[0], r[1], r[2], [s["id"] for s in r[3]], r[4], r[5]) for r in rows]
 
+    # an answer from a file has no span to annotate: counted, said in one line
+    plain = project.parent / "answers.jsonl"
+    plain.write_text(json.dumps({"id": "file-1", "query": "Is water wet?", "answer": "Yes [1].",
+                                 "sources": [{"id": "w", "text": "Water is wet."}]}) + "\n")
+    assert run_cli(capsys, "--config", project, "answers", "import", plain)[0] == 0
     code, out, err = run_cli(capsys, "--config", project, "gate", "--since", "2000-01-01",
                              "--to-phoenix", phoenix)
     assert code in (0, 1), err
     assert "6 gate results posted to Phoenix" in out
+    assert "1 answers have no span id (not imported from a trace)" in out
 
     with fresh.connection() as conn:
         stored = {(answer_id, gate): (score, passed) for answer_id, gate, score, passed in
-                  conn.execute("SELECT answer_id, gate, score, passed FROM gate_results")}
+                  conn.execute("SELECT answer_id, gate, score, passed FROM gate_results "
+                               "WHERE answer_id <> 'file-1'")}
     span_of = {e.trace_id: e.span_id for e in expected}
     found = annotations(phoenix, span_of.values())
     assert sorted((a["span_id"], a["name"]) for a in found) == sorted(
@@ -115,7 +124,7 @@ def test_pull_gate_and_annotations_round_trip(phoenix, project, fresh, capsys):
         result = annotation["result"]
         assert result["score"] == pytest.approx(score)
         assert result["label"] == ("pass" if passed else "fail")
-        assert f"threshold" in result["explanation"] and "\n" not in result["explanation"]
+        assert "threshold" in result["explanation"] and "\n" not in result["explanation"]
         assert annotation["annotator_kind"] == "CODE"
         assert annotation["identifier"] == "eval-harness"
 
@@ -138,7 +147,7 @@ def test_pull_gate_and_annotations_round_trip(phoenix, project, fresh, capsys):
     assert f"trace {bad[0].trace_id}" in err and "nothing imported" in err
     assert len(err.strip().splitlines()) == 1
     with fresh.connection() as conn:
-        assert conn.execute("SELECT count(*) FROM answers").fetchone()[0] == 3
+        assert conn.execute("SELECT count(*) FROM answers").fetchone()[0] == 4
 
 
 def test_unknown_project_and_unreachable_phoenix(phoenix, project, capsys):
