@@ -41,19 +41,21 @@ from eval_harness.store.connection import server_failure
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
-    from eval_harness.gates.answer_formats import import_answers_file
+    from eval_harness.gates.answer_formats import detect_format, import_answers_file
 
     relation = settings.quality_gates.answers_relation
+    fmt = args.format
+    if fmt is None:  # said before reading on, so a bad record is read against it
+        guess = detect_format(Path(args.file))
+        print(f"format: {guess.format} (detected: {guess.reason})", flush=True)
+        fmt = guess.format
     location = open_store(settings)
     try:
         with location.connection() as conn:
-            report, guess = import_answers_file(conn, Path(args.file), fmt=args.format,
-                                                relation=relation)
+            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation)
     except psycopg.Error as exc:
         raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
-    if args.format is None:
-        print(f"format: {guess.format} (detected: {guess.reason})")
     print(f"answers from {report.path} into '{relation}': {report}")
     return EXIT_OK
 

@@ -7,9 +7,17 @@ import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
 
+import pytest
+
 from eval_harness.gates import sql
-from eval_harness.gates.answers import import_answers
+from eval_harness.gates.answers import AnswersRelationError, import_answers
 from eval_harness.gates.traces import TracedAnswer
+
+
+@pytest.fixture
+def conn(rolled_back):
+    """Answers dated today stay out of the other tests' gate windows."""
+    return rolled_back
 
 
 def traced(trace_id: str, span_id: str, text: str = "X is Y [1].") -> TracedAnswer:
@@ -31,3 +39,15 @@ def test_traced_answers_store_their_ids_and_reimport_is_idempotent(conn, tmp_pat
     changed = import_answers(conn, tmp_path / "spans.jsonl", records=moved)
     assert (changed.inserted, changed.updated, changed.unchanged) == (0, 1, 1)
     assert sql.answer_trace_links(conn, "answers", [second]) == {second: (second, "3" * 16)}
+
+
+def test_a_relation_without_the_trace_columns_says_to_migrate(conn, tmp_path):
+    conn.execute("CREATE TEMP TABLE own_answers (id text PRIMARY KEY, query text, answer text, "
+                 "sources jsonb, created_at timestamptz)")
+    with pytest.raises(AnswersRelationError) as raised:
+        import_answers(conn, tmp_path / "spans.jsonl", relation="own_answers",
+                       records=[traced(uuid.uuid4().hex, "1" * 16)])
+    message = str(raised.value)
+    assert message.startswith("Cannot write answers into 'own_answers' (column a.trace_id does "
+                              "not exist)")
+    assert "answers from traces also trace_id and span_id" in message

@@ -18,7 +18,8 @@ answers in one transaction, by id: reimporting a file changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +28,8 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates.answer_formats import eval_datasets
-from eval_harness.gates.answer_formats.json_records import first_line, parse_json
+from eval_harness.gates.answer_formats.json_records import (first_line, first_line_number,
+                                                           parse_json)
 from eval_harness.gates.answer_formats.otlp_json import read_otlp_spans
 from eval_harness.gates.answer_formats.phoenix import is_phoenix_span, read_phoenix_spans
 from eval_harness.gates.answers import (DEFAULT_RELATION, FUTURE_TOLERANCE, AnswersFileError,
@@ -38,6 +40,7 @@ FORMATS = ("jsonl", "openinference", "otlp-json", "ragas", "deepeval")
 _SPAN_READERS = {"openinference": read_phoenix_spans, "otlp-json": read_otlp_spans}
 # At most this many bad traces are named in the one message.
 _TRACES_NAMED = 3
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,16 @@ def detect_format(path: Path | str) -> FormatGuess:
 def _first_record(path: Path, text: str) -> dict[str, Any] | None:
     if text.startswith("{"):
         try:
-            record = parse_json(text, f"{path}:1")
-        except AnswersFileError:  # a JSON document over several lines
-            record = _document_first(path)
+            record = parse_json(text, f"{path}:{first_line_number(path)}")
+        except AnswersFileError as line_error:  # a JSON document over several lines?
+            try:
+                record = _document_first(path)
+            except AnswersFileError:
+                raise line_error from None
     else:
         record = _document_first(path)
+    if isinstance(record, dict) and isinstance(record.get("data"), list):  # a REST answer
+        record = record["data"][0] if record["data"] else None
     return record if isinstance(record, dict) else None
 
 
@@ -113,18 +121,21 @@ def read_answer_records(path: Path | str, fmt: str) -> list[Any] | None:
     if fmt == "jsonl":
         return None
     if fmt in _SPAN_READERS:
-        records = _traced_answers(path, fmt)
+        records, wheres = _traced_answers(path, fmt)
     else:
         records = eval_datasets.read_rows(path, fmt)
+        wheres = {r.id: r.where for r in records}
     if not records:
         raise AnswersFileError(f"{path}: no answers in the file")
     latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
     for record in records:
-        _check_storable(path, record, latest)
+        _check_storable(wheres[record.id], record, latest)
     return records
 
 
-def _traced_answers(path: Path, fmt: str) -> list[Any]:
+def _traced_answers(path: Path, fmt: str) -> tuple[list[Any], dict[str, str]]:
+    """The answers of a span file, and where each trace's first span is (``file:line: trace
+    ID``)."""
     first_seen: dict[str, str] = {}
     spans = []
     for where, span in _SPAN_READERS[fmt](path):
@@ -138,28 +149,38 @@ def _traced_answers(path: Path, fmt: str) -> list[Any]:
         tail = "".join(f"; {p}" for p in more) + (f"; and {rest} more bad traces" if rest
                                                   else "")
         raise AnswersFileError(f"{first_seen[first.trace_id]}: {first}{tail}.")
-    return answers
+    return answers, {a.id: f"{first_seen[a.trace_id]}: trace {a.trace_id}" for a in answers}
 
 
-def _check_storable(path: Path, record: Any, latest: datetime) -> None:
-    where = getattr(record, "where", None) or f"{path}: trace {record.id}"
+def _check_storable(where: str, record: Any, latest: datetime) -> None:
+    """What Postgres or the gates would refuse later, named now: a date in the future, a NUL
+    character, an unpaired surrogate (JSON can spell both, Postgres text cannot)."""
     if record.created_at is not None and record.created_at > latest:
         raise AnswersFileError(
-            f"{where}: created {record.created_at.isoformat()}, more than a day after now; "
-            "fix the clock of the system that wrote it.")
-    if _has_nul([record.query, record.answer, record.sources]):
-        raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot "
-                               "store")
+            f"{where}: created {record.created_at.isoformat()}, more than a day after now "
+            f"({latest - FUTURE_TOLERANCE:%Y-%m-%d %H:%M} UTC); fix the clock of the system "
+            "that wrote it.")
+    for text in _strings([record.query, record.answer, record.sources]):
+        if "\x00" in text:
+            raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot "
+                                   "store")
+        bad = _SURROGATE.search(text)
+        if bad:
+            raise AnswersFileError(f"{where}: contains an unpaired surrogate "
+                                   f"(\\u{ord(bad.group()):04x}), which is not valid Unicode; "
+                                   "fix the tool that wrote it.")
 
 
-def _has_nul(value: Any) -> bool:
+def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(v) for v in value)
-    return False
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
 
 
 def import_answers_file(conn: psycopg.Connection, path: Path | str, *, fmt: str | None = None,

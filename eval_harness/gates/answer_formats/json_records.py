@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from itertools import chain
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ def first_line(path: Path) -> str | None:
     return None
 
 
+def first_line_number(path: Path) -> int:
+    """The number of the first non-blank line of ``path`` (1 for an empty file)."""
+    for line_no, _ in text_lines(path):
+        return line_no
+    return 1
+
+
 def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, object)`` of every record of ``path``: ``file:line`` for JSON Lines; for one
     JSON document, the file and the record's position (``file: record 3``)."""
@@ -61,12 +69,19 @@ def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     first = next(lines, None)
     if first is None:
         raise AnswersFileError(f"{path}: no records in the file")
-    line_no, text = first
-    stripped = text.strip()
-    if stripped.startswith("[") or (stripped.startswith("{") and not _is_json(stripped)):
-        yield from _document_records(path, "".join(t for _, t in text_lines(path, blank=True)))
+    stripped = first[1].strip()
+    if stripped.startswith("["):
+        yield from _records_of(path, _document(path))
         return
-    for line_no, text in [first, *lines]:
+    if stripped.startswith("{") and not _is_record(stripped):
+        try:  # an object over several lines, or a REST answer {"data": [...]}
+            document = _document(path)
+        except AnswersFileError:
+            pass  # a broken first line of JSON Lines: named below by its line
+        else:
+            yield from _records_of(path, document)
+            return
+    for line_no, text in chain([first], lines):
         record = parse_json(text, f"{path}:{line_no}")
         if not isinstance(record, dict):
             raise AnswersFileError(f"{path}:{line_no}: expected a JSON object, got "
@@ -74,21 +89,28 @@ def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path}:{line_no}", record
 
 
-def _is_json(text: str) -> bool:
+def _is_record(text: str) -> bool:
+    """Whether ``text`` is one whole JSON record (not the start of a document spread over
+    lines, nor a REST answer holding its records under ``data``)."""
     try:
-        json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return False
-    return True
+    return not (isinstance(value, dict) and isinstance(value.get("data"), list))
 
 
-def _document_records(path: Path, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _document(path: Path) -> Any:
+    """The file as one JSON document; where it does not parse is named by line."""
+    text = "".join(t for _, t in text_lines(path, blank=True))
     try:
-        document = json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise AnswersFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except ValueError as exc:
         raise AnswersFileError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _records_of(path: Path, document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     if isinstance(document, dict) and isinstance(document.get("data"), list):
         document = document["data"]
     if not isinstance(document, list):

@@ -8,13 +8,14 @@ answer ``{"data": [...], "next_cursor": ...}``):
   "parent_id", "span_kind", "start_time", "end_time", "attributes": {...}}``;
 - the rows of ``get_spans_dataframe()`` written with ``df.to_json(orient="records",
   lines=True)``: ``"context.trace_id"``, ``"context.span_id"``, ``"parent_id"``,
-  ``"span_kind"``, ``"start_time"`` and one ``"attributes.<key>"`` column per attribute.
+  ``"span_kind"``, ``"start_time"`` and one ``"attributes.<key>"`` column per attribute;
+- top-level ``trace_id`` / ``span_id`` (Phoenix's older span model) are read as well.
 
 Attributes may be nested (``{"retrieval": {"documents": [...]}}``) or dotted; both are
 flattened (:func:`~eval_harness.gates.traces.flat_attributes`), null values dropped. Times
 are ISO-8601 (without a timezone: UTC, as Phoenix stores them) or epoch numbers (seconds,
 milliseconds as pandas writes them, micro- or nanoseconds, told apart by size). The kind is
-``span_kind``, else the ``openinference.span.kind`` attribute.
+the ``openinference.span.kind`` attribute, else ``span_kind``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def is_phoenix_span(record: Mapping[str, Any]) -> bool:
     """Whether ``record`` looks like one of Phoenix's span shapes."""
     context = record.get("context")
     return (isinstance(context, Mapping) and "trace_id" in context) \
-        or "context.trace_id" in record
+        or "context.trace_id" in record \
+        or ({"trace_id", "span_id"} <= record.keys()
+            and ("span_kind" in record or "attributes" in record))
 
 
 def _time(value: Any) -> datetime | None:
@@ -57,12 +60,18 @@ def _time(value: Any) -> datetime | None:
     return None
 
 
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
 def span_from_phoenix(record: Mapping[str, Any]) -> Span:
     """One Phoenix span (either shape) as a :class:`Span`; :class:`ValueError` says what is
     wrong."""
     context = record.get("context") if isinstance(record.get("context"), Mapping) else {}
-    trace_id = hex_id(context.get("trace_id", record.get("context.trace_id")), 16)
-    span_id = hex_id(context.get("span_id", record.get("context.span_id")), 8)
+    trace_id = hex_id(_first(context.get("trace_id"), record.get("context.trace_id"),
+                             record.get("trace_id")), 16)
+    span_id = hex_id(_first(context.get("span_id"), record.get("context.span_id"),
+                            record.get("span_id")), 8)
     if trace_id is None:
         raise ValueError("its context.trace_id is not 32 hex digits")
     if span_id is None:
@@ -78,7 +87,7 @@ def span_from_phoenix(record: Mapping[str, Any]) -> Span:
                if key.startswith(_ATTRIBUTE_COLUMN)}
     attributes = {key: value for key, value in flat_attributes({**(nested or {}), **columns})
                   .items() if value is not None}
-    kind = record.get("span_kind") or attributes.get(SPAN_KIND)
+    kind = attributes.get(SPAN_KIND) or record.get("span_kind")
     parent = record.get("parent_id")
     return Span(trace_id, span_id, hex_id(parent, 8) if parent else None,
                 str(record.get("name") or ""), kind.upper() if isinstance(kind, str) else "",

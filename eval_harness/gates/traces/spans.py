@@ -132,7 +132,8 @@ def _answer_of_trace(trace_id: str, trace: Sequence[Span]) -> TracedAnswer | Tra
     if not llms:
         return TraceProblem(trace_id, "has no LLM span (openinference.span.kind LLM) to take "
                                       "the answer from")
-    llm = max(llms, key=lambda s: (s.end_time or s.start_time, s.start_time))
+    # ties (times cut to milliseconds) go to the span later in the input
+    llm = max(reversed(llms), key=lambda s: (s.end_time or s.start_time, s.start_time))
     retrievers = sorted((s for s in trace if s.kind == "RETRIEVER"), key=lambda s: s.start_time)
     if not retrievers:
         return TraceProblem(trace_id, "has no RETRIEVER span (openinference.span.kind "

@@ -4,6 +4,7 @@ with the real OpenTelemetry SDK and OpenInference instrumentation, imported as a
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -11,6 +12,12 @@ from eval_harness.gates.answer_formats import (detect_format, import_answers_fil
                                                read_answer_records)
 from eval_harness.gates.answers import AnswersFileError
 from traced_rag import otlp_json_lines, run_rag
+
+
+@pytest.fixture
+def conn(rolled_back):
+    """Answers dated today stay out of the other tests' gate windows."""
+    return rolled_back
 
 
 def stored(conn, ids):
@@ -105,3 +112,20 @@ def test_a_line_that_is_no_trace_export_is_named(tmp_path):
         read_answer_records(path, "otlp-json")
     assert str(raised.value) == (f"{path}:2: not an OTLP/JSON trace export (no resourceSpans "
                                  "list)")
+
+
+def test_a_trace_from_the_future_is_named_by_line_and_trace(tmp_path):
+    spans, expected = run_rag(["Does sleep help memory?"])
+    text = otlp_json_lines(spans, batches=1)
+    later = 3 * 24 * 3600 * 10**9  # three days, in nanoseconds
+    shifted = json.loads(text)
+    for span in shifted["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("startTimeUnixNano", "endTimeUnixNano"):
+            span[key] = str(int(span[key]) + later)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(shifted) + "\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value).startswith(
+        f"{path}:1: trace {expected[0].trace_id}: created "
+        f"{(expected[0].started + timedelta(days=3)).isoformat()}, more than a day after now")

@@ -110,3 +110,23 @@ def test_flat_attributes_flattens_phoenix_nesting_both_ways():
     expected = {"retrieval.documents.0.document.id": "d1",
                 "retrieval.documents.0.document.score": 1.0}
     assert flat_attributes(nested) == flat_attributes(dotted) == expected
+
+
+def test_llm_spans_with_equal_times_go_to_the_later_one_in_the_input():
+    # times cut to milliseconds (pandas' default) can make the rewrite and answer calls tie
+    trace = "e" * 32
+    spans = rag_trace(trace)
+    spans[2] = span(trace, "3" * 16, "LLM", parent="1" * 16, at=2,
+                    **{"output.value": "rewritten question"})
+    spans.append(span(trace, "4" * 16, "LLM", parent="1" * 16, at=2,
+                      **{"output.value": "X is Y [1]."}))
+    [answer], _ = answers_from_spans(spans)
+    assert (answer.span_id, answer.answer) == ("4" * 16, "X is Y [1].")
+
+
+def test_a_trace_whose_root_is_not_exported_yet_starts_at_its_earliest_orphan():
+    trace = "f" * 32
+    spans = rag_trace(trace)[1:]  # the CHAIN root ends last, so it is written last
+    [answer], _ = answers_from_spans(spans)
+    assert answer.created_at == T0 + timedelta(seconds=1)
+    assert answer.query == "What is X?"
