@@ -53,13 +53,11 @@ def send(url: str) -> list[str]:
     return [e.trace_id for e in expected]
 
 
-def click_text(browser, text: str, element: str = "*") -> None:
-    """Click the last visible ``element`` whose text is ``text`` (if any), then let the UI
-    render."""
+def click_text(browser, text: str) -> None:
+    """Click the last element whose own text is ``text`` (if any), then let the UI render."""
     from selenium.webdriver.common.by import By
 
-    found = [e for e in browser.find_elements(By.XPATH, f"//{element}[normalize-space(.)="
-                                                        f"'{text}']") if e.is_displayed()]
+    found = browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{text}']")
     if found:
         browser.execute_script("arguments[0].click();", found[-1])
         time.sleep(3)
@@ -100,8 +98,7 @@ def main() -> int:
                 browser.get(f"{url}/projects/{project_id}/traces/{traces[0]}")
                 time.sleep(6)  # the trace view renders client-side
                 click_text(browser, "generate")  # the answering LLM span, which is annotated
-                click_text(browser, "Annotations")  # the section opens collapsed
-                click_text(browser, "Table", "button")  # each with label and explanation
+                click_text(browser, "Annotations")  # unfold the span's annotations
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 browser.save_screenshot(str(args.out))
     small(args.out)
