@@ -63,6 +63,13 @@ def click_text(browser, text: str) -> None:
         time.sleep(3)
 
 
+def shown(browser, text: str) -> bool:
+    from selenium.webdriver.common.by import By
+
+    return any(e.is_displayed() for e in browser.find_elements(
+        By.XPATH, f"//*[normalize-space(text())='{text}']"))
+
+
 def small(path: Path) -> None:
     """64 colours are plenty for a UI: the PNG shrinks to a third."""
     from PIL import Image
@@ -99,6 +106,9 @@ def main() -> int:
                 time.sleep(6)  # the trace view renders client-side
                 click_text(browser, "generate")  # the answering LLM span, which is annotated
                 click_text(browser, "Annotations")  # unfold the span's annotations
+                click_text(browser, "Table")  # each with its label and explanation
+                if not shown(browser, "List"):  # the click folded the section again
+                    click_text(browser, "Annotations")
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 browser.save_screenshot(str(args.out))
     small(args.out)
