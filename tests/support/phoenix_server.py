@@ -5,7 +5,8 @@ with its own working directory (SQLite database inside), a free HTTP port and a 
 port, bound to 127.0.0.1, and every outward call switched off: product telemetry, web
 analytics, external fonts and scripts in the UI, the agent assistant and the MCP server.
 :func:`phoenix_server` yields the base URL once ``/healthz`` answers and stops the server
-(SIGTERM, then SIGKILL) at the end; a server that does not come up fails with its log's tail.
+(SIGTERM, then SIGKILL) at the end, or when this process dies; a server that does not come
+up fails with its log's tail.
 """
 
 from __future__ import annotations
@@ -104,6 +105,13 @@ def phoenix_server(working_dir: Path) -> Iterator[str]:
             cwd=working_dir, env=server_environment(working_dir, port, grpc_port),
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
+    # Killed ourselves (SIGKILL, or a SIGTERM that skips finally blocks), we would leave the
+    # server running: this shell reads its stdin until we close it, which the kernel does
+    # when we end however we end, and then kills the server's process group.
+    reaper = subprocess.Popen(["bash", "-c", 'read -r _; kill -KILL -- "-$1" 2>/dev/null',
+                               "reaper", str(process.pid)], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while not _healthy(url):
@@ -117,6 +125,8 @@ def phoenix_server(working_dir: Path) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+        reaper.stdin.close()
+        reaper.wait(timeout=10)
 
 
 def _stop(process: subprocess.Popen) -> None:
