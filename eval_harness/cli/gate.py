@@ -31,6 +31,8 @@ import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
+from eval_harness.cli.gate_outputs import (add_publish_arguments, add_pull_command,
+                                           publish_results)
 from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
@@ -124,6 +126,7 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
     # One report object feeds every output.
     print(report.to_json() if args.json else format_gate_table(report))
     _write_ci_outputs(report, args, started, perf_counter() - clock)
+    publish_results(args, settings, report)  # --to-phoenix / --otlp: after the CI files
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
@@ -215,6 +218,7 @@ def add_gate_commands(subparsers: argparse._SubParsersAction, *,
     imported.add_argument("--format", choices=ANSWER_FORMATS, default=None,
                           help="the file's format (default: detected from its first record)")
     imported.set_defaults(func=cmd_answers_import)
+    add_pull_command(answers_sub)
 
     gate = subparsers.add_parser(
         "gate", help="run the quality gates; exit 0 pass, 1 a blocking gate fails, 2 error")
@@ -233,4 +237,5 @@ def add_gate_commands(subparsers: argparse._SubParsersAction, *,
                       help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
                            "the gates cannot run, why")
     # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
+    add_publish_arguments(gate)
     gate.set_defaults(func=cmd_gate, loads_own_settings=True, partition_runner=partition_runner)

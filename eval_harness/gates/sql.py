@@ -423,3 +423,32 @@ def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
         {"gate": gate.name, "version": gate.version, "ids": list(ids)}).fetchall()
     found = {row[0]: row for row in rows}
     return [found[answer_id] for answer_id in ids if answer_id in found]
+
+
+def relation_has_trace_ids(conn: psycopg.Connection, relation: str) -> bool:
+    """Whether ``relation`` has the ``trace_id`` and ``span_id`` columns (migration 0019; a
+    user's view over their own tables may not)."""
+    return conn.execute("""
+        SELECT count(*) = 2 FROM pg_attribute
+        WHERE attrelid = to_regclass(%s) AND attname IN ('trace_id', 'span_id')
+          AND attnum > 0 AND NOT attisdropped""",
+        (".".join(f'"{part}"' for part in relation.split(".")),)).fetchone()[0]
+
+
+def window_current_results(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                           gate: str, version: str, *, traced: bool) -> list[tuple]:
+    """The current results of ``gate`` (at ``version``) for the answers of ``window``:
+    ``(answer_id, score, passed, threshold, details, trace_id, span_id)`` by answer id; the
+    ids are None unless ``traced`` (the relation has them) and the answer came from a trace."""
+    ids = sql.SQL("a.trace_id, a.span_id" if traced else "NULL::text, NULL::text")
+    return conn.execute(sql.SQL("""
+        SELECT a.id, r.score, r.passed, r.threshold, r.details, {ids}
+        FROM {relation} AS a
+        JOIN gate_results AS r
+          ON r.answer_id = a.id AND r.gate = %(gate)s AND r.gate_version = %(version)s
+         AND r.content_hash = {hash}
+        WHERE {window}
+        ORDER BY a.id""").format(ids=ids, relation=relation_sql(relation),
+                                 hash=content_hash_sql("a"),
+                                 window=window_condition("a", window)),
+        {**window_params(window), "gate": gate, "version": version}).fetchall()
