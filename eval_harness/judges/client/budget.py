@@ -56,7 +56,9 @@ class BudgetLine(Budget):
         self.refused = 0  # calls of the purpose not sent because the line was used up
 
     def exhausted_message(self, next_cost: float) -> str:
-        return (f"{self.step} stopped: its budget line {self.key} of ${self.limit_usd:.2f} is "
+        limit = (f"${self.limit_usd:,.2f}" if self.limit_usd >= 1
+                 else f"${self.limit_usd:.4f}")
+        return (f"{self.step} stopped: its budget line {self.key} of {limit} is "
                 f"used up (${self.spent_usd:.4f} spent, the next call could cost up to "
                 f"${next_cost:.4f}); the run went on without the rest; raise {self.key} to "
                 "measure it all")
