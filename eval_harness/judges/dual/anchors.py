@@ -31,12 +31,13 @@ use that comparison (``reused_from`` names the run that measured it).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import psycopg
 
+from eval_harness.judges.client.budget import BudgetLineExhausted
 from eval_harness.judges.dual import anchor_sql
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.scores import judgement_score
@@ -72,6 +73,7 @@ class AnchorComparison:
     requests: int = 0
     cost_usd: float = 0.0
     reused_from: str | None = None   # the run that measured it today (None: this run did)
+    cut_short: bool = False          # its budget line stopped the re-judging part way
 
     @property
     def changed(self) -> bool:
@@ -235,6 +237,7 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
 
         results = await asyncio.gather(*(score(r) for r in rows), return_exceptions=True)
         done = [r for r in results if not isinstance(r, BaseException)]
+        cut_short = any(isinstance(r, BudgetLineExhausted) for r in results)
         comparison = compare_judge(
             slot, [(r[8], r[10]) for r in rows],
             [None if isinstance(r, BaseException) else judgement_score(r) for r in results],
@@ -242,6 +245,7 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
             frozen_prompt_version=rows[0][3], threshold=threshold,
             confidence=drift.confidence, requests=sum(r.calls for r in done),
             cost_usd=sum(r.cost_usd for r in done))
+        comparison = replace(comparison, cut_short=cut_short)
         anchor_sql.store_anchor_run(conn, {**asdict(comparison), "run_id": session.run_id,
                                            "dataset": dataset, "judge_spec": comparison.spec})
         conn.commit()

@@ -5,5 +5,8 @@
 -- run that measured it, so the drift check and the record of every run read their own run
 -- id; trends count only the measured rows (reused_from IS NULL).
 ALTER TABLE judge_anchor_runs ADD COLUMN reused_from text;
+-- true when the anchors' budget line (judges.anchors.budget_usd) stopped the re-judging part
+-- way: such a comparison counts fewer anchors and is not reused (a rerun measures them all)
+ALTER TABLE judge_anchor_runs ADD COLUMN cut_short boolean NOT NULL DEFAULT false;
 CREATE INDEX judge_anchor_runs_night_idx
     ON judge_anchor_runs (dataset, judge, judge_spec, created_at) WHERE reused_from IS NULL;

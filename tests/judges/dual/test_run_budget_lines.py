@@ -95,8 +95,14 @@ def test_a_used_up_anchor_line_stops_re_judging_in_one_sentence_and_the_run_goes
     assert f"judges.anchors.budget_usd of ${line:.4f} is used up" in sentence
     assert "the run went on" in sentence
     assert sentence in run.format()
-    # the comparison counts only the anchors re-judged
-    assert sum(a.pairs for a in run.anchors) == sent
+    # the comparison counts only the anchors re-judged, and is marked cut short
+    assert sum(a.pairs for a in run.anchors) == sent and run.anchors[-1].cut_short
+    # so a rerun the same day with the line raised measures the judges cut short again
+    fake.reset()
+    rerun = judge_dataset(conn, unlimited, name)
+    assert fake.chat_requests == 12 * sum(a.cut_short for a in run.anchors)
+    assert [a.reused_from is None for a in rerun.anchors] == [a.cut_short for a in run.anchors]
+    assert [a.pairs for a in rerun.anchors] == [12, 12]
 
 
 def test_a_used_up_retest_line_stops_the_retest_and_keeps_the_labels(
