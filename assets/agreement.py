@@ -9,6 +9,7 @@ import dagster as dg
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.data import dataset_agreement, kappa_gate, kappa_verdict
+from eval_harness.agreement.people import recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.files import write_report
 from eval_harness.agreement.review import queue_disagreements
@@ -36,14 +37,19 @@ def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,
                                      threshold=cfg.agreement.disagreement_threshold)
         result = dataset_agreement(conn, dataset, cfg.agreement, configured_judges=(
             cfg.judges.judge1, cfg.judges.judge2))
+        result, recorded = recorded_agreement(conn, result)  # record and anchors get people
     text = format_agreement_markdown(result)
     path = write_report(cfg.root / "reports", REPORT_NAME, text)
     context.log.info(f"review queue: {queued}; {result.gate.description}")
+    for people in result.people:
+        context.log.info(people.line())
     summary = result.summary()
     metadata = dict(summary)
     metadata.update({"judge1_models": ", ".join(result.judge1_models),
                      "judge2_models": ", ".join(result.judge2_models),
                      "review_queued_new": queued.new, "review_requeued": queued.requeued,
+                     "people_recorded": recorded.written,
+                     "anchors_given_verdicts": recorded.anchors_updated,
                      "report_path": dg.MetadataValue.path(str(path)),
                      "report": dg.MetadataValue.md(text)})
     metadata = readable(metadata)

@@ -19,6 +19,7 @@ import dagster as dg
 
 from eval_harness_pipelines.check_outcomes import check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
+from eval_harness.agreement.people import give_anchors_verdicts
 from eval_harness.judges.dual.anchors import drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 
@@ -45,6 +46,9 @@ def dual_judge_scores(context: dg.AssetExecutionContext, config: JudgingConfig,
     cfg = settings.load()
     dataset = config.dataset or cfg.default_dataset
     with store.location().connection() as conn:
+        if cfg.judges.anchors.enabled:  # verdicts people gave since: this night's drift check
+            give_anchors_verdicts(conn, dataset)
+            conn.commit()
         summary = judge_dataset(conn, cfg, dataset, limit=config.limit, batch=config.batch,
                                 run_id=context.run_id)
     return _result(context, summary)

@@ -194,6 +194,26 @@ def at_hard_exit(hook: Callable[[], None]) -> None:
         _state.hard_exit_hooks.append(hook)
 
 
+def at_exit_unstoppable(hook: Callable[[], None]) -> None:
+    """Run ``hook`` when the process exits, with stop signals ignored while it runs.
+
+    Once a command has finished, what is left at exit is giving back what it holds (the
+    embedded server: ``pg_ctl stop`` takes a second). A Ctrl-C landing then would break
+    that shutdown half way and print a traceback from inside ``atexit`` for a command that
+    already said it was done; ignoring it lets the shutdown end the way it began. Registered
+    after the package's own exit hook, this one runs first (``atexit`` is last in, first out),
+    so the package's hook finds the work done."""
+    import atexit
+
+    def run() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+        hook()
+
+    atexit.register(run)
+
+
 def _forget() -> None:
     _state.signum, _state.kept, _state.handled = None, None, 0
 

@@ -89,6 +89,16 @@ def db(store):
 
 
 @pytest.fixture
+def rolled_back(store):
+    """A connection inside a transaction that is rolled back after the test: what it writes
+    (answers dated today, say) never reaches the later tests' gate windows."""
+    with store.connection() as connection:
+        connection.execute("SELECT 1")  # the outer transaction; the library's are savepoints
+        yield connection
+        connection.rollback()
+
+
+@pytest.fixture
 def settings(store, tmp_path):
     """Settings from the repository's config.yaml, pointed at the test database."""
     repo_config = os.path.join(os.path.dirname(os.path.dirname(__file__)), "config.yaml")

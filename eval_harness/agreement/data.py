@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -34,6 +34,7 @@ from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport
                                             JudgeHumanReport, agreement_report,
                                             judge_vs_human, to_jsonable)
 from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.agreement.people import JudgeWithPeople, human_verdicts, judges_with_people
 from eval_harness.agreement.review import adjudicated_labels, review_counts
 from eval_harness.judges.dual.record import RecordRow, load_record
 from eval_harness.judges.dual.retest import StoredRetest, stored_retests
@@ -180,6 +181,8 @@ class DatasetAgreement:
     verdict: KappaVerdict  # the gate's verdict, stand-ins considered (say this one)
     retest: tuple[StoredRetest, ...] = ()  # each judge against itself, newest test-retest
     record: tuple[RecordRow, ...] = ()  # the judges' record: newest runs per judge spec
+    people: tuple[JudgeWithPeople, ...] = ()  # each judge vs the human verdicts (people.py)
+    people_sources: Mapping[str, int] = field(default_factory=dict)  # verdicts per source
 
     def to_dict(self) -> dict:
         return to_jsonable(self)
@@ -354,6 +357,9 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
         _versus_human("judge 2", pairs.judge2_models, pairs.scores2, pairs, options),
         _versus_human("final labels", (), final_scores, pairs, options),
     )
+    verdicts = human_verdicts(conn, dataset)
+    people = judges_with_people(verdicts, pairs.keys, (pairs.scores1, pairs.scores2),
+                                (pairs.judge1_models, pairs.judge2_models), **options)
     interval = report.kappa_interval if report else None
     gate = kappa_gate(lower_bound=interval.low if interval else None,
                       kappa=report.kappa.value if report else None,
@@ -373,7 +379,8 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
         retest=tuple(stored_retests(conn, dataset, threshold=settings.relevance_threshold,
                                     n_resamples=settings.bootstrap_resamples,
                                     confidence=settings.confidence)),
-        record=tuple(load_record(conn, dataset)))
+        record=tuple(load_record(conn, dataset)), people=people,
+        people_sources={"human sample": verdicts.sample, "adjudicated": verdicts.adjudicated})
 
 
 def _versus_human(rater: str, models: tuple[str, ...], scores, pairs: JudgePairs,

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from eval_harness.agreement.data import DatasetAgreement, RaterVsHuman
+from eval_harness.agreement.people import format_people_markdown
 from eval_harness.judges.dual.record import format_record_markdown
 from eval_harness.metrics.agreement import AgreementReport, QueryKappa, landis_koch_label
 
@@ -30,8 +31,8 @@ def format_agreement_markdown(result: DatasetAgreement, *, worst: int = WORST_QU
         parts += [_statistics(result.report, result),
                   _per_query_distribution(result.report),
                   _worst_queries(result, worst)]
-    parts += [_retest(result), format_record_markdown(result.record), _versus_human(result),
-              _review_queue(result)]
+    parts += [_retest(result), format_record_markdown(result.record),
+              format_people_markdown(result), _versus_human(result), _review_queue(result)]
     return "\n".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""``eval-harness answers import FILE.jsonl`` and ``eval-harness gate``.
+"""``eval-harness answers import FILE [--format F]`` and ``eval-harness gate``.
 
 ``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
 may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
@@ -31,6 +31,7 @@ import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
+from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -38,13 +39,18 @@ from eval_harness.store.connection import server_failure
 
 
 def cmd_answers_import(args, settings: Settings) -> int:
-    from eval_harness.gates.answers import import_answers
+    from eval_harness.gates.answer_formats import detect_format, import_answers_file
 
     relation = settings.quality_gates.answers_relation
+    fmt = args.format
+    if fmt is None:  # said before reading on, so a bad record is read against it
+        guess = detect_format(Path(args.file))
+        print(f"format: {guess.format} (detected: {guess.reason})", flush=True)
+        fmt = guess.format
     location = open_store(settings)
     try:
         with location.connection() as conn:
-            report = import_answers(conn, Path(args.file), relation=relation)
+            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation)
     except psycopg.Error as exc:
         raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
@@ -194,9 +200,13 @@ def add_gate_commands(subparsers: argparse._SubParsersAction, *,
     answers = subparsers.add_parser("answers", help="the answers the quality gates read")
     answers_sub = answers.add_subparsers(dest="answers_command", required=True)
     imported = answers_sub.add_parser(
-        "import", help="load answers from a JSONL file (idempotent by id; a bad line imports "
-                       "nothing)")
-    imported.add_argument("file", help="JSONL: id, query, answer, sources, created_at")
+        "import", help="load answers from a file: the harness's JSONL, OpenInference spans "
+                       "(Phoenix export, OTLP/JSON), RAGAS or DeepEval rows (idempotent by "
+                       "id; a bad record imports nothing)")
+    imported.add_argument("file", help="the answers file (see README, 'Answers from traces "
+                                       "and eval datasets')")
+    imported.add_argument("--format", choices=ANSWER_FORMATS, default=None,
+                          help="the file's format (default: detected from its first record)")
     imported.set_defaults(func=cmd_answers_import)
 
     gate = subparsers.add_parser(

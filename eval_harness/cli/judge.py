@@ -22,6 +22,12 @@ documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration
 the reply cache after the run (:mod:`eval_harness.judges.dual.retest`): the summary says how
 often each judge flips its own labels; those requests are paid, logged as retests.
 
+``--refreeze-anchors`` (with ``judges.anchors`` on) replaces the dataset's frozen anchor set:
+it says what it drops, judges as usual without re-judging the old set, then drops it and
+freezes a new one from the current judges in one transaction, re-scored past the cache
+(:mod:`eval_harness.judges.dual.anchor_refreeze`). It refuses with one sentence when anchors
+are off.
+
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
 requests, looks them up in the reply cache and prints, per judge, the pairs, how many are
 cached, how many would be paid for, the estimated tokens and cost (see
@@ -58,6 +64,10 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
                         help="test-retest for this run: each judge re-scores a seeded sample "
                              "of queries judges.retest.repeats times past the cache "
                              "(judges.retest, default 20 queries x 3 repeats; paid)")
+    parser.add_argument("--refreeze-anchors", action="store_true",
+                        help="drop the dataset's frozen anchor set (judges.anchors) and freeze "
+                             "a new one from the current judges in this run, re-scored past "
+                             "the cache (paid as anchors); says what it drops first")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the pairs, estimated tokens and cost per judge and send "
                              "nothing (the store is only read)")
@@ -106,11 +116,15 @@ def cmd_judge(args, settings: Settings) -> int:
     if args.retest:  # one run's override of judges.retest.enabled
         settings = replace(settings, judges=replace(
             settings.judges, retest=replace(settings.judges.retest, enabled=True)))
+    if args.refreeze_anchors:
+        _check_refreeze(args, settings)
     if args.dry_run:  # writes nothing: never migrates, never attaches
         location = open_store(settings, read_only=True)
         print(f"store: {location.description}", file=sys.stderr)
         with location.connection() as conn:
             as_attached = check_attached_dataset(conn, settings, dataset)
+            if args.refreeze_anchors:
+                print(_refreeze_notice(conn, settings, dataset, dry_run=True), file=sys.stderr)
         if as_attached:
             print(as_attached, file=sys.stderr)
         return _dry_run(args, settings, location, dataset)
@@ -120,11 +134,17 @@ def cmd_judge(args, settings: Settings) -> int:
         attached = prepare_dataset(conn, settings, dataset).attach
     if attached is not None:
         print(attached, file=sys.stderr)
+    if settings.judges.anchors.enabled:
+        with location.connection() as conn:
+            _give_anchors_verdicts(conn, dataset)
+            if args.refreeze_anchors:
+                print(_refreeze_notice(conn, settings, dataset, dry_run=False),
+                      file=sys.stderr)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
                                     progress=progress, retry_unscored=args.retry_unscored,
-                                    shard=args.shard)
+                                    shard=args.shard, refreeze_anchors=args.refreeze_anchors)
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     if args.json:
@@ -132,6 +152,36 @@ def cmd_judge(args, settings: Settings) -> int:
     else:
         print(summary.format())
     return EXIT_OK if summary.complete else EXIT_FAILED
+
+
+def _give_anchors_verdicts(conn, dataset: str) -> None:
+    """The human verdicts given since onto the anchors, so this run's drift check sees them."""
+    from eval_harness.agreement.people import give_anchors_verdicts
+
+    give_anchors_verdicts(conn, dataset)
+    conn.commit()
+
+
+def _check_refreeze(args, settings: Settings) -> None:
+    if not settings.judges.anchors.enabled:
+        raise CliError("--refreeze-anchors needs the anchor set switched on: add "
+                       "`anchors: {pairs: 100, seed: 0}` under judges in config.yaml.")
+    if args.shard is not None:
+        raise CliError("--refreeze-anchors freezes the set from the whole dataset's pairs; run "
+                       "it without --shard.")
+
+
+def _refreeze_notice(conn, settings: Settings, dataset: str, *, dry_run: bool) -> str:
+    """What ``--refreeze-anchors`` drops and what it freezes instead, said before the run."""
+    from eval_harness.judges.dual.anchor_refreeze import describe_frozen, frozen_judges
+
+    judges = ", ".join(f"judge {slot} {spec}" for slot, spec in
+                       ((1, settings.judges.judge1), (2, settings.judges.judge2)))
+    verb = "would drop" if dry_run else "drops"
+    return (f"--refreeze-anchors: this run {verb} the anchor set of '{dataset}' "
+            f"({describe_frozen(frozen_judges(conn, dataset))}) after judging, and freezes "
+            f"{settings.judges.anchors.pairs} pairs anew from {judges}, re-scored past the "
+            "cache (one request per anchor and LLM judge, logged as anchors)")
 
 
 def _dry_run(args, settings: Settings, location, dataset: str) -> int:

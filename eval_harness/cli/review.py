@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
@@ -102,12 +103,18 @@ def cmd_review_import(args, settings: Settings) -> int:
 
 def cmd_agreement(args, settings: Settings) -> int:
     from eval_harness.agreement.data import dataset_agreement
+    from eval_harness.agreement.people import recorded_agreement
     from eval_harness.agreement.report import format_agreement_markdown
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings, read_only=True).connection() as conn:
         result = dataset_agreement(conn, dataset, settings.agreement, configured_judges=(
             settings.judges.judge1, settings.judges.judge2))
+        # the judges' record and the anchors get the people figures: the only writes
+        result, recorded = recorded_agreement(conn, result)
+    if not recorded.written:
+        print(f"judges' record of '{dataset}' not updated: this role may not write the "
+              "harness schema, so it shows the figures of the last update", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
     else:

@@ -243,21 +243,29 @@ def read_answers_file(path: Path | str) -> Iterator[_Record]:
 # --- importing -----------------------------------------------------------------------------
 
 def import_answers(conn: psycopg.Connection, path: Path | str, *,
-                   relation: str = DEFAULT_RELATION) -> ImportReport:
+                   relation: str = DEFAULT_RELATION,
+                   records: Sequence[Any] | None = None) -> ImportReport:
     """Merge the answers of ``path`` into ``relation`` by id, in one transaction.
 
     The file is validated completely first (see the module docstring); a bad line raises
-    :class:`AnswersFileError` naming ``file:line`` and nothing is written.
+    :class:`AnswersFileError` naming ``file:line`` and nothing is written. ``records``, when
+    given, are the file's answers already read and validated by another format's reader
+    (:mod:`eval_harness.gates.answer_formats`): objects with ``id, query, answer, sources,
+    created_at`` and, from traces, ``trace_id, span_id`` (stored too, migration 0019).
     """
     path = Path(path)
-    for _ in read_answers_file(path):  # validate everything before touching the store
-        pass
+    if records is None:
+        for _ in read_answers_file(path):  # validate everything before touching the store
+            pass
+    traced = records is not None and any(getattr(r, "trace_id", None) for r in records)
+    rows = (((r.id, r.query, r.answer, r.sources, r.created_at)
+             + ((r.trace_id, r.span_id) if traced else ()))
+            for r in (records if records is not None else read_answers_file(path)))
     try:
         with conn.transaction():
             sql.lock_answers_import(conn, _IMPORT_LOCK + relation)
-            total, updated, inserted, days = sql.merge_answers(conn, relation, (
-                (r.id, r.query, r.answer, r.sources, r.created_at)
-                for r in read_answers_file(path)))
+            total, updated, inserted, days = sql.merge_answers(conn, relation, rows,
+                                                               traced=traced)
     except psycopg.errors.InsufficientPrivilege as exc:  # not a schema problem: no migrate
         raise AnswersRelationError(f"Cannot write answers into '{relation}': "
                                    f"{_refusal(conn, exc)}") from None
@@ -266,8 +274,9 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
             psycopg.errors.WrongObjectType) as exc:
         raise AnswersRelationError(
             f"Cannot write answers into '{relation}' ({_first_line(exc)}); import needs a table "
-            "(or an updatable view) with the answers columns: run `eval-harness migrate` or "
-            "check quality_gates.answers_relation.") from None
+            "(or an updatable view) with the answers columns (answers from traces also "
+            "trace_id and span_id): run `eval-harness migrate` or check "
+            "quality_gates.answers_relation.") from None
     return ImportReport(path, relation, inserted, updated, total - inserted - updated, days)
 
 

@@ -105,41 +105,61 @@ def lock_answers_import(conn: psycopg.Connection, key: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
 
-def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple],
-                  ) -> tuple[int, int, int, tuple[date, ...]]:
+def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple], *,
+                  traced: bool = False) -> tuple[int, int, int, tuple[date, ...]]:
     """Merge ``rows`` ``(id, query, answer, sources, created_at or None)`` into ``relation`` by
     id, in the caller's transaction: ``(rows, updated, inserted, days)``, ``days`` the UTC
     days the rows' answers are in. A missing ``created_at`` keeps the stored time (now, for a
-    new answer); identical answers are left untouched."""
+    new answer); identical answers are left untouched. With ``traced`` each row also carries
+    ``trace_id, span_id`` (migration 0019), written and compared like the rest."""
     target = relation_sql(relation)
-    conn.execute("""CREATE TEMP TABLE _import_answers (
+    extra = ["trace_id", "span_id"] if traced else []
+    conn.execute(sql.SQL("""CREATE TEMP TABLE _import_answers (
                         id text PRIMARY KEY, query text NOT NULL, answer text NOT NULL,
-                        sources jsonb NOT NULL, created_at timestamptz) ON COMMIT DROP""")
+                        sources jsonb NOT NULL, created_at timestamptz{extra}) ON COMMIT DROP""")
+                 .format(extra=sql.SQL("".join(f", {c} text" for c in extra))))
     with conn.cursor().copy("COPY _import_answers FROM STDIN WITH (FORMAT BINARY)") as copy:
-        copy.set_types(["text", "text", "text", "jsonb", "timestamptz"])
-        for answer_id, query, answer, sources, created_at in rows:
-            copy.write_row((answer_id, query, answer, Jsonb(sources), created_at))
+        copy.set_types(["text", "text", "text", "jsonb", "timestamptz"] + ["text"] * len(extra))
+        for answer_id, query, answer, sources, created_at, *ids in rows:
+            copy.write_row((answer_id, query, answer, Jsonb(sources), created_at, *ids))
     total = conn.execute("SELECT count(*) FROM _import_answers").fetchone()[0]
+    columns = [sql.Identifier(c) for c in extra]
     updated = conn.execute(sql.SQL("""
         UPDATE {target} AS a SET query = s.query, answer = s.answer, sources = s.sources,
-               created_at = COALESCE(s.created_at, a.created_at)
+               created_at = COALESCE(s.created_at, a.created_at){set_extra}
         FROM _import_answers s
         WHERE a.id = s.id
-          AND (a.query, a.answer, a.sources::jsonb, a.created_at) IS DISTINCT FROM
-              (s.query, s.answer, s.sources, COALESCE(s.created_at, a.created_at))
-        """).format(target=target)).rowcount
+          AND (a.query, a.answer, a.sources::jsonb, a.created_at{a_extra}) IS DISTINCT FROM
+              (s.query, s.answer, s.sources, COALESCE(s.created_at, a.created_at){s_extra})
+        """).format(
+        target=target,
+        set_extra=sql.SQL("").join(sql.SQL(", {c} = s.{c}").format(c=c) for c in columns),
+        a_extra=sql.SQL("").join(sql.SQL(", a.{}").format(c) for c in columns),
+        s_extra=sql.SQL("").join(sql.SQL(", s.{}").format(c) for c in columns))).rowcount
     inserted = conn.execute(sql.SQL("""
-        INSERT INTO {target} (id, query, answer, sources, created_at)
-        SELECT s.id, s.query, s.answer, s.sources, COALESCE(s.created_at, now())
+        INSERT INTO {target} (id, query, answer, sources, created_at{extra})
+        SELECT s.id, s.query, s.answer, s.sources, COALESCE(s.created_at, now()){s_extra}
         FROM _import_answers s
         WHERE NOT EXISTS (SELECT 1 FROM {target} a WHERE a.id = s.id)
-        """).format(target=target)).rowcount
+        """).format(target=target,
+                    extra=sql.SQL("").join(sql.SQL(", {}").format(c) for c in columns),
+                    s_extra=sql.SQL("").join(sql.SQL(", s.{}").format(c) for c in columns))
+    ).rowcount
     days = tuple(row[0] for row in conn.execute(sql.SQL("""
         SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {target} a
         JOIN _import_answers s USING (id) ORDER BY 1""").format(target=target)))
     # ON COMMIT DROP does not fire when the caller's transaction is still open.
     conn.execute("DROP TABLE _import_answers")
     return total, updated, inserted, days
+
+
+def answer_trace_links(conn: psycopg.Connection, relation: str,
+                       ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``{answer id: (trace_id, span_id)}`` for those of ``ids`` imported from traces."""
+    rows = conn.execute(sql.SQL("SELECT id, trace_id, span_id FROM {} WHERE id = ANY(%s) "
+                                "AND trace_id IS NOT NULL").format(relation_sql(relation)),
+                        (list(ids),)).fetchall()
+    return {answer_id: (trace_id, span_id) for answer_id, trace_id, span_id in rows}
 
 
 def latest_answer_day(conn: psycopg.Connection, relation: str) -> date | None:

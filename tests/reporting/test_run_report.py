@@ -223,7 +223,9 @@ def test_every_section_renders_with_the_stored_numbers(realistic, conn, tmp_path
     assert all(any(h.startswith(title) for h in page.headings)
                for title in SECTION_TITLES.values())
     images = [decoded_png(src) for src in page.images]
-    assert len(images) == 5 and all(image.startswith(PNG_MAGIC) for image in images)
+    # the calibration grid, four trends and the judges by run date (the run wrote a record)
+    assert len(images) == 6 and all(image.startswith(PNG_MAGIC) for image in images)
+    assert "judges-record.png" in {path.name for path in report.png_paths}
     assert sorted(images) == sorted(path.read_bytes() for path in report.png_paths)
     assert report.directory.parent == tmp_path / "reports" / "runs"
     assert report.directory.name.endswith(f"-{run_id[:8]}")

@@ -88,3 +88,49 @@ def measured_today(conn: psycopg.Connection, dataset: str, judge: int, judge_spe
         "                   WHERE a.dataset = r.dataset) "
         "ORDER BY created_at DESC, id DESC LIMIT 1",
         (dataset, judge, judge_spec, prompt_version)).fetchone()
+
+
+def set_human_labels(conn: psycopg.Connection, dataset: str,
+                     labels: Sequence[tuple[str, int, bool]]) -> int:
+    """Set the human verdict ``(query_key, doc_id, relevant?)`` on the anchors of ``dataset``
+    that are that pair (every judge's row of it); how many rows changed. An anchor without a
+    verdict in ``labels`` keeps the one it has."""
+    if not labels:
+        return 0
+    return conn.execute(
+        "UPDATE judge_anchors a SET human_label = v.label "
+        "FROM unnest(%s::text[], %s::int[], %s::bool[]) AS v(query_key, doc_id, label) "
+        "WHERE a.dataset = %s AND a.query_key = v.query_key AND a.doc_id = v.doc_id "
+        "AND a.human_label IS DISTINCT FROM v.label",
+        ([k for k, _, _ in labels], [d for _, d, _ in labels], [b for _, _, b in labels],
+         dataset)).rowcount
+
+
+def frozen_set(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """What the anchor set of ``dataset`` holds, per judge: ``(judge, judge_spec,
+    prompt_version, pairs, frozen_at)``; [] when none is frozen."""
+    return conn.execute(
+        "SELECT judge, judge_spec, prompt_version, count(*), min(frozen_at) FROM judge_anchors "
+        "WHERE dataset = %s GROUP BY judge, judge_spec, prompt_version ORDER BY judge",
+        (dataset,)).fetchall()
+
+
+def drop_anchors(conn: psycopg.Connection, dataset: str) -> int:
+    """Delete the frozen anchor set of ``dataset`` (its comparisons stay, as history); how many
+    rows went."""
+    return conn.execute("DELETE FROM judge_anchors WHERE dataset = %s", (dataset,)).rowcount
+
+
+def refreeze_scores(conn: psycopg.Connection, dataset: str, judge: int,
+                    scores: Sequence[tuple[str, int, float, bool]]) -> int:
+    """Freeze ``(query_key, doc_id, score, label)`` as ``judge``'s values on those anchors of
+    ``dataset`` (a re-frozen set's fresh scores); how many rows changed."""
+    if not scores:
+        return 0
+    return conn.execute(
+        "UPDATE judge_anchors a SET frozen_score = v.score, frozen_label = v.label, "
+        "frozen_at = now() FROM unnest(%s::text[], %s::int[], %s::float8[], %s::bool[]) "
+        "AS v(query_key, doc_id, score, label) WHERE a.dataset = %s AND a.judge = %s "
+        "AND a.query_key = v.query_key AND a.doc_id = v.doc_id",
+        ([s[0] for s in scores], [s[1] for s in scores], [s[2] for s in scores],
+         [s[3] for s in scores], dataset, judge)).rowcount

@@ -9,9 +9,15 @@ rows) with the figures the run measured, each None when it did not:
 * ``self flips``: the test-retest label flip rate and Krippendorff's alpha on the scores
   (``judges.retest`` / ``judge --retest``, :mod:`.retest`);
 * ``kappa other``: the run's pooled Cohen's kappa between the two judges;
-* ``with people``: the share of anchors with a human verdict whose label now matches it
-  (``judges.anchors``, :mod:`.anchors`);
-* ``anchor flips``: the flip rate against the frozen anchor labels and its Wilson lower bound.
+* ``anchor flips``: the flip rate against the frozen anchor labels with its Wilson interval,
+  and the share of anchors with a human verdict whose label now matches it
+  (``judges.anchors``, :mod:`.anchors`).
+
+The judges layer knows no human verdicts beyond the anchors', so the agreement step (a layer
+above) fills the rest onto the newest row of each judge through :func:`record_people`:
+``with people``, the judge's Cohen's kappa against every human verdict the harness holds (the
+human sample and the adjudicated review queue) with a bootstrap-over-queries interval and its
+n, and ``kappa other`` with its interval, both over the dataset's stored scores.
 
 :func:`load_record` reads the newest rows per spec; :func:`record_table` lays them out for
 ``eval-harness agreement`` and the run report."""
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import psycopg
 
@@ -50,6 +56,12 @@ class RecordRow:
     human_agreement: float | None
     anchor_flip_rate: float | None
     anchor_flip_low: float | None
+    anchor_flip_high: float | None = None
+    people_kappa: float | None = None       # Cohen's kappa against the human verdicts
+    people_kappa_low: float | None = None
+    people_kappa_high: float | None = None
+    people_pairs: int = 0                   # pairs with a verdict the judge scored
+    people_queries: int = 0                 # their queries: the bootstrap's units
 
 
 def _prompt_version(judge) -> str | None:
@@ -80,7 +92,8 @@ def record_rows(summary, judges: Sequence) -> list[dict]:
             "human_pairs": 0 if anchor is None else anchor.human_pairs,
             "human_agreement": None if anchor is None else anchor.human_agreement,
             "anchor_flip_rate": None if anchor is None else anchor.flip_rate,
-            "anchor_flip_low": None if anchor is None else anchor.flip_low})
+            "anchor_flip_low": None if anchor is None else anchor.flip_low,
+            "anchor_flip_high": None if anchor is None else anchor.flip_high})
     return rows
 
 
@@ -88,6 +101,20 @@ def write_record(conn: psycopg.Connection, summary, judges: Sequence) -> None:
     """Store the run's rows and commit."""
     record_sql.store_record(conn, record_rows(summary, judges))
     conn.commit()
+
+
+def record_people(conn: psycopg.Connection, dataset: str,
+                  figures: Mapping[int, Mapping[str, object]]) -> dict[int, str]:
+    """Write the agreement step's ``figures`` per judge (keys among
+    :data:`~.record_sql.PEOPLE_COLUMNS`) onto the newest row of each judge of ``dataset``;
+    ``{judge: run id}`` of the rows updated (a judge without a row yet is left out). The
+    caller commits."""
+    updated = {}
+    for judge, values in sorted(figures.items()):
+        run_id = record_sql.update_people(conn, dataset, judge, values)
+        if run_id is not None:
+            updated[judge] = run_id
+    return updated
 
 
 def load_record(conn: psycopg.Connection, dataset: str, *,
@@ -106,18 +133,48 @@ def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _kappa_cell(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return _num(value) if low is None or high is None else (
+        f"{_num(value)} [{_num(low)}, {_num(high)}]")
+
+
+def people_cell(row: RecordRow) -> str:
+    """``0.712 [0.540, 0.850] (40 pairs, 12 queries)``: kappa against the human verdicts."""
+    if row.people_kappa is None:
+        return "n/a"
+    return (f"{_kappa_cell(row.people_kappa, row.people_kappa_low, row.people_kappa_high)} "
+            f"({row.people_pairs} pairs, {row.people_queries} queries)")
+
+
+def anchor_cell(row: RecordRow) -> str:
+    """``4.0% [1.1%, 13.5%]; people 90.0% of 10``: flips against the frozen anchor labels
+    (Wilson interval) and agreement with the human verdicts on anchors."""
+    if row.anchor_flip_rate is None:
+        return "n/a"
+    bounds = (f"[{_pct(row.anchor_flip_low)}, {_pct(row.anchor_flip_high)}]"
+              if row.anchor_flip_high is not None else f"(>= {_pct(row.anchor_flip_low)})")
+    people = ("" if row.human_agreement is None
+              else f"; people {_pct(row.human_agreement)} of {row.human_pairs}")
+    return f"{_pct(row.anchor_flip_rate)} {bounds}{people}"
+
+
 def record_table(rows: Sequence[RecordRow]) -> list[tuple[str, ...]]:
     """The rows as text cells under :data:`HEADER` ("n/a": not measured that run)."""
-    out = []
-    for row in rows:
-        people = ("n/a" if row.human_agreement is None
-                  else f"{_pct(row.human_agreement)} of {row.human_pairs}")
-        anchor = ("n/a" if row.anchor_flip_rate is None
-                  else f"{_pct(row.anchor_flip_rate)} (>= {_pct(row.anchor_flip_low)})")
-        out.append((row.recorded_at.strftime("%Y-%m-%d %H:%M"), str(row.judge),
-                    row.judge_spec, row.server or "default", row.prompt_version or "-",
-                    _pct(row.retest_flip_rate), _num(row.kappa_other), people, anchor))
-    return out
+    return [(row.recorded_at.strftime("%Y-%m-%d %H:%M"), str(row.judge), row.judge_spec,
+             row.server or "default", row.prompt_version or "-", _pct(row.retest_flip_rate),
+             _kappa_cell(row.kappa_other, row.kappa_other_low, row.kappa_other_high),
+             people_cell(row), anchor_cell(row)) for row in rows]
+
+
+RECORD_READING = (
+    "Self flips: the test-retest label flip rate (`judges.retest`). Kappa other: Cohen's "
+    "kappa with the other judge, with its bootstrap interval once the agreement step has run. "
+    "With people: Cohen's kappa against the human verdicts (human sample and adjudicated "
+    "review queue) with its bootstrap-over-queries interval and n. Anchor flips: the flip "
+    "rate against the frozen anchor labels with its Wilson interval, and agreement with the "
+    "human verdicts on anchors. n/a: not measured that run.")
 
 
 def format_record_markdown(rows: Sequence[RecordRow]) -> str:
@@ -129,7 +186,4 @@ def format_record_markdown(rows: Sequence[RecordRow]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(cells) + " |" for cells in record_table(rows)]
     return (head + f"The last {RECENT} runs of each judge spec (provider:model, server, prompt "
-            "version). Self flips: test-retest label flip rate; kappa other: pooled kappa with "
-            "the other judge; with people: agreement with human verdicts on anchors; anchor "
-            "flips: flip rate against the frozen anchor labels (its lower bound). n/a: not "
-            "measured that run.\n\n" + "\n".join(lines) + "\n")
+            f"version). {RECORD_READING}\n\n" + "\n".join(lines) + "\n")

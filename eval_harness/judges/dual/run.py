@@ -80,6 +80,8 @@ from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: 
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
 from eval_harness.judges.dual.anchor_nights import (anchors_of_the_night, freeze_once,
                                                     run_passages)
+from eval_harness.judges.dual.anchor_refreeze import refreeze
+from eval_harness.judges.dual.anchors import freeze_from_run
 from eval_harness.judges.dual.record import write_record
 from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
@@ -152,7 +154,8 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
                               progress: ProgressCallback | None = None,
                               session_options: dict | None = None,
                               retry_unscored: bool = False,
-                              shard: tuple[int, int] | None = None) -> JudgeRunSummary:
+                              shard: tuple[int, int] | None = None,
+                              refreeze_anchors: bool = False) -> JudgeRunSummary:
     """Judge every planned pair of ``dataset`` with both judges and write ``ground_truth``.
 
     ``shard=(i, n)`` judges only the queries of shard ``i`` of ``n``
@@ -167,12 +170,15 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
     whose cached replies leave it unscored is asked anew (see :mod:`eval_harness.judges.llm`).
+    ``refreeze_anchors`` (with ``judges.anchors`` on): the run replaces the dataset's anchor
+    set with one frozen from the current judges (:mod:`.anchor_refreeze`).
     """
     with judge_run_lock(conn, dataset, shard):
         summary = await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
                                        run_id=run_id, progress=progress,
                                        session_options=session_options,
-                                       retry_unscored=retry_unscored, shard=shard)
+                                       retry_unscored=retry_unscored, shard=shard,
+                                       refreeze_anchors=refreeze_anchors)
         config = settings.datasets.get(dataset)
         if summary.stopped == "interrupt":
             return summary  # the rerun writes back what it completes
@@ -189,7 +195,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                          progress: ProgressCallback | None,
                          session_options: dict | None,
                          retry_unscored: bool = False,
-                         shard: tuple[int, int] | None = None) -> JudgeRunSummary:
+                         shard: tuple[int, int] | None = None,
+                         refreeze_anchors: bool = False) -> JudgeRunSummary:
     started = time.monotonic()
     planned = queries_of_shard(plan_queries(conn, dataset, settings, limit=limit), shard)
     threshold = settings.agreement.relevance_threshold
@@ -214,11 +221,11 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         if progress is not None:
             progress(0, summary.pairs)
         anchors = settings.judges.anchors
-        if anchors.enabled:  # before any label: a changed judge is compared with the old first
+        refreeze_anchors = refreeze_anchors and anchors.enabled  # the old set is not re-judged
+        if anchors.enabled and not refreeze_anchors:  # before any label: a changed judge first
             summary.anchors = await anchors_of_the_night(
                 conn, session, settings.judges.drift, dataset=dataset, threshold=threshold,
                 passages=run_passages(planned, documents))
-            summary.budget_lines += _line_used_up(session, "anchor")
         claims = QueryClaims(conn)
         rounds = JudgingRounds(conn, session, summary, documents, threshold=threshold,
                                concurrency=settings.judges.concurrency, progress=progress,
@@ -232,9 +239,19 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
             if anchors.enabled and not session.pipeline.stopped:
-                summary.anchors_frozen = await freeze_once(
-                    conn, session, planned, rounds.first_scores, documents, anchors,
-                    dataset=dataset, threshold=threshold)
+                if refreeze_anchors:
+                    def freeze() -> int:
+                        return freeze_from_run(conn, session, planned, rounds.first_scores,
+                                               documents, anchors, dataset=dataset,
+                                               threshold=threshold)
+
+                    summary.refrozen = await refreeze(conn, session, freeze, dataset=dataset,
+                                                      threshold=threshold)
+                    summary.anchors_frozen = summary.refrozen.frozen
+                else:  # of shards finishing together, one freezes the set
+                    summary.anchors_frozen = await freeze_once(
+                        conn, session, planned, rounds.first_scores, documents, anchors,
+                        dataset=dataset, threshold=threshold)
             retest = settings.judges.retest
             if retest.enabled and not session.pipeline.stopped:
                 summary.retest = await run_retest(
@@ -244,12 +261,14 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                     threshold=threshold, bootstrap={
                         "n_resamples": settings.agreement.bootstrap_resamples,
                         "confidence": settings.agreement.confidence})
-                summary.budget_lines += _line_used_up(session, "retest")
         except StoreLost as exc:
             exc.kept = summary.kept()
             raise
         finally:
             claims.release_all()
+            # one sentence per budget line that stopped its step (the run went on)
+            summary.budget_lines = [sentence for purpose in ("anchor", "retest")
+                                    for sentence in _line_used_up(session, purpose)]
         stats = session.stats
         summary.pooled_kappa = pair_kappa(*rounds.pooled[:2], threshold=threshold)
         summary.stopped = session.pipeline.stopped

@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_harness.judges.client.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
+from eval_harness.judges.dual.anchor_refreeze import Refrozen
 from eval_harness.judges.dual.anchors import AnchorComparison
 from eval_harness.judges.dual.retest import JudgeRetest
 from eval_harness.judges.dual.staged import StagingReport
@@ -74,6 +75,7 @@ class JudgeRunSummary:
     anchors: list[AnchorComparison] | None = None  # judges.anchors: each judge vs its frozen self
     anchors_frozen: int = 0         # pairs this run froze as the anchor set (its first run)
     budget_lines: list[str] = field(default_factory=list)  # a retest/anchor line used up
+    refrozen: Refrozen | None = None  # judge --refreeze-anchors: the set dropped, the new one
 
     def kept(self) -> str:
         """What a stopped run keeps, for the line the command prints."""
@@ -114,6 +116,7 @@ class JudgeRunSummary:
                     retest=None if self.retest is None else [r.to_dict() for r in self.retest],
                     anchors=None if self.anchors is None
                     else [a.to_dict() for a in self.anchors],
+                    refrozen=None if self.refrozen is None else self.refrozen.to_dict(),
                     cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
         return data
 
@@ -214,7 +217,9 @@ class JudgeRunSummary:
         if self.staging is not None:
             lines.append(self.staging.format())
         lines += [a.line() for a in self.anchors or ()]
-        if self.anchors_frozen:
+        if self.refrozen is not None:
+            lines.append(self.refrozen.line())
+        elif self.anchors_frozen:
             lines.append(f"anchor set frozen: {self.anchors_frozen} pairs "
                          "(re-judged past the cache by every later run)")
         lines += [r.line() for r in self.retest or ()]

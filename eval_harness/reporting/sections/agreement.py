@@ -9,8 +9,9 @@ import psycopg
 
 from eval_harness.agreement.data import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, record_table
+from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, load_record, record_table
 from eval_harness.reporting import formatting as fmt
+from eval_harness.reporting.judge_trend import HISTORY, judge_trend_blocks
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Details, Metric, Paragraph,
                                            Section, Table, no_data)
@@ -63,6 +64,9 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
                             (False,) * 5 + (True,) * 4,
                             caption="Judges' record: the last runs of each judge spec (n/a: "
                             "not measured that run)"))
+    blocks += [Paragraph(people.line() + ".") for people in result.people
+               if people.report is not None]
+    blocks += judge_trend_blocks(load_record(conn, dataset, per_spec=HISTORY))
     if result.n_judge2_skipped:
         blocks.append(Paragraph(_staging_sentence(conn, settings, dataset,
                                                   result.n_judged_queries)))

@@ -1,0 +1,131 @@
+"""OTLP/JSON trace exports (as a collector's file exporter writes them) from a RAG loop traced
+with the real OpenTelemetry SDK and OpenInference instrumentation, imported as answers."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
+                                               read_answer_records)
+from eval_harness.gates.answers import AnswersFileError
+from traced_rag import otlp_json_lines, run_rag
+
+
+@pytest.fixture
+def conn(rolled_back):
+    """Answers dated today stay out of the other tests' gate windows."""
+    return rolled_back
+
+
+def stored(conn, ids):
+    rows = conn.execute("SELECT id, query, answer, sources, created_at, trace_id, span_id "
+                        "FROM answers WHERE id = ANY(%s)", (ids,)).fetchall()
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_each_trace_becomes_one_answer_linked_to_its_llm_span(conn, tmp_path):
+    spans, expected = run_rag()
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_json_lines(spans, batches=2))
+    report, guess = import_answers_file(conn, path)
+    assert guess.format == "otlp-json"
+    assert (report.inserted, report.updated, report.unchanged) == (3, 0, 0)
+    rows = stored(conn, [e.trace_id for e in expected])
+    for e in expected:
+        query, answer, sources, created_at, trace_id, span_id = rows[e.trace_id]
+        # the answer is the last LLM span's message text, not the rewrite call's, and not
+        # its output.value (the provider's JSON)
+        assert (query, answer, trace_id, span_id) == (e.query, e.answer, e.trace_id, e.span_id)
+        assert [s["id"] for s in sources] == e.source_ids
+        assert sources[0]["score"] > sources[1]["score"]
+        assert created_at == e.started
+
+
+def test_reimport_is_idempotent_and_a_changed_answer_is_an_update(conn, tmp_path):
+    spans, expected = run_rag()
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_json_lines(spans))
+    import_answers_file(conn, path)
+    again, _ = import_answers_file(conn, path)
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
+    path.write_text(path.read_text().replace(expected[1].answer, "Statins do nothing [1]"))
+    changed, _ = import_answers_file(conn, path)
+    assert (changed.inserted, changed.updated, changed.unchanged) == (0, 1, 2)
+
+
+def test_base64_ids_of_protobufs_generic_json_read_the_same(tmp_path):
+    spans, _ = run_rag()
+    hex_path, b64_path = tmp_path / "hex.jsonl", tmp_path / "b64.jsonl"
+    hex_path.write_text(otlp_json_lines(spans, ids="hex"))
+    b64_path.write_text(otlp_json_lines(spans, ids="base64"))
+    assert hex_path.read_text() != b64_path.read_text()
+    assert detect_format(b64_path).format == "otlp-json"
+    assert read_answer_records(hex_path, "otlp-json") == read_answer_records(b64_path,
+                                                                             "otlp-json")
+
+
+def test_a_trace_without_an_llm_span_is_named_and_nothing_is_imported(conn, tmp_path):
+    good, good_expected = run_rag(["Does sleep help memory?"])
+    bad, bad_expected = run_rag(["Do statins lower cholesterol?"], rewrite=False,
+                                answer_span=False)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_json_lines(list(good), batches=1) + otlp_json_lines(list(bad),
+                                                                              batches=1))
+    with pytest.raises(AnswersFileError) as raised:
+        import_answers_file(conn, path)
+    assert str(raised.value) == (
+        f"{path}:2: trace {bad_expected[0].trace_id}: has no LLM span "
+        "(openinference.span.kind LLM) to take the answer from.")
+    assert stored(conn, [good_expected[0].trace_id, bad_expected[0].trace_id]) == {}
+
+
+def test_a_line_that_is_not_json_is_named(conn, tmp_path):
+    spans, expected = run_rag()
+    path = tmp_path / "traces.jsonl"
+    lines = otlp_json_lines(spans, batches=3).splitlines()
+    lines[1] = lines[1][:-10]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnswersFileError, match=rf"^{path}:2: not valid JSON \("):
+        import_answers_file(conn, path, fmt="otlp-json")
+    assert stored(conn, [e.trace_id for e in expected]) == {}
+
+
+def test_a_span_without_a_trace_id_is_named(tmp_path):
+    spans, _ = run_rag()
+    request = json.loads(otlp_json_lines(spans, batches=1))
+    del request["resourceSpans"][0]["scopeSpans"][0]["spans"][2]["traceId"]
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(request) + "\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value) == f"{path}:1: its traceId is not 16 bytes of hex (or base64)"
+
+
+def test_a_line_that_is_no_trace_export_is_named(tmp_path):
+    spans, _ = run_rag()
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_json_lines(spans, batches=1) + '{"resourceLogs": []}\n')
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value) == (f"{path}:2: not an OTLP/JSON trace export (no resourceSpans "
+                                 "list)")
+
+
+def test_a_trace_from_the_future_is_named_by_line_and_trace(tmp_path):
+    spans, expected = run_rag(["Does sleep help memory?"])
+    text = otlp_json_lines(spans, batches=1)
+    later = 3 * 24 * 3600 * 10**9  # three days, in nanoseconds
+    shifted = json.loads(text)
+    for span in shifted["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("startTimeUnixNano", "endTimeUnixNano"):
+            span[key] = str(int(span[key]) + later)
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(shifted) + "\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value).startswith(
+        f"{path}:1: trace {expected[0].trace_id}: created "
+        f"{(expected[0].started + timedelta(days=3)).isoformat()}, more than a day after now")
