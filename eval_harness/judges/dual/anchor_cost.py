@@ -57,6 +57,7 @@ def anchor_estimates(conn: psycopg.Connection, settings: Settings, prices: Price
     """Each judge's anchor requests for ``dataset`` (frozen anchors in ``judge_anchors``)."""
     from eval_harness.judges.dual.dry_run import (
         _server, estimated_input_tokens, estimated_output_tokens)
+    from eval_harness.judges.dual.anchors import human_fingerprint
     from eval_harness.judges.llm import LLMJudge
     from eval_harness.judges.local.relevance import LOCAL_PROMPT_VERSION
 
@@ -70,7 +71,8 @@ def anchor_estimates(conn: psycopg.Connection, settings: Settings, prices: Price
                  LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider)))
         version = (LOCAL_PROMPT_VERSION if judge is None
                    else judge.relevance_request("", "").prompt_version)
-        today = anchor_sql.measured_today(conn, dataset, number, spec, version) if rows else None
+        today = (anchor_sql.measured_today(conn, dataset, number, spec, version,
+                                           human_fingerprint(rows)) if rows else None)
         if today is not None:  # once per UTC day (eval_harness.judges.dual.anchor_nights)
             estimate.measured_by = today[0]
         elif judge is not None:

@@ -7,8 +7,9 @@ nothing more. So the anchor step runs under a claim on the dataset (an advisory 
 own space, :class:`~eval_harness.judges.dual.claims.QueryClaims`; waited for by polling, so
 the run's event loop stays free): the first run re-judges, the others wait for it and then
 find its comparison. A judge whose comparison was measured today (UTC, by the store's
-clock), with the same spec and prompt version and since the set was last frozen, is not
-re-judged: this run stores a copy of that comparison under its own run id (requests and
+clock), with the same spec and prompt version, since the set was last frozen and with the
+same human verdicts on the anchors (people labelling since would make its human agreement
+stale), and not cut short by its budget line, is not re-judged: this run stores a copy of that comparison under its own run id (requests and
 cost 0, ``reused_from`` naming the run that measured it), so its drift check and its record
 read it like their own. A judge changed in config has no comparison today and is re-judged.
 
@@ -25,7 +26,8 @@ import psycopg
 from eval_harness.judges.dual import anchor_sql
 from eval_harness.judges.dual.anchors import (AnchorComparison, _prompt_version,
                                               comparison_from_row, freeze_from_run,
-                                              rejudge_anchors, stored_comparisons)
+                                              human_fingerprint, rejudge_anchors,
+                                              stored_comparisons)
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import Passage
@@ -59,9 +61,11 @@ async def anchors_of_the_night(conn: psycopg.Connection, session, drift: DriftSe
     try:
         reused, todo = [], []
         mine = {c.judge: c for c in stored_comparisons(conn, dataset, run_id=session.run_id)}
+        frozen = anchor_sql.frozen_anchors(conn, dataset)
         for slot, judge in ((1, session.judge1), (2, session.judge2)):
+            humans = human_fingerprint([r for r in frozen if r[0] == slot])
             row = anchor_sql.measured_today(conn, dataset, slot, judge.spec,
-                                            _prompt_version(judge))
+                                            _prompt_version(judge), humans)
             if row is None:
                 todo.append(slot)
                 continue

@@ -15,7 +15,8 @@ _COLUMNS = ("judge", "judge_spec", "model", "prompt_version", "query_key", "doc_
 RUN_COLUMNS = ("run_id", "dataset", "judge", "judge_spec", "prompt_version", "frozen_spec",
                "frozen_prompt_version", "pairs", "flips", "flip_rate", "flip_low",
                "flip_high", "score_shift", "shift_low", "shift_high", "human_pairs",
-               "human_agreement", "requests", "cost_usd", "reused_from", "cut_short")
+               "human_agreement", "requests", "cost_usd", "reused_from", "cut_short",
+               "human_labels")
 
 
 def freeze_anchors(conn: psycopg.Connection, dataset: str, rows: Sequence[tuple]) -> None:
@@ -73,21 +74,21 @@ def anchor_trend(conn: psycopg.Connection, dataset: str) -> list[tuple]:
 
 
 def measured_today(conn: psycopg.Connection, dataset: str, judge: int, judge_spec: str,
-                   prompt_version: str | None) -> tuple | None:
+                   prompt_version: str | None, human_labels: str) -> tuple | None:
     """The newest comparison of ``judge`` (this spec and prompt version) with the anchors
     of ``dataset`` measured (not reused, not cut short by its budget line) today, UTC, since
-    the set was last frozen:
-    :data:`RUN_COLUMNS`; None when there is none."""
+    the set was last frozen, with the same human verdicts (``human_labels``, their
+    fingerprint): :data:`RUN_COLUMNS`; None when there is none."""
     return conn.execute(
         f"SELECT {', '.join(RUN_COLUMNS)} FROM judge_anchor_runs r "
         "WHERE dataset = %s AND judge = %s AND judge_spec = %s "
         "AND prompt_version IS NOT DISTINCT FROM %s AND reused_from IS NULL "
-        "AND NOT cut_short "
+        "AND NOT cut_short AND human_labels = %s "
         "AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
         "AND created_at >= (SELECT max(frozen_at) FROM judge_anchors a "
         "                   WHERE a.dataset = r.dataset) "
         "ORDER BY created_at DESC, id DESC LIMIT 1",
-        (dataset, judge, judge_spec, prompt_version)).fetchone()
+        (dataset, judge, judge_spec, prompt_version, human_labels)).fetchone()
 
 
 def set_human_labels(conn: psycopg.Connection, dataset: str,

@@ -31,6 +31,7 @@ use that comparison (``reused_from`` names the run that measured it).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
@@ -168,6 +169,13 @@ def choose_anchors(pairs: Sequence[tuple[str, int]], *, size: int, seed: int) ->
     return [order[i] for i in sorted(picked)]
 
 
+def human_fingerprint(rows: Sequence[tuple]) -> str:
+    """A short digest of the human verdicts on one judge's anchors (``frozen_anchors`` rows):
+    the same verdicts, the same digest."""
+    verdicts = sorted((r[4], r[5], r[10]) for r in rows if r[10] is not None)
+    return hashlib.sha256(repr(verdicts).encode()).hexdigest()[:16]
+
+
 def _prompt_version(judge) -> str | None:
     """The judge's prompt version; a local judge's is its heuristics' version."""
     if not hasattr(judge, "relevance_request"):
@@ -247,7 +255,8 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
             cost_usd=sum(r.cost_usd for r in done))
         comparison = replace(comparison, cut_short=cut_short)
         anchor_sql.store_anchor_run(conn, {**asdict(comparison), "run_id": session.run_id,
-                                           "dataset": dataset, "judge_spec": comparison.spec})
+                                           "dataset": dataset, "judge_spec": comparison.spec,
+                                           "human_labels": human_fingerprint(rows)})
         conn.commit()
         out.append(comparison)
     return out

@@ -1,6 +1,6 @@
 """Anchors are paid once per dataset, judge spec and UTC day: two shard runs at once
 freeze one set and re-judge it once (anchor requests == anchors x LLM judges), a backfill
-run the same day pays nothing, the next day pays again; nothing outside the anchors is paid
+run the same day pays nothing, a new human verdict on an anchor or the next day pays again; nothing outside the anchors is paid
 twice (provider requests counted against the fake LLM server)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import threading
 
 from colliding_processes import beir, fake, fake_keys, two_judges_config  # noqa: F401
 from colliding_processes import wait_until
+from eval_harness.judges.dual.anchor_sql import frozen_anchors, set_human_labels
 from eval_harness.judges.dual.anchors import stored_comparisons
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
@@ -110,7 +111,16 @@ def test_two_shards_freeze_one_set_and_re_judge_it_once_a_night(fresh, tmp_path,
         assert fake.chat_requests == 0 and backfill.billed_calls == 0
         assert {a.reused_from for a in backfill.anchors} == {measured.run_id}
 
+        # a person gives a verdict on an anchor: the day's comparison is stale, re-measured
+        query_key, doc_id = frozen_anchors(conn, "jd")[0][4:6]
+        assert set_human_labels(conn, "jd", [(query_key, doc_id, True)]) == 2
+        conn.commit()
+        reviewed = judge_dataset(conn, settings, "jd")
+        assert fake.chat_requests == 2 * anchors == reviewed.billed_calls
+        assert [(a.reused_from, a.human_pairs) for a in reviewed.anchors] == [(None, 1)] * 2
+
         # the next UTC day the anchors are re-judged again, once
+        fake.reset()
         conn.execute("UPDATE judge_anchor_runs SET created_at = created_at - interval '1 day'")
         conn.commit()
         night3 = judge_dataset(conn, settings, "jd")
