@@ -107,6 +107,9 @@ class RetestSettings:
     queries: int = 20            # queries sampled (every judged pair of each is re-scored)
     repeats: int = 3             # extra scorings of each pair, past the cache
     seed: int = 0                # which queries are sampled
+    # its own budget line per run, apart from judges.budget_usd; None = no limit (the
+    # sample's size bounds it: judge --dry-run prices it)
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -355,7 +358,8 @@ def _retest(section: Mapping[str, Any]) -> RetestSettings:
     return RetestSettings(
         enabled, _integer(given.get("queries", d.queries), "judges.retest.queries", low=2),
         _integer(given.get("repeats", d.repeats), "judges.retest.repeats", low=1),
-        _integer(given.get("seed", d.seed), "judges.retest.seed", low=0))
+        _integer(given.get("seed", d.seed), "judges.retest.seed", low=0),
+        _budget(given.get("budget_usd", d.budget_usd), "judges.retest.budget_usd"))
 
 
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",

@@ -18,6 +18,9 @@ class AnchorSettings:
     enabled: bool = False
     pairs: int = 100             # anchors of the dataset (all judged pairs when fewer)
     seed: int = 0                # which pairs are chosen
+    # its own budget line per run, apart from judges.budget_usd; None = no limit (the set's
+    # size bounds it: judge --dry-run prices it)
+    budget_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class DriftSettings:
 
 def parse_anchors(section: Mapping[str, Any]) -> AnchorSettings:
     """``judges.anchors`` of the ``judges:`` section."""
-    from eval_harness.settings.judges import _error, _integer, _mapping, _reject_unknown
+    from eval_harness.settings.judges import (_budget, _error, _integer, _mapping,
+                                              _reject_unknown)
 
     given = section.get("anchors")
     if given is None or isinstance(given, bool):  # `anchors: true` keeps the other defaults
@@ -50,7 +54,8 @@ def parse_anchors(section: Mapping[str, Any]) -> AnchorSettings:
         raise _error("'judges.anchors.enabled' must be true or false.")
     return AnchorSettings(
         enabled, _integer(given.get("pairs", d.pairs), "judges.anchors.pairs", low=2),
-        _integer(given.get("seed", d.seed), "judges.anchors.seed", low=0))
+        _integer(given.get("seed", d.seed), "judges.anchors.seed", low=0),
+        _budget(given.get("budget_usd", d.budget_usd), "judges.anchors.budget_usd"))
 
 
 def parse_drift(section: Mapping[str, Any]) -> DriftSettings:

@@ -22,6 +22,13 @@ def test_a_retest_section_switches_it_on_with_its_values():
         True, 20, 5, 0)
 
 
+def test_the_retest_has_its_own_budget_line_without_limit_by_default():
+    assert parse_judge_settings({"retest": True}).retest.budget_usd is None
+    judges = parse_judge_settings({"budget_usd": 5, "retest": {"budget_usd": 0.5}})
+    assert (judges.budget_usd, judges.retest.budget_usd) == (5.0, 0.5)
+    assert parse_judge_settings({"retest": {"budget_usd": None}}).retest.budget_usd is None
+
+
 @pytest.mark.parametrize("section, message", [
     ({"retest": {"queries": 1}}, "'judges.retest.queries' must be an integer >= 2"),
     ({"retest": {"repeats": 0}}, "'judges.retest.repeats' must be an integer >= 1"),
@@ -30,6 +37,8 @@ def test_a_retest_section_switches_it_on_with_its_values():
     ({"retest": {"enabled": "yes"}}, "'judges.retest.enabled' must be true or false"),
     ({"retest": {"repeat": 3}}, "repeat"),
     ({"retest": 3}, "judges.retest"),
+    ({"retest": {"budget_usd": -1}}, "'judges.retest.budget_usd' must be >= 0"),
+    ({"retest": {"budget_usd": "lots"}}, "'judges.retest.budget_usd' must be a number of USD"),
 ])
 def test_bad_retest_settings_name_the_key(section, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("'", "'")):

@@ -14,7 +14,9 @@ same replies.
   ``flip_probability``: the score is reflected across ``threshold`` (0.8 -> 0.2 at 0.5; a
   score exactly at the threshold becomes threshold + 0.1). So the share of retest labels that
   differ from the first is ``flip_probability`` in expectation.
-* :class:`DriftingJudge`: after ``after_requests`` relevance requests to the model, a fixed
+* :class:`DriftingJudge`: after ``after_requests`` relevance requests to the model, and from
+  ``from_date`` on when one is given (the provider changed the model that day: the date is
+  the responder's ``today()``, by default the fake server's clock, ``server.day``), a fixed
   share ``flip_share`` of requests (chosen by a seeded hash of the prompt, the same for every
   attempt) get their label flipped, and every score is shifted by ``score_shift`` (clamped to
   [0, 1]); before that, the base answer.
@@ -26,7 +28,8 @@ import hashlib
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping
+from datetime import date, datetime, timezone
+from typing import Callable, Mapping
 
 from fake_llm_replies import Responder, default_reply
 
@@ -45,6 +48,11 @@ class DriftingJudge:
     score_shift: float = 0.0
     seed: int = 0
     threshold: float = 0.5
+    from_date: date | None = None  # drifts only from this date on (and after the requests)
+
+
+def utc_today() -> date:
+    return datetime.now(timezone.utc).date()
 
 
 def uniform(*parts: object) -> float:
@@ -65,9 +73,11 @@ class JudgeBehaviours:
     """A responder applying a :class:`NoisyJudge` or :class:`DriftingJudge` per model."""
 
     def __init__(self, behaviours: Mapping[str, NoisyJudge | DriftingJudge], *,
-                 base: Responder = default_reply) -> None:
+                 base: Responder = default_reply,
+                 today: Callable[[], date] = utc_today) -> None:
         self.behaviours = dict(behaviours)
         self.base = base
+        self.today = today  # the date a request is answered on (the fake server's clock)
         self._lock = threading.Lock()
         self._attempts: Counter = Counter()   # (model, system, user) -> answers given
         self._requests: Counter = Counter()   # model -> relevance requests answered
@@ -89,7 +99,8 @@ class JudgeBehaviours:
             if attempt > 0 and uniform(behaviour.seed, model, user, attempt) \
                     < behaviour.flip_probability:
                 score = self._flip(model, score, behaviour.threshold)
-        elif count > behaviour.after_requests:
+        elif count > behaviour.after_requests and (
+                behaviour.from_date is None or self.today() >= behaviour.from_date):
             if uniform(behaviour.seed, model, user) < behaviour.flip_share:
                 score = self._flip(model, score, behaviour.threshold)
             score = min(1.0, max(0.0, score + behaviour.score_shift))

@@ -47,6 +47,9 @@ Behaviour is configurable per test:
   scripted one at a time with ``enqueue("no_quota")``, and Anthropic's newer forms with
   ``enqueue("billing_402")`` (402 ``billing_error``) and ``enqueue("spend_limit")`` (429 with
   ``details.error_code`` ``enforced_spend_limit_reached``).
+* ``today``: the server's clock (a ``datetime.date``; None: the real UTC date), read by
+  :meth:`day`; a test moves it to show what changes "from a date" (a drifting judge of
+  :mod:`fake_llm_judges` with ``from_date``, given ``today=server.day``).
 * ``reject_key``: the key is not valid: every chat request gets a 401 in the API's error format
   (models are still listed).
 
@@ -62,6 +65,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from datetime import date, datetime, timezone
 from http.server import ThreadingHTTPServer
 from typing import Callable
 
@@ -87,7 +91,7 @@ class FakeLLMServer(FaultInjection):
                  echo_auth_on_error: bool = False, hold_seconds: float = 30.0,
                  fault_rule: Callable[[str, str], str | None] | None = None,
                  no_quota: bool = False, reject_key: bool = False,
-                 rate_limit_headers: bool = False) -> None:
+                 rate_limit_headers: bool = False, today: date | None = None) -> None:
         # reset() restores these, so one server can be shared by many tests
         self._knobs = dict(latency=latency, rpm_limit=rpm_limit,
                            burst=(rpm_limit or 0) / 60.0 * burst_seconds, fault_rate=fault_rate,
@@ -96,7 +100,8 @@ class FakeLLMServer(FaultInjection):
                            batch_polls=batch_polls, batch_errors=batch_errors,
                            echo_auth_on_error=echo_auth_on_error, fault_rule=fault_rule,
                            hold_seconds=hold_seconds, no_quota=no_quota,
-                           reject_key=reject_key, rate_limit_headers=rate_limit_headers)
+                           reject_key=reject_key, rate_limit_headers=rate_limit_headers,
+                           today=today)
         self._burst_seconds = burst_seconds
         self.__dict__.update(self._knobs)
         self.records: list[Recorded] = []
@@ -109,6 +114,10 @@ class FakeLLMServer(FaultInjection):
         self._openai_batches: dict[str, dict] = {}
         self._files: dict[str, bytes] = {}
         self._server: ThreadingHTTPServer | None = None
+
+    def day(self) -> date:
+        """The server's date: ``today`` when a test set it (its clock), else the UTC date."""
+        return self.today or datetime.now(timezone.utc).date()
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -36,3 +36,29 @@ class Budget:
                 f"(${self.spent_usd:.4f} spent, the next call could cost up to "
                 f"${next_cost:.4f}); raise judges.budget_usd (or EVAL_HARNESS_JUDGE_BUDGET_USD) "
                 "and run again: what was judged is kept and cached")
+
+
+class BudgetLineExhausted(RuntimeError):
+    """A budget line (retests, anchors) does not cover the next call of its purpose: that
+    step stops, the run goes on (the pipeline is not stopped)."""
+
+
+class BudgetLine(Budget):
+    """The spending limit of one purpose of calls (``retest``, ``anchor``), apart from the
+    run's judge budget: labelling cannot starve the drift check, nor it the labelling.
+    ``key`` is the config key that sets it; once a call does not fit, every later call of
+    the purpose is refused too (:attr:`exhausted` holds the sentence saying so)."""
+
+    def __init__(self, limit_usd: float | None, *, key: str, step: str) -> None:
+        super().__init__(limit_usd)
+        self.key, self.step = key, step
+        self.exhausted: str | None = None
+        self.refused = 0  # calls of the purpose not sent because the line was used up
+
+    def exhausted_message(self, next_cost: float) -> str:
+        limit = (f"${self.limit_usd:,.2f}" if self.limit_usd >= 1
+                 else f"${self.limit_usd:.4f}")
+        return (f"{self.step} stopped: its budget line {self.key} of {limit} is "
+                f"used up (${self.spent_usd:.4f} spent, the next call could cost up to "
+                f"${next_cost:.4f}); the run went on without the rest; raise {self.key} to "
+                "measure it all")

@@ -11,6 +11,11 @@
   fit, the pipeline stops: this and every later uncached call raise
   :class:`BudgetExhausted`, calls already in flight finish and are logged, and what was
   spent stays logged.
+* **Budget lines**: retests and anchor re-judging reserve against their own line
+  (:meth:`CallPipeline.add_budget_line`: ``judges.retest.budget_usd``,
+  ``judges.anchors.budget_usd``), never against ``judges.budget_usd``. A call its line cannot
+  cover raises :class:`BudgetLineExhausted` and so does every later call of that purpose;
+  the run is not stopped (the step stops, the labels go on).
 * **Rate limiter**: one :class:`AdaptiveRateLimiter` per provider (requests and tokens per
   minute), acquired for every attempt, retries included. The configured rates are its
   ceiling; every response's rate-limit headers, and every 429, move it below that (see
@@ -60,7 +65,8 @@ from typing import Iterable, Mapping
 
 import psycopg
 
-from eval_harness.judges.client.budget import Budget  # noqa: F401 (importable from here)
+from eval_harness.judges.client.budget import (  # noqa: F401 (importable from here)
+    Budget, BudgetLine, BudgetLineExhausted)
 from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
@@ -156,6 +162,7 @@ class CallPipeline:
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
         self._inflight: dict[str, asyncio.Future] = {}
         self._budget_waiters: list[asyncio.Future] = []
+        self.budget_lines: dict[str, BudgetLine] = {}  # purpose -> its own budget
         # cache key -> why its reply is not here yet (a provider batch still running)
         self.awaiting_batch: dict[str, str] = {}
 
@@ -175,6 +182,10 @@ class CallPipeline:
                                    clock=self._clock, sleep=self._sleep,
                                    read_headers=provider_named(provider).read_rate_headers,
                                    beyond_wait=self.retry.settings.max_wait_seconds)
+
+    def add_budget_line(self, purpose: str, line: BudgetLine) -> None:
+        """Calls logged with ``purpose`` spend ``line`` instead of the run's budget."""
+        self.budget_lines[purpose] = line
 
     def limiter(self, provider: str) -> AdaptiveRateLimiter:
         """``provider``'s rate limiter (its current rates say how it has adapted)."""
@@ -302,21 +313,27 @@ class CallPipeline:
         finally:
             del self._inflight[key]
 
-    async def _reserve(self, amount: float) -> None:
-        """Reserve ``amount`` of the budget. While other calls hold reservations, wait for
+    async def _reserve(self, amount: float, budget: Budget) -> None:
+        """Reserve ``amount`` of ``budget``. While other calls hold reservations, wait for
         them to settle (real costs are usually far below the worst case); stop the run only
-        when the call cannot fit even with nothing else pending."""
-        while not self.budget.try_reserve(amount):
+        when the call cannot fit even with nothing else pending (a budget line stops only
+        its own purpose's calls)."""
+        line = budget if isinstance(budget, BudgetLine) else None
+        while not budget.try_reserve(amount):
             if self.stopped:
                 raise self._stopped_error()
-            if self.budget.pending == 0:
-                raise self.stop("budget", self.budget.exhausted_message(amount))
+            if line is not None and (line.exhausted or budget.pending == 0):
+                line.exhausted = line.exhausted or line.exhausted_message(amount)
+                line.refused += 1
+                raise BudgetLineExhausted(line.exhausted)
+            if budget.pending == 0:
+                raise self.stop("budget", budget.exhausted_message(amount))
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
             await waiter
 
-    def _settle(self, reserved: float, actual: float) -> None:
-        self.budget.settle(reserved, actual)
+    def _settle(self, reserved: float, actual: float, budget: Budget) -> None:
+        budget.settle(reserved, actual)
         waiters, self._budget_waiters = self._budget_waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -364,7 +381,12 @@ class CallPipeline:
                              refresh: bool = False, *, purpose: str = "label") -> CallOutcome:
         provider = self.providers[request.provider]
         reserve = self.prices.worst_case(request)
-        await self._reserve(reserve)
+        budget = self.budget_lines.get(purpose, self.budget)
+        line = budget if isinstance(budget, BudgetLine) else None
+        if line is not None and line.exhausted:  # the step stopped: none of it is sent
+            line.refused += 1
+            raise BudgetLineExhausted(line.exhausted)
+        await self._reserve(reserve, budget)
         started = self._clock()
         estimate = request.estimated_input_tokens() + request.max_tokens
         retry_ids: list[int] = []
@@ -421,4 +443,4 @@ class CallPipeline:
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)
         finally:
-            self._settle(reserve, cost)
+            self._settle(reserve, cost, budget)

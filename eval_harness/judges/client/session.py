@@ -51,7 +51,7 @@ from eval_harness.judges.client.notice_scope import first_in_command
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
 from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
-from eval_harness.judges.client.runner import Budget, CallPipeline
+from eval_harness.judges.client.runner import Budget, BudgetLine, CallPipeline
 from eval_harness.store.liveness import watch_idle_connection
 from eval_harness import stopping
 
@@ -169,6 +169,12 @@ class JudgeSession:
             budget=Budget(config.budget_usd), retry=RetryPolicy(config.retry, rng),
             rate_limits=config.rate_limits, concurrency=config.concurrency,
             clock=clock, sleep=sleep)
+        # retests and anchors spend their own lines, never the labels' budget
+        self.pipeline.add_budget_line("retest", BudgetLine(
+            config.retest.budget_usd, key="judges.retest.budget_usd", step="test-retest"))
+        self.pipeline.add_budget_line("anchor", BudgetLine(
+            config.anchors.budget_usd, key="judges.anchors.budget_usd",
+            step="re-judging the anchors"))
         self._judges: dict[str, Judge] = {}
         self.judge1 = self.judge(spec1)
         self.judge2 = self.judge(spec2)

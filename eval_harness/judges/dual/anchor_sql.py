@@ -1,5 +1,6 @@
-"""Every SQL statement on ``judge_anchors`` and ``judge_anchor_runs`` (migration 0014): the
-frozen anchor set of a dataset and each run's comparison with it (:mod:`.anchors`).
+"""Every SQL statement on ``judge_anchors`` and ``judge_anchor_runs`` (migrations 0014, 0017):
+the frozen anchor set of a dataset and each run's comparison with it (:mod:`.anchors`), and
+the comparison a judge already got today (:mod:`.anchor_nights`).
 
 Each function runs in the caller's transaction; the caller commits."""
 
@@ -14,7 +15,8 @@ _COLUMNS = ("judge", "judge_spec", "model", "prompt_version", "query_key", "doc_
 RUN_COLUMNS = ("run_id", "dataset", "judge", "judge_spec", "prompt_version", "frozen_spec",
                "frozen_prompt_version", "pairs", "flips", "flip_rate", "flip_low",
                "flip_high", "score_shift", "shift_low", "shift_high", "human_pairs",
-               "human_agreement", "requests", "cost_usd")
+               "human_agreement", "requests", "cost_usd", "reused_from", "cut_short",
+               "human_labels")
 
 
 def freeze_anchors(conn: psycopg.Connection, dataset: str, rows: Sequence[tuple]) -> None:
@@ -62,12 +64,31 @@ def anchor_runs(conn: psycopg.Connection, dataset: str, *,
 
 
 def anchor_trend(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """Every comparison of ``dataset`` oldest first: ``(created_at, judge, judge_spec,
+    """Every comparison measured for ``dataset`` (not those a run reused), oldest first: ``(created_at, judge, judge_spec,
     flip_rate, flip_low, flip_high, score_shift, human_agreement)``."""
     return conn.execute(
         "SELECT created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift, "
-        "human_agreement FROM judge_anchor_runs WHERE dataset = %s ORDER BY created_at, judge",
+        "human_agreement FROM judge_anchor_runs WHERE dataset = %s AND reused_from IS NULL "
+        "ORDER BY created_at, judge",
         (dataset,)).fetchall()
+
+
+def measured_today(conn: psycopg.Connection, dataset: str, judge: int, judge_spec: str,
+                   prompt_version: str | None, human_labels: str) -> tuple | None:
+    """The newest comparison of ``judge`` (this spec and prompt version) with the anchors
+    of ``dataset`` measured (not reused, not cut short by its budget line) today, UTC, since
+    the set was last frozen, with the same human verdicts (``human_labels``, their
+    fingerprint): :data:`RUN_COLUMNS`; None when there is none."""
+    return conn.execute(
+        f"SELECT {', '.join(RUN_COLUMNS)} FROM judge_anchor_runs r "
+        "WHERE dataset = %s AND judge = %s AND judge_spec = %s "
+        "AND prompt_version IS NOT DISTINCT FROM %s AND reused_from IS NULL "
+        "AND NOT cut_short AND human_labels = %s "
+        "AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+        "AND created_at >= (SELECT max(frozen_at) FROM judge_anchors a "
+        "                   WHERE a.dataset = r.dataset) "
+        "ORDER BY created_at DESC, id DESC LIMIT 1",
+        (dataset, judge, judge_spec, prompt_version, human_labels)).fetchone()
 
 
 def set_human_labels(conn: psycopg.Connection, dataset: str,

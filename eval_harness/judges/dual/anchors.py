@@ -17,21 +17,32 @@ are used, and the run summary says so ("judge 1 changed openai:gpt-4o -> openai:
 A retest never replaces a cached reply; a new judge's anchor replies are its first, so they
 are cached and its labels on those pairs cost nothing more.
 
-Local judges are code, not hosted models: they cannot drift and are not re-judged.
+A local judge (``local:*``) is re-judged too: it is deterministic and free (no request, no
+cost row), so a comparison of a local judge shows 0 flips unless its code or its version
+(``local-v3``, recorded like a prompt version) changed, which is what it then detects.
+``local:embedding`` uses the stored vectors of the pair (an anchor whose vectors this run
+did not load is unscored and left out of the comparison).
+
+Anchors are paid for once per dataset, judge spec and UTC day (:mod:`.anchor_nights`): shard
+runs, two processes or a backfill of several runs in one night re-judge them once; the others
+use that comparison (``reused_from`` names the run that measured it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass
+import hashlib
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import psycopg
 
+from eval_harness.judges.client.budget import BudgetLineExhausted
 from eval_harness.judges.dual import anchor_sql
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.scores import judgement_score
+from eval_harness.judges.local.relevance import LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.drift import drift_alarm, paired_shift
 from eval_harness.metrics.proportions import wilson_interval
@@ -62,6 +73,8 @@ class AnchorComparison:
     human_agreement: float | None    # share of them whose label now matches the verdict
     requests: int = 0
     cost_usd: float = 0.0
+    reused_from: str | None = None   # the run that measured it today (None: this run did)
+    cut_short: bool = False          # its budget line stopped the re-judging part way
 
     @property
     def changed(self) -> bool:
@@ -82,6 +95,8 @@ class AnchorComparison:
             head = f"judge {self.judge} changed {old} -> {new}"
         else:
             head = f"judge {self.judge} ({self.spec}) on the anchors"
+        if self.reused_from:
+            head += f" (measured today by run {self.reused_from})"
         if self.flip_rate is None:
             return f"{head}: no anchor scored both when frozen and now"
         pct = lambda v: f"{100 * v:.0f}%"  # noqa: E731
@@ -154,9 +169,17 @@ def choose_anchors(pairs: Sequence[tuple[str, int]], *, size: int, seed: int) ->
     return [order[i] for i in sorted(picked)]
 
 
+def human_fingerprint(rows: Sequence[tuple]) -> str:
+    """A short digest of the human verdicts on one judge's anchors (``frozen_anchors`` rows):
+    the same verdicts, the same digest."""
+    verdicts = sorted((r[4], r[5], r[10]) for r in rows if r[10] is not None)
+    return hashlib.sha256(repr(verdicts).encode()).hexdigest()[:16]
+
+
 def _prompt_version(judge) -> str | None:
+    """The judge's prompt version; a local judge's is its heuristics' version."""
     if not hasattr(judge, "relevance_request"):
-        return None
+        return LOCAL_PROMPT_VERSION if getattr(judge, "provider", None) == "local" else None
     return judge.relevance_request("", "").prompt_version
 
 
@@ -192,24 +215,37 @@ def freeze_from_run(conn: psycopg.Connection, session, planned: Sequence[Planned
 
 
 async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSettings, *,
-                          dataset: str, threshold: float) -> list[AnchorComparison]:
-    """Re-judge the frozen anchors of ``dataset`` with each LLM judge in config, past the
-    cache, and store and return each judge's comparison ([] before the set is frozen)."""
+                          dataset: str, threshold: float, slots: Sequence[int] = (1, 2),
+                          passages: Mapping[tuple[str, int], tuple[Passage, Passage]]
+                          | None = None) -> list[AnchorComparison]:
+    """Re-judge the frozen anchors of ``dataset`` with the judges in ``slots`` as config has
+    them (an LLM judge past the cache, a local judge anew: it is free), and store and
+    return each judge's comparison ([] before the set is frozen). ``passages``: the run's
+    (query, document) passages by (query key, doc id), whose stored vectors
+    ``local:embedding`` needs (an anchor without them is unscored, not compared)."""
     frozen = anchor_sql.frozen_anchors(conn, dataset)
     out = []
     for slot, judge in ((1, session.judge1), (2, session.judge2)):
         rows = [r for r in frozen if r[0] == slot]
-        if not rows or not hasattr(judge, "relevance_request"):
-            continue  # a local judge is code: it cannot drift
+        if not rows or slot not in slots:
+            continue
         window = asyncio.Semaphore(64)
+        is_llm = hasattr(judge, "relevance_request")
 
         async def score(row):
+            q, d = (passages or {}).get((row[4], row[5]), (None, None))
+            # the texts asked then; the vectors stored now (local:embedding's input)
+            query = Passage(row[6], None, getattr(q, "embedding", None))
+            document = Passage(row[7], row[5], getattr(d, "embedding", None))
             async with window:
-                return await judge.relevance(Passage(row[6], None), Passage(row[7], row[5]),
-                                             retest=True, purpose=PURPOSE)
+                if is_llm:
+                    return await judge.relevance(query, document, retest=True,
+                                                 purpose=PURPOSE)
+                return await judge.relevance(query, document)
 
         results = await asyncio.gather(*(score(r) for r in rows), return_exceptions=True)
         done = [r for r in results if not isinstance(r, BaseException)]
+        cut_short = any(isinstance(r, BudgetLineExhausted) for r in results)
         comparison = compare_judge(
             slot, [(r[8], r[10]) for r in rows],
             [None if isinstance(r, BaseException) else judgement_score(r) for r in results],
@@ -217,8 +253,10 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
             frozen_prompt_version=rows[0][3], threshold=threshold,
             confidence=drift.confidence, requests=sum(r.calls for r in done),
             cost_usd=sum(r.cost_usd for r in done))
+        comparison = replace(comparison, cut_short=cut_short)
         anchor_sql.store_anchor_run(conn, {**asdict(comparison), "run_id": session.run_id,
-                                           "dataset": dataset, "judge_spec": comparison.spec})
+                                           "dataset": dataset, "judge_spec": comparison.spec,
+                                           "human_labels": human_fingerprint(rows)})
         conn.commit()
         out.append(comparison)
     return out
@@ -227,10 +265,11 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
 def stored_comparisons(conn: psycopg.Connection, dataset: str, *,
                        run_id: str | None = None) -> list[AnchorComparison]:
     """The newest (or ``run_id``'s) comparisons with the anchors of ``dataset``."""
-    fields = AnchorComparison.__dataclass_fields__
-    out = []
-    for row in anchor_sql.anchor_runs(conn, dataset, run_id=run_id):
-        values = dict(zip(anchor_sql.RUN_COLUMNS, row))
-        values["spec"] = values["judge_spec"]
-        out.append(AnchorComparison(**{k: values[k] for k in fields}))
-    return out
+    return [comparison_from_row(dict(zip(anchor_sql.RUN_COLUMNS, row)))
+            for row in anchor_sql.anchor_runs(conn, dataset, run_id=run_id)]
+
+
+def comparison_from_row(values: Mapping[str, Any]) -> AnchorComparison:
+    """A comparison from a ``judge_anchor_runs`` row (keys: ``anchor_sql.RUN_COLUMNS``)."""
+    values = {**values, "spec": values["judge_spec"]}
+    return AnchorComparison(**{k: values[k] for k in AnchorComparison.__dataclass_fields__})

@@ -41,8 +41,10 @@ class QueryClaims:
     Claiming a text this run already holds only counts it (no statement)."""
 
     def __init__(self, conn: psycopg.Connection, *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 space: str = CLAIM_SPACE) -> None:
         self._conn = conn
+        self._space = space  # another space claims other things the same way (anchors)
         self._sleep = sleep
         self._held: Counter[str] = Counter()
 
@@ -56,7 +58,7 @@ class QueryClaims:
         texts = list(dict.fromkeys(texts))
         already = {t for t in texts if self._held[t] > 0}
         fresh = [t for t in texts if t not in already]
-        taken = self._locked(lambda: try_keyed_locks(self._conn, CLAIM_SPACE, fresh)) \
+        taken = self._locked(lambda: try_keyed_locks(self._conn, self._space, fresh)) \
             if fresh else set()
         claimed = already | taken
         self._held.update(claimed)
@@ -87,7 +89,7 @@ class QueryClaims:
                 del self._held[text]
                 done.append(text)
         if done and not self._conn.closed:
-            self._locked(lambda: release_keyed_locks(self._conn, CLAIM_SPACE, done))
+            self._locked(lambda: release_keyed_locks(self._conn, self._space, done))
 
     def release_all(self) -> None:
         """Release every claim still held (a run that stopped or was cancelled). A store that

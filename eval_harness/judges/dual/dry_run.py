@@ -164,8 +164,9 @@ class DryRunReport:
     shard: str | None = None       # "i/n": only that shard's queries are planned
     staged: dict | None = None     # judges.staged when on: seed, first_queries, step, floor,
                                    # the stop rule (looks, look_confidence, stop_rule)
-    retest: list[RetestEstimate] = field(default_factory=list)  # judges.retest / --retest
+    retest: list = field(default_factory=list)  # judges.retest / --retest: RetestEstimate
     anchors: list = field(default_factory=list)  # judges.anchors: AnchorEstimate per judge
+    budget_lines: list = field(default_factory=list)  # BudgetLineEstimate: retest, anchors
 
     @property
     def _extra(self) -> list:
@@ -209,6 +210,7 @@ class DryRunReport:
                 "by_provider": self.by_provider,
                 "retest": [asdict(r) for r in self.retest],
                 "anchors": [asdict(a) for a in self.anchors],
+                "budget_lines": [line.to_dict() for line in self.budget_lines],
                 "total": {"to_pay": self.to_pay, "to_pay_at_least": self.to_pay_at_least,
                           "input_tokens": sum(j.input_tokens for j in self.judges),
                           "output_tokens": sum(j.output_tokens for j in self.judges),
@@ -232,6 +234,7 @@ class DryRunReport:
                 "range")
         lines += [judge.format() for judge in self.judges]
         lines += [r.format() for r in self._extra]
+        lines += [line.format() for line in self.budget_lines]
         if self.to_pay_at_least != self.to_pay:
             total = (f"total  to pay at least {self.to_pay_at_least:,}, at most "
                      f"{self.to_pay:,} requests  ~{_usd(self.cost_usd_at_least)}.."
@@ -239,67 +242,16 @@ class DryRunReport:
         else:
             total = (f"total  to pay {self.to_pay:,} requests  ~{_usd(self.cost_usd)} "
                      f"(at most {_usd(self.max_cost_usd)})")
-        if self.budget_usd is not None:
-            fits = "fits" if self.max_cost_usd <= self.budget_usd else (
-                "may stop the run early" if self.cost_usd <= self.budget_usd
-                else "would stop the run early")
-            total += f"; budget {_usd(self.budget_usd)} per run {fits}"
+        if self.budget_usd is not None:  # the labels' budget: retests and anchors have lines
+            labels = sum(j.max_cost_usd for j in self.judges)
+            fits = "fits" if labels <= self.budget_usd else (
+                "may stop the run early" if sum(j.cost_usd for j in self.judges)
+                <= self.budget_usd else "would stop the run early")
+            total += (f"; budget {_usd(self.budget_usd)} per run (judges.budget_usd, the "
+                      f"labels) {fits}")
         lines += [total, f"estimates: {self.estimate_basis}"]
         lines += [f"note: {notice}" for notice in self.notices]
         return "\n".join(lines)
-
-
-@dataclass
-class RetestEstimate:
-    """One judge's test-retest requests (``judges.retest``): every pair of the sampled
-    queries, ``repeats`` times, live and past the cache (a re-ask after an unparsable reply
-    is not counted: it is rare)."""
-
-    slot: str
-    spec: str
-    queries: int
-    pairs: int
-    repeats: int
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    max_cost_usd: float = 0.0
-
-    def format(self) -> str:
-        head = (f"retest {self.slot} {self.spec}  {self.queries:,} queries, {self.pairs:,} "
-                f"pairs x {self.repeats} repeats past the cache")
-        if self.spec.startswith("local:"):
-            return f"{head}  local judge: no request, $0"
-        return (f"{head}  to pay {self.requests:,}  ~{self.input_tokens:,} input tokens  "
-                f"~{self.output_tokens:,} output tokens  ~{_usd(self.cost_usd)} "
-                f"(at most {_usd(self.max_cost_usd)})")
-
-
-def _retest_estimates(settings: Settings, prices: PriceTable, specs: Sequence[str],
-                      planned: Sequence[PlannedQuery],
-                      documents: dict[int, Passage]) -> list[RetestEstimate]:
-    from eval_harness.judges.dual.retest import retest_sample
-    from eval_harness.judges.llm import LLMJudge
-
-    retest = settings.judges.retest
-    sample = retest_sample(planned, queries=retest.queries, seed=retest.seed)
-    out = []
-    for slot, spec in zip(("judge1", "judge2"), specs):
-        estimate = RetestEstimate(slot, spec, len(sample), sum(len(p.doc_ids) for p in sample),
-                                  retest.repeats)
-        provider, model = spec.split(":", 1)
-        if provider != "local":
-            judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
-            for request in _requests(judge, sample, documents):
-                estimate.requests += retest.repeats
-                estimate.input_tokens += retest.repeats * estimated_input_tokens(request)
-                estimate.output_tokens += retest.repeats * estimated_output_tokens(request)
-                estimate.max_cost_usd += retest.repeats * prices.worst_case(request)
-            estimate.cost_usd = prices.cost(model, Usage(estimate.input_tokens,
-                                                         estimate.output_tokens))
-        out.append(estimate)
-    return out
 
 
 def _usd(amount: float) -> str:
@@ -347,11 +299,13 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
                           staged=None if not staged.enabled else _staged_plan(
                               settings, len(planned)))
     report.by_provider = _by_provider(estimates)
+    from eval_harness.judges.dual.anchor_cost import (anchor_estimates, budget_lines,
+                                                      retest_estimates)
     if settings.judges.retest.enabled:
-        report.retest = _retest_estimates(settings, prices, (spec1, spec2), planned, documents)
+        report.retest = retest_estimates(settings, prices, (spec1, spec2), planned, documents)
     if settings.judges.anchors.enabled:
-        from eval_harness.judges.dual.anchor_cost import anchor_estimates
         report.anchors = anchor_estimates(conn, settings, prices, (spec1, spec2), dataset)
+    report.budget_lines = budget_lines(settings, report.retest, report.anchors)
     return report
 
 

@@ -40,7 +40,10 @@ Crashes and concurrent runs:
 
 With ``judges.anchors`` on, the frozen anchor set is re-judged past the cache before anything
 else (a judge changed in config is compared with the old one before its labels are used), and
-the first such run freezes the set (:mod:`.anchors`).
+the first such run freezes the set (:mod:`.anchors`); once per dataset, judge and UTC day,
+whatever the shards or processes (:mod:`.anchor_nights`). Retests and anchors spend their own
+budget lines (``judges.retest.budget_usd``, ``judges.anchors.budget_usd``): a line used up
+stops its step with one sentence in the summary, and the run goes on.
 
 A run that ends unstopped writes the judges' record, a row per judge with its spec and the
 figures the run measured (:mod:`.record`).
@@ -75,8 +78,10 @@ from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_qu
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
 from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
+from eval_harness.judges.dual.anchor_nights import (anchors_of_the_night, freeze_once,
+                                                    run_passages)
 from eval_harness.judges.dual.anchor_refreeze import refreeze
-from eval_harness.judges.dual.anchors import freeze_from_run, rejudge_anchors
+from eval_harness.judges.dual.anchors import freeze_from_run
 from eval_harness.judges.dual.record import write_record
 from eval_harness.judges.dual.retest import retest_sample, run_retest
 from eval_harness.judges.dual.summary import JudgeRunSummary
@@ -218,8 +223,9 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         anchors = settings.judges.anchors
         refreeze_anchors = refreeze_anchors and anchors.enabled  # the old set is not re-judged
         if anchors.enabled and not refreeze_anchors:  # before any label: a changed judge first
-            summary.anchors = await rejudge_anchors(conn, session, settings.judges.drift,
-                                                    dataset=dataset, threshold=threshold)
+            summary.anchors = await anchors_of_the_night(
+                conn, session, settings.judges.drift, dataset=dataset, threshold=threshold,
+                passages=run_passages(planned, documents))
         claims = QueryClaims(conn)
         rounds = JudgingRounds(conn, session, summary, documents, threshold=threshold,
                                concurrency=settings.judges.concurrency, progress=progress,
@@ -233,17 +239,19 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
             if anchors.enabled and not session.pipeline.stopped:
-                def freeze() -> int:
-                    return freeze_from_run(conn, session, planned, rounds.first_scores,
-                                           documents, anchors, dataset=dataset,
-                                           threshold=threshold)
-
                 if refreeze_anchors:
+                    def freeze() -> int:
+                        return freeze_from_run(conn, session, planned, rounds.first_scores,
+                                               documents, anchors, dataset=dataset,
+                                               threshold=threshold)
+
                     summary.refrozen = await refreeze(conn, session, freeze, dataset=dataset,
                                                       threshold=threshold)
                     summary.anchors_frozen = summary.refrozen.frozen
-                else:
-                    summary.anchors_frozen = freeze()
+                else:  # of shards finishing together, one freezes the set
+                    summary.anchors_frozen = await freeze_once(
+                        conn, session, planned, rounds.first_scores, documents, anchors,
+                        dataset=dataset, threshold=threshold)
             retest = settings.judges.retest
             if retest.enabled and not session.pipeline.stopped:
                 summary.retest = await run_retest(
@@ -258,6 +266,9 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             raise
         finally:
             claims.release_all()
+            # one sentence per budget line that stopped its step (the run went on)
+            summary.budget_lines = [sentence for purpose in ("anchor", "retest")
+                                    for sentence in _line_used_up(session, purpose)]
         stats = session.stats
         summary.pooled_kappa = pair_kappa(*rounds.pooled[:2], threshold=threshold)
         summary.stopped = session.pipeline.stopped
@@ -274,6 +285,12 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         setattr(summary, name, getattr(stats, name))
     summary.elapsed_s = time.monotonic() - started
     return summary
+
+
+def _line_used_up(session: JudgeSession, purpose: str) -> list[str]:
+    """The sentence saying the budget line of ``purpose`` stopped its step ([] if not)."""
+    line = session.pipeline.budget_lines.get(purpose)
+    return [] if line is None or not line.exhausted else [line.exhausted]
 
 
 async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,

@@ -74,6 +74,7 @@ class JudgeRunSummary:
     retest: list[JudgeRetest] | None = None  # judges.retest / --retest: each judge's figures
     anchors: list[AnchorComparison] | None = None  # judges.anchors: each judge vs its frozen self
     anchors_frozen: int = 0         # pairs this run froze as the anchor set (its first run)
+    budget_lines: list[str] = field(default_factory=list)  # a retest/anchor line used up
     refrozen: Refrozen | None = None  # judge --refreeze-anchors: the set dropped, the new one
 
     def kept(self) -> str:
@@ -222,6 +223,7 @@ class JudgeRunSummary:
             lines.append(f"anchor set frozen: {self.anchors_frozen} pairs "
                          "(re-judged past the cache by every later run)")
         lines += [r.line() for r in self.retest or ()]
+        lines += self.budget_lines
         lines += self.wait_notices
         if self.stopped:
             lines.append(f"stopped early: {self.stop_reason}")

@@ -22,8 +22,10 @@ COST_WINDOW_DAYS = 30
 COST_KEYS: dict[str, Metric] = dict.fromkeys(
     ("cost_scope", "cost_usd", "calls", "batch_calls", "batch_saved_usd", "cache_hits",
      "cache_saved_usd", "input_tokens", "output_tokens", "cached_tokens", "cost_30d_usd",
-     "cost_all_time_usd", "retest_calls", "retest_cost_usd"))
+     "cost_all_time_usd", "retest_calls", "retest_cost_usd", "anchor_calls",
+     "anchor_cost_usd"))
 RETEST = " (retest)"  # how the cost log's retest calls read in the operation column
+ANCHOR = " (anchor)"  # and its anchor re-judging's
 
 
 @dataclass
@@ -101,6 +103,8 @@ def cost_section(conn: psycopg.Connection, settings: Settings, run_id: str | Non
                        _cost_table(run_lines, f"Run {run_id}")]
             if totals["retest_calls"]:
                 blocks.append(Paragraph(_retest_sentence(totals)))
+            if totals["retest_calls"] or totals["anchor_calls"]:
+                blocks.append(Paragraph(_budget_lines_sentence(totals, settings)))
         else:
             blocks.append(Paragraph(f"This run (`{run_id}`) made no billed provider call and "
                                     "was served no cached reply."))
@@ -140,9 +144,12 @@ def _cost_totals(lines: Sequence[CostLine]) -> dict[str, Metric]:
     saved = [line.batch_saved_usd for line in lines]
     hits = [line.cache_hits for line in lines]
     retests = [line for line in lines if line.operation.endswith(RETEST)]
+    anchors = [line for line in lines if line.operation.endswith(ANCHOR)]
     return {"cost_usd": sum(line.cost_usd for line in lines),
             "retest_calls": sum(line.calls for line in retests),
             "retest_cost_usd": sum(line.cost_usd for line in retests),
+            "anchor_calls": sum(line.calls for line in anchors),
+            "anchor_cost_usd": sum(line.cost_usd for line in anchors),
             "calls": sum(line.calls for line in lines),
             "batch_calls": sum(line.batch_calls for line in lines),
             "batch_saved_usd": None if None in saved else sum(saved),
@@ -175,6 +182,27 @@ def _retest_sentence(totals: Mapping[str, Metric]) -> str:
             f"{totals['retest_calls']} call(s) past the reply cache, "
             f"{fmt.usd(totals['retest_cost_usd'])} USD of this run's "
             f"{fmt.usd(totals['cost_usd'])} USD.")
+
+
+def _budget_lines_sentence(totals: Mapping[str, Metric], settings: Settings) -> str:
+    """Each budget line of the run: the labels against ``judges.budget_usd``, the lines
+    marked 'retest' and 'anchor' against their own (a run's budgets are per process: with
+    shards, per shard)."""
+    judges = settings.judges
+
+    def line(name: str, spent: float, calls: int, limit: float | None, key: str) -> str:
+        of = "no limit" if limit is None else f"{fmt.usd(limit)} USD"
+        return f"{name} {calls} call(s), {fmt.usd(spent)} USD of {key} {of}"
+
+    labels = totals["cost_usd"] - totals["retest_cost_usd"] - totals["anchor_cost_usd"]
+    parts = [line("labels", labels, totals["calls"] - totals["retest_calls"]
+                  - totals["anchor_calls"], judges.budget_usd, "judges.budget_usd"),
+             line("test-retest", totals["retest_cost_usd"], totals["retest_calls"],
+                  judges.retest.budget_usd, "judges.retest.budget_usd"),
+             line("anchors", totals["anchor_cost_usd"], totals["anchor_calls"],
+                  judges.anchors.budget_usd, "judges.anchors.budget_usd")]
+    return ("Budget lines of this run (each spends only its own budget): "
+            + "; ".join(parts) + ".")
 
 
 def _cost_sentence(scope: str, totals: Mapping[str, Metric]) -> str:
