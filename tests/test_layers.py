@@ -59,9 +59,9 @@ TABLE_OWNERS = {
     "judge_record": "eval_harness/judges/dual/record_sql.py",
     "gate_results": "eval_harness/gates/sql.py",
     "answers": "eval_harness/gates/sql.py",
-    "evaluation_log": "eval_harness/gates/sql.py",
-    "episode_memory": "eval_harness/gates/sql.py",
-    "regeneration_queue": "eval_harness/gates/sql.py",
+    "evaluation_log": "eval_harness/gates/reflexion_sql.py",
+    "episode_memory": "eval_harness/gates/reflexion_sql.py",
+    "regeneration_queue": "eval_harness/gates/reflexion_sql.py",
 }
 # store/demo_rag.py lays out a *user's* demo store (the seeds' tables, in another schema);
 # migrations create the tables. Neither is a reader or writer of the harness's tables.

@@ -63,7 +63,7 @@ from typing import Any
 
 import psycopg
 
-from eval_harness.gates import sql
+from eval_harness.gates import reflexion_sql
 from eval_harness.gates.answers import Answer
 from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
                                          reward_to_score, score_threshold)
@@ -247,7 +247,7 @@ class _GroundingRunner(_JudgedGateRunner):
 class _AnswerRewardRunner(_JudgedGateRunner):
     def _context(self, conn, answers) -> set[str]:
         """Answer ids that already have a reflexion: not reflected on again."""
-        return sql.reflected_answer_ids(conn, [a.id for a in answers])
+        return reflexion_sql.reflected_answer_ids(conn, [a.id for a in answers])
 
     async def _score(self, session, answer, reflected, started):
         # the whole context (up to the prompts' cap): completeness needs more than 500 chars
@@ -281,7 +281,7 @@ def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer
         details = result.details
         if result.score is None or "reward" not in details:
             continue  # a failed evaluation has nothing to log; its error is in gate_results
-        sql.log_answer_evaluation(
+        reflexion_sql.log_answer_evaluation(
             conn, run_id=run.run_id, answer_id=answer.id, query=answer.query,
             answer=answer.answer, reward=details["reward"], reasoning=details["reasoning"],
             criteria=details["criteria"], model=details["judge"],
@@ -291,11 +291,11 @@ def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer
             continue
         reflexion = details.get("reflexion")
         if reflexion is not None:
-            sql.remember_reflexion(
+            reflexion_sql.remember_reflexion(
                 conn, answer_id=answer.id, query=answer.query, reward=details["reward"],
                 problem=reflexion["problem"], lesson=reflexion["lesson"],
                 model=details["judge"], prompt_version=reflexion["prompt_version"])
-        sql.queue_regeneration(
+        reflexion_sql.queue_regeneration(
             conn, answer_id=answer.id, content_hash=answer.content_hash,
             reward=details["reward"], improvement_hint=details["improvement_hint"],
             issues=list(details["issues"]), run_id=run.run_id)

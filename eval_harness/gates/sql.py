@@ -1,7 +1,8 @@
 """Every SQL statement of the quality gates, the owner of the answers relation (import, window
 reads, the run report's reads), ``gate_results`` (staging, upsert, re-threshold, summaries),
-the window lock, and the rows the answer_reward gate writes (``evaluation_log``,
-``episode_memory``, ``regeneration_queue``); tests/test_layers.py holds the owner map.
+and the window lock; the rows the answer_reward gate writes (``evaluation_log``,
+``episode_memory``, ``regeneration_queue``) are :mod:`eval_harness.gates.reflexion_sql`'s;
+tests/test_layers.py holds the owner map.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
@@ -21,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-
-from eval_harness.store import ground_truth
 
 if TYPE_CHECKING:  # answers and registry import this module
     from eval_harness.gates.answers import TimeWindow
@@ -335,59 +334,6 @@ def gate_summary_row(conn: psycopg.Connection, relation: str, window: TimeWindow
     return conn.execute(query, {**window_params(window), "gate": gate, "version": version,
                                 "threshold": threshold, "run_id": run_id, "worst": worst,
                                 "listed": listed}).fetchone()
-
-
-# ------------------------------------------------------------------------------ answer_reward
-
-
-def reflected_answer_ids(conn: psycopg.Connection, answer_ids: Sequence[str]) -> set[str]:
-    """Those of ``answer_ids`` that already have a reflexion in ``episode_memory``."""
-    rows = conn.execute("SELECT answer_id FROM episode_memory WHERE answer_id = ANY(%s)",
-                        (list(answer_ids),)).fetchall()
-    return {row[0] for row in rows}
-
-
-def log_answer_evaluation(conn: psycopg.Connection, *, run_id: str, answer_id: str,
-                          query: str, answer: str, reward: float, reasoning: str,
-                          criteria: Any, model: str, prompt_version: str,
-                          input_tokens: int, output_tokens: int, cost: float) -> None:
-    """One ``evaluation_log`` row: a scored answer_reward evaluation."""
-    conn.execute(
-        "INSERT INTO evaluation_log (run_id, answer_id, query, answer, reward, reasoning, "
-        "criteria, model, prompt_version, input_tokens, output_tokens, cost) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (run_id, answer_id, query, answer, reward, reasoning, Jsonb(criteria), model,
-         prompt_version, input_tokens, output_tokens, cost))
-
-
-def remember_reflexion(conn: psycopg.Connection, *, answer_id: str, query: str,
-                       reward: float, problem: str, lesson: str, model: str,
-                       prompt_version: str) -> None:
-    """The answer's reflexion into ``episode_memory``, unless it has one; the query
-    embedding is that of a ground truth query with exactly this text, else NULL."""
-    conn.execute(sql.SQL(
-        "INSERT INTO episode_memory (answer_id, query, query_embedding, reward, problem, "
-        "lesson, model, prompt_version) "
-        "SELECT %(id)s, %(query)s, {embedding}, %(reward)s, %(problem)s, %(lesson)s, %(model)s, "
-        "%(version)s ON CONFLICT (answer_id) DO NOTHING").format(
-            embedding=ground_truth.embedding_of_query_text()),
-        {"id": answer_id, "query": query, "reward": reward, "problem": problem,
-         "lesson": lesson, "model": model, "version": prompt_version})
-
-
-def queue_regeneration(conn: psycopg.Connection, *, answer_id: str, content_hash: str,
-                       reward: float, improvement_hint: str, issues: list,
-                       run_id: str) -> None:
-    """The answer into ``regeneration_queue``; an answer already queued is queued again
-    (pending, with this hint) only when its content changed."""
-    conn.execute(
-        "INSERT INTO regeneration_queue AS q (answer_id, content_hash, reward, "
-        "improvement_hint, issues, run_id) VALUES (%s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (answer_id) DO UPDATE SET content_hash = EXCLUDED.content_hash, "
-        "reward = EXCLUDED.reward, improvement_hint = EXCLUDED.improvement_hint, "
-        "issues = EXCLUDED.issues, run_id = EXCLUDED.run_id, queued_at = now(), "
-        "consumed_at = NULL WHERE q.content_hash <> EXCLUDED.content_hash",
-        (answer_id, content_hash, reward, improvement_hint, Jsonb(issues), run_id))
 
 
 # ------------------------------------------------------------------------------ run report
