@@ -106,6 +106,8 @@ def settings(store, tmp_path):
     tests/support/answer_files.py)."""
     from answer_files import harness_answers_config
 
-    return load_settings(harness_answers_config(tmp_path),
+    folder = tmp_path / "repository-config"  # a test's own tmp_path/config.yaml stays its own
+    folder.mkdir(exist_ok=True)
+    return load_settings(harness_answers_config(folder),
                          environ={"DATABASE_URL": store.url,
                                   "DAGSTER_HOME": str(tmp_path / "dagster")})
