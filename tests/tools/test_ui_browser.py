@@ -37,6 +37,7 @@ def test_throwaway_config_reads_the_project_inputs_and_writes_only_in_its_folder
     # the same inputs ...
     assert settings.datasets == original.datasets
     assert settings.quality_gates.answers_file == original.quality_gates.answers_file
+    assert settings.demo_rag_answers == original.demo_rag_answers  # the in-place answers' source
     assert settings.hybrid == original.hybrid
     # ... and every output inside the throwaway folder (reports/ sits next to the config)
     for path in (settings.embedded_pgdata, settings.history_duckdb_path, settings.dagster_home,

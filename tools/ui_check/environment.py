@@ -43,7 +43,7 @@ class DefinitionsSummary:
 def throwaway_config(config: Path, folder: Path) -> Path:
     """A copy of ``config`` in ``folder`` that reads the same inputs and writes only there.
 
-    Inputs (datasets, the demo RAG source, the answers file) are kept by absolute path;
+    Inputs (datasets, the demo RAG source and answers, the answers file) are kept by absolute path;
     outputs (the embedded store, the DuckDB history, Dagster's home, ``reports/`` next to the
     config) go to ``folder``. Comments are not kept: the copy is thrown away with the folder.
     """
@@ -61,8 +61,9 @@ def throwaway_config(config: Path, folder: Path) -> Path:
     if gates.get("answers_file"):
         gates["answers_file"] = absolute(gates["answers_file"])
     store = raw.get("store") or {}
-    if store.get("demo_rag_source"):
-        store["demo_rag_source"] = absolute(store["demo_rag_source"])
+    for key in ("demo_rag_source", "demo_rag_answers"):
+        if store.get(key):
+            store[key] = absolute(store[key])
     raw["store"] = {**store, "embedded_pgdata": str(folder / "pgdata")}
     raw["history"] = {**(raw.get("history") or {}), "duckdb_path": str(folder / "history.duckdb")}
     raw["dagster"] = {**(raw.get("dagster") or {}), "home": str(folder / "dagster")}
