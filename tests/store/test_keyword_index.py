@@ -27,9 +27,9 @@ def _assert_fetch_is_the_search_s_own(conn, dataset: str = "live") -> None:
     assert len(indexed) == len(plain) > 0
     for (qid, ids, sem, kw), (pqid, pids, psem, pkw) in zip(indexed, plain):
         assert qid == pqid
-        assert ids.tolist() == list(pids or [])
-        assert list(sem) == list(psem or [])
-        assert kw.tolist() == list(pkw or [])  # float4 ts_rank to the last bit
+        assert ids == list(pids or [])
+        assert sem == list(psem or [])
+        assert kw == list(pkw or [])  # float4 ts_rank to the last bit
 
 
 def _attach(conn, **corpus):
