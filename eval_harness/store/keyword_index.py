@@ -169,7 +169,7 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
             WITH t AS MATERIALIZED (
                 SELECT {id}::bigint AS doc_id, {marker} AS marker,
                        {emb} IS NOT NULL AS ranked, {tsv} AS tsv
-                FROM {rel} WHERE {id} = ANY(%(ids)s)),
+                FROM {rel} WHERE {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s)),
             p AS MATERIALIZED (
                 SELECT t.doc_id, u.lexeme, coalesce(cardinality(u.positions), 1) AS n
                 FROM t CROSS JOIN LATERAL unnest(t.tsv) AS u WHERE t.ranked),
@@ -190,7 +190,9 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
             """).format(id=corpus.id_of("d"), marker=_marker_of(corpus, kind, "d"),
                         emb=corpus.embedding_column("d"), tsv=corpus.tsvector_of("d"),
                         rel=corpus.table("d")),
-            {"ids": ids.tolist(), "source": source, "segment": segment})
+            # the range lets the id index find a batch without reading the whole relation
+            {"ids": ids.tolist(), "low": int(ids[0]), "high": int(ids[-1]), "source": source,
+             "segment": segment})
 
 
 def refresh_keyword_index(conn: psycopg.Connection, corpus: Corpus,
