@@ -55,6 +55,10 @@ def _config(schema: str) -> DatasetConfig:
             GroundTruthMapping(Relation(schema, "ground_truth"), "id", "query", "expected_docs")))
 
 
+def _attach(conn, cfg):
+    return _attach(conn, cfg)
+
+
 def _timed(call):
     started = time.perf_counter()
     value = call()
@@ -67,18 +71,18 @@ def measure(location: StoreLocation, schema: str) -> None:
         migrate(conn)
         build_rag_store(conn, ROOT / "datasets" / "scifact", schema=schema, tsvector=None)
         conn.commit()
-        first, seconds = _timed(lambda: attach_live_dataset(conn, cfg, embedder_factory=_no_embedder))
-        print(f"attach, first build: {seconds:.1f} s; {first.keyword}")
-        again, seconds = _timed(lambda: attach_live_dataset(conn, cfg, embedder_factory=_no_embedder))
-        print(f"attach, nothing changed: {seconds:.2f} s; {again.keyword}")
+        first, seconds = _attach(conn, cfg)
+        print(f"attach, first build: {seconds:.1f} s; {first.keyword}", flush=True)
+        again, seconds = _attach(conn, cfg)
+        print(f"attach, nothing changed: {seconds:.2f} s; {again.keyword}", flush=True)
         conn.execute(f"UPDATE {schema}.l2_insights SET content = content || ' revised' "
                      f"WHERE id % 100 = 0")
         conn.commit()
-        changed, seconds = _timed(lambda: attach_live_dataset(conn, cfg, embedder_factory=_no_embedder))
-        print(f"attach, 1% of rows changed: {seconds:.2f} s; {changed.keyword}")
+        changed, seconds = _attach(conn, cfg)
+        print(f"attach, 1% of rows changed: {seconds:.2f} s; {changed.keyword}", flush=True)
         corpus = dataset_info(conn, cfg.name, with_counts=False).corpus
         source = keyword_index.current_source(conn, corpus)
-        print(f"keyword index on disk: {keyword_index.disk_bytes(conn, source) / 2**20:.1f} MB")
+        print(f"keyword index on disk: {keyword_index.disk_bytes(conn, source) / 2**20:.1f} MB", flush=True)
         search_sql.set_hnsw_ef_search(conn, 100)
         n = len(search_sql.query_lexemes(conn, corpus, None))
         search_sql.candidate_rows(conn, corpus, DEPTH, query_ids=None)  # warm

@@ -169,7 +169,8 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
             WITH t AS MATERIALIZED (
                 SELECT {id}::bigint AS doc_id, {marker} AS marker,
                        {emb} IS NOT NULL AS ranked, {tsv} AS tsv
-                FROM {rel} WHERE {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
+                FROM {rel}
+                WHERE {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
             p AS MATERIALIZED (
                 SELECT t.doc_id, u.lexeme, coalesce(cardinality(u.positions), 1) AS n
                 FROM t CROSS JOIN LATERAL unnest(t.tsv) AS u WHERE t.ranked),

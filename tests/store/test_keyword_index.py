@@ -91,7 +91,8 @@ def test_a_view_is_refreshed_by_the_md5_of_its_text(fresh, beir_folder):
         conn.commit()
         view = dict(relation=Relation("rag", "docs"))
         assert _attach(conn, **view).keyword.rebuilt == "first build"
-        assert conn.execute("SELECT marker FROM eval_harness.keyword_sources").fetchone()[0] == "md5"
+        marker = conn.execute("SELECT marker FROM eval_harness.keyword_sources").fetchone()[0]
+        assert marker == "md5"
         conn.execute("UPDATE rag.l2_insights SET metadata = '{\"x\": 1}'")  # text unchanged
         conn.execute("UPDATE rag.l2_insights SET content = content || ' insulin' WHERE id < 3")
         conn.commit()
