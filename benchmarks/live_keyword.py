@@ -58,7 +58,7 @@ def _config(schema: str) -> DatasetConfig:
 
 
 def _attach(conn, cfg):
-    return _attach(conn, cfg)
+    return _timed(lambda: attach_live_dataset(conn, cfg, embedder_factory=_no_embedder))
 
 
 def _timed(call):
