@@ -108,8 +108,9 @@ def _marker_of(corpus: Corpus, kind: str, alias: str) -> sql.Composable:
 
 def _source(conn: psycopg.Connection, corpus: Corpus, kind: str) -> tuple[int, str | None]:
     """The source row of ``corpus`` (created, or replaced when its language, mapping or
-    marker changed) and why it is built from scratch (None: it is refreshed)."""
-    row = conn.execute("SELECT id, language, mapping, marker, refreshed_at, next_segment "
+    marker changed) and why it is built from scratch (None: it is refreshed; so is an
+    interrupted first build, whose finished batches are kept)."""
+    row = conn.execute("SELECT id, language, mapping, marker, next_segment "
                        "FROM keyword_sources WHERE dataset = %s", (corpus.dataset,)).fetchone()
     reason = None
     if row is None:
@@ -118,10 +119,8 @@ def _source(conn: psycopg.Connection, corpus: Corpus, kind: str) -> tuple[int, s
         reason = f"the language changed from {row[1]} to {corpus.language}"
     elif row[2] != mapping_key(corpus) or row[3] != kind:
         reason = "the corpus mapping changed"
-    elif row[4] is None:
-        reason = "the first build did not finish"
-    elif row[5] > MAX_SEGMENTS:
-        reason = f"compacted after {row[5]} segments"
+    elif row[4] > MAX_SEGMENTS:
+        reason = f"compacted after {row[4]} segments"
     if reason is None:
         return row[0], None
     conn.execute("DELETE FROM keyword_sources WHERE dataset = %s", (corpus.dataset,))
