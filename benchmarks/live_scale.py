@@ -81,7 +81,7 @@ def fetch_in_parallel(location: StoreLocation, dataset: str, query_ids: list[int
     return time.perf_counter() - started
 
 
-def measure(location: StoreLocation, schema: str, seed: int, tsvector: str | None = "tsv") -> dict:
+def measure(location: StoreLocation, schema: str, seed: int) -> dict:
     with location.connection() as conn:
         migrate(conn)
         dim = conn.execute(f"SELECT vector_dims(embedding) FROM {schema}.l2_insights "
@@ -93,14 +93,12 @@ def measure(location: StoreLocation, schema: str, seed: int, tsvector: str | Non
             name=f"bench_{schema}", language="english", embedder=f"local:{model}",
             live=LiveMapping(
                 CorpusMapping(Relation(schema, "l2_insights"), "id", "content", "embedding",
-                              tsvector),
+                              "tsv"),
                 GroundTruthMapping(Relation(schema, "ground_truth"), "id", "query",
                                    "expected_docs")))
         started = time.perf_counter()
         report = attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)
         attach = time.perf_counter() - started
-        if report.keyword is not None:  # tsvector: null: the keyword index (issue #25)
-            print(f"{schema}: {report.keyword}", flush=True)
         query_ids = [i for (i,) in conn.execute(
             "SELECT id FROM ground_truth WHERE dataset = %s ORDER BY id", (cfg.name,))]
         candidate_scores(conn, cfg.name, query_ids=query_ids[:10])  # warm the caches
@@ -128,17 +126,13 @@ def main() -> None:
     parser.add_argument("--schemas", nargs="+", default=["rag_5k", "rag_50k", "rag"])
     parser.add_argument("--harness-schema", default="eval_harness_bench")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tsvector", default="tsv",
-                        help="the mapped tsvector column, or 'null': to_tsvector(language, "
-                             "content), ranked from the harness's keyword index (issue #25)")
     args = parser.parse_args()
-    tsvector = None if args.tsvector == "null" else args.tsvector
     location = StoreLocation(args.url, "benchmark store", schema=args.harness_schema)
     print("| schema | documents | attach s | fetch q/s (1 conn) | fetch q/s (2 conns) | "
           "calibrate fetch s | sweep s | statistics s | best P@5 | peak RSS MB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for schema in args.schemas:
-        m = measure(location, schema, args.seed, tsvector)
+        m = measure(location, schema, args.seed)
         print(f"| {m['schema']} | {m['documents']:,} | {m['attach_s']:.2f} | "
               f"{m['fetch_1conn_qps']:.0f} | {m['fetch_2conn_qps']:.0f} | "
               f"{m['calibrate_fetch_s']:.2f} | {m['sweep_s']:.3f} | {m['statistics_s']:.3f} | "
