@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval import sql
+from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
@@ -169,16 +169,21 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
 def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      query_ids: list[int] | None = None,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
-    """Candidate unions with both raw scores for many ground-truth queries in one statement.
+    """Candidate unions with both raw scores for many ground-truth queries in one statement;
+    what an unchanged corpus and query already had comes from the candidate cache
+    (:mod:`eval_harness.retrieval.candidate_cache`), identical to a fresh fetch.
 
     Refuses, in one sentence naming the query by its own id, candidates no metric can use
     (:func:`refuse_unusable_candidates`)."""
     _check_depth(candidate_depth)
     info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
+    statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
+    rows = candidate_cache.fetch_through_cache(
+        conn, info.corpus, candidate_depth, statement, query_ids,
+        lambda ids: sql.candidate_rows(conn, info.corpus, candidate_depth, query_ids=ids))
     result = []
-    for query_id, doc_ids, sem, kw in sql.candidate_rows(
-            conn, info.corpus, candidate_depth, query_ids=query_ids):
+    for query_id, doc_ids, sem, kw in rows:
         result.append(QueryCandidates(
             int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
             np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))
