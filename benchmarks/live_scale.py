@@ -7,7 +7,14 @@ for each, attaches it as a live dataset (nothing is copied), then measures:
 * candidate fetch for every ground-truth query (the bulk statement calibration runs), on one
   connection and on two (one per core of the reference machine), in queries/s;
 * the calibration sweep and its statistics on top (seconds, from the calibration result);
+* the same fetch again (the candidate cache answers a rerun) and the calibration's fetch cold
+  and on a rerun (``--connections`` gives the connection counts, the cache is emptied first);
+* where a query's time goes (``--split-queries``, default 60): the semantic top 50 and the
+  keyword top 50 timed alone, and how many documents the OR-tsquery matches (medians);
 * the harness process's peak RSS.
+
+A store without a ``tsv`` column (``make_live_corpus.py --tsvector-null``) is mapped with
+``tsvector: null``.
 
 The synthetic ground truth has no query embeddings: each query's vector is the normalised
 mean of the vectors of its topic's documents (``metadata->'topic'`` of its first expected
@@ -17,21 +24,28 @@ name ``synthetic-<dim>``, so no embedder runs.
 
     .venv/bin/python benchmarks/live_scale.py --url postgresql:///postgres?host=... \\
         --schemas rag_5k rag_50k rag
+    .venv/bin/python benchmarks/live_scale.py --url 'postgresql:///postgres?host=/work/scratch&port=55432&user=postgres' \\
+        --schemas rag_null_5k rag_null_50k rag_null_500k --connections 2 3 4
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import threading
 import time
 
 import numpy as np
+from psycopg import sql
 
 from eval_harness.calibration.run import calibrate_dataset
 from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                          LiveMapping, Relation)
-from eval_harness.retrieval.hybrid import as_vector, candidate_scores
+from eval_harness.retrieval import hybrid
+from eval_harness.retrieval.candidate_cache import clear as clear_candidate_cache
+from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info
+from eval_harness.store.corpus import candidate_ids
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.query_embeddings import cache_query_embeddings
@@ -81,38 +95,99 @@ def fetch_in_parallel(location: StoreLocation, dataset: str, query_ids: list[int
     return time.perf_counter() - started
 
 
-def measure(location: StoreLocation, schema: str, seed: int) -> dict:
+def has_tsv_column(conn, schema: str) -> bool:
+    """True for a store with a stored ``tsv`` column, False for the ``--tsvector-null``
+    layout (GIN on the expression)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE "
+                        "table_schema = %s AND table_name = 'l2_insights' AND "
+                        "column_name = 'tsv')", (schema,)).fetchone()[0]
+
+
+def split_ms(conn, dataset: str, queries: int, depth: int = 50) -> dict:
+    """Where a query's time goes, median milliseconds over the first ``queries`` ground-truth
+    queries, each part timed alone: the semantic top ``depth`` (HNSW), the keyword top
+    ``depth`` (the search's own keyword subquery), and the number of documents the OR-tsquery
+    matches."""
+    info = dataset_info(conn, dataset, with_counts=False)
+    corpus = info.corpus
+    rows = conn.execute(
+        "SELECT query_embedding::text, query FROM ground_truth WHERE dataset = %s "
+        "ORDER BY id LIMIT %s", (dataset, queries)).fetchall()
+    semantic = sql.SQL(
+        "SELECT count(*) FROM (SELECT {sid} FROM {s} WHERE {emb_col} IS NOT NULL "
+        "ORDER BY {emb} <=> %s::vector({dim}) LIMIT {depth}) x").format(
+        sid=corpus.id_of("s"), s=corpus.table("s"), emb_col=corpus.embedding_column("s"),
+        emb=corpus.embedding_of("s"), dim=sql.Literal(corpus.dim), depth=sql.Literal(depth))
+    keyword = sql.SQL("WITH q AS MATERIALIZED (SELECT eh_or_tsquery({lang}::regconfig, %s) "
+                      "AS tsq) SELECT count(*) FROM q CROSS JOIN LATERAL ({c}) c").format(
+        lang=sql.Literal(corpus.language), c=candidate_ids(corpus, depth, semantic=False))
+    matches = sql.SQL("SELECT count(*) FROM {k} WHERE {tsv} @@ eh_or_tsquery({lang}::regconfig,"
+                      " %s)").format(k=corpus.table("k"), tsv=corpus.tsvector_of("k"),
+                                     lang=sql.Literal(corpus.language))
+    hybrid.sql.set_hnsw_ef_search(conn, max(100, 2 * depth))
+    sem, kw, found = [], [], []
+    for vector, text in rows:
+        for statement, param, out in ((semantic, vector, sem), (keyword, text, kw)):
+            started = time.perf_counter()
+            conn.execute(statement, (param,)).fetchall()
+            out.append(1000 * (time.perf_counter() - started))
+        found.append(conn.execute(matches, (text,)).fetchone()[0])
+    conn.rollback()
+    return {"semantic_ms": statistics.median(sem), "keyword_ms": statistics.median(kw),
+            "matches": statistics.median(found)}
+
+
+def measure(location: StoreLocation, schema: str, seed: int, connections: list[int],
+            split_queries: int) -> dict:
     with location.connection() as conn:
         migrate(conn)
         dim = conn.execute(f"SELECT vector_dims(embedding) FROM {schema}.l2_insights "
                            "WHERE embedding IS NOT NULL LIMIT 1").fetchone()[0]
         documents = conn.execute(f"SELECT count(*) FROM {schema}.l2_insights").fetchone()[0]
+        tsvector = "tsv" if has_tsv_column(conn, schema) else None
         model = f"synthetic-{dim}"
         seed_query_vectors(conn, schema, model, seed)
         cfg = DatasetConfig(
             name=f"bench_{schema}", language="english", embedder=f"local:{model}",
             live=LiveMapping(
                 CorpusMapping(Relation(schema, "l2_insights"), "id", "content", "embedding",
-                              "tsv"),
+                              tsvector),
                 GroundTruthMapping(Relation(schema, "ground_truth"), "id", "query",
                                    "expected_docs")))
         started = time.perf_counter()
         report = attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)
+        conn.commit()
         attach = time.perf_counter() - started
         query_ids = [i for (i,) in conn.execute(
             "SELECT id FROM ground_truth WHERE dataset = %s ORDER BY id", (cfg.name,))]
         candidate_scores(conn, cfg.name, query_ids=query_ids[:10])  # warm the caches
+        clear_candidate_cache(conn, cfg.name)
+        conn.commit()
         started = time.perf_counter()
         candidate_scores(conn, cfg.name)
+        conn.commit()
         one = time.perf_counter() - started
-        result = calibrate_dataset(conn, cfg.name)
-    two = fetch_in_parallel(location, cfg.name, query_ids, 2)
+        started = time.perf_counter()
+        candidate_scores(conn, cfg.name)  # a rerun: the candidate cache answers
+        rerun = time.perf_counter() - started
+        clear_candidate_cache(conn, cfg.name)
+        conn.commit()
+        cold = calibrate_dataset(conn, cfg.name)
+        conn.commit()
+        warm = calibrate_dataset(conn, cfg.name)
+        split = split_ms(conn, cfg.name, split_queries) if split_queries else {}
+    parallel = {}
+    for n in connections:
+        with location.connection(autocommit=True) as conn:
+            clear_candidate_cache(conn, cfg.name)
+        parallel[n] = len(query_ids) / fetch_in_parallel(location, cfg.name, query_ids, n)
     return {"schema": schema, "documents": documents, "queries": report.queries,
-            "attach_s": attach, "fetch_1conn_qps": len(query_ids) / one,
-            "fetch_2conn_qps": len(query_ids) / two,
-            "calibrate_fetch_s": result.seconds["fetch_candidates"],
-            "sweep_s": result.seconds["sweep"], "statistics_s": result.seconds["statistics"],
-            "p_at_5_best": result.best.p_at_5,
+            "tsvector": tsvector, "attach_s": attach, "fetch_1conn_qps": len(query_ids) / one,
+            "rerun_s": rerun, "parallel_qps": parallel,
+            "calibrate_fetch_s": cold.seconds["fetch_candidates"],
+            "calibrate_fetch_rerun_s": warm.seconds["fetch_candidates"],
+            "sweep_s": cold.seconds["sweep"], "statistics_s": cold.seconds["statistics"],
+            "p_at_5_best": cold.best.p_at_5, **split,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -126,17 +201,27 @@ def main() -> None:
     parser.add_argument("--schemas", nargs="+", default=["rag_5k", "rag_50k", "rag"])
     parser.add_argument("--harness-schema", default="eval_harness_bench")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--connections", type=int, nargs="+", default=[2],
+                        help="fetch over this many connections too (e.g. 2 3 4)")
+    parser.add_argument("--split-queries", type=int, default=60,
+                        help="queries timed part by part (0: skip)")
     args = parser.parse_args()
     location = StoreLocation(args.url, "benchmark store", schema=args.harness_schema)
-    print("| schema | documents | attach s | fetch q/s (1 conn) | fetch q/s (2 conns) | "
-          "calibrate fetch s | sweep s | statistics s | best P@5 | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    conns = " | ".join(f"fetch q/s ({n} conns)" for n in args.connections)
+    print(f"| schema | documents | tsvector | attach s | fetch q/s (1 conn) | {conns} | "
+          "rerun fetch s | calibrate fetch s (cold / rerun) | sweep s | statistics s | "
+          "best P@5 | semantic ms | keyword ms | matches | peak RSS MB |")
+    print("|---|---:|---|---:|---:|" + "---:|" * len(args.connections)
+          + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for schema in args.schemas:
-        m = measure(location, schema, args.seed)
-        print(f"| {m['schema']} | {m['documents']:,} | {m['attach_s']:.2f} | "
-              f"{m['fetch_1conn_qps']:.0f} | {m['fetch_2conn_qps']:.0f} | "
-              f"{m['calibrate_fetch_s']:.2f} | {m['sweep_s']:.3f} | {m['statistics_s']:.3f} | "
-              f"{m['p_at_5_best']:.3f} | {m['peak_rss_mb']:.0f} |", flush=True)
+        m = measure(location, schema, args.seed, args.connections, args.split_queries)
+        par = " | ".join(f"{m['parallel_qps'][n]:.0f}" for n in args.connections)
+        print(f"| {m['schema']} | {m['documents']:,} | {m['tsvector'] or 'null'} | "
+              f"{m['attach_s']:.2f} | {m['fetch_1conn_qps']:.1f} | {par} | {m['rerun_s']:.3f} | "
+              f"{m['calibrate_fetch_s']:.2f} / {m['calibrate_fetch_rerun_s']:.3f} | "
+              f"{m['sweep_s']:.3f} | {m['statistics_s']:.3f} | {m['p_at_5_best']:.3f} | "
+              f"{m.get('semantic_ms', float('nan')):.1f} | {m.get('keyword_ms', float('nan')):.1f}"
+              f" | {m.get('matches', float('nan')):,.0f} | {m['peak_rss_mb']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
