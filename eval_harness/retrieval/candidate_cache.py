@@ -45,11 +45,12 @@ from eval_harness.store.corpus import Corpus, corpus_version
 Row = tuple  # (query id, doc_ids, semantic, keyword), as retrieval.sql.candidate_rows returns
 
 
-def search_key(conn: psycopg.Connection, statement: str) -> str:
-    """The hash an entry must match besides the corpus: the candidate statement's text, the
-    session's ``hnsw.ef_search``, the server's and pgvector's versions."""
-    ef, server, vector = conn.execute(
-        "SELECT current_setting('hnsw.ef_search', true), current_setting('server_version_num'),"
+def search_key(conn: psycopg.Connection, search: tuple[str, int]) -> str:
+    """The hash an entry must match besides the corpus: ``search`` is the candidate
+    statement's text and its ``hnsw.ef_search``; the server's and pgvector's versions too."""
+    statement, ef = search
+    server, vector = conn.execute(
+        "SELECT current_setting('server_version_num'),"
         " (SELECT extversion FROM pg_extension WHERE extname = 'vector')").fetchone()
     return hashlib.sha256("\x1f".join([statement, str(ef), server, str(vector)]).encode()
                           ).hexdigest()
@@ -59,12 +60,12 @@ def _table_exists(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT to_regclass('candidate_cache') IS NOT NULL").fetchone()[0]
 
 
-def fetch_through_cache(conn: psycopg.Connection, corpus: Corpus, depth: int, statement: str,
-                        query_ids: Sequence[int] | None,
+def fetch_through_cache(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                        statement: tuple[str, int], query_ids: Sequence[int] | None,
                         fetch: Callable[[list[int] | None], list[Row]]) -> list[Row]:
     """The candidate rows of ``query_ids`` (None: every query of the dataset), rows by query
     id: cached entries where they are current, ``fetch(ids)`` for the others (then cached).
-    ``statement`` is the candidate statement as text (part of the entries' key)."""
+    ``statement`` is the candidate statement as text and its ef_search (the entries' key)."""
     if not _table_exists(conn):
         return fetch(None if query_ids is None else list(query_ids))
     version = corpus_version(conn, corpus)
@@ -115,6 +116,18 @@ def _write(conn: psycopg.Connection, dataset: str, depth: int, search: str, vers
                       list(row[2] or []), list(row[3] or [])) for key, row in sorted(rows.items())])
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
         pass  # nothing cached; the fetch itself stands
+
+
+def cached_count(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                 statement: tuple[str, int]) -> tuple[int, int]:
+    """``(cached, total)``: the dataset's ground-truth queries whose entry is current, of all
+    of them (0 cached when the corpus cannot be fingerprinted or the table is not there)."""
+    keys = set(ground_truth.query_keys(conn, corpus.dataset).values())
+    version = corpus_version(conn, corpus) if _table_exists(conn) else None
+    if version is None:
+        return 0, len(keys)
+    return len(_read(conn, corpus.dataset, depth, search_key(conn, statement), version,
+                     keys)), len(keys)
 
 
 def clear(conn: psycopg.Connection, dataset: str) -> int:

@@ -120,11 +120,15 @@ def _check_depth(depth: int) -> None:
         raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, got {depth}")
 
 
+def ef_search_for(depth: int) -> int:
+    """``hnsw.ef_search`` for a candidate depth: it bounds how many neighbours an HNSW scan
+    can return; twice the depth keeps the approximate top-`depth` close to exact at little
+    cost."""
+    return min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
+
+
 def _set_ef_search(conn: psycopg.Connection, depth: int) -> None:
-    # ef_search bounds how many neighbours an HNSW scan can return; twice the depth keeps
-    # the approximate top-`depth` close to exact at little cost.
-    ef = min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
-    sql.set_hnsw_ef_search(conn, ef)
+    sql.set_hnsw_ef_search(conn, ef_search_for(depth))
 
 
 def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
@@ -166,6 +170,16 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
 
 
+def cached_candidate_queries(conn: psycopg.Connection, dataset: str, *,
+                             candidate_depth: int = 50) -> tuple[int, int]:
+    """``(cached, total)``: how many of the dataset's ground-truth queries a candidate fetch
+    at ``candidate_depth`` would read from the candidate cache now (the doctor's line)."""
+    info = dataset_info(conn, dataset, with_counts=False)
+    statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
+    return candidate_cache.cached_count(conn, info.corpus, candidate_depth,
+                                        (statement, ef_search_for(candidate_depth)))
+
+
 def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      query_ids: list[int] | None = None,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
@@ -180,7 +194,8 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     _set_ef_search(conn, candidate_depth)
     statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
     rows = candidate_cache.fetch_through_cache(
-        conn, info.corpus, candidate_depth, statement, query_ids,
+        conn, info.corpus, candidate_depth, (statement, ef_search_for(candidate_depth)),
+        query_ids,
         lambda ids: sql.candidate_rows(conn, info.corpus, candidate_depth, query_ids=ids))
     result = []
     for query_id, doc_ids, sem, kw in rows:
