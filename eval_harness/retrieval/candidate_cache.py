@@ -112,10 +112,19 @@ def _write(conn: psycopg.Connection, dataset: str, depth: int, search: str, vers
                     "search_key = excluded.search_key, corpus_version = excluded.corpus_version,"
                     " doc_ids = excluded.doc_ids, semantic = excluded.semantic, "
                     "keyword = excluded.keyword, fetched_at = now()",
-                    [(dataset, depth, key, search, version, list(row[1] or []),
-                      list(row[2] or []), list(row[3] or [])) for key, row in sorted(rows.items())])
+                    [(dataset, depth, key, search, version, _ints(row[1]), _floats(row[2]),
+                      _floats(row[3])) for key, row in sorted(rows.items())])
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
         pass  # nothing cached; the fetch itself stands
+
+
+def _ints(values) -> list[int]:
+    return [] if values is None else [int(v) for v in values]
+
+
+def _floats(values) -> list[float]:
+    """Python floats (a numpy float64 array or a list of them): float8 text keeps every bit."""
+    return [] if values is None else [float(v) for v in values]
 
 
 def cached_count(conn: psycopg.Connection, corpus: Corpus, depth: int,

@@ -29,6 +29,7 @@ import psycopg
 
 from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores
+from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
 
@@ -183,8 +184,10 @@ def cached_candidate_queries(conn: psycopg.Connection, dataset: str, *,
 def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      query_ids: list[int] | None = None,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
-    """Candidate unions with both raw scores for many ground-truth queries in one statement;
-    what an unchanged corpus and query already had comes from the candidate cache
+    """Candidate unions with both raw scores for many ground-truth queries in one statement
+    (a live corpus with ``tsvector: null`` and a keyword index: its keyword side from the
+    index, :mod:`eval_harness.retrieval.keyword_candidates`; the same values); what an
+    unchanged corpus and query already had comes from the candidate cache
     (:mod:`eval_harness.retrieval.candidate_cache`), identical to a fresh fetch.
 
     Refuses, in one sentence naming the query by its own id, candidates no metric can use
@@ -195,15 +198,25 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
     rows = candidate_cache.fetch_through_cache(
         conn, info.corpus, candidate_depth, (statement, ef_search_for(candidate_depth)),
-        query_ids,
-        lambda ids: sql.candidate_rows(conn, info.corpus, candidate_depth, query_ids=ids))
+        query_ids, lambda ids: _fetch_candidate_rows(conn, info.corpus, candidate_depth, ids))
     result = []
     for query_id, doc_ids, sem, kw in rows:
-        result.append(QueryCandidates(
-            int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
-            np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))
+        result.append(QueryCandidates(  # an empty union: NULL arrays from the statement
+            int(query_id), np.asarray([] if doc_ids is None else doc_ids, dtype=np.int64),
+            np.asarray([] if sem is None else sem, dtype=np.float64),
+            np.asarray([] if kw is None else kw, dtype=np.float64)))
     refuse_unusable_candidates(conn, info.corpus, result)
     return result
+
+
+def _fetch_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                          query_ids: list[int] | None) -> list[tuple]:
+    """The candidate rows, searched: the keyword side from the keyword index when the corpus
+    has one, else the search's own statement."""
+    rows = indexed_candidate_rows(conn, corpus, depth, query_ids=query_ids)
+    if rows is None:  # an ingested copy, a stored tsvector column, or no keyword index yet
+        rows = sql.candidate_rows(conn, corpus, depth, query_ids=query_ids)
+    return rows
 
 
 def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,

@@ -117,3 +117,45 @@ def candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
     ``query_ids``; None: all) with both raw scores: ``(query id, doc_ids, semantic,
     keyword)``, arrays ordered by document id, rows by query id."""
     return conn.execute(candidate_statement(corpus, depth), {"ids": query_ids}).fetchall()
+
+
+# ------------------------------------------------------------------------------ keyword index
+
+def query_lexemes(conn: psycopg.Connection, corpus: Corpus,
+                  query_ids: list[int] | None) -> list[tuple[int, list[str]]]:
+    """Each ground-truth query's lexemes under the dataset's language (those
+    ``eh_or_tsquery`` ORs), by query id."""
+    return [(qid, list(lexemes or [])) for qid, lexemes in conn.execute(sql.SQL("""
+        SELECT g.id, tsvector_to_array(to_tsvector({lang}::regconfig, g.query))
+        FROM {gt} WHERE g.dataset = {name}
+          AND (%(ids)s::int[] IS NULL OR g.id = ANY(%(ids)s::int[]))
+        ORDER BY g.id""").format(gt=ground_truth.table("g"), lang=sql.Literal(corpus.language),
+                                  name=sql.Literal(corpus.dataset)), {"ids": query_ids})]
+
+
+def union_statement(corpus: Corpus, depth: int) -> sql.Composed:
+    """The candidate union of :func:`candidate_statement` with the keyword side given: per
+    query (``qids``), the semantic top ``depth`` and the keyword ids in ``kw`` (int array
+    literals), each with its semantic score; by query id."""
+    return sql.SQL("""
+        SELECT g.id, c.doc_ids, c.sem
+        FROM unnest(%(qids)s::int[], %(kw)s::text[]) AS p(qid, kw)
+        JOIN {gt} ON g.id = p.qid
+        CROSS JOIN LATERAL (SELECT g.query_embedding::vector({dim}) AS emb OFFSET 0) q
+        CROSS JOIN LATERAL (
+            SELECT array_agg({did} ORDER BY {did}) AS doc_ids,
+                   array_agg(({sem})::float8 ORDER BY {did}) AS sem
+            FROM ({candidates} UNION SELECT unnest(p.kw::bigint[]) AS id) cand
+            JOIN {d} ON {did} = cand.id) c
+        ORDER BY g.id""").format(
+        gt=ground_truth.table("g"), dim=sql.Literal(corpus.dim), sem=_semantic_expr(corpus, True),
+        did=corpus.id_of("d"), d=corpus.table("d"),
+        candidates=candidate_ids(corpus, depth, semantic=True, keyword=False))
+
+
+def union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, query_ids: list[int],
+               keyword_ids: list[list[int]]) -> list[tuple]:
+    """``(query id, doc_ids, semantic)`` of each query's candidate union (ids ascending)."""
+    literals = ["{" + ",".join(str(int(i)) for i in ids) + "}" for ids in keyword_ids]
+    return conn.execute(union_statement(corpus, depth),
+                        {"qids": list(query_ids), "kw": literals}).fetchall()

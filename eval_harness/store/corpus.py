@@ -159,9 +159,11 @@ def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:
         corpus.table("d"), corpus.rows_of_dataset("d"))).fetchone()[0]
 
 
-def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
+def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
+                  keyword: bool = True) -> sql.Composed:
     """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
-    ``id``s, joined to the corpus by id.
+    ``id``s, joined to the corpus by id. ``keyword=False``: the semantic side only (the
+    keyword side then comes from the keyword index, :mod:`eval_harness.store.keyword_index`).
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
@@ -175,10 +177,11 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed
             "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
     # A document without an embedding has no semantic score, so no fused score: it is no
     # keyword candidate either (an ingested one is empty and matches nothing anyway).
-    parts.append(sql.SQL(
-        "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
-        "AND {k_emb_col} IS NOT NULL "
-        "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
+    if keyword:
+        parts.append(sql.SQL(
+            "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
+            "AND {k_emb_col} IS NOT NULL "
+            "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
     values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
               "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
               "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),

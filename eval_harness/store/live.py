@@ -35,12 +35,14 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig, GroundTruthMapping
-from eval_harness.store import dataset_register, ground_truth
+from eval_harness.store import dataset_register, ground_truth, keyword_index
+from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
 from eval_harness.store.live_mapping import (TEXT_TYPES, CheckedMapping, check_mapping,
                                              embedder_model, ground_truth_key, relation_columns)
 from eval_harness.store.live_rows import LiveMappingError, row_notices
+from eval_harness.store.keyword_index import KeywordRefresh
 from eval_harness.store.query_embeddings import cache_query_embeddings, cached_query_embeddings
 
 MAX_ID = 2**31 - 1  # the harness keeps document ids as integer
@@ -58,11 +60,13 @@ class AttachReport:
     embedded: int = 0          # query texts embedded now
     embeddings_cached: int = 0  # taken from the query_embeddings cache
     notices: list[str] = field(default_factory=list)
+    keyword: KeywordRefresh | None = None  # tsvector: null only
 
     def __str__(self) -> str:
-        return (f"dataset '{self.dataset}' (live, {self.relation}): {self.queries} queries "
+        line = (f"dataset '{self.dataset}' (live, {self.relation}): {self.queries} queries "
                 f"({self.inserted} new, {self.updated} changed, {self.removed} removed); "
                 f"query embeddings: {self.embedded} computed, {self.embeddings_cached} cached")
+        return line if self.keyword is None else f"{line}\n{self.keyword}"
 
 
 # ------------------------------------------------------------------------------ attach
@@ -82,6 +86,12 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_ids(conn))
         _merge_ground_truth(conn, cfg.name, report)
         _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
+    corpus = dataset_info_corpus(conn, cfg.name)
+    if keyword_index.serves(corpus):
+        report.keyword = keyword_index.refresh_keyword_index(conn, corpus)
+    else:
+        with conn.transaction():  # a tsvector column now: the derived data is not needed
+            keyword_index.drop_keyword_index(conn, cfg.name)
     return report
 
 
@@ -198,6 +208,15 @@ def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
                                f"{sorted(wrong)[0]}-dimensional query vectors but the corpus "
                                f"embeddings have {dim}; name the model that embedded the corpus.")
     ground_truth.set_query_embeddings(conn, cfg.name, [(found[t], t) for t in texts])
+
+
+def dataset_info_corpus(conn: psycopg.Connection, dataset: str) -> Corpus:
+    """The corpus of live ``dataset`` as just recorded (what every later command reads)."""
+    row = dataset_register.dataset_row(conn, dataset)
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.autocommit:
+        conn.commit()
+    name, language, _model, dim, _kind, mapping = row
+    return Corpus.live(name, language, dim, mapping)
 
 
 # ------------------------------------------------------------------------------ write-back

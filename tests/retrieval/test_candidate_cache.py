@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval_harness.retrieval import candidate_cache, sql as retrieval_sql
+from eval_harness.retrieval import candidate_cache, hybrid
 from eval_harness.retrieval.hybrid import candidate_scores
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
@@ -19,13 +19,13 @@ from live_store import live_config, no_embedder
 def fetches(monkeypatch):
     """The query ids of every bulk candidate fetch that reached the corpus."""
     calls: list[list[int] | None] = []
-    real = retrieval_sql.candidate_rows
+    real = hybrid._fetch_candidate_rows  # the search: keyword index or bulk statement
 
-    def counted(conn, corpus, depth, *, query_ids):
+    def counted(conn, corpus, depth, query_ids):
         calls.append(None if query_ids is None else sorted(query_ids))
-        return real(conn, corpus, depth, query_ids=query_ids)
+        return real(conn, corpus, depth, query_ids)
 
-    monkeypatch.setattr(retrieval_sql, "candidate_rows", counted)
+    monkeypatch.setattr(hybrid, "_fetch_candidate_rows", counted)
     return calls
 
 
@@ -82,7 +82,8 @@ def test_a_changed_query_invalidates_its_own_entry_only(live, fetches):
 
 @pytest.mark.parametrize("change", [
     "UPDATE rag.l2_insights SET content = content || ' aspirin aspirin' WHERE id = 7",
-    "DELETE FROM rag.l2_insights WHERE id = 3",
+    "DELETE FROM rag.l2_insights WHERE id = (SELECT min(d.id) FROM rag.l2_insights d WHERE "
+    "NOT EXISTS (SELECT 1 FROM rag.ground_truth g WHERE d.id = ANY(g.expected_docs)))",
     "INSERT INTO rag.l2_insights (id, content, embedding) "
     "SELECT 1000, 'aspirin heart dose', embedding FROM rag.l2_insights WHERE id = 2",
     "UPDATE rag.l2_insights SET embedding = (SELECT embedding FROM rag.l2_insights WHERE id = 1)"
@@ -91,6 +92,7 @@ def test_a_changed_query_invalidates_its_own_entry_only(live, fetches):
 def test_any_changed_document_invalidates_every_entry(live, fetches, change):
     before = candidate_scores(live, "live", candidate_depth=10)
     live.execute(change)
+    attach_live_dataset(live, live_config(), embedder_factory=no_embedder)  # as commands do
     after = candidate_scores(live, "live", candidate_depth=10)
     assert len(fetches) == 2 and len(fetches[1]) == 15
     assert same(after, fresh_fetch(live))
