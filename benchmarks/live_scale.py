@@ -11,7 +11,9 @@ for each, attaches it as a live dataset (nothing is copied), then measures:
   and on a rerun (``--connections`` gives the connection counts, the cache is emptied first);
 * where a query's time goes (``--split-queries``, default 60): the semantic top 50 and the
   keyword top 50 timed alone, and how many documents the OR-tsquery matches (medians);
-* the harness process's peak RSS.
+* the harness process's peak RSS;
+* attach: the first (with a keyword index: its build), again on the unchanged store, and with
+  ``--change-percent P`` after P % of the rows got new text (this writes the benchmark store).
 
 A store without a ``tsv`` column (``make_live_corpus.py --tsvector-null``) is mapped with
 ``tsvector: null``.
@@ -140,8 +142,18 @@ def split_ms(conn, dataset: str, queries: int, depth: int = 50) -> dict:
             "matches": statistics.median(found)}
 
 
+def change_rows(conn, schema: str, percent: float) -> int:
+    """Give ``percent`` % of the documents (every n-th id, n = 100 / percent) the text of the
+    next document: what a RAG system re-ingesting a few documents does. Each run changes
+    them again (the text moves one document further)."""
+    step = max(1, round(100 / percent))
+    return conn.execute(f"""
+        UPDATE {schema}.l2_insights t SET content = n.content
+        FROM {schema}.l2_insights n WHERE n.id = t.id + 1 AND t.id % {step} = 0""").rowcount
+
+
 def measure(location: StoreLocation, schema: str, seed: int, connections: list[int],
-            split_queries: int, limit: int | None = None) -> dict:
+            split_queries: int, limit: int | None = None, change_percent: float = 0) -> dict:
     with location.connection() as conn:
         migrate(conn)
         dim = conn.execute(f"SELECT vector_dims(embedding) FROM {schema}.l2_insights "
@@ -161,6 +173,10 @@ def measure(location: StoreLocation, schema: str, seed: int, connections: list[i
         report = attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)
         conn.commit()
         attach = time.perf_counter() - started
+        started = time.perf_counter()
+        attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)  # nothing changed
+        conn.commit()
+        attach_again = time.perf_counter() - started
         query_ids = [i for (i,) in conn.execute(
             "SELECT id FROM ground_truth WHERE dataset = %s ORDER BY id", (cfg.name,))]
         query_ids = query_ids[:limit] if limit else query_ids
@@ -182,13 +198,23 @@ def measure(location: StoreLocation, schema: str, seed: int, connections: list[i
             conn.commit()
             warm = calibrate_dataset(conn, cfg.name)
         split = split_ms(conn, cfg.name, split_queries) if split_queries else {}
+    refresh = changed = None
+    if change_percent:
+        with location.connection() as conn:
+            changed = change_rows(conn, schema, change_percent)
+            conn.commit()
+            started = time.perf_counter()
+            attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)
+            conn.commit()
+            refresh = time.perf_counter() - started
     parallel = {}
     for n in connections:
         with location.connection(autocommit=True) as conn:
             clear_candidate_cache(conn, cfg.name)
         parallel[n] = len(query_ids) / fetch_in_parallel(location, cfg.name, query_ids, n)
     return {"schema": schema, "documents": documents, "queries": report.queries,
-            "tsvector": tsvector, "attach_s": attach, "fetch_1conn_qps": len(query_ids) / one,
+            "tsvector": tsvector, "attach_s": attach, "attach_again_s": attach_again,
+            "refresh_s": refresh, "changed": changed, "fetch_1conn_qps": len(query_ids) / one,
             "rerun_s": rerun, "parallel_qps": parallel,
             "calibrate_fetch_s": cold.seconds["fetch_candidates"] if cold else NAN,
             "calibrate_fetch_rerun_s": warm.seconds["fetch_candidates"] if warm else NAN,
@@ -213,6 +239,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=0,
                         help="fetch only the first N ground-truth queries and skip the "
                              "calibration (for a slow store; 0: all)")
+    parser.add_argument("--change-percent", type=float, default=0,
+                        help="then change this %% of the documents' text (it writes the "
+                             "benchmark store) and time the attach that refreshes (0: skip)")
     parser.add_argument("--split-queries", type=int, default=60,
                         help="queries timed part by part (0: skip)")
     args = parser.parse_args()
@@ -225,8 +254,11 @@ def main() -> None:
           + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for schema in args.schemas:
         m = measure(location, schema, args.seed, args.connections, args.split_queries,
-                    args.queries)
+                    args.queries, args.change_percent)
         par = " | ".join(f"{m['parallel_qps'][n]:.0f}" for n in args.connections)
+        print(f"{m['schema']}: attach {m['attach_s']:.2f} s, again unchanged "
+              f"{m['attach_again_s']:.2f} s" + (f", after {m['changed']:,} rows changed "
+              f"{m['refresh_s']:.2f} s" if m['refresh_s'] is not None else ""))
         print(f"| {m['schema']} ({m['fetched']} queries) | {m['documents']:,} | {m['tsvector'] or 'null'} | "
               f"{m['attach_s']:.2f} | {m['fetch_1conn_qps']:.1f} | {par} | {m['rerun_s']:.3f} | "
               f"{m['calibrate_fetch_s']:.2f} / {m['calibrate_fetch_rerun_s']:.3f} | "
