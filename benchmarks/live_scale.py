@@ -17,6 +17,9 @@ for each, attaches it as a live dataset (nothing is copied), then measures:
 * attach: the first (with a keyword index: its build), again on the unchanged store, and with
   ``--change-percent P`` after P % of the rows got new text (this writes the benchmark store).
 
+The "before" figures of issue #25 ran this script on the code before the keyword index
+(``git archive 7249e07 eval_harness | tar -x -C /tmp/before`` and ``PYTHONPATH=/tmp/before``).
+
 A store without a ``tsv`` column (``make_live_corpus.py --tsvector-null``) is mapped with
 ``tsvector: null``.
 
@@ -49,8 +52,11 @@ from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, Ground
 from eval_harness.retrieval import hybrid
 from eval_harness.retrieval.candidate_cache import clear as clear_candidate_cache
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info
-from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.store import keyword_index
+try:  # the keyword index (issue #25); absent when measuring the code before it
+    from eval_harness.retrieval.keyword_rank import query_items, rank_query
+    from eval_harness.store import keyword_index
+except ImportError:
+    keyword_index = None
 from eval_harness.store.corpus import candidate_ids
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.live import attach_live_dataset
@@ -144,7 +150,8 @@ def split_ms(conn, dataset: str, queries: int, depth: int = 50) -> dict:
     conn.rollback()
     out = {"semantic_ms": statistics.median(sem), "keyword_ms": statistics.median(kw),
            "matches": statistics.median(found)}
-    source = keyword_index.current_source(conn, corpus) if keyword_index.serves(corpus) else None
+    source = (keyword_index.current_source(conn, corpus)
+              if keyword_index is not None and keyword_index.serves(corpus) else None)
     if source is not None:  # the keyword side as the fetch runs it now: from the keyword index
         started = time.perf_counter()
         documents = keyword_index.indexed_documents(conn, source)
