@@ -69,13 +69,14 @@ NAN = float("nan")
 def seed_query_vectors(conn, schema: str, model: str, seed: int) -> int:
     """Cache a vector for each ground-truth query of ``schema`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    rows = conn.execute(f"""
-        SELECT g.query, (SELECT avg(d.embedding) FROM {schema}.l2_insights d
-                         WHERE d.metadata->'topic' = t.topic)
-        FROM {schema}.ground_truth g
-        CROSS JOIN LATERAL (SELECT d.metadata->'topic' AS topic FROM {schema}.l2_insights d
-                            WHERE d.id = g.expected_docs[1]) t
-        ORDER BY g.id""").fetchall()
+    topics = [(query, topic) for query, topic in conn.execute(f"""
+        SELECT g.query, d.metadata->'topic' FROM {schema}.ground_truth g
+        JOIN {schema}.l2_insights d ON d.id = g.expected_docs[1] ORDER BY g.id""")]
+    wanted = sorted({topic for _, topic in topics})
+    means = dict(conn.execute(f"""
+        SELECT d.metadata->'topic', avg(d.embedding) FROM {schema}.l2_insights d
+        WHERE (d.metadata->'topic')::int = ANY(%s) GROUP BY 1""", (wanted,)))  # one pass
+    rows = [(query, means[topic]) for query, topic in topics]
     vectors = {}
     for query, mean in rows:
         mean = as_vector(mean)
