@@ -30,6 +30,8 @@ from typing import Iterator, Sequence
 import psycopg
 from psycopg import sql
 
+from eval_harness.retrieval.keyword_rank import query_items, rank_query
+from eval_harness.store import keyword_index
 from eval_harness.store.corpus import Corpus, candidate_ids
 
 MEASURED_QUERIES = 5           # ground-truth queries timed at most
@@ -157,3 +159,27 @@ def measure_keyword_cost(conn: psycopg.Connection, corpus: Corpus, texts: Sequen
     return KeywordCost(len(search), statistics.median(search),
                        statistics.median(stored[1]) if stored else None,
                        statistics.median(stored[0]) if stored else None)
+
+
+def measure_indexed_cost(conn: psycopg.Connection, corpus: Corpus,
+                         texts: Sequence[str], *, depth: int) -> float | None:
+    """Median milliseconds per query of the keyword side as the candidate fetch runs it when
+    ``corpus`` has a current keyword index (:mod:`eval_harness.store.keyword_index`): the
+    query's postings read and ranked (:mod:`eval_harness.retrieval.keyword_rank`), its top
+    ``depth`` taken; loading the index's documents, once per fetch, is not counted. None
+    when the corpus has no current keyword index. Only reads."""
+    if not keyword_index.serves(corpus):
+        return None
+    source = keyword_index.current_source(conn, corpus)
+    if source is None:
+        return None
+    documents = keyword_index.indexed_documents(conn, source)
+    times = []
+    for text in texts[:MEASURED_QUERIES]:
+        started = time.perf_counter()
+        lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))",
+                               (corpus.language, text)).fetchone()[0]
+        items = query_items(list(lexemes or []))
+        rank_query(documents, items, keyword_index.postings(conn, source, items)).top(depth)
+        times.append((time.perf_counter() - started) * 1000.0)
+    return statistics.median(times) if times else None

@@ -127,7 +127,10 @@ def test_tsvector_null_is_measured_per_query_and_the_fix_removes_it(rag_store, t
     # 60 documents cost next to nothing: any figure is worth a warning here
     monkeypatch.setattr(doctor_datasets, "KEYWORD_COST_WARN_MS", 0.0)
     code, lines = doctor(capsys, tmp_path, embedder="local:test-random")
-    cost, fix = named(lines, "keyword")
+    cost, fix, derive = named(lines, "keyword")
+    assert derive.endswith("'live' the keyword index: `eval-harness attach --dataset live` "
+                           "derives it in the harness schema (the fetch then ranks from it, "
+                           "the same figures)")
     assert cost.startswith("warn  keyword      'live' tsvector: null, so keyword search parses "
                            "every document a query matches again: ")
     assert " ms per query (median of 5 ground-truth queries, each matching ~" in cost
@@ -166,6 +169,10 @@ def test_the_doctor_says_how_much_of_a_rerun_the_candidate_cache_answers(
     assert main(["--config", str(write_config(tmp_path)), "attach", "--dataset", "live"]) == 0
     capsys.readouterr()
     _, lines = doctor(capsys, tmp_path, embedder="local:test-random")
+    [cost] = named(lines, "keyword")  # attached: the keyword index is the path measured
+    assert cost.startswith("ok    keyword      'live' tsvector: null, ranked from the keyword "
+                           "index derived at attach: ")
+    assert " ms per query (median of up to 5 ground-truth queries); all 15 ground-truth " in cost
     assert "candidate cache: 0 of 15 ground-truth queries would be read" in named(
         lines, "fetch")[0]
     with rag_store.connection() as conn:
