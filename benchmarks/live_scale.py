@@ -282,7 +282,7 @@ def main() -> None:
     for schema in args.schemas:
         m = measure(location, schema, args.seed, args.connections, args.split_queries,
                     args.queries, args.change_percent)
-        par = " | ".join(f"{m['parallel_qps'][n]:.0f}" for n in args.connections)
+        par = " | ".join(f"{m['parallel_qps'][n]:.1f}" for n in args.connections)
         if "indexed_keyword_ms" in m:
             print(f"{m['schema']}: keyword side from the keyword index "
                   f"{m['indexed_keyword_ms']:.1f} ms per query (median; loading the index's "
