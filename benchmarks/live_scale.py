@@ -200,6 +200,8 @@ def measure(location: StoreLocation, schema: str, seed: int, connections: list[i
         report = attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)
         conn.commit()
         attach = time.perf_counter() - started
+        if getattr(report, "keyword", None) is not None:  # tsvector: null: the keyword index
+            print(f"{schema}: {report.keyword}", flush=True)
         started = time.perf_counter()
         attach_live_dataset(conn, cfg, embedder_factory=_no_embedder)  # nothing changed
         conn.commit()

@@ -47,5 +47,5 @@ def indexed_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
         for qid, doc_ids, sem in sql.union_rows(conn, corpus, depth, qids,
                                                 [scores[q].top(depth) for q in qids]):
             ids = np.asarray(doc_ids or [], dtype=np.int64)
-            rows.append((qid, ids, sem or [], scores[qid].score_of(ids)))
+            rows.append((qid, ids.tolist(), list(sem or []), scores[qid].score_of(ids).tolist()))
     return rows

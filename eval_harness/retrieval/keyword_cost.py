@@ -161,16 +161,13 @@ def measure_keyword_cost(conn: psycopg.Connection, corpus: Corpus, texts: Sequen
                        statistics.median(stored[0]) if stored else None)
 
 
-def measure_indexed_cost(conn: psycopg.Connection, corpus: Corpus,
-                         texts: Sequence[str], *, depth: int) -> float | None:
-    """Median milliseconds per query of the keyword side as the candidate fetch runs it when
-    ``corpus`` has a current keyword index (:mod:`eval_harness.store.keyword_index`): the
-    query's postings read and ranked (:mod:`eval_harness.retrieval.keyword_rank`), its top
-    ``depth`` taken; loading the index's documents, once per fetch, is not counted. None
-    when the corpus has no current keyword index. Only reads."""
-    if not keyword_index.serves(corpus):
-        return None
-    source = keyword_index.current_source(conn, corpus)
+def measure_index_cost(conn: psycopg.Connection, corpus: Corpus, texts: Sequence[str], *,
+                       depth: int) -> float | None:
+    """Median milliseconds per query of the same keyword top ``depth`` from the harness's
+    keyword index (:mod:`eval_harness.retrieval.keyword_rank`: postings read and ranked),
+    as report, judge and calibrate compute it; None when the dataset has no current index
+    (never attached with ``tsvector: null``, or attached with another mapping)."""
+    source = keyword_index.current_source(conn, corpus) if keyword_index.serves(corpus) else None
     if source is None:
         return None
     documents = keyword_index.indexed_documents(conn, source)
@@ -179,7 +176,9 @@ def measure_indexed_cost(conn: psycopg.Connection, corpus: Corpus,
         started = time.perf_counter()
         lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))",
                                (corpus.language, text)).fetchone()[0]
-        items = query_items(list(lexemes or []))
+        items = query_items(lexemes or [])
         rank_query(documents, items, keyword_index.postings(conn, source, items)).top(depth)
         times.append((time.perf_counter() - started) * 1000.0)
+    if not conn.autocommit:
+        conn.rollback()
     return statistics.median(times) if times else None

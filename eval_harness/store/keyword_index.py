@@ -12,8 +12,8 @@ mapping; a change of either drops it and builds it again):
   embedding for a view or any relation without ``xmin``), the segment holding its postings,
   and ts_rank's length normalisation ``ln(length + 1) / ln(2)`` (length = the number of
   positions in its tsvector), computed by the server;
-* postings: per lexeme and segment, the documents that hold it and how many positions the
-  lexeme has in each (what ts_rank's per-lexeme term depends on when every position has
+* postings: per lexeme and segment, the documents that hold it (int4, or int8 when a
+  segment's ids do not fit) and how many positions the lexeme has in each (what ts_rank's per-lexeme term depends on when every position has
   weight D, as ``to_tsvector`` makes them). A document without an embedding gets no
   postings: it is never a keyword candidate (:func:`eval_harness.store.corpus.candidate_ids`).
 
@@ -43,6 +43,7 @@ from eval_harness.store.corpus import Corpus
 BATCH_DOCUMENTS = 50_000   # documents parsed per segment (bounds the server's sort and temp)
 MAX_SEGMENTS = 40          # more segments than this: build again from scratch
 LOCK_PREFIX = "eval_harness.keyword_index:"
+INT4_MIN, INT4_MAX = -2**31, 2**31 - 1  # a segment whose ids fit stores them in 4 bytes
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,9 @@ def _stale_documents(conn: psycopg.Connection, corpus: Corpus, source: int,
         DELETE FROM keyword_documents k WHERE k.source = %s
         AND NOT EXISTS (SELECT 1 FROM _kw_now n WHERE n.doc_id = k.doc_id)""",
                            (source,)).rowcount
+    if removed:
+        conn.execute("UPDATE keyword_sources SET generation = generation + 1 WHERE id = %s",
+                     (source,))
     total = conn.execute("SELECT count(*) FROM _kw_now").fetchone()[0]
     conn.execute("DROP TABLE _kw_now")
     ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -161,22 +165,25 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                   ids: np.ndarray) -> None:
     """Parse the rows ``ids`` once: their postings into a new segment, their markers,
     segment and length normalisation into keyword_documents. One transaction."""
+    narrow = bool(ids.size) and INT4_MIN <= int(ids[0]) and int(ids[-1]) <= INT4_MAX
     with conn.transaction():
         segment = conn.execute(
-            "UPDATE keyword_sources SET next_segment = next_segment + 1 WHERE id = %s "
-            "RETURNING next_segment - 1", (source,)).fetchone()[0]
+            "UPDATE keyword_sources SET next_segment = next_segment + 1, "
+            "generation = generation + 1 WHERE id = %s RETURNING next_segment - 1",
+            (source,)).fetchone()[0]
         conn.execute(sql.SQL("""
             WITH t AS MATERIALIZED (
                 SELECT {id}::bigint AS doc_id, {marker} AS marker,
                        {emb} IS NOT NULL AS ranked, {tsv} AS tsv
-                FROM {rel} WHERE {id} = ANY(%(ids)s)),
+                FROM {rel}
+                WHERE {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
             p AS MATERIALIZED (
                 SELECT t.doc_id, u.lexeme, coalesce(cardinality(u.positions), 1) AS n
                 FROM t CROSS JOIN LATERAL unnest(t.tsv) AS u WHERE t.ranked),
             postings AS (
                 INSERT INTO keyword_postings (source, lexeme, segment, doc_ids, counts)
                 SELECT %(source)s, lexeme, %(segment)s,
-                       string_agg(int8send(doc_id), '' ORDER BY doc_id),
+                       string_agg({send}, '' ORDER BY doc_id),
                        string_agg(int2send(n::int2), '' ORDER BY doc_id)
                 FROM p GROUP BY lexeme),
             lengths AS (SELECT doc_id, sum(n) AS length FROM p GROUP BY doc_id)
@@ -189,8 +196,11 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                 SET marker = excluded.marker, segment = excluded.segment, norm = excluded.norm
             """).format(id=corpus.id_of("d"), marker=_marker_of(corpus, kind, "d"),
                         emb=corpus.embedding_column("d"), tsv=corpus.tsvector_of("d"),
-                        rel=corpus.table("d")),
-            {"ids": ids.tolist(), "source": source, "segment": segment})
+                        rel=corpus.table("d"), send=sql.SQL(
+                            "int4send(doc_id::int4)" if narrow else "int8send(doc_id)")),
+            # the range lets the id index find a batch without reading the whole relation
+            {"ids": ids.tolist(), "low": int(ids[0]), "high": int(ids[-1]), "source": source,
+             "segment": segment})
 
 
 def refresh_keyword_index(conn: psycopg.Connection, corpus: Corpus,
@@ -245,8 +255,26 @@ class IndexedDocuments:
     norms: np.ndarray     # float64
 
 
+_read_documents: dict[tuple, IndexedDocuments] = {}  # (source's token, generation)
+CACHED_SOURCES = 4
+
+
 def indexed_documents(conn: psycopg.Connection, source: int) -> IndexedDocuments:
-    """Every document of the index with a current segment, as arrays (one row read)."""
+    """Every document of the index with a current segment, as arrays; read once per
+    process and index generation (500,000 documents are 10 MB and a third of a second)."""
+    key = conn.execute("SELECT token, generation FROM keyword_sources WHERE id = %s",
+                       (source,)).fetchone()
+    if key is None:
+        return _read_indexed_documents(conn, source)
+    key = tuple(key)
+    if key not in _read_documents:
+        if len(_read_documents) >= CACHED_SOURCES:
+            _read_documents.pop(next(iter(_read_documents)))
+        _read_documents[key] = _read_indexed_documents(conn, source)
+    return _read_documents[key]
+
+
+def _read_indexed_documents(conn: psycopg.Connection, source: int) -> IndexedDocuments:
     ids, segments, norms = conn.execute(
         "SELECT string_agg(int8send(doc_id), ''), string_agg(int4send(segment), ''), "
         "string_agg(float8send(norm), '') FROM keyword_documents "
@@ -268,8 +296,10 @@ def postings(conn: psycopg.Connection, source: int, lexemes: list[str]
     for lexeme, segment, doc_ids, counts in conn.execute(
             "SELECT lexeme, segment, doc_ids, counts FROM keyword_postings "
             "WHERE source = %s AND lexeme = ANY(%s)", (source, lexemes), binary=True):
+        # ids are int4 or int8 (per segment): their width is their bytes per count
+        width = len(doc_ids) // (len(counts) // 2)
         found.setdefault(lexeme, []).append(
-            (segment, np.frombuffer(doc_ids, dtype=">i8").astype(np.int64),
+            (segment, np.frombuffer(doc_ids, dtype=f">i{width}").astype(np.int64),
              np.frombuffer(counts, dtype=">i2").astype(np.int64)))
     return found
 

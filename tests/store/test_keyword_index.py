@@ -27,9 +27,9 @@ def _assert_fetch_is_the_search_s_own(conn, dataset: str = "live") -> None:
     assert len(indexed) == len(plain) > 0
     for (qid, ids, sem, kw), (pqid, pids, psem, pkw) in zip(indexed, plain):
         assert qid == pqid
-        assert ids.tolist() == list(pids or [])
-        assert list(sem) == list(psem or [])
-        assert kw.tolist() == list(pkw or [])  # float4 ts_rank to the last bit
+        assert ids == list(pids or [])
+        assert sem == list(psem or [])
+        assert kw == list(pkw or [])  # float4 ts_rank to the last bit
 
 
 def _attach(conn, **corpus):
@@ -91,7 +91,8 @@ def test_a_view_is_refreshed_by_the_md5_of_its_text(fresh, beir_folder):
         conn.commit()
         view = dict(relation=Relation("rag", "docs"))
         assert _attach(conn, **view).keyword.rebuilt == "first build"
-        assert conn.execute("SELECT marker FROM eval_harness.keyword_sources").fetchone()[0] == "md5"
+        marker = conn.execute("SELECT marker FROM eval_harness.keyword_sources").fetchone()[0]
+        assert marker == "md5"
         conn.execute("UPDATE rag.l2_insights SET metadata = '{\"x\": 1}'")  # text unchanged
         conn.execute("UPDATE rag.l2_insights SET content = content || ' insulin' WHERE id < 3")
         conn.commit()

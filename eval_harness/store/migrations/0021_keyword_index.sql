@@ -10,6 +10,8 @@ CREATE TABLE keyword_sources (
     mapping       jsonb NOT NULL,          -- relation, id, content, embedding
     marker        text NOT NULL CHECK (marker IN ('xmin', 'md5')),
     next_segment  integer NOT NULL DEFAULT 0,
+    token         uuid NOT NULL DEFAULT gen_random_uuid(),  -- with generation (+1 by every
+    generation    integer NOT NULL DEFAULT 0,                -- write): what a reader caches by
     refreshed_at  timestamptz
 );
 
