@@ -44,7 +44,8 @@ from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.beir import read_corpus, read_queries
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.embeddings import (EMBEDDINGS_FILE, PrecomputedEmbeddings,
-                                           save_precomputed)
+                                           load_precomputed, save_precomputed)
+from eval_harness.store.query_embeddings import cache_query_embeddings
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
 
@@ -80,6 +81,14 @@ def prepare(source: Path, scratch: Path) -> Path:
             hashed_vectors([d.content for d in documents]), list(queries),
             hashed_vectors(list(queries.values()))))
     return scratch
+
+
+def cache_query_vectors(conn, folder: Path) -> None:
+    """Put the folder's query vectors into this harness schema's query-embedding cache."""
+    emb = load_precomputed(folder / EMBEDDINGS_FILE)
+    queries = read_queries(folder / "queries.jsonl")
+    cache_query_embeddings(conn, emb.model, {queries[q]: v for q, v in zip(emb.query_ids,
+                                                                          emb.queries)})
 
 
 def timed(step) -> tuple[float, object]:
@@ -132,6 +141,8 @@ def main() -> None:
         migrate(conn, args.harness_schema)
         ingest_s, _ = timed(lambda: ingest_beir(conn, folder, name="nf_copy"))
         build_s, _ = timed(lambda: build_rag_store(conn, folder, schema=args.rag_schema))
+        # the store may have been laid out for another harness schema: its query vectors
+        cache_query_vectors(conn, folder)
         attach_s, attached = timed(lambda: attach_live_dataset(
             conn, cfg, embedder_factory=_no_embedder))
     print(f"ingest (copy) {ingest_s:.1f} s; seeds layout (live) {build_s:.1f} s; "
