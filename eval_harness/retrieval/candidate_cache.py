@@ -29,7 +29,8 @@ without their text) and one read of this table.
 Works the same for an ingested copy (its rows in the harness's ``l2_insights``) and a live
 relation; a live view or foreign table has no xmin, so its fetch is never cached. Writing an
 entry runs in a savepoint: a role that may not write the table, or a read-only transaction,
-fetches as before and caches nothing. Each function runs in the caller's transaction.
+fetches as before and caches nothing; so does a fetch while another transaction that has not
+committed yet is writing entries of the same dataset (a try-lock, never a wait). Each function runs in the caller's transaction.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import psycopg
 from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus, corpus_version
 
+LOCK_PREFIX = "eval_harness.candidate_cache:"
 Row = tuple  # (query id, doc_ids, semantic, keyword), as retrieval.sql.candidate_rows returns
 
 
@@ -100,6 +102,13 @@ def _write(conn: psycopg.Connection, dataset: str, depth: int, search: str, vers
     savepoint, so a refused write leaves the caller's transaction as it was."""
     try:
         with conn.transaction():
+            # One writer per dataset at a time, never waiting: the rows a writer inserts stay
+            # locked until its caller commits, and a second connection of the same process
+            # (or another run) writing the same entries would wait for it, possibly forever.
+            # A fetch that finds another writer busy caches nothing this time.
+            if not conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))",
+                                (LOCK_PREFIX + dataset,)).fetchone()[0]:
+                return
             conn.execute("DELETE FROM candidate_cache WHERE dataset = %s AND "
                          "(corpus_version <> %s OR NOT query_key = ANY(%s))",
                          (dataset, version, list(current_keys)))

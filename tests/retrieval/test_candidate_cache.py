@@ -132,3 +132,20 @@ def test_a_view_is_never_cached(live, fetches):
     assert len(fetches) == 2
     assert live.execute("SELECT count(*) FROM candidate_cache WHERE dataset = 'view'"
                         ).fetchone()[0] == 0
+
+
+def test_a_second_connection_never_waits_for_an_uncommitted_writer(fresh, beir_folder, fetches):
+    """Two connections of one process: the first has written entries and not committed; the
+    second fetches the same queries and must neither wait nor cache (it used to block)."""
+    with fresh.connection(autocommit=True) as setup:
+        build_rag_store(setup, beir_folder, schema="rag")
+        attach_live_dataset(setup, live_config(), embedder_factory=no_embedder)
+    with fresh.connection() as first, fresh.connection() as second:
+        second.execute("SET lock_timeout = '5s'")
+        one = candidate_scores(first, "live", candidate_depth=10)      # not committed
+        two = candidate_scores(second, "live", candidate_depth=10)
+        assert same(one, two) and len(fetches) == 2
+        second.commit()
+        first.commit()
+        assert same(candidate_scores(second, "live", candidate_depth=10), one)
+        assert len(fetches) == 2                                        # the first's entries
