@@ -73,6 +73,8 @@ def _attached(context: dg.AssetExecutionContext, cfg, dataset, location):
                          f"{'laid out now' if prepared.demo.created else 'already there'}")
     for notice in report.notices:
         context.log.warning(notice)
+    if report.keyword is not None:  # tsvector: null: the keyword index, refreshed
+        context.log.info(str(report.keyword))
     yield dg.MaterializeResult(asset_key="corpus", metadata={
         "dataset": dataset.name, "kind": "live", "relation": report.relation,
         "language": dataset.language, "embedder": dataset.embedder, "documents": documents})

@@ -24,6 +24,9 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
    embeds nothing twice.
 
 Everything it writes is in the harness schema, in one transaction under the ingest lock.
+Then, for a corpus mapped with ``tsvector: null``, it brings the keyword index up to date
+(:mod:`eval_harness.store.keyword_index`: only added, changed and removed rows, in
+transactions of its own; :attr:`AttachReport.keyword` says what it did).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_ids(conn))
         _merge_ground_truth(conn, cfg.name, report)
         _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
-    corpus = dataset_info_corpus(conn, cfg.name)
+    corpus = _recorded_corpus(conn, cfg.name)
     if keyword_index.serves(corpus):
         report.keyword = keyword_index.refresh_keyword_index(conn, corpus)
     else:
@@ -210,7 +213,7 @@ def _embed_queries(conn: psycopg.Connection, cfg: DatasetConfig, dim: int,
     ground_truth.set_query_embeddings(conn, cfg.name, [(found[t], t) for t in texts])
 
 
-def dataset_info_corpus(conn: psycopg.Connection, dataset: str) -> Corpus:
+def _recorded_corpus(conn: psycopg.Connection, dataset: str) -> Corpus:
     """The corpus of live ``dataset`` as just recorded (what every later command reads)."""
     row = dataset_register.dataset_row(conn, dataset)
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.autocommit:

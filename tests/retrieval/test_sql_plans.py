@@ -272,3 +272,22 @@ def test_the_old_in_form_is_caught_before_postgresql_17(planned_store):
         assert correlated_corpus_subplans(plan, "l2_insights"), describe(plan)
         with pytest.raises(AssertionError):
             assert_linear(plan, "l2_insights")
+
+
+def test_union_plan_with_the_keyword_index_is_linear(planned_store):
+    """Issue #25: the keyword side given as ids (from the keyword index), the server does the
+    semantic top and the union's semantic scores, each corpus row reached by id."""
+    location, _ = planned_store
+    with location.connection() as conn:
+        corpus = dataset_info(conn, "live", with_counts=False).corpus
+        qids = [i for (i,) in conn.execute(
+            "SELECT id FROM eval_harness.ground_truth WHERE dataset = 'live' ORDER BY id")]
+    params = {"qids": qids, "kw": ["{1,2,3,4,5}"] * len(qids)}
+    natural, steered, table, hnsw, _ = plans_of(
+        location, "live", lambda c: (search_sql.union_statement(c, DEPTH), params))
+    assert_linear(natural, table)
+    assert_linear(steered, table)
+    outline = describe(steered)
+    assert scans_of(steered, table, "k") == [], outline  # no keyword ranking on the server
+    for node, _ in scans_of(steered, table, "s"):
+        assert node["Node Type"] == "Index Scan" and node.get("Index Name") in hnsw, outline

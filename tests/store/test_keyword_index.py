@@ -12,6 +12,7 @@ from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.settings.datasets import DatasetConfig, Relation
+from eval_harness.store import keyword_index
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import attach_live_dataset
 from live_store import live_config, no_embedder, rag_checksum
@@ -109,3 +110,25 @@ def test_without_a_current_index_the_fetch_runs_the_search_s_statement(fresh, be
         conn.commit()
         corpus = dataset_info(conn, "live", with_counts=False).corpus
         assert indexed_candidate_rows(conn, corpus, DEPTH, query_ids=None) is None
+
+
+def test_an_interrupted_build_keeps_its_finished_batches(fresh, beir_folder, monkeypatch):
+    derive, calls = keyword_index._derive_batch, []
+
+    def stopped_at_the_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        derive(*args)
+
+    monkeypatch.setattr(keyword_index, "BATCH_DOCUMENTS", 25)
+    monkeypatch.setattr(keyword_index, "_derive_batch", stopped_at_the_second_batch)
+    with fresh.connection() as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        with pytest.raises(KeyboardInterrupt):
+            _attach(conn)
+        corpus = dataset_info(conn, "live", with_counts=False).corpus
+        assert indexed_candidate_rows(conn, corpus, DEPTH, query_ids=None) is None  # unfinished
+        resumed = _attach(conn).keyword
+        assert (resumed.rebuilt, resumed.added, resumed.changed) == (None, 35, 0)
+        _assert_fetch_is_the_search_s_own(conn)
