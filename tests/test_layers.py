@@ -60,6 +60,7 @@ TABLE_OWNERS = {
     "judge_anchors": "eval_harness/judges/dual/anchor_sql.py",
     "judge_anchor_runs": "eval_harness/judges/dual/anchor_sql.py",
     "judge_record": "eval_harness/judges/dual/record_sql.py",
+    "candidate_cache": "eval_harness/retrieval/candidate_cache.py",
     "gate_results": "eval_harness/gates/sql.py",
     "answers": "eval_harness/gates/sql.py",
     "evaluation_log": "eval_harness/gates/reflexion_sql.py",

@@ -14,8 +14,9 @@ store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
 * **keyword**: a live dataset mapped with ``tsvector: null`` has its keyword side measured
   on its own ground-truth queries (:mod:`eval_harness.retrieval.keyword_cost`): the time per
   query, what a stored tsvector column would cost, what that means for a command that
-  searches every query, and the statements that remove the cost. Every index can be in
-  place and the cost still be most of a calibration.
+  searches every query, and what lowers it, one line each: the statements of a stored
+  column, how much of a rerun the candidate cache answers, what more connections give.
+  Every index can be in place and the cost still be most of a calibration.
 
 Each check is one or more doctor lines (:class:`~eval_harness.cli.doctor_check.Check`).
 Everything here only reads (the keyword measurement's temporary table lives in a transaction
@@ -32,6 +33,7 @@ from psycopg import sql
 
 from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
 from eval_harness.settings.datasets import DatasetConfig
+from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
 from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, KeywordCost,
                                                  measure_index_cost, measure_keyword_cost)
 from eval_harness.settings import Settings
@@ -258,8 +260,39 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings,
                         f"report, judge and calibrate rank it from the harness's keyword index "
                         f"(kept up to date by attach): {indexed_ms:,.1f} ms per query, the "
                         f"same ranking; only `search` pays the figure above")
+            yield from fetch_checks(conn, dataset.name, depth)
             continue
         status = WARN if slow or cost.queries == 0 else OK
         yield Check(status, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, total)}")
         if status == WARN:
             yield Check(WARN, "keyword", f"'{dataset.name}' {stored_column_fix(conn, dataset)}")
+            yield Check(WARN, "keyword", f"'{dataset.name}' the keyword index: `eval-harness "
+                        f"attach --dataset {dataset.name}` derives it in the harness schema "
+                        "(the fetch then ranks from it, the same figures)")
+            yield from fetch_checks(conn, dataset.name, depth)
+
+
+def fetch_checks(conn: psycopg.Connection, name: str, depth: int) -> Iterator[Check]:
+    """What else lowers the fetch's cost: the candidate cache, more connections."""
+    yield Check(OK, "fetch", f"'{name}' {candidate_cache_sentence(conn, name, depth)}")
+    yield Check(OK, "fetch", f"'{name}' {CONNECTIONS_SENTENCE}")
+
+
+# What more server cores give (benchmarks/RESULTS.md, issue #25, measures 1 to 4 connections).
+CONNECTIONS_SENTENCE = (
+    "more connections: a command fetches its candidates on one connection, so more server "
+    "cores run several commands side by side but do not make one faster")
+
+
+def candidate_cache_sentence(conn: psycopg.Connection, name: str, depth: int) -> str:
+    """How many ground-truth queries a rerun would read from the candidate cache now."""
+    try:
+        cached, total = cached_candidate_queries(conn, name, candidate_depth=depth)
+    except UnknownDataset:
+        return (f"candidate cache: nothing yet (run `eval-harness attach --dataset {name}`); "
+                "after one fetch, a rerun on an unchanged corpus and queries reads it instead "
+                "of searching (milliseconds)")
+    return (f"candidate cache: {cached:,} of {total:,} ground-truth queries would be read from "
+            "it now instead of searched; a rerun on an unchanged corpus and queries reads all "
+            "of them (milliseconds), a changed document or mapping searches all again, a "
+            "changed query only itself")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval import sql
+from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.store import dataset_register, ground_truth
@@ -121,11 +121,15 @@ def _check_depth(depth: int) -> None:
         raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, got {depth}")
 
 
+def ef_search_for(depth: int) -> int:
+    """``hnsw.ef_search`` for a candidate depth: it bounds how many neighbours an HNSW scan
+    can return; twice the depth keeps the approximate top-`depth` close to exact at little
+    cost."""
+    return min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
+
+
 def _set_ef_search(conn: psycopg.Connection, depth: int) -> None:
-    # ef_search bounds how many neighbours an HNSW scan can return; twice the depth keeps
-    # the approximate top-`depth` close to exact at little cost.
-    ef = min(MAX_CANDIDATE_DEPTH, max(100, 2 * depth))
-    sql.set_hnsw_ef_search(conn, ef)
+    sql.set_hnsw_ef_search(conn, ef_search_for(depth))
 
 
 def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
@@ -167,28 +171,52 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
 
 
+def cached_candidate_queries(conn: psycopg.Connection, dataset: str, *,
+                             candidate_depth: int = 50) -> tuple[int, int]:
+    """``(cached, total)``: how many of the dataset's ground-truth queries a candidate fetch
+    at ``candidate_depth`` would read from the candidate cache now (the doctor's line)."""
+    info = dataset_info(conn, dataset, with_counts=False)
+    statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
+    return candidate_cache.cached_count(conn, info.corpus, candidate_depth,
+                                        (statement, ef_search_for(candidate_depth)))
+
+
 def candidate_scores(conn: psycopg.Connection, dataset: str, *,
                      query_ids: list[int] | None = None,
                      candidate_depth: int = 50) -> list[QueryCandidates]:
     """Candidate unions with both raw scores for many ground-truth queries in one statement
     (a live corpus with ``tsvector: null`` and a keyword index: its keyword side from the
-    index, :mod:`eval_harness.retrieval.keyword_candidates`; the same values).
+    index, :mod:`eval_harness.retrieval.keyword_candidates`; the same values); what an
+    unchanged corpus and query already had comes from the candidate cache
+    (:mod:`eval_harness.retrieval.candidate_cache`), identical to a fresh fetch.
 
     Refuses, in one sentence naming the query by its own id, candidates no metric can use
     (:func:`refuse_unusable_candidates`)."""
     _check_depth(candidate_depth)
     info = dataset_info(conn, dataset, with_counts=False)
     _set_ef_search(conn, candidate_depth)
-    rows = indexed_candidate_rows(conn, info.corpus, candidate_depth, query_ids=query_ids)
-    if rows is None:  # an ingested copy, a stored tsvector column, or no keyword index yet
-        rows = sql.candidate_rows(conn, info.corpus, candidate_depth, query_ids=query_ids)
+    statement = sql.candidate_statement(info.corpus, candidate_depth).as_string(conn)
+    rows = candidate_cache.fetch_through_cache(
+        conn, info.corpus, candidate_depth, (statement, ef_search_for(candidate_depth)),
+        query_ids, lambda ids: _fetch_candidate_rows(conn, info.corpus, candidate_depth, ids))
     result = []
     for query_id, doc_ids, sem, kw in rows:
-        result.append(QueryCandidates(
-            int(query_id), np.asarray(doc_ids or [], dtype=np.int64),
-            np.asarray(sem or [], dtype=np.float64), np.asarray(kw or [], dtype=np.float64)))
+        result.append(QueryCandidates(  # an empty union: NULL arrays from the statement
+            int(query_id), np.asarray([] if doc_ids is None else doc_ids, dtype=np.int64),
+            np.asarray([] if sem is None else sem, dtype=np.float64),
+            np.asarray([] if kw is None else kw, dtype=np.float64)))
     refuse_unusable_candidates(conn, info.corpus, result)
     return result
+
+
+def _fetch_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                          query_ids: list[int] | None) -> list[tuple]:
+    """The candidate rows, searched: the keyword side from the keyword index when the corpus
+    has one, else the search's own statement."""
+    rows = indexed_candidate_rows(conn, corpus, depth, query_ids=query_ids)
+    if rows is None:  # an ingested copy, a stored tsvector column, or no keyword index yet
+        rows = sql.candidate_rows(conn, corpus, depth, query_ids=query_ids)
+    return rows
 
 
 def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,

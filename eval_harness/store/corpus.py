@@ -189,3 +189,36 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
               "k_emb_col": corpus.embedding_column("k"),
               "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
+
+
+# ------------------------------------------------------------------------------ change detection
+
+# Relation kinds whose rows carry xmin (tables, partitioned tables, materialized views).
+_VERSIONED_KINDS = ("r", "p", "m")
+
+
+def corpus_version(conn: psycopg.Connection, corpus: Corpus) -> str | None:
+    """A fingerprint of the corpus that changes whenever a document is added, removed or
+    changed, or an index of its relation is built, dropped or rebuilt; None when it cannot be
+    had (a view or a foreign table: its rows have no xmin).
+
+    The rows part is the number of rows and the sum of a 64-bit hash of each row's id and
+    xmin (the transaction that wrote the row's current version: an UPDATE always writes a
+    new one), read in one pass over the relation without reading its text (on 500,000 rows
+    it is a scan of the heap, about a second). The index part is each index's relfilenode
+    (REINDEX and a new index change it). This is the one place the harness decides "the
+    corpus changed" for the candidate cache; derived change markers can replace it here.
+    Not seen: a change of the text-search configuration's dictionaries on the server."""
+    kind, indexes = conn.execute(
+        "SELECT c.relkind::text, (SELECT string_agg(i.indexrelid::text || ':' "
+        "|| pg_relation_filenode(i.indexrelid)::text, ',' ORDER BY i.indexrelid) "
+        "FROM pg_index i WHERE i.indrelid = c.oid) "
+        "FROM pg_class c WHERE c.oid = to_regclass(%s)", (corpus.relation_name,)).fetchone() \
+        or (None, None)
+    if kind not in _VERSIONED_KINDS:
+        return None
+    count, total = conn.execute(sql.SQL(
+        "SELECT count(*), coalesce(sum(hashtextextended({}::text || ':' || d.xmin::text, 0)"
+        "::numeric), 0) FROM {} WHERE {}").format(
+        corpus.id_of("d"), corpus.table("d"), corpus.rows_of_dataset("d"))).fetchone()
+    return f"{count}:{total}:{indexes or ''}"

@@ -60,6 +60,15 @@ def embedding_of_query_text() -> sql.SQL:
 
 # ------------------------------------------------------------------------------ queries
 
+def query_keys(conn: psycopg.Connection, dataset: str) -> dict[int, str]:
+    """{id: key} of every ground-truth query of ``dataset``: the key is md5 of the query's
+    text and of its embedding as text (NULL: none), so it changes when either does (the
+    candidate cache, :mod:`eval_harness.retrieval.candidate_cache`, is keyed by it)."""
+    return dict(conn.execute(
+        "SELECT id, md5(query) || md5(coalesce(query_embedding::text, 'none')) "
+        "FROM ground_truth WHERE dataset = %s", (dataset,)).fetchall())
+
+
 def count_queries(conn: psycopg.Connection, dataset: str) -> int:
     """Ground-truth queries of ``dataset``, judged or not."""
     return conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = %s",

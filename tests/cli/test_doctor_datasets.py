@@ -12,6 +12,7 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.cli import doctor_datasets, main
+from eval_harness.retrieval.hybrid import candidate_scores
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.embeddings import local_embeddings_install_command
 from eval_harness.store.live import attach_live_dataset
@@ -126,7 +127,10 @@ def test_tsvector_null_is_measured_per_query_and_the_fix_removes_it(rag_store, t
     # 60 documents cost next to nothing: any figure is worth a warning here
     monkeypatch.setattr(doctor_datasets, "KEYWORD_COST_WARN_MS", 0.0)
     code, lines = doctor(capsys, tmp_path, embedder="local:test-random")
-    cost, fix = named(lines, "keyword")
+    cost, fix, derive = named(lines, "keyword")
+    assert derive.endswith("'live' the keyword index: `eval-harness attach --dataset live` "
+                           "derives it in the harness schema (the fetch then ranks from it, "
+                           "the same figures)")
     assert cost.startswith("warn  keyword      'live' tsvector: null, so keyword search parses "
                            "every document a query matches again: ")
     assert " ms per query (median of 5 ground-truth queries, each matching ~" in cost
@@ -139,6 +143,10 @@ def test_tsvector_null_is_measured_per_query_and_the_fix_removes_it(rag_store, t
         'ALTER TABLE "rag"."l2_insights" ADD COLUMN "tsv" tsvector GENERATED ALWAYS AS '
         "(to_tsvector('english'::regconfig, \"content\")) STORED; CREATE INDEX CONCURRENTLY "
         '"l2_insights_tsv_gin_idx" ON "rag"."l2_insights" USING gin ("tsv")')
+    cache, connections = named(lines, "fetch")
+    assert cache.startswith("ok    fetch        'live' candidate cache: nothing yet (run "
+                            "`eval-harness attach --dataset live`)")
+    assert "fetches its candidates on one connection" in connections
     with rag_store.connection() as conn:  # the doctor wrote nothing, left nothing behind
         assert rag_checksum(conn) == before
         assert conn.execute("SELECT count(*) FROM pg_class").fetchone()[0] == relations
@@ -151,6 +159,32 @@ def test_tsvector_null_is_measured_per_query_and_the_fix_removes_it(rag_store, t
     code, lines = doctor(capsys, tmp_path, embedder="local:test-random", tsvector="tsv")
     assert named(lines, "keyword") == []
     assert code == 0, lines
+
+
+def test_the_doctor_says_how_much_of_a_rerun_the_candidate_cache_answers(
+        rag_store, tmp_path, capsys, monkeypatch):
+    with rag_store.connection() as conn:
+        build_rag_store(conn, corpus_folder(tmp_path / "beir", dim=8), schema="rag")
+    monkeypatch.setattr(doctor_datasets, "KEYWORD_COST_WARN_MS", 0.0)
+    assert main(["--config", str(write_config(tmp_path)), "attach", "--dataset", "live"]) == 0
+    capsys.readouterr()
+    _, lines = doctor(capsys, tmp_path, embedder="local:test-random")
+    [cost] = named(lines, "keyword")  # attached: the keyword index is the path measured
+    assert "report, judge and calibrate rank it from the harness's keyword index" in cost
+    assert "candidate cache: 0 of 15 ground-truth queries would be read" in named(
+        lines, "fetch")[0]
+    with rag_store.connection() as conn:
+        candidate_scores(conn, "live", candidate_depth=50)  # what calibrate and report fetch
+        conn.commit()
+    _, lines = doctor(capsys, tmp_path, embedder="local:test-random")
+    assert "candidate cache: 15 of 15 ground-truth queries would be read" in named(
+        lines, "fetch")[0]
+
+
+def write_config(tmp_path, *, embedder: str = "local:test-random", tsvector: str = "null"):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.format(embedder=embedder, tsvector=tsvector), encoding="utf-8")
+    return config
 
 
 def test_a_cheap_keyword_side_is_said_without_a_warning(rag_store, tmp_path, capsys):
