@@ -7,12 +7,11 @@ sample verdict on an anchored pair reaching the next run's drift comparison."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.data import dataset_agreement, load_judge_pairs
 from eval_harness.agreement.people import human_verdicts, recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
@@ -26,29 +25,22 @@ from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.blocks import Table
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from eval_harness.store.ingest import ingest_beir
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from eval_harness_pipelines import cli
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
 from review_store import read_csv, write_csv
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 THRESHOLD = 0.5
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path, queries: int = 8) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"people_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=queries, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "people", queries=queries)
 
 
 def _label(key) -> str:

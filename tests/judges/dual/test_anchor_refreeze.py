@@ -7,36 +7,28 @@ sentence when anchors are off."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.dual.anchor_refreeze import frozen_judges
 from eval_harness.judges.dual.anchor_sql import frozen_anchors
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings
-from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int = 6) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"refreeze_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=queries, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "refreeze", queries=queries)
 
 
 def _config(settings, fake, **judges):

@@ -4,35 +4,27 @@ anchors first, and nothing outside the anchors paid twice (provider requests cou
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 
 import pytest
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.dual.anchors import (
     choose_anchors, compare_judge, drift_reasons, stored_comparisons)
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from eval_harness.store.ingest import ingest_beir
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"anchors_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=60, n_queries=queries, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "anchors", queries=queries, n_docs=60)
 
 
 def _config(settings, fake, *, pairs=100, **judges):

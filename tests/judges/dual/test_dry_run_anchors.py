@@ -9,20 +9,18 @@ from dataclasses import replace
 import pytest
 
 from colliding_processes import beir
+from judge_runs import LLM, quiet
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from eval_harness.store.ingest import ingest_beir
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def test_dry_run_prices_the_anchor_requests_on_their_own_lines(settings, conn, tmp_path, fake):

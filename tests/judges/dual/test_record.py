@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
-import uuid
 
 import pytest
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.data import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import load_record
@@ -18,25 +17,18 @@ from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.blocks import Table
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
-from eval_harness.store.ingest import ingest_beir
 from fake_llm_judges import DriftingJudge, JudgeBehaviours, NoisyJudge
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"record_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=8, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "record", queries=8)
 
 
 def _config(settings, fake, **judges):

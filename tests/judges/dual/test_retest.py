@@ -5,39 +5,31 @@ and ``judge --retest`` on the command line."""
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import replace
 
 import pytest
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.data import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.retest import retest_sample, stored_retests
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import RetestSettings
-from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_judges import JudgeBehaviours, NoisyJudge
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int = 12) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"retest_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=queries, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "retest", queries=queries)
 
 
 def _config(settings, fake, *, queries=12, repeats=3, seed=0, **judges):

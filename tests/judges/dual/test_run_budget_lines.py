@@ -5,32 +5,24 @@ requests counted against the fake LLM server)."""
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
-from colliding_processes import beir
+from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
-from eval_harness.store.ingest import ingest_beir
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 
-LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
+    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int = 6) -> str:
-    tag = uuid.uuid4().hex[:8]
-    name = f"lines_{tag}"
-    ingest_beir(conn, beir(tmp_path / name, n_docs=30, n_queries=queries, tag=tag), name=name)
-    return name
+    return small_dataset(conn, tmp_path, "lines", queries=queries)
 
 
 def _purposes(conn, run_id) -> dict[str, int]:
