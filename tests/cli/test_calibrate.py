@@ -13,7 +13,7 @@ from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
 from eval_harness.calibration.history import read_grid_history
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
-from eval_harness_pipelines import cli
+from cli_runs import run_cli
 
 
 @pytest.fixture
@@ -21,12 +21,6 @@ def project(tmp_path, store, corpus, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", store.url)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return write_config(tmp_path / "config.yaml", corpus)
-
-
-def run_cli(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_calibrate_keeps_the_weights_in_force_when_the_gain_is_noise(project, corpus, capsys,

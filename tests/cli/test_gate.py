@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from eval_harness_pipelines import cli
 from answer_files import SAMPLE
+from cli_runs import run_cli
 
 
 # --- the gate command ------------------------------------------------------------------------
@@ -28,12 +28,6 @@ dagster:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return config
-
-
-def run_cli(capsys, *argv):
-    code = cli.main([str(arg) for arg in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_gate_command_exit_codes_and_json(project, capsys):

@@ -7,6 +7,7 @@ import pytest
 
 from eval_harness_pipelines import cli
 from traced_rag import otlp_json_lines, run_rag
+from cli_runs import run_cli
 
 
 @pytest.fixture
@@ -18,12 +19,6 @@ def project(tmp_path, fresh, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return config
-
-
-def run_cli(capsys, *argv):
-    code = cli.main([str(arg) for arg in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_import_of_traces_says_the_format_and_counts(project, capsys, tmp_path):

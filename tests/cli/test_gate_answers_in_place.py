@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from eval_harness_pipelines import cli
 from eval_harness.store.demo_rag import build_rag_store
 from answer_files import SAMPLE
 from served_answers import DAY, lay_out_served_answers, served_checksum
+from cli_runs import run_cli
 
 CONFIG = """
 datasets:
@@ -46,12 +46,6 @@ def project(tmp_path, fresh, beir_folder, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return {"config": config, "store": fresh}
-
-
-def run_cli(capsys, *argv):
-    code = cli.main([str(arg) for arg in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def checksum(project) -> str:

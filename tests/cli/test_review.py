@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eval_harness_pipelines import cli
+from cli_runs import run_cli
 from review_store import agreeing_scores, agreement_project, disagreeing_scores, read_csv, \
     set_scores, write_csv
 
@@ -15,12 +15,6 @@ from review_store import agreeing_scores, agreement_project, disagreeing_scores,
 @pytest.fixture
 def project(tmp_path, dataset, store, monkeypatch):
     return agreement_project(tmp_path, dataset, store, monkeypatch)
-
-
-def run_cli(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp_path):

@@ -12,14 +12,8 @@ from eval_harness.calibration.corrected import human_sample_verdicts
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.metrics.ppi_plan import plan_for_power, plan_for_width
 from eval_harness.settings import load_settings
-from eval_harness_pipelines import cli
 from judged_gain_corpus import N_QUERIES, gain_scenario, label_sample  # noqa: F401
-
-
-def run_cli(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from cli_runs import run_cli
 
 
 def _vectors(db, scenario, store):

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from phoenix_server import free_port, phoenix_server, require_phoenix
+from cli_runs import run_cli
 
 PROJECT = "default"  # the project Phoenix files spans under without openinference.project.name
 GATES = ("format_compliance", "citation_coverage")
@@ -45,14 +46,6 @@ dagster:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
     return config
-
-
-def run_cli(capsys, *argv):
-    from eval_harness_pipelines import cli
-
-    code = cli.main([str(arg) for arg in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def send_spans(url: str, spans) -> None:

@@ -11,11 +11,11 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from cli_runs import run_cli
 from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
 from eval_harness_pipelines.resources import default_resources
 from eval_harness_pipelines.assets.retrieval import retrieval_report
 from beir_factory import write_beir
-from eval_harness_pipelines import cli
 
 DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
         "d3": "exercise and heart health", "d4": "vitamin d and bones",
@@ -50,12 +50,6 @@ dagster:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)  # `run` sets it for its job
     return {"config": config, "name": name, "root": tmp_path}
-
-
-def run_cli(capsys, *argv):
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_ingest_search_and_report(project, capsys):
