@@ -179,8 +179,27 @@ def _parse_line(text: str, where: str, latest: datetime) -> _Record:
             raise AnswersFileError(f"{where}: source {number}: 'text' must be a string")
     if "\\u0000" in text and _has_nul(obj):  # a raw NUL is already invalid JSON
         raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot store")
+    surrogate = _surrogate(obj) if "\\u" in text else None  # only a JSON escape can spell one
+    if surrogate is not None:
+        raise AnswersFileError(f"{where}: contains an unpaired surrogate "
+                               f"(\\u{ord(surrogate):04x}), which is not valid Unicode; fix the "
+                               "tool that wrote it.")
     return _Record(answer_id, query, answer, sources, _created_at(obj.get("created_at"), where,
                                                                  latest))
+
+
+def _surrogate(value: Any) -> str | None:
+    """The first unpaired surrogate in ``value``'s strings (Postgres text cannot hold one)."""
+    if isinstance(value, str):
+        return next((c for c in value if "\ud800" <= c <= "\udfff"), None)
+    items = (value.items() if isinstance(value, dict) else value
+             if isinstance(value, list) else ())
+    for item in items:
+        for part in (item if isinstance(value, dict) else (item,)):
+            found = _surrogate(part)
+            if found is not None:
+                return found
+    return None
 
 
 def _has_nul(value: Any) -> bool:
