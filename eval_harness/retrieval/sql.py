@@ -13,6 +13,8 @@ or passed as parameters; every statement runs in the caller's transaction.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import psycopg
 from psycopg import sql
@@ -133,11 +135,32 @@ def query_lexemes(conn: psycopg.Connection, corpus: Corpus,
                                   name=sql.Literal(corpus.dataset)), {"ids": query_ids})]
 
 
-def union_statement(corpus: Corpus, depth: int) -> sql.Composed:
+def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = None
+                    ) -> sql.Composed:
     """The candidate union of :func:`candidate_statement` with the keyword side given: per
     query (``qids``), the semantic top ``depth`` and the keyword ids in ``kw`` (int array
-    literals), each with its semantic score; by query id."""
-    return sql.SQL("""
+    literals), each with its semantic score; by query id.
+
+    ``vectors_once`` (``"subvector"`` or ``"array"``: how a vector is copied out of TOAST):
+    the semantic top read from a materialized copy of the corpus's ids and vectors, made
+    once per statement by one sequential scan, instead of from the relation once per query.
+    The same exact scan in the same row order with the same sort, so the same rows, ties
+    included; only for when the planner sorts the whole relation anyway (see
+    :func:`union_rows`)."""
+    if vectors_once is None:
+        candidates = candidate_ids(corpus, depth, semantic=True, keyword=False)
+        vectors = sql.SQL("")
+    else:
+        candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb "
+                             "LIMIT {})").format(sql.Literal(depth))
+        emb = corpus.embedding_of("s")
+        copy = (sql.SQL("subvector({}, 1, {})") if vectors_once == "subvector"
+                else sql.SQL("({})::real[]::vector({})")).format(emb, sql.Literal(corpus.dim))
+        vectors = sql.SQL("WITH eh_vectors AS MATERIALIZED (SELECT {sid} AS id, {copy} AS emb "
+                          "FROM {s} WHERE {rows} AND {col} IS NOT NULL)").format(
+            sid=corpus.id_of("s"), copy=copy, s=corpus.table("s"),
+            rows=corpus.rows_of_dataset("s"), col=corpus.embedding_column("s"))
+    return sql.SQL("""{vectors}
         SELECT g.id, c.doc_ids, c.sem
         FROM unnest(%(qids)s::int[], %(kw)s::text[]) AS p(qid, kw)
         JOIN {gt} ON g.id = p.qid
@@ -148,14 +171,73 @@ def union_statement(corpus: Corpus, depth: int) -> sql.Composed:
             FROM ({candidates} UNION SELECT unnest(p.kw::bigint[]) AS id) cand
             JOIN {d} ON {did} = cand.id) c
         ORDER BY g.id""").format(
-        gt=ground_truth.table("g"), dim=sql.Literal(corpus.dim), sem=_semantic_expr(corpus, True),
-        did=corpus.id_of("d"), d=corpus.table("d"),
-        candidates=candidate_ids(corpus, depth, semantic=True, keyword=False))
+        vectors=vectors, gt=ground_truth.table("g"), dim=sql.Literal(corpus.dim),
+        sem=_semantic_expr(corpus, True), did=corpus.id_of("d"), d=corpus.table("d"),
+        candidates=candidates)
 
 
 def union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, query_ids: list[int],
                keyword_ids: list[list[int]]) -> list[tuple]:
-    """``(query id, doc_ids, semantic)`` of each query's candidate union (ids ascending)."""
+    """``(query id, doc_ids, semantic)`` of each query's candidate union (ids ascending).
+
+    When the planner would find each query's semantic top by a sequential scan and a sort
+    (a small relation, or no vector index: an exact search), every query would read every
+    vector again from TOAST (issue #25: about 4.5 of 5.4 ms per query on NFCorpus's 3,633
+    rows, benchmarks/RESULTS.md); the statement then reads them once (``vectors_once``),
+    with enough ``work_mem`` to hold them and the scan kept sequential from the first
+    block, for this statement only. When the planner uses the vector index, the statement
+    is run as it is."""
     literals = ["{" + ",".join(str(int(i)) for i in ids) + "}" for ids in keyword_ids]
-    return conn.execute(union_statement(corpus, depth),
-                        {"qids": list(query_ids), "kw": literals}).fetchall()
+    params = {"qids": list(query_ids), "kw": literals}
+    rows_sorted = semantic_scan_rows(conn, corpus, depth, params)
+    if rows_sorted is None:
+        return conn.execute(union_statement(corpus, depth), params).fetchall()
+    has_subvector, work_mem_kb = conn.execute(
+        "SELECT to_regprocedure('subvector(vector, integer, integer)') IS NOT NULL, "
+        "setting::bigint FROM pg_settings WHERE name = 'work_mem'").fetchone()
+    held_kb = int(rows_sorted * (4 * corpus.dim + 64) * 1.25) // 1024 + 1
+    local = {"work_mem": f"{max(work_mem_kb, min(held_kb, _VECTORS_WORK_MEM_CAP_KB))}kB",
+             "max_parallel_workers_per_gather": "0", "synchronize_seqscans": "off"}
+    statement = union_statement(corpus, depth,
+                                vectors_once="subvector" if has_subvector else "array")
+    with conn.transaction():
+        before = _set_local(conn, local)
+        rows = conn.execute(statement, params).fetchall()
+        _set_local(conn, before)  # a caller's own transaction goes on as it was
+    return rows
+
+
+# work_mem granted to hold the corpus's vectors once (a bigger corpus spills to a temporary
+# file: still one read of each vector per statement)
+_VECTORS_WORK_MEM_CAP_KB = 128 * 1024
+
+
+def _set_local(conn: psycopg.Connection, values: dict[str, str]) -> dict[str, str]:
+    """Set ``values`` for the rest of the transaction; returns the settings they replaced."""
+    before = {name: conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
+              for name in values}
+    for name, value in values.items():
+        conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+    return before
+
+
+def semantic_scan_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                        params: dict) -> float | None:
+    """The rows the planner expects a query's semantic top to sort when it would run
+    :func:`union_statement` as a sequential scan of the corpus and a sort; None when a vector
+    index orders it (an approximate search: read as it is) or the plan is something else."""
+    plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + union_statement(corpus, depth),
+                        params).fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    scans, stack = [], [plan[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.get("Plans", ()))
+        alias = node.get("Alias", "")
+        if node.get("Relation Name") == corpus.relation[-1] and (
+                alias == "s" or alias.startswith("s_")):
+            scans.append(node)
+    if len(scans) != 1 or scans[0]["Node Type"] != "Seq Scan":
+        return None
+    return float(scans[0].get("Plan Rows", 0))
