@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
+from eval_harness.settings.judges_anchors import AnchorSettings
 from eval_harness.settings import ConfigError, load_settings
 from paths import REPO
 
@@ -24,7 +25,11 @@ def test_repository_config_has_the_issue_defaults():
     assert judges.retry.max_retries == 4 and judges.retry.base_delay_seconds == 1.0
     assert judges.retry.jitter == 0.2 and judges.hybrid_top_k == 5
     assert judges.prices["gpt-4o"].batch_discount == 0.5
-    assert judges == replace(JudgeSettings(), prices=judges.prices)  # file == built-in defaults
+    # the shipped file switches the anchor set on, with budget lines; the rest is the default
+    assert judges.anchors == AnchorSettings(enabled=True, pairs=100, seed=0, budget_usd=1.0)
+    assert not judges.retest.enabled and judges.retest.budget_usd == 2.0
+    assert judges == replace(JudgeSettings(), prices=judges.prices, anchors=judges.anchors,
+                             retest=replace(JudgeSettings().retest, budget_usd=2.0))
 
 
 def test_environment_overrides_judges_and_budget():

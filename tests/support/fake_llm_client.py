@@ -32,14 +32,18 @@ class FakeTime:
 
 
 def judge_settings(base, server: FakeLLMServer | None, **judges):
-    """``base`` settings pointed at ``server`` (keys set) with ``judges`` fields replaced.
+    """``base`` settings pointed at ``server`` (keys set) with ``judges`` fields replaced
+    (anchors off unless given).
 
     Generous client rate limits unless given, so tests only wait where they mean to.
     """
     from dataclasses import replace
 
     from eval_harness.settings.judges import RateLimit
+    from eval_harness.settings.judges_anchors import AnchorSettings
 
+    # the shipped config.yaml has anchors on; a test that wants them says so
+    judges.setdefault("anchors", AnchorSettings())
     judges.setdefault("rate_limits", {"openai": RateLimit(1e6, None),
                                       "anthropic": RateLimit(1e6, None)})
     judges.setdefault("timeout_seconds", 5.0)

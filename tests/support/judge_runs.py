@@ -21,10 +21,12 @@ def quiet(server):
     return server
 
 
-def small_dataset(conn, root: Path, prefix: str, *, queries: int, n_docs: int = 30) -> str:
+def small_dataset(conn, root: Path, prefix: str, *, queries: int, n_docs: int = 30,
+                  tag: str | None = None) -> str:
     """A BEIR folder of ``n_docs`` documents and ``queries`` queries ingested as
-    ``<prefix>_<random tag>``; returns the name."""
-    tag = uuid.uuid4().hex[:8]
+    ``<prefix>_<tag>`` (a random tag unless given: the tag is part of every text, so a fixed
+    one makes a fake judge's seeded noise the same from run to run); returns the name."""
+    tag = tag or uuid.uuid4().hex[:8]
     name = f"{prefix}_{tag}"
     ingest_beir(conn, beir(root / name, n_docs=n_docs, n_queries=queries, tag=tag), name=name)
     return name

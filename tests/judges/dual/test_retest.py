@@ -28,8 +28,8 @@ def fake(server):
     return quiet(server)
 
 
-def _dataset(conn, tmp_path, *, queries: int = 12) -> str:
-    return small_dataset(conn, tmp_path, "retest", queries=queries)
+def _dataset(conn, tmp_path, *, queries: int = 12, tag: str | None = None) -> str:
+    return small_dataset(conn, tmp_path, "retest", queries=queries, tag=tag)
 
 
 def _config(settings, fake, *, queries=12, repeats=3, seed=0, **judges):
@@ -45,11 +45,13 @@ def _requests_by_purpose(conn, run_id):
 def test_noisy_judge_flip_rate_is_measured_within_its_interval(settings, conn, tmp_path, fake):
     """Judge 1 flips a retest label with probability p = 0.2, judge 2 is stable. In each of
     three seeded repetitions (a fresh dataset, a fresh noise seed) the measured flip rate's
-    interval holds the run's own realised flip share, and covers p in most of them."""
+    interval holds the run's own realised flip share, and covers p in most of them (the
+    datasets' texts are fixed per seed, so the draws are the same on every run)."""
     p, covered = 0.2, 0
     for seed in range(3):
         fake.responder = JudgeBehaviours({"gpt-4o": NoisyJudge(p, seed=seed)})
-        name = _dataset(conn, tmp_path / str(seed), queries=10)
+        # a fixed tag per seed: the noise is drawn from the texts, so the run is reproducible
+        name = _dataset(conn, tmp_path / str(seed), queries=10, tag=f"noisy{seed}")
         summary = judge_dataset(conn, _config(settings, fake, queries=10, seed=seed), name)
         judge1, judge2 = summary.retest
         figures = judge1.agreement
