@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
+from eval_harness.store.embeddings import make_embedder  # noqa: E402
 from eval_harness.store.ingest import ingest_beir  # noqa: E402
 
 CONFIG = """\
@@ -84,7 +85,10 @@ def benchmark_dataset(store: StoreLocation, name: str, path: Path, work: Path,
                       embeddings: Path | None = None) -> None:
     with store.connection() as conn:
         started = time.perf_counter()
-        report = ingest_beir(conn, path, name=name, embeddings=embeddings)
+        # a folder without embeddings.npz is embedded by the offline model (embedder_available)
+        report = ingest_beir(conn, path, name=name, embeddings=embeddings,
+                             embedder_factory=lambda: make_embedder("all-MiniLM-L6-v2",
+                                                                  provider="local"))
         ingest_seconds = time.perf_counter() - started
     print(f"\n## {name}: {report.documents.inserted} documents, {report.queries.inserted} "
           f"ground-truth queries (ingest {ingest_seconds:.1f} s)")
