@@ -8,12 +8,8 @@ here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-
 import duckdb
 import pandas as pd
-import psycopg
 
 # ------------------------------------------------------------------------------ run history
 

@@ -59,9 +59,7 @@ from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_o
 from eval_harness.judges.dual.plan import (PlannedQuery, interim_looks,  # noqa: F401
                                            sample_order, sample_sizes)  # (re-exported)
 from eval_harness.store import ground_truth
-from eval_harness.store.ground_truth import SKIPPED  # noqa: F401  (named in the docstring)
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of  # noqa: F401
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import (AgreementInputError, agreement_report,
                                             spent_confidence)

@@ -21,18 +21,16 @@ from eval_harness.judges.dual.run import (judge_dataset, judge_dataset_async, pa
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
+from fake_llm_server import default_reply as _default_responder
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
+from judge_runs import quiet
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, _default_responder
+    quiet(server)
     server.batch_polls, server.batch_errors = 1, 0
     return server
-
-
-from fake_llm_server import default_reply as _default_responder  # noqa: E402
 
 
 @pytest.fixture

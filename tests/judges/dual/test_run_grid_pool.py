@@ -20,14 +20,14 @@ from eval_harness.retrieval.hybrid import as_vector, hybrid_search
 from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
+from judge_runs import quiet
 
 
 @pytest.fixture
 def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
+    quiet(server)
     server.batch_polls, server.batch_errors = 1, 0
     return server
 
