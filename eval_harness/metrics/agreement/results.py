@@ -8,7 +8,7 @@ non-finite float into ``None``, so a report never contains NaN.
 from __future__ import annotations
 
 import math
-from datetime import date, datetime
+from datetime import date, datetime, timezone  # noqa: F401  (timezone: the doctests)
 from collections.abc import Hashable
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
