@@ -1,9 +1,12 @@
 # Shared by run.sh and test.sh: create .venv and install the locked dependencies when the
-# lock file or pyproject.toml changed since the last install. Usage: bootstrap EXTRAS
+# lock file or pyproject.toml changed since the last install, or when an extra is asked for
+# that the last install did not include. One venv serves both scripts: the stamp records the
+# extras installed, and an install keeps those the last one had (run.sh after test.sh reuses
+# the test venv as it is). Usage: bootstrap EXTRA   (EXTRA: "" or e.g. "test")
 set -euo pipefail
 
 bootstrap() {
-  local extras="$1"
+  local extra="$1"
   local py="${PYTHON:-python3}"
   if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "eval-harness needs Python >= 3.11 (found: $("$py" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
@@ -13,13 +16,21 @@ bootstrap() {
     "$py" -m venv .venv
   fi
   local stamp=".venv/.eval-harness-installed"
-  local want
-  want="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1) ${extras}"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "Installing dependencies into .venv (first run takes a few minutes)..." >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-      -c requirements.lock -e ".${extras}"
-    echo "$want" > "$stamp"
+  local locked had="" extras
+  locked="$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ]; then
+    read -r had_lock had < "$stamp" || true
+    had="${had//[\[\]]/}"  # stamps written before one venv served both said "[test]"
+    if [ "${had_lock:-}" = "$locked" ] && { [ -z "$extra" ] || [[ ",$had," == *",$extra,"* ]]; }; then
+      return 0
+    fi
   fi
+  extras="$(printf '%s\n' ${had//,/ } $extra | sort -u | paste -sd, -)"
+  echo "Installing dependencies into .venv (first run takes a few minutes)..." >&2
+  # -qq: pip says errors only; its warnings here are about this machine's own pip settings
+  # (find-links folders that hold no copy of a package), not about the install
+  .venv/bin/python -m pip install -qq --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -qq --disable-pip-version-check \
+    -c requirements.lock -e ".${extras:+[$extras]}"
+  echo "$locked $extras" > "$stamp"
 }

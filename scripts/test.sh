@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_bootstrap.sh
-bootstrap "[test]"
+bootstrap test
 workers="${EVAL_HARNESS_TEST_WORKERS:-2}"
 basetemp="$(mktemp -d "${TMPDIR:-/tmp}/eval-harness-tests.XXXXXX")"
 status=0

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "eval_harness", "pipelines", "assets")
 
 
-def _build_wheel(tmp_path: Path) -> Path:
+def _build_wheel(tmp_path: Path) -> tuple[Path, str]:
     """Build from a copy of the sources, so setuptools' build/ and egg-info land in
-    ``tmp_path``, never in the checkout another process may be building from."""
+    ``tmp_path``, never in the checkout another process may be building from; returns the
+    wheel and what the build printed."""
     source = tmp_path / "source"
     source.mkdir()
     for name in SOURCES:
@@ -44,11 +45,25 @@ def _build_wheel(tmp_path: Path) -> Path:
                     f"setuptools>=77?): {lines[-1] if lines else done.returncode}")
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
-    return wheels[0]
+    return wheels[0], done.stdout + done.stderr
+
+
+def test_the_build_warns_of_nothing_and_ships_the_package_data(tmp_path):
+    """Issue #31: every install printed setuptools' "Package would be ignored" warning for
+    the templates folder; the templates and migrations must still be in the wheel."""
+    wheel, printed = _build_wheel(tmp_path)
+    assert "Warning" not in printed and "would be ignored" not in printed, printed
+    with zipfile.ZipFile(wheel) as built:
+        names = set(built.namelist())
+    templates = {p.relative_to(ROOT).as_posix()
+                 for p in (ROOT / "eval_harness" / "reporting" / "templates").glob("*.j2")}
+    migrations = {p.relative_to(ROOT).as_posix()
+                  for p in (ROOT / "eval_harness" / "store" / "migrations").glob("*.sql")}
+    assert templates and migrations and (templates | migrations) <= names
 
 
 def test_the_wheel_installs_the_dagster_folders_as_eval_harness_pipelines(tmp_path):
-    with zipfile.ZipFile(_build_wheel(tmp_path)) as wheel:
+    with zipfile.ZipFile(_build_wheel(tmp_path)[0]) as wheel:
         names = wheel.namelist()
         entry_points = next(wheel.read(name).decode() for name in names
                             if name.endswith(".dist-info/entry_points.txt"))

@@ -18,20 +18,19 @@ their migration alone. It runs on the test server (PostgreSQL 18) and, when
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from psycopg import sql
 
+import second_server
 from scratch_databases import scratch_database
 from eval_harness.retrieval.keyword_rank import LEXEME_TERMS, query_items, rank_query
 from eval_harness.store import keyword_index
 from eval_harness.store.corpus import Corpus
 from eval_harness.retrieval.keyword_cost import or_tsquery_text
 
-PG15_ENV = "EVAL_HARNESS_PG15_URL"
 ROOT = Path(__file__).resolve().parents[2]
 SCIFACT = ROOT / "datasets" / "scifact"
 MIGRATION = ROOT / "eval_harness" / "store" / "migrations" / "0021_keyword_index.sql"
@@ -39,12 +38,6 @@ DOCUMENTS = 700
 QUERIES = 120
 DEPTH = 50
 BIG_ID = 2**40 + 1  # one of the identical documents: ids past int4 are kept as int8
-
-
-def _servers():
-    yield pytest.param("test", id="test-server")
-    yield pytest.param(PG15_ENV, id="pg15", marks=pytest.mark.skipif(
-        not os.environ.get(PG15_ENV), reason=f"{PG15_ENV} is unset: no PostgreSQL 15 server"))
 
 
 def _texts() -> tuple[list[str | None], list[bool], list[str]]:
@@ -73,10 +66,10 @@ def _texts() -> tuple[list[str | None], list[bool], list[str]]:
     return docs, has_embedding, queries
 
 
-@pytest.fixture(scope="module", params=list(_servers()))
+@pytest.fixture(scope="module", params=second_server.servers(needs_vector=False))
 def keyword_store(request, server_url):
     """(connection, corpus, queries): the relation ``rag.docs`` and its keyword index."""
-    url = server_url if request.param == "test" else os.environ[PG15_ENV]
+    url = second_server.url(request.param, server_url)
     docs, has_embedding, queries = _texts()
     with scratch_database(url, "eh_kwrank") as location:
         with location.connection() as conn:

@@ -26,7 +26,6 @@ must find its SubPlan, so they are able to fail.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import psycopg
@@ -34,6 +33,7 @@ import pytest
 from psycopg import sql
 
 from beir_factory import write_beir
+import second_server
 from scratch_databases import scratch_database
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
@@ -44,19 +44,10 @@ from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
 from live_store import WORDS, live_config, no_embedder
 
-PG15_ENV = "EVAL_HARNESS_PG15_URL"
 DOCUMENTS = 3000
 QUERIES = 20
 DIM = 8
 DEPTH = 50
-
-
-def _servers():
-    yield pytest.param("test", id="test-server")
-    yield pytest.param(PG15_ENV, id="pg15", marks=pytest.mark.skipif(
-        not os.environ.get(PG15_ENV),
-        reason=f"{PG15_ENV} is unset: no PostgreSQL 15 server with pgvector to plan on "
-               "(set it to e.g. postgresql://postgres@127.0.0.1:55415/postgres)"))
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +64,11 @@ def corpus_folder(tmp_path_factory):
                       dim=DIM, seed=5)
 
 
-@pytest.fixture(scope="module", params=list(_servers()))
+@pytest.fixture(scope="module", params=second_server.servers(needs_vector=True))
 def planned_store(request, server_url, corpus_folder):
     """A database holding the corpus twice: ingested as ``copy`` and laid out in ``rag``
     like the seeds, attached as ``live``; yields (location, server_version_num)."""
-    url = server_url if request.param == "test" else os.environ[PG15_ENV]
+    url = second_server.url(request.param, server_url)
     with scratch_database(url, "eh_plan") as location:
         with location.connection() as conn:
             migrate(conn)

@@ -6,7 +6,6 @@ statement as it is."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -16,25 +15,19 @@ from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import attach_live_dataset
 from eval_harness.store import migrate
 from live_store import live_config, no_embedder
+import second_server
 from scratch_databases import scratch_database
 
 DEPTH = 10
 TIED = 20  # documents given the first query's own vector: the cut at DEPTH falls among them
-PG15_ENV = "EVAL_HARNESS_PG15_URL"
 
 
-def _servers():
-    yield pytest.param("test", id="test-server")
-    yield pytest.param(PG15_ENV, id="pg15", marks=pytest.mark.skipif(
-        not os.environ.get(PG15_ENV), reason=f"{PG15_ENV} is unset: no PostgreSQL 15 server"))
-
-
-@pytest.fixture(params=list(_servers()))
+@pytest.fixture(params=second_server.servers(needs_vector=True))
 def tied_store(request, server_url, beir_folder):
     """The small live store, 20 documents sharing the first query's vector, rewritten in
     descending id order (so the heap's order is not the ids' order); on the test server and
     on PostgreSQL 15 when one is given."""
-    url = server_url if request.param == "test" else os.environ[PG15_ENV]
+    url = second_server.url(request.param, server_url)
     with scratch_database(url, "eh_once") as location, location.connection() as conn:
         migrate(conn)
         build_rag_store(conn, beir_folder, schema="rag")

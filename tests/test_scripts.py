@@ -1,0 +1,80 @@
+"""One venv serves `scripts/run.sh` and `scripts/test.sh` (issue #31): `scripts/_bootstrap.sh`
+installs when the lock or pyproject changed, or an extra is asked for that is not installed,
+and never drops an extra the venv has. Run with bash against a stand-in `.venv/bin/python`
+that records the pip commands it is given (the real install is what every test run does)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A folder with the project's lock, pyproject and bootstrap script, and a venv whose
+    python only records its arguments (one line per call)."""
+    for name in ("requirements.lock", "pyproject.toml"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "_bootstrap.sh").write_bytes(
+        (REPO / "scripts" / "_bootstrap.sh").read_bytes())
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\necho "$*" >> "$(dirname "$0")/../calls"\n')
+    python.chmod(0o755)
+    return tmp_path
+
+
+def bootstrap(project: Path, extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f'source scripts/_bootstrap.sh && bootstrap "{extra}"'],
+                          cwd=project, capture_output=True, text=True, check=True)
+
+
+def installs(project: Path) -> list[str]:
+    """The `-e` targets of the project installs made so far."""
+    calls = project / ".venv" / "calls"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return [line.split(" -e ", 1)[1] for line in lines if " -e " in line]
+
+
+def test_run_after_test_reuses_the_test_venv(project):
+    bootstrap(project, "test")
+    done = bootstrap(project, "")
+    assert installs(project) == [".[test]"]
+    assert done.stderr == ""  # no "Installing dependencies ... first run" again
+
+
+def test_test_after_run_installs_the_extra_once(project):
+    bootstrap(project, "")
+    bootstrap(project, "test")
+    bootstrap(project, "test")
+    bootstrap(project, "")
+    assert installs(project) == [".", ".[test]"]
+
+
+def test_a_changed_lock_reinstalls_keeping_the_extras_installed(project):
+    bootstrap(project, "test")
+    with open(project / "requirements.lock", "a") as lock:
+        lock.write("six==1.16.0\n")
+    bootstrap(project, "")
+    assert installs(project) == [".[test]", ".[test]"]
+
+
+def test_a_stamp_of_the_earlier_format_is_read(project):
+    bootstrap(project, "test")
+    stamp = project / ".venv" / ".eval-harness-installed"
+    lock_hash = stamp.read_text().split()[0]
+    stamp.write_text(f"{lock_hash} [test]\n")  # how scripts wrote it before
+    bootstrap(project, "test")
+    bootstrap(project, "")
+    assert installs(project) == [".[test]"]
+
+
+def test_the_install_asks_pip_to_say_errors_only(project):
+    bootstrap(project, "test")
+    calls = (project / ".venv" / "calls").read_text().splitlines()
+    assert calls and all(" -qq " in f" {call} " for call in calls), calls
