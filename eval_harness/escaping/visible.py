@@ -27,6 +27,7 @@ _UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff\ufffe
 _UNSAFE_KEEPING_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}"
                                    "\ud800-\udfff\ufffe\uffff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def escape_character(char: str) -> str:
@@ -62,3 +63,14 @@ def visible_lines(text: str) -> str:
     breaks (LF) and tabs stay as they are. A value from data inside it must already have gone through
     :func:`visible`, or its newlines would start lines here."""
     return _UNSAFE_KEEPING_LINES.sub(lambda match: escape_character(match.group()), text)
+
+
+def encodable(text: str) -> str:
+    """``text`` that encodes as UTF-8: each lone surrogate (which no UTF-8 encoder, protobuf's
+    included, accepts) as its visible escape; everything else, controls included, as it is,
+    for a channel that escapes them itself (JSON, protobuf strings).
+
+    >>> encodable("ax-\\x1b\\ud800")
+    'ax-\\x1b\\\\ud800'
+    """
+    return _SURROGATE.sub(lambda match: escape_character(match.group()), text)
