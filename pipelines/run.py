@@ -137,7 +137,7 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
         _print_materializations(gates)
     if not days:
         say("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
-              "answers_relation / answers)")
+            "answers_relation / answers)")
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
                      "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
@@ -152,8 +152,8 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     _print_report_location(report)
     store = " (with DATABASE_URL set as for this run)" if settings.database_url else ""
     say(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
-          f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
-          f"http://127.0.0.1:3000{store}")
+        f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
+        f"http://127.0.0.1:3000{store}")
     if outcome.errors:
         raise UserError(f"{len(outcome.errors)} step(s) could not run; the first: "
                         f"{outcome.errors[0]}")
@@ -247,7 +247,7 @@ def _print_materializations(result) -> None:
             rates = ", ".join(f"{k.removesuffix('_pass_rate')} {_fmt(v)}"
                               for k, v in values.items() if k.endswith("_pass_rate"))
             say(f"  answers: {values.get('answers', 0)} (evaluated now "
-                  f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
+                f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
             continue
         if key == "dual_judge_scores" and "queries_changed" in values:
             say(f"  {_judging_line(values)}")
@@ -312,7 +312,7 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
         if not isinstance(relation, str):  # gated in place: the days of its latest week
             days = recent_answer_days(conn, relation, days=RECENT_ANSWER_DAYS)
             say(f"answers: gated in place in {relation} (quality_gates.answers): "
-                  f"{', '.join(d.isoformat() for d in days) or 'none yet'}")
+                f"{', '.join(d.isoformat() for d in days) or 'none yet'}")
             return days
         latest = latest_answer_day(conn, relation)
     return [] if latest is None else [latest]

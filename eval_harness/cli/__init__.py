@@ -27,6 +27,7 @@ from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
 from eval_harness.escaping.terminal import say, say_error
+from eval_harness.escaping.visible import visible
 from eval_harness.judges.client.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
@@ -69,10 +70,10 @@ def cmd_ingest(args, settings: Settings) -> int:
                     "whole folder at once, or nothing)")
         raise
     say(f"dataset '{report.dataset}': documents {report.documents}; "
-          f"queries {report.queries}; embeddings {report.embeddings}")
+        f"queries {report.queries}; embeddings {report.embeddings}")
     if report.skipped_queries:
         say(f"{report.skipped_queries} queries of the split had no relevant document "
-              "and were left out")
+            "and were left out")
     if report.empty_documents_note:
         say(report.empty_documents_note)
     return EXIT_OK
@@ -180,7 +181,7 @@ def cmd_search(args, settings: Settings) -> int:
     for i, h in enumerate(hits, start=1):
         snippet = " ".join(h.content.split())[:70]
         say(f"{i:>4}  {h.score:6.3f}  {h.semantic:6.3f}  {h.keyword:6.3f}  "
-              f"{h.external_id:<12} {snippet}")
+            f"{visible(h.external_id):<12} {visible(snippet)}")
     if not hits:
         say("no results")
     return EXIT_OK

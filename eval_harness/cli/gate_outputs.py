@@ -94,7 +94,7 @@ def _to_phoenix(url: str, outcomes) -> None:
     say(f"{posted} gate results posted to Phoenix at {url} as span annotations.")
     if unlinked:
         say(f"{unlinked} answers have no span id (not imported from a trace), so their "
-              "results were not posted to Phoenix.")
+            "results were not posted to Phoenix.")
 
 
 def add_pull_command(answers_sub: argparse._SubParsersAction) -> None:

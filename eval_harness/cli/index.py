@@ -98,18 +98,18 @@ def cmd_index(args, settings: Settings) -> int:
                            "it; `eval-harness doctor` shows whether the search uses them.")
         if not assessment.missing:
             say(f"dataset '{args.dataset}': the embedding, text and id indexes on {relation} "
-                  "are in place; nothing to create")
+                "are in place; nothing to create")
             if corpus.tsvector is None:  # no index removes this cost: say where it is named
                 say("note: with tsvector: null every keyword match is parsed again for each "
-                      "query, indexes or not; `eval-harness doctor` measures what that costs "
-                      "and prints the stored tsvector column that removes it (index never "
-                      "alters your table)")
+                    "query, indexes or not; `eval-harness doctor` measures what that costs "
+                    "and prints the stored tsvector column that removes it (index never "
+                    "alters your table)")
             return EXIT_OK
         statements = _statements(conn, assessment)
         rows = f"~{assessment.rows:,.0f} rows" if assessment.rows >= 0 else "not analysed"
         if args.dry_run:
             say(f"dataset '{args.dataset}': {relation} ({rows}) lacks "
-                  f"{len(assessment.missing)} index(es); would run (--dry-run: nothing done):")
+                f"{len(assessment.missing)} index(es); would run (--dry-run: nothing done):")
             for statement in statements:
                 say(f"{statement};")
             return EXIT_OK
@@ -120,10 +120,10 @@ def cmd_index(args, settings: Settings) -> int:
             raise CliError(f"Role '{role}' does not own {relation} and only its owner may index "
                            "it: run the statements above as the owner (psql), nothing was done.")
         say(f"dataset '{args.dataset}': building {len(assessment.missing)} index(es) on "
-              f"{relation} ({rows}) CONCURRENTLY (the table stays readable and writable):",
-              flush=True)
+            f"{relation} ({rows}) CONCURRENTLY (the table stays readable and writable):",
+            flush=True)
         conn.add_notice_handler(lambda notice: say(f"  server: {notice.message_primary}",
-                                                     flush=True))
+                                                   flush=True))
         for statement in statements:
             _run(conn, statement, assessment)
         still = assess_indexes(conn, corpus).missing
@@ -131,7 +131,7 @@ def cmd_index(args, settings: Settings) -> int:
             raise CliError(f"After the build {relation} still has no {still[0].need.wanted}: "
                            "see `eval-harness doctor`.")
     say(f"dataset '{args.dataset}': the search can now use every index it needs on "
-          f"{relation}; `eval-harness doctor` shows the query plans")
+        f"{relation}; `eval-harness doctor` shows the query plans")
     return EXIT_OK
 
 

@@ -140,7 +140,7 @@ def cmd_judge(args, settings: Settings) -> int:
             _give_anchors_verdicts(conn, dataset)
             if args.refreeze_anchors:
                 say(_refreeze_notice(conn, settings, dataset, dry_run=False),
-                      file=sys.stderr)
+                    file=sys.stderr)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,

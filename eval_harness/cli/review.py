@@ -13,6 +13,7 @@ from pathlib import Path
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.escaping.terminal import say
+from eval_harness.escaping.visible import visible
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
@@ -29,13 +30,13 @@ def cmd_review_export(args, settings: Settings) -> int:
             conn, dataset, Path(args.file), threshold=settings.agreement.disagreement_threshold)
     if queued is None:
         say(f"review queue of '{dataset}' not refreshed: this role may not write the "
-              "harness schema, so the queue is exported as it was last refreshed")
+            "harness schema, so the queue is exported as it was last refreshed")
     else:
         say(f"review queue of '{dataset}': {queued}")
     say(f"exported {exported.rows} pair(s) ({exported.pending} pending, "
-          f"{exported.adjudicated} adjudicated) to {exported.path}; fill in the verdict "
-          "column (relevant / not relevant) and run `eval-harness review import "
-          f"{exported.path}`")
+        f"{exported.adjudicated} adjudicated) to {visible(exported.path)}; fill in the "
+        "verdict column (relevant / not relevant) and run `eval-harness review import "
+        f"{visible(exported.path)}`")
     return EXIT_OK
 
 
@@ -54,11 +55,11 @@ def cmd_review_sample(args, settings: Settings) -> int:
     with open_store(settings).connection() as conn:  # records the drawn pairs
         exported = export_sample_csv(conn, dataset, Path(args.file), n=args.n, seed=args.seed)
     say(f"human sample of '{dataset}' (seed {exported.seed}): {exported.queries} of "
-          f"{exported.judged_queries} judged queries, {exported.pairs} pair(s) "
-          f"({exported.added} newly recorded, {exported.labelled} already labelled) written to "
-          f"{exported.path}; label every row (relevant / not relevant: a query counts only "
-          f"when all its pairs are labelled) and run `eval-harness review import "
-          f"{exported.path}`")
+        f"{exported.judged_queries} judged queries, {exported.pairs} pair(s) "
+        f"({exported.added} newly recorded, {exported.labelled} already labelled) written to "
+        f"{exported.path}; label every row (relevant / not relevant: a query counts only "
+        f"when all its pairs are labelled) and run `eval-harness review import "
+        f"{exported.path}`")
     return EXIT_OK
 
 
@@ -94,11 +95,11 @@ def cmd_review_import(args, settings: Settings) -> int:
     with open_store(settings).connection() as conn:
         imported = importer(conn, args.dataset, Path(args.file))
     if imported.dataset is None:
-        say(f"{args.file} has no rows: nothing to import")
+        say(f"{visible(args.file)} has no rows: nothing to import")
     else:
         target = "human sample" if sample else "review queue"
-        say(f"imported {args.file} into the {target} of '{imported.dataset}': "
-              f"{imported}")
+        say(f"imported {visible(args.file)} into the {target} of "
+            f"'{visible(imported.dataset)}': {imported}")
     return EXIT_OK
 
 
@@ -115,7 +116,7 @@ def cmd_agreement(args, settings: Settings) -> int:
         result, recorded = recorded_agreement(conn, result)
     if not recorded.written:
         say(f"judges' record of '{dataset}' not updated: this role may not write the "
-              "harness schema, so it shows the figures of the last update", file=sys.stderr)
+            "harness schema, so it shows the figures of the last update", file=sys.stderr)
     if args.json:
         say(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
     else:
