@@ -4,11 +4,12 @@ or raw HTML, whatever renderer (CommonMark, GitHub) shows it.
 
 :func:`markdown_inline` first writes control characters, newlines and bidi overrides as
 visible escapes (:func:`~eval_harness.escaping.visible.visible`), then backslash-escapes the
-characters that start or delimit Markdown's inline constructs: ``\\ ` * [ ] < > | & ~ !`` and
-``@``, ``_`` where it could start emphasis (not inside a word: ``format_compliance`` stays),
-``:`` of ``://`` and ``.`` of ``www.`` (GitHub turns those into links). A backslash-escaped
+characters that start or delimit Markdown's inline constructs: ``\\ ` * < > | ~ @``, ``]``
+before ``(`` or ``[`` (a link or image), ``&`` of an entity, ``_`` where it could start
+emphasis (not inside a word: ``format_compliance`` stays), ``:`` of ``://`` and ``.`` of
+``www.`` (GitHub turns those into links). A backslash-escaped
 ASCII punctuation character renders as itself, so the rendered text is the value; ordinary
-text (``sa-0304-07``, ``format issues: empty_heading``, ``0.700``) is written as it is.
+text (``sa-0304-07``, ``format issues: empty_heading``, ``[0.60, 0.80]``) is written as it is.
 :func:`markdown_code` shows a value as inline code, in which Markdown and HTML mean nothing.
 """
 
@@ -18,16 +19,19 @@ import re
 
 from eval_harness.escaping.visible import visible
 
-_SPECIAL = re.compile(r"[\\`*\[\]<>|&~!@]|(?<![^\W_])_|_(?![^\W_])|:(?=//)|(?<=www)\.",
-                      re.IGNORECASE)
+# A link or image needs "](" or "][" (no value can write a reference definition: that takes
+# a line of its own), an entity "&name;" or "&#n;": escaping those, not every "[" or "&",
+# keeps "[0.60, 0.80]" and "Q&A" as they are.
+_SPECIAL = re.compile(r"[\\`*<>|~@]|\](?=[(\[])|&(?=#?\w+;)|(?<![^\W_])_|_(?![^\W_])"
+                      r"|:(?=//)|(?<=www)\.", re.IGNORECASE)
 _BACKTICKS = re.compile("`+")
 
 
 def markdown_inline(value: object) -> str:
     """``value`` as literal Markdown text on one line (also safe inside a table cell).
 
-    >>> markdown_inline("a|b <img src=x> [x](http://e.com) format_compliance")
-    'a\\\\|b \\\\<img src=x\\\\> \\\\[x\\\\](http\\\\://e.com) format_compliance'
+    >>> markdown_inline("a|b <img src=x> [x](http://e.com) format_compliance [0.6, 0.8]")
+    'a\\\\|b \\\\<img src=x\\\\> [x\\\\](http\\\\://e.com) format_compliance [0.6, 0.8]'
     """
     return _SPECIAL.sub(lambda match: "\\" + match.group(), visible(value))
 

@@ -18,7 +18,7 @@ HOSTILE = ["<img src=x onerror=alert(1)>", "[link](http://evil.example)", "![i](
            "<http://evil.example>", "**bold** _em_ *em* ~~del~~", "a | b | c", "`code`",
            "&lt;b&gt; &#60;", "\\*", "x<!-- c -->y", "<script>alert(1)</script>",
            "line\n# heading", "sa-0304-07", "format issues: empty_heading", "Café 東京",
-           "``` fence", " spaced "]
+           "``` fence", " spaced ", "[ref][x] [x]", "Q&A [0.6, 0.8]"]
 
 
 def text_and_tags(rendered: str) -> tuple[str, list[str]]:
@@ -53,5 +53,5 @@ def test_a_value_as_code_renders_as_itself(value):
 
 def test_ordinary_text_is_written_as_it_is():
     for value in ("sa-0304-07", "format issues: empty_heading", "0.700", "Cohen's kappa",
-                  "Café 東京", "gate --partition 2025-03-04"):
+                  "Café 東京", "gate --partition 2025-03-04", "2.0% [1.0%, 7.0%]", "Q&A"):
         assert markdown_inline(value) == value
