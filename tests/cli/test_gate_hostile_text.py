@@ -106,6 +106,12 @@ def test_hostile_ids_and_texts_are_escaped_on_the_terminal_and_in_ci_files(proje
     assert "ax-ctl\\x01\\x0b\\x0c\\u007f\\u009b\\ufffe\\u202eevil" in failing
     assert ORDINARY in failing  # ordinary text prints as it is
 
+    # the Dagster-backed --partition path prints the same table
+    code, out, err = run_cli(capsys, "--config", project, "gate", "--partition", DAY)
+    assert code == 1, err
+    assert_terminal_safe(out + err)
+    assert "ax-nl\\r\\nALL GATES PASSED" in out
+
     # --json: still JSON, and the ids read back exactly as stored
     code, out, _ = run_cli(capsys, "--config", project, "gate", "--since", DAY, "--json")
     assert_terminal_safe(out)
@@ -179,3 +185,13 @@ def test_the_run_report_escapes_them_too(project, capsys, tmp_path, fresh):
     page = rendered_markdown(markdown)
     assert {"img", "a"}.isdisjoint(page.tags) and "<img src=x onerror=alert(1)>" in page.text
     assert "ax-esc\\x1b]0;pwned\\x07\\x1b[2J" in page.text
+
+
+def test_an_error_quoting_a_hostile_id_is_one_line(project, capsys, tmp_path):
+    rows = [answer_row(TITLE_AND_CLEAR, "An answer [1].", f"{DAY}T10:00:00Z")] * 2
+    path = write_jsonl(tmp_path / "twice.jsonl", rows)
+    code, out, err = run_cli(capsys, "--config", project, "answers", "import", path)
+    assert code == 2, err
+    assert_terminal_safe(out + err)
+    assert err.count("\n") == 1 and err.startswith("eval-harness: error: ")
+    assert "duplicate id 'ax-esc\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mALL GATES PASSED" in err
