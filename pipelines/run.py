@@ -28,6 +28,7 @@ from eval_harness import stopping
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
 from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
@@ -96,13 +97,13 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     dataset = args.dataset or settings.default_dataset
     configured = settings.dataset(dataset)  # fail early, in one sentence, on an unknown one
     location = open_store(settings)
-    print(f"store: {location.description}")
+    say(f"store: {location.description}")
     _lay_out_demo_store(location, settings, configured)
     outcome = RunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
     def execute(job: str, title: str, ops: dict, partition: str | None = None):
-        print(title, flush=True)
+        say(title, flush=True)
         step[0] = title.split(":", 1)[0]
         with open_instance(settings) as instance:
             result = defs.resolve_job_def(job).execute_in_process(
@@ -135,24 +136,24 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
                         partition=day.isoformat())
         _print_materializations(gates)
     if not days:
-        print("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
-              "answers_relation / answers)")
+        say("[2/3] quality gates: no answers yet (quality_gates.answers_file / "
+            "answers_relation / answers)")
 
     report_config = {"source_run_id": nightly.run_id, "dataset": dataset,
                      "related_run_ids": outcome.run_ids[1:],  # the gate runs: their cost
                      "days": [d.isoformat() for d in days] or None}
     report = execute(REPORT_JOB, "[3/3] report", {"run_report": {"config": report_config}})
 
-    print("\nchecks:")
+    say("\nchecks:")
     for line in outcome.checks:
-        print(line.format())
+        say(line.format())
     for error in outcome.errors:
-        print(f"  ERROR {error}")
+        say(f"  ERROR {error}")
     _print_report_location(report)
     store = " (with DATABASE_URL set as for this run)" if settings.database_url else ""
-    print(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
-          f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
-          f"http://127.0.0.1:3000{store}")
+    say(f"Dagster UI (runs {', '.join(r[:8] for r in outcome.run_ids)} are in its history): "
+        f"{dagster_ui_command(settings, Path(os.environ['DAGSTER_HOME']))}, then open "
+        f"http://127.0.0.1:3000{store}")
     if outcome.errors:
         raise UserError(f"{len(outcome.errors)} step(s) could not run; the first: "
                         f"{outcome.errors[0]}")
@@ -194,7 +195,7 @@ def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured)
             with conn.transaction():
                 refuse_missing_demo_relations(conn, configured, settings)
             return
-        print(describe_demo_store(prepare_demo_store(conn, settings, configured)), flush=True)
+        say(describe_demo_store(prepare_demo_store(conn, settings, configured)), flush=True)
 
 
 def _gateable(day: date, first: date, today: date) -> bool:
@@ -203,7 +204,7 @@ def _gateable(day: date, first: date, today: date) -> bool:
         return True
     where = (f"before quality_gates.partition_start ({first})" if day < first
              else f"after today ({today}, UTC)")
-    print(f"  answers of {day} are {where}; not gated")
+    say(f"  answers of {day} are {where}; not gated")
     return False
 
 
@@ -240,22 +241,22 @@ def _print_materializations(result) -> None:
         key = materialization.asset_key.to_user_string()
         values = {k: v.value for k, v in materialization.metadata.items()}
         if key == "retrieval_report":
-            print("  " + str(values["report"]).strip("`\n").replace("\n", "\n  "))
+            say("  " + str(values["report"]).strip("`\n").replace("\n", "\n  "))
             continue
         if key == "answers":  # one partition: its size and each gate's pass rate
             rates = ", ".join(f"{k.removesuffix('_pass_rate')} {_fmt(v)}"
                               for k, v in values.items() if k.endswith("_pass_rate"))
-            print(f"  answers: {values.get('answers', 0)} (evaluated now "
-                  f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
+            say(f"  answers: {values.get('answers', 0)} (evaluated now "
+                f"{values.get('answers_evaluated_now', 0)}); pass rates: {rates or 'none'}")
             continue
         if key == "dual_judge_scores" and "queries_changed" in values:
-            print(f"  {_judging_line(values)}")
+            say(f"  {_judging_line(values)}")
             continue
         numbers = {k: v for k, v in values.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and not k.startswith("dagster/")}
         shown = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in list(numbers.items())[:8])
-        print(f"  {key}: {shown}" if shown else f"  {key}: materialized")
+        say(f"  {key}: {shown}" if shown else f"  {key}: materialized")
 
 
 def _judging_line(values: dict) -> str:
@@ -277,12 +278,12 @@ def _print_report_location(result) -> None:
     for event in result.get_asset_materialization_events():
         metadata = event.step_materialization_data.materialization.metadata
         if "html_path" in metadata:
-            print(f"\nreport: {shown_path(metadata['html_path'].value)}")
-            print(f"        {shown_path(metadata['markdown_path'].value)}")
+            say(f"\nreport: {shown_path(metadata['html_path'].value)}")
+            say(f"        {shown_path(metadata['markdown_path'].value)}")
             if "latest_html_path" in metadata:
-                print(f"latest: {shown_path(metadata['latest_html_path'].value)}")
+                say(f"latest: {shown_path(metadata['latest_html_path'].value)}")
             return
-    print("\nreport: not written (see the ERROR lines above)")
+    say("\nreport: not written (see the ERROR lines above)")
 
 
 def shown_path(path: str | Path) -> str:
@@ -305,13 +306,13 @@ def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:
-            print(f"answers: {report} (from {report.path})")
+            say(f"answers: {report} (from {report.path})")
             return list(report.days)
         relation = answers_relation(conn, settings)  # a mapping: checked before any work
         if not isinstance(relation, str):  # gated in place: the days of its latest week
             days = recent_answer_days(conn, relation, days=RECENT_ANSWER_DAYS)
-            print(f"answers: gated in place in {relation} (quality_gates.answers): "
-                  f"{', '.join(d.isoformat() for d in days) or 'none yet'}")
+            say(f"answers: gated in place in {relation} (quality_gates.answers): "
+                f"{', '.join(d.isoformat() for d in days) or 'none yet'}")
             return days
         latest = latest_answer_day(conn, relation)
     return [] if latest is None else [latest]

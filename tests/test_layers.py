@@ -25,7 +25,7 @@ SOURCE_ROOTS = {"eval_harness": "eval_harness", "pipelines": "eval_harness_pipel
 # package of eval_harness (or one of its top-level modules), or eval_harness_pipelines
 # (pipelines/ and assets/ together). Within a unit any order is allowed.
 LAYERS = (
-    ("eval_harness", "metrics", "errors", "files", "progress", "stopping"),
+    ("eval_harness", "metrics", "errors", "files", "progress", "stopping", "escaping"),
     ("settings",),
     ("store",),
     ("retrieval",),

@@ -26,6 +26,8 @@ from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.escaping.terminal import say, say_error
+from eval_harness.escaping.visible import visible
 from eval_harness.judges.client.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
@@ -40,10 +42,10 @@ def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
 
     location = locate_store(settings)
-    print(f"store: {location.description}")
+    say(f"store: {location.description}")
     with location.connection() as conn:
         applied = migrate(conn)
-    print(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
+    say(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
     return EXIT_OK
 
 
@@ -57,7 +59,7 @@ def cmd_ingest(args, settings: Settings) -> int:
                        f"ingested: run `eval-harness attach --dataset {args.name}`, or ingest "
                        "the folder under another --name.")
     location = open_store(settings)
-    print(f"store: {location.description}")
+    say(f"store: {location.description}")
     try:
         with location.connection() as conn, progress_bar("embedding", unit="text") as progress:
             report = ingest_beir(conn, Path(args.path), name=args.name, language=args.language,
@@ -67,13 +69,13 @@ def cmd_ingest(args, settings: Settings) -> int:
         exc.kept = (f"nothing of dataset '{args.name}' was stored (an ingest stores the "
                     "whole folder at once, or nothing)")
         raise
-    print(f"dataset '{report.dataset}': documents {report.documents}; "
-          f"queries {report.queries}; embeddings {report.embeddings}")
+    say(f"dataset '{report.dataset}': documents {report.documents}; "
+        f"queries {report.queries}; embeddings {report.embeddings}")
     if report.skipped_queries:
-        print(f"{report.skipped_queries} queries of the split had no relevant document "
-              "and were left out")
+        say(f"{report.skipped_queries} queries of the split had no relevant document "
+            "and were left out")
     if report.empty_documents_note:
-        print(report.empty_documents_note)
+        say(report.empty_documents_note)
     return EXIT_OK
 
 
@@ -86,15 +88,15 @@ def cmd_attach(args, settings: Settings) -> int:
                        f"ingest it with `eval-harness ingest {cfg.path} --name {cfg.name}`; "
                        f"attach reads a 'live' mapping onto your own tables.")
     location = open_store(settings)
-    print(f"store: {location.description}")
+    say(f"store: {location.description}")
     with location.connection() as conn, progress_bar("embedding", unit="query") as progress:
         prepared = prepare_dataset(conn, settings, cfg.name, progress=progress)
     if prepared.demo is not None:
-        print(describe_demo_store(prepared.demo))
+        say(describe_demo_store(prepared.demo))
     report = prepared.attach
-    print(str(report))
+    say(str(report))
     for notice in report.notices:
-        print(notice)
+        say(notice)
     return EXIT_OK
 
 
@@ -166,22 +168,22 @@ def cmd_search(args, settings: Settings) -> int:
                              candidate_depth=depth)
     notice = _depth_notice(args.k, depth, semantic=embedding is not None)
     if notice:
-        print(notice, file=sys.stderr)
+        say(notice, file=sys.stderr)
     if args.json:
-        print(json.dumps({"dataset": args.dataset, "query": args.text, "semantic_weight": weight,
+        say(json.dumps({"dataset": args.dataset, "query": args.text, "semantic_weight": weight,
                           "keyword_weight": keyword,
                           "hits": [{"rank": i, "id": h.id, "external_id": h.external_id,
                                     "score": h.score, "semantic": h.semantic,
                                     "keyword": h.keyword, "content": h.content}
                                    for i, h in enumerate(hits, start=1)]}, ensure_ascii=False))
         return EXIT_OK
-    print(f"{'rank':>4}  {'score':>6}  {'sem':>6}  {'kw':>6}  {'doc':<12} text")
+    say(f"{'rank':>4}  {'score':>6}  {'sem':>6}  {'kw':>6}  {'doc':<12} text")
     for i, h in enumerate(hits, start=1):
         snippet = " ".join(h.content.split())[:70]
-        print(f"{i:>4}  {h.score:6.3f}  {h.semantic:6.3f}  {h.keyword:6.3f}  "
-              f"{h.external_id:<12} {snippet}")
+        say(f"{i:>4}  {h.score:6.3f}  {h.semantic:6.3f}  {h.keyword:6.3f}  "
+            f"{visible(h.external_id):<12} {visible(snippet)}")
     if not hits:
-        print("no results")
+        say("no results")
     return EXIT_OK
 
 
@@ -192,7 +194,7 @@ def cmd_report(args, settings: Settings) -> int:
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
         report = configured_retrieval_report(conn, settings, dataset)
-    print(json.dumps(report.to_dict()) if args.json else format_report(report))
+    say(json.dumps(report.to_dict()) if args.json else format_report(report))
     return EXIT_OK
 
 
@@ -269,33 +271,33 @@ def _run_command(args: argparse.Namespace) -> int:
         settings = None if own else load_settings(args.config)
         notice = None if settings is None else config_notice(settings)
         if notice:
-            print(notice, file=sys.stderr, flush=True)
+            say(notice, file=sys.stderr, flush=True)
         with said_once_per_command():  # one command, each fallback notice once
             return args.func(args, settings)
     except stopping.Interrupted as exc:
-        print(f"eval-harness: {exc}", file=sys.stderr)
+        say(f"eval-harness: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # raised by Python's own handler: SIGINT
-        print(f"eval-harness: {stopping.interrupted_line(exc)}", file=sys.stderr)
+        say(f"eval-harness: {stopping.interrupted_line(exc)}", file=sys.stderr)
         return 130
     except StoreLost as exc:  # the store went away under paid work, which stopped at once
-        print(f"eval-harness: error: {store_lost_message(settings, exc)}", file=sys.stderr)
+        say_error(store_lost_message(settings, exc))
         return EXIT_ERROR
     except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
             StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
         message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
         message = _missing_dataset(exc, settings) or message
-        print(f"eval-harness: error: {message}", file=sys.stderr)
+        say_error(message)
         return EXIT_ERROR
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         crashed = server_failure(settings, exc) if settings is not None else None
         message = crashed or _privilege_refusal(exc, settings) or \
             "the store reported: " + lines[0]
-        print(f"eval-harness: error: {redact_conninfo(message)}", file=sys.stderr)
+        say_error(redact_conninfo(message))
         return EXIT_ERROR
     except Exception as exc:  # not SystemExit: argparse's own exit codes stay
-        print(f"eval-harness: error: {internal_error(exc)}", file=sys.stderr)
+        say_error(internal_error(exc))
         return EXIT_ERROR
 
 

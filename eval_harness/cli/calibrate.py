@@ -25,6 +25,7 @@ from pathlib import Path
 
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 
 
@@ -65,7 +66,7 @@ def cmd_calibrate(args, settings: Settings) -> int:
             if args.no_write:  # writes nothing: a live dataset is read as last attached
                 as_attached = check_attached_dataset(conn, settings, dataset)
                 if as_attached:
-                    print(as_attached, file=sys.stderr)
+                    say(as_attached, file=sys.stderr)
             else:
                 prepare_dataset(conn, settings, dataset)
             result = calibrate_with_settings(conn, settings, args.dataset,
@@ -100,11 +101,11 @@ def cmd_calibrate(args, settings: Settings) -> int:
         notes.append(f"TREC runs of dataset '{result.dataset}': {len(trec_paths) - 1} files and "
                      f"{trec_paths[0].name} in {args.trec_runs}")
     if args.json:
-        print(json.dumps(dict(result.to_dict(), written=written, notes=notes), allow_nan=False))
+        say(json.dumps(dict(result.to_dict(), written=written, notes=notes), allow_nan=False))
     else:
-        print(format_table(result))
+        say(format_table(result))
         if notes:
-            print("\n" + "\n".join(notes))
+            say("\n" + "\n".join(notes))
     return EXIT_FAILED if result.verdict == "failure" else EXIT_OK
 
 

@@ -38,6 +38,7 @@ from eval_harness.cli.common import describe_config
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
 from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyword_checks
 from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store.catalog import (SchemaPrivileges, available_extension_version,
                                         installed_extension_version, live_datasets,
@@ -256,7 +257,7 @@ def diagnose(config_path: str | None = None, environ: Mapping[str, str] | None =
 
 def run_doctor(config_path: str | None = None, environ: Mapping[str, str] | None = None, *,
                offline: bool = False, probe_timeout: float = PROBE_TIMEOUT_SECONDS,
-               write: Callable[[str], None] = lambda line: print(line, flush=True)) -> int:
+               write: Callable[[str], None] = lambda line: say(line, flush=True)) -> int:
     """Print one line per check; 0 when none FAILed, else 1."""
     failed = False
     for check in diagnose(config_path, environ, offline=offline, probe_timeout=probe_timeout):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eval_harness.escaping.visible import visible
+
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 
 
@@ -18,7 +20,9 @@ class Check:
     detail: str
 
     def line(self) -> str:
-        return f"{self.status:<5} {self.name:<12} {self.detail}"
+        """The check's one line: whatever its detail quotes (a dataset or relation name, a
+        server's error) stays on it, control characters shown as escapes."""
+        return f"{self.status:<5} {self.name:<12} {visible(self.detail)}"
 
 
 def first_line(exc: BaseException) -> str:

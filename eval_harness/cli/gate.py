@@ -33,6 +33,8 @@ from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
 from eval_harness.cli.gate_outputs import (add_publish_arguments, add_pull_command,
                                            publish_results)
+from eval_harness.escaping.terminal import say
+from eval_harness.escaping.visible import visible
 from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
@@ -51,7 +53,7 @@ def cmd_answers_import(args, settings: Settings) -> int:
     fmt = args.format
     if fmt is None:  # said before reading on, so a bad record is read against it
         guess = detect_format(Path(args.file))
-        print(f"format: {guess.format} (detected: {guess.reason})", flush=True)
+        say(f"format: {guess.format} (detected: {visible(guess.reason)})", flush=True)
         fmt = guess.format
     location = open_store(settings)
     try:
@@ -60,7 +62,7 @@ def cmd_answers_import(args, settings: Settings) -> int:
     except psycopg.Error as exc:
         raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
-    print(f"answers from {report.path} into '{relation}': {report}")
+    say(f"answers from {visible(report.path)} into '{relation}': {report}")
     return EXIT_OK
 
 
@@ -124,7 +126,7 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
         _write_ci_error(args, str(exc), started, perf_counter() - clock)
         raise
     # One report object feeds every output.
-    print(report.to_json() if args.json else format_gate_table(report))
+    say(report.to_json() if args.json else format_gate_table(report))
     _write_ci_outputs(report, args, started, perf_counter() - clock)
     publish_results(args, settings, report)  # --to-phoenix / --otlp: after the CI files
     return EXIT_OK if report.passed else EXIT_FAILED

@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.cli.common import EXIT_OK, CliError
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
@@ -46,7 +47,7 @@ def cmd_answers_pull(args, settings: Settings) -> int:
                        f"{named}" + (f"; and {more} more" if more > 0 else "") + ".")
     if not answers:
         window = f" since {since.isoformat()}" if since else ""
-        print(f"{source}: no traces{window}; nothing to import.")
+        say(f"{source}: no traces{window}; nothing to import.")
         return EXIT_OK
     relation = settings.quality_gates.answers_relation
     try:
@@ -57,7 +58,7 @@ def cmd_answers_pull(args, settings: Settings) -> int:
     except psycopg.Error as exc:
         raise CliError(f"importing from {source} failed in the store: "
                        f"{str(exc).strip().splitlines()[0]}") from None
-    print(f"answers from {source} into '{relation}': {report}")
+    say(f"answers from {source} into '{relation}': {report}")
     return EXIT_OK
 
 
@@ -80,7 +81,7 @@ def publish_results(args, settings: Settings, report) -> None:
             sent = emit_evaluation_events(otlp, outcomes)
         except OtlpError as exc:
             raise CliError(str(exc)) from None
-        print(f"{sent} gen_ai.evaluation.result events written to {otlp}.")
+        say(f"{sent} gen_ai.evaluation.result events written to {otlp}.")
 
 
 def _to_phoenix(url: str, outcomes) -> None:
@@ -90,10 +91,10 @@ def _to_phoenix(url: str, outcomes) -> None:
         posted, unlinked = post_annotations(url, outcomes)
     except PhoenixError as exc:
         raise CliError(str(exc)) from None
-    print(f"{posted} gate results posted to Phoenix at {url} as span annotations.")
+    say(f"{posted} gate results posted to Phoenix at {url} as span annotations.")
     if unlinked:
-        print(f"{unlinked} answers have no span id (not imported from a trace), so their "
-              "results were not posted to Phoenix.")
+        say(f"{unlinked} answers have no span id (not imported from a trace), so their "
+            "results were not posted to Phoenix.")
 
 
 def add_pull_command(answers_sub: argparse._SubParsersAction) -> None:

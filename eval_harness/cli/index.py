@@ -20,6 +20,7 @@ import time
 import psycopg
 
 from eval_harness.cli.common import EXIT_OK, CliError
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
 from eval_harness.store.corpus import Corpus
@@ -70,7 +71,7 @@ def _statements(conn: psycopg.Connection, assessment: IndexAssessment) -> list[s
 
 
 def _run(conn: psycopg.Connection, statement: str, assessment: IndexAssessment) -> None:
-    print(f"{statement};", flush=True)
+    say(f"{statement};", flush=True)
     started = time.monotonic()
     try:
         conn.execute(statement)
@@ -82,7 +83,7 @@ def _run(conn: psycopg.Connection, statement: str, assessment: IndexAssessment) 
         hint = (f"; it left {left[0].qualified} INVALID: {drop_statement(conn, left[0])}; or "
                 "run this command again (it drops and rebuilds it)" if left else "")
         raise CliError(f"{statement} failed: {reason}{hint}.") from None
-    print(f"  done in {time.monotonic() - started:.1f} s", flush=True)
+    say(f"  done in {time.monotonic() - started:.1f} s", flush=True)
 
 
 def cmd_index(args, settings: Settings) -> int:
@@ -96,41 +97,41 @@ def cmd_index(args, settings: Settings) -> int:
             raise CliError(f"{relation} is {kind}: create the indexes on the table(s) beneath "
                            "it; `eval-harness doctor` shows whether the search uses them.")
         if not assessment.missing:
-            print(f"dataset '{args.dataset}': the embedding, text and id indexes on {relation} "
-                  "are in place; nothing to create")
+            say(f"dataset '{args.dataset}': the embedding, text and id indexes on {relation} "
+                "are in place; nothing to create")
             if corpus.tsvector is None:  # no index removes this cost: say where it is named
-                print("note: with tsvector: null every keyword match is parsed again for each "
-                      "query, indexes or not; `eval-harness doctor` measures what that costs "
-                      "and prints the stored tsvector column that removes it (index never "
-                      "alters your table)")
+                say("note: with tsvector: null every keyword match is parsed again for each "
+                    "query, indexes or not; `eval-harness doctor` measures what that costs "
+                    "and prints the stored tsvector column that removes it (index never "
+                    "alters your table)")
             return EXIT_OK
         statements = _statements(conn, assessment)
         rows = f"~{assessment.rows:,.0f} rows" if assessment.rows >= 0 else "not analysed"
         if args.dry_run:
-            print(f"dataset '{args.dataset}': {relation} ({rows}) lacks "
-                  f"{len(assessment.missing)} index(es); would run (--dry-run: nothing done):")
+            say(f"dataset '{args.dataset}': {relation} ({rows}) lacks "
+                f"{len(assessment.missing)} index(es); would run (--dry-run: nothing done):")
             for statement in statements:
-                print(f"{statement};")
+                say(f"{statement};")
             return EXIT_OK
         if not assessment.owned:
             for statement in statements:
-                print(f"{statement};")
+                say(f"{statement};")
             role = conn.execute("SELECT current_user").fetchone()[0]
             raise CliError(f"Role '{role}' does not own {relation} and only its owner may index "
                            "it: run the statements above as the owner (psql), nothing was done.")
-        print(f"dataset '{args.dataset}': building {len(assessment.missing)} index(es) on "
-              f"{relation} ({rows}) CONCURRENTLY (the table stays readable and writable):",
-              flush=True)
-        conn.add_notice_handler(lambda notice: print(f"  server: {notice.message_primary}",
-                                                     flush=True))
+        say(f"dataset '{args.dataset}': building {len(assessment.missing)} index(es) on "
+            f"{relation} ({rows}) CONCURRENTLY (the table stays readable and writable):",
+            flush=True)
+        conn.add_notice_handler(lambda notice: say(f"  server: {notice.message_primary}",
+                                                   flush=True))
         for statement in statements:
             _run(conn, statement, assessment)
         still = assess_indexes(conn, corpus).missing
         if still:
             raise CliError(f"After the build {relation} still has no {still[0].need.wanted}: "
                            "see `eval-harness doctor`.")
-    print(f"dataset '{args.dataset}': the search can now use every index it needs on "
-          f"{relation}; `eval-harness doctor` shows the query plans")
+    say(f"dataset '{args.dataset}': the search can now use every index it needs on "
+        f"{relation}; `eval-harness doctor` shows the query plans")
     return EXIT_OK
 
 

@@ -46,6 +46,7 @@ import sys
 from dataclasses import replace
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 
 
@@ -120,26 +121,26 @@ def cmd_judge(args, settings: Settings) -> int:
         _check_refreeze(args, settings)
     if args.dry_run:  # writes nothing: never migrates, never attaches
         location = open_store(settings, read_only=True)
-        print(f"store: {location.description}", file=sys.stderr)
+        say(f"store: {location.description}", file=sys.stderr)
         with location.connection() as conn:
             as_attached = check_attached_dataset(conn, settings, dataset)
             if args.refreeze_anchors:
-                print(_refreeze_notice(conn, settings, dataset, dry_run=True), file=sys.stderr)
+                say(_refreeze_notice(conn, settings, dataset, dry_run=True), file=sys.stderr)
         if as_attached:
-            print(as_attached, file=sys.stderr)
+            say(as_attached, file=sys.stderr)
         return _dry_run(args, settings, location, dataset)
     location = open_store(settings)
-    print(f"store: {location.description}", file=sys.stderr)
+    say(f"store: {location.description}", file=sys.stderr)
     with location.connection() as conn:  # a live dataset: its current ground truth
         attached = prepare_dataset(conn, settings, dataset).attach
     if attached is not None:
-        print(attached, file=sys.stderr)
+        say(attached, file=sys.stderr)
     if settings.judges.anchors.enabled:
         with location.connection() as conn:
             _give_anchors_verdicts(conn, dataset)
             if args.refreeze_anchors:
-                print(_refreeze_notice(conn, settings, dataset, dry_run=False),
-                      file=sys.stderr)
+                say(_refreeze_notice(conn, settings, dataset, dry_run=False),
+                    file=sys.stderr)
     with location.connection() as conn, progress_bar("judging", unit="pair") as progress:
         try:
             summary = judge_dataset(conn, settings, dataset, limit=args.limit, batch=args.batch,
@@ -148,9 +149,9 @@ def cmd_judge(args, settings: Settings) -> int:
         except (JudgeUnavailable, MissingPrice) as exc:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
     if args.json:
-        print(json.dumps(summary.to_dict(), allow_nan=False))
+        say(json.dumps(summary.to_dict(), allow_nan=False))
     else:
-        print(summary.format())
+        say(summary.format())
     return EXIT_OK if summary.complete else EXIT_FAILED
 
 
@@ -200,5 +201,5 @@ def _dry_run(args, settings: Settings, location, dataset: str) -> int:
             raise CliError(str(exc.args[0] if exc.args else exc)) from None
         finally:
             conn.rollback()  # a dry run keeps nothing, whatever it read through
-    print(json.dumps(report.to_dict(), allow_nan=False) if args.json else report.format())
+    say(json.dumps(report.to_dict(), allow_nan=False) if args.json else report.format())
     return EXIT_OK

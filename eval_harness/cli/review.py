@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.escaping.terminal import say
+from eval_harness.escaping.visible import visible
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
@@ -27,14 +29,14 @@ def cmd_review_export(args, settings: Settings) -> int:
         queued, exported = refresh_and_export(
             conn, dataset, Path(args.file), threshold=settings.agreement.disagreement_threshold)
     if queued is None:
-        print(f"review queue of '{dataset}' not refreshed: this role may not write the "
-              "harness schema, so the queue is exported as it was last refreshed")
+        say(f"review queue of '{dataset}' not refreshed: this role may not write the "
+            "harness schema, so the queue is exported as it was last refreshed")
     else:
-        print(f"review queue of '{dataset}': {queued}")
-    print(f"exported {exported.rows} pair(s) ({exported.pending} pending, "
-          f"{exported.adjudicated} adjudicated) to {exported.path}; fill in the verdict "
-          "column (relevant / not relevant) and run `eval-harness review import "
-          f"{exported.path}`")
+        say(f"review queue of '{dataset}': {queued}")
+    say(f"exported {exported.rows} pair(s) ({exported.pending} pending, "
+        f"{exported.adjudicated} adjudicated) to {visible(exported.path)}; fill in the "
+        "verdict column (relevant / not relevant) and run `eval-harness review import "
+        f"{visible(exported.path)}`")
     return EXIT_OK
 
 
@@ -52,12 +54,12 @@ def cmd_review_sample(args, settings: Settings) -> int:
                        "--target-width W and/or --gain G to plan one); give them.")
     with open_store(settings).connection() as conn:  # records the drawn pairs
         exported = export_sample_csv(conn, dataset, Path(args.file), n=args.n, seed=args.seed)
-    print(f"human sample of '{dataset}' (seed {exported.seed}): {exported.queries} of "
-          f"{exported.judged_queries} judged queries, {exported.pairs} pair(s) "
-          f"({exported.added} newly recorded, {exported.labelled} already labelled) written to "
-          f"{exported.path}; label every row (relevant / not relevant: a query counts only "
-          f"when all its pairs are labelled) and run `eval-harness review import "
-          f"{exported.path}`")
+    say(f"human sample of '{dataset}' (seed {exported.seed}): {exported.queries} of "
+        f"{exported.judged_queries} judged queries, {exported.pairs} pair(s) "
+        f"({exported.added} newly recorded, {exported.labelled} already labelled) written to "
+        f"{exported.path}; label every row (relevant / not relevant: a query counts only "
+        f"when all its pairs are labelled) and run `eval-harness review import "
+        f"{exported.path}`")
     return EXIT_OK
 
 
@@ -79,7 +81,7 @@ def _plan_sample(args, settings: Settings, dataset: str) -> int:
         plan = plan_human_labels(conn, settings, dataset, target_width=args.target_width,
                                  gain=args.gain, alpha=args.alpha,
                                  power=0.8 if args.power is None else args.power)
-    print(plan.paragraph())
+    say(plan.paragraph())
     return EXIT_OK
 
 
@@ -93,11 +95,11 @@ def cmd_review_import(args, settings: Settings) -> int:
     with open_store(settings).connection() as conn:
         imported = importer(conn, args.dataset, Path(args.file))
     if imported.dataset is None:
-        print(f"{args.file} has no rows: nothing to import")
+        say(f"{visible(args.file)} has no rows: nothing to import")
     else:
         target = "human sample" if sample else "review queue"
-        print(f"imported {args.file} into the {target} of '{imported.dataset}': "
-              f"{imported}")
+        say(f"imported {visible(args.file)} into the {target} of "
+            f"'{visible(imported.dataset)}': {imported}")
     return EXIT_OK
 
 
@@ -113,12 +115,12 @@ def cmd_agreement(args, settings: Settings) -> int:
         # the judges' record and the anchors get the people figures: the only writes
         result, recorded = recorded_agreement(conn, result)
     if not recorded.written:
-        print(f"judges' record of '{dataset}' not updated: this role may not write the "
-              "harness schema, so it shows the figures of the last update", file=sys.stderr)
+        say(f"judges' record of '{dataset}' not updated: this role may not write the "
+            "harness schema, so it shows the figures of the last update", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
+        say(json.dumps(result.to_dict(), allow_nan=False, ensure_ascii=False))
     else:
-        print(format_agreement_markdown(result))
+        say(format_agreement_markdown(result))
     # WARN (stand-ins' labels) is reported, not a failure: it says nothing about the judges
     return EXIT_FAILED if result.verdict.blocks else EXIT_OK
 

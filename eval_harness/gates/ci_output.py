@@ -7,6 +7,12 @@ its gate and window (``format_compliance[2024-05-01]``), so two days' reports do
 in a CI dashboard; its ``time`` is the seconds this run spent scoring that gate's answers,
 the suite's ``time`` the seconds the whole gate command took.
 
+Text from data (answer ids, a reason quoting a file or a record) is escaped for where it goes
+(:mod:`eval_harness.escaping`): in the JUnit file every id and reason is on one line with
+control characters as visible escapes, and the file is always well-formed XML 1.0; in the
+Markdown an id is inline code and a reason literal text, neither able to open a link, a
+table cell or HTML.
+
 When the gates could not run at all (bad config, unreachable store, a partition outside the
 range), :func:`junit_error_xml` and :func:`markdown_error_summary` say why, so CI shows the
 reason instead of a missing file.
@@ -17,6 +23,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from datetime import datetime
 
+from eval_harness.escaping.markdown_text import markdown_code, markdown_inline
+from eval_harness.escaping.visible import visible
+from eval_harness.escaping.xml_text import xml_safe_tree
 from eval_harness.gates.report import GateReport, GateSummary
 
 SUITE_NAME = "quality-gates"
@@ -34,7 +43,7 @@ def _figures(summary: GateSummary) -> str:
              f"answers {summary.answers}, unscored {summary.unscored}"]
     if summary.failing_answer_ids:
         lines.append(f"failing answers ({summary.failing_count}): "
-                     + ", ".join(summary.failing_answer_ids))
+                     + ", ".join(visible(i) for i in summary.failing_answer_ids))
     return "\n".join(lines)
 
 
@@ -54,6 +63,7 @@ def _suite(*, tests: int, failures: int, errors: int, seconds: float,
 
 
 def _document(suite: ET.Element) -> str:
+    xml_safe_tree(suite)  # whatever an id or a reason holds, the file stays XML
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -90,9 +100,10 @@ def junit_error_xml(reason: str, *, window: str | None = None, seconds: float = 
     ``window`` is the day (or ``since ...``) that was asked for, when one was.
     """
     suite = _suite(tests=1, failures=0, errors=1, seconds=seconds, started=started)
-    name = f"quality_gates[{window}]" if window else "quality_gates"
+    name = f"quality_gates[{visible(window)}]" if window else "quality_gates"
     case = ET.SubElement(suite, "testcase", classname=CLASS_NAME, name=name,
                          time=f"{max(0.0, seconds):.3f}")
+    reason = visible(reason)  # one line, as the command printed it
     error = ET.SubElement(case, "error", type="QualityGatesCouldNotRun",
                           message=f"could not run: {reason}")
     error.text = reason
@@ -120,11 +131,12 @@ def markdown_summary(report: GateReport) -> str:
         lines.append("")
         for s in failing:
             lines.append(f"- `{s.gate}` failing answers ({s.failing_count}): "
-                         + ", ".join(f"`{i}`" for i in s.failing_answer_ids))
+                         + ", ".join(markdown_code(i) for i in s.failing_answer_ids))
     return "\n".join(lines) + "\n"
 
 
 def markdown_error_summary(reason: str, *, window: str | None = None) -> str:
     """The Markdown summary of gates that could not run: the reason, in one line."""
-    where = f" ({window})" if window else ""
-    return f"### Quality gates: could not run{where}\n\ncould not run: {reason}\n"
+    where = f" ({markdown_inline(window)})" if window else ""
+    return (f"### Quality gates: could not run{where}\n\n"
+            f"could not run: {markdown_inline(reason)}\n")

@@ -33,6 +33,7 @@ from time import time_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from eval_harness.escaping.visible import encodable
 from eval_harness.gates.outcomes import GateOutcome
 
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -46,18 +47,22 @@ class OtlpError(RuntimeError):
 
 
 def event_attributes(outcome: GateOutcome) -> dict[str, Any]:
-    """The ``gen_ai.evaluation.result`` attributes of ``outcome``."""
+    """The ``gen_ai.evaluation.result`` attributes of ``outcome``. Texts go as they are
+    (protobuf and OTLP/JSON carry any control character), but a lone surrogate, which the
+    protobuf encoder refuses (it would drop the attribute with a logged traceback), is
+    written as its escape (:func:`~eval_harness.escaping.visible.encodable`)."""
+    answer_id = encodable(outcome.answer_id)
     attributes: dict[str, Any] = {
-        "gen_ai.evaluation.name": outcome.gate,
+        "gen_ai.evaluation.name": encodable(outcome.gate),
         "gen_ai.evaluation.score.label": outcome.label,
-        "gen_ai.evaluation.explanation": outcome.explanation,
-        "eval_harness.answer.id": outcome.answer_id,
+        "gen_ai.evaluation.explanation": encodable(outcome.explanation),
+        "eval_harness.answer.id": answer_id,
         "eval_harness.threshold": outcome.threshold,
     }
     if outcome.score is not None:
         attributes["gen_ai.evaluation.score.value"] = float(outcome.score)
     if not outcome.span_id:
-        attributes["gen_ai.response.id"] = outcome.answer_id
+        attributes["gen_ai.response.id"] = answer_id
     return attributes
 
 

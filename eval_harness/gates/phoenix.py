@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from eval_harness.escaping.visible import encodable
 from eval_harness.gates.answer_formats.phoenix import span_from_phoenix
 from eval_harness.gates.outcomes import GateOutcome
 from eval_harness.gates.traces import Span, TracedAnswer, TraceProblem, answers_from_spans
@@ -89,14 +90,18 @@ def pull_traced_answers(url: str, project: str, *, since: datetime | None = None
 
 
 def annotation(outcome: GateOutcome) -> dict[str, Any]:
-    """The span annotation Phoenix stores for ``outcome`` (its REST API's shape)."""
-    result: dict[str, Any] = {"label": outcome.label, "explanation": outcome.explanation}
+    """The span annotation Phoenix stores for ``outcome`` (its REST API's shape). JSON
+    escapes control characters itself; a lone surrogate, which is no Unicode text for the
+    server, is sent as its escape (:func:`~eval_harness.escaping.visible.encodable`)."""
+    result: dict[str, Any] = {"label": outcome.label,
+                              "explanation": encodable(outcome.explanation)}
     if outcome.score is not None:
         result["score"] = outcome.score
-    return {"span_id": outcome.span_id, "name": outcome.gate,
+    return {"span_id": outcome.span_id, "name": encodable(outcome.gate),
             "annotator_kind": ANNOTATOR_KIND, "identifier": ANNOTATION_IDENTIFIER,
             "result": result,
-            "metadata": {"answer_id": outcome.answer_id, "threshold": outcome.threshold,
+            "metadata": {"answer_id": encodable(outcome.answer_id),
+                         "threshold": outcome.threshold,
                          "source": "eval-harness gate"}}
 
 

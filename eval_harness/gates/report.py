@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from eval_harness.escaping.visible import visible
 from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.registry import ANSWER_REWARD
 from eval_harness.metrics.proportions import wilson_interval
@@ -153,7 +154,8 @@ def _figure(value: float | None, digits: int = 3) -> str:
 
 
 def format_gate_table(report: GateReport) -> str:
-    """The human-readable verdict: one row per gate, then the failing answers."""
+    """The human-readable verdict: one row per gate, then the failing answers (each id on
+    the line as :func:`~eval_harness.escaping.visible.visible` shows it)."""
     header = (f"{'gate':<18} {'status':<6} {'blocking':<8} {'threshold':>9} {'pass rate':>9} "
               f"{'95% CI':>15} {'min':>5} {'answers':>7} {'unscored':>8} {'new':>5} "
               f"{'mean':>6} {'p50 ms':>7} {'p95 ms':>7}")
@@ -172,7 +174,7 @@ def format_gate_table(report: GateReport) -> str:
         if s.answers == 0:
             lines.append(f"{s.gate}: {s.verdict}")
         elif s.failing_count:
-            shown = ", ".join(s.failing_answer_ids[:WORST_LISTED])
+            shown = ", ".join(visible(i) for i in s.failing_answer_ids[:WORST_LISTED])
             more = s.failing_count - min(len(s.failing_answer_ids), WORST_LISTED)
             lines.append(f"{s.gate}: {s.failing_count} failing answer(s): {shown}"
                          + (f" and {more} more (--json lists up to {FAILING_LISTED})"

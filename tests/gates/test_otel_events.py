@@ -189,3 +189,18 @@ quality_gates:
         linked = (event["trace"], event["span"]) == (TRACE, SPAN)
         assert linked == (answer == TRACE)
         assert ("gen_ai.response.id" in attributes) == (answer == "a-2")
+
+
+def test_hostile_ids_and_explanations_are_carried_and_a_lone_surrogate_does_not_drop_them(
+        tmp_path, caplog):
+    hostile = "ax\x1b]0;pwned\x07\x1b[2J\r\nALL GATES PASSED\x01\x0b\ufffe\u202e"
+    outcome = GateOutcome(hostile + "\ud800", "citation_coverage", 0.0, False, 0.7,
+                          f'uncited: "{hostile}\udcff"')
+    path = tmp_path / "results.otlp.jsonl"
+    assert emit_evaluation_events(str(path), [outcome]) == 1
+    [event] = events(decoded_file(path))
+    assert "Failed to encode" not in caplog.text  # before: logged, and the attribute dropped
+    attributes = event["attributes"]
+    assert attributes["eval_harness.answer.id"] == hostile + "\\ud800"
+    assert attributes["gen_ai.response.id"] == hostile + "\\ud800"
+    assert attributes["gen_ai.evaluation.explanation"] == f'uncited: "{hostile}\\udcff"'
