@@ -54,12 +54,16 @@ def cmd_answers_import(args, settings: Settings) -> int:
         print(f"format: {guess.format} (detected: {guess.reason})", flush=True)
         fmt = guess.format
     location = open_store(settings)
+    notes: list[str] = []  # what the reader skipped, said once the import is in
     try:
         with location.connection() as conn:
-            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation)
+            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation,
+                                            notes=notes)
     except psycopg.Error as exc:
         raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
+    for note in notes:
+        print(note)
     print(f"answers from {report.path} into '{relation}': {report}")
     return EXIT_OK
 

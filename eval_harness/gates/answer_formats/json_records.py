@@ -2,33 +2,24 @@
 JSON Lines (one object per line) or one JSON document (an array of objects, or an object
 holding one under ``data``, as Phoenix's REST API answers).
 
-Bytes that are not UTF-8, a line that is not JSON, a NaN or Infinity and a record that is not
-an object stop the read with :class:`AnswersFileError` naming ``file:line``.
+Bytes that are not UTF-8, a line that is not JSON, a non-finite number, nesting deeper than
+:data:`~eval_harness.gates.answer_checks.MAX_NESTING` and a record that is not an object stop
+the read with :class:`AnswersFileError` naming ``file:line``
+(:func:`~eval_harness.gates.answer_checks.parse_json`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from itertools import chain
 from contextlib import closing
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from eval_harness.gates.answers import AnswersFileError
-from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def parse_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise AnswersFileError(f"{where}: not valid JSON ({reason})") from None
+from eval_harness.gates.answer_checks import AnswersFileError, parse_json
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.beir import _text_lines as utf8_lines
 
 
 def text_lines(path: Path, *, blank: bool = False) -> Iterator[tuple[int, str]]:
@@ -94,7 +85,7 @@ def _is_record(text: str) -> bool:
     lines, nor a REST answer holding its records under ``data``)."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # named when the line is read as a record
         return False
     return not (isinstance(value, dict) and isinstance(value.get("data"), list))
 
@@ -102,12 +93,7 @@ def _is_record(text: str) -> bool:
 def _document(path: Path) -> Any:
     """The file as one JSON document; where it does not parse is named by line."""
     text = "".join(t for _, t in text_lines(path, blank=True))
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise AnswersFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except ValueError as exc:
-        raise AnswersFileError(f"{path}: not valid JSON ({exc})") from None
+    return parse_json(text, str(path), error_line=True)
 
 
 def _records_of(path: Path, document: Any) -> Iterator[tuple[str, dict[str, Any]]]:

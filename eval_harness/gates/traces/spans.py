@@ -122,12 +122,13 @@ def answers_from_spans(spans: Iterable[Span]
         traces[span.trace_id].append(span)
     answers, problems = [], []
     for trace_id, trace in traces.items():
-        made = _answer_of_trace(trace_id, trace)
+        made = answer_of_trace(trace_id, trace)
         (answers if isinstance(made, TracedAnswer) else problems).append(made)
     return answers, problems
 
 
-def _answer_of_trace(trace_id: str, trace: Sequence[Span]) -> TracedAnswer | TraceProblem:
+def answer_of_trace(trace_id: str, trace: Sequence[Span]) -> TracedAnswer | TraceProblem:
+    """The answer the spans of one trace make, or why they make none."""
     llms = [s for s in trace if s.kind == "LLM"]
     if not llms:
         return TraceProblem(trace_id, "has no LLM span (openinference.span.kind LLM) to take "

@@ -135,8 +135,9 @@ def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_pat
                     '"response": "a"}\n')
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "ragas")
-    assert str(raised.value) == (f"{path}:1: contains an unpaired surrogate (\\ud800), which "
-                                 "is not valid Unicode; fix the tool that wrote it.")
+    assert str(raised.value) == (f"{path}:1: contains an unpaired surrogate (\\ud800) in "
+                                 "'retrieved_contexts[0]', which is not valid Unicode; fix the "
+                                 "tool that wrote it.")
     path.write_text('{"user_input": "q", "retrieved_contexts": [], "response": "a\\u0000"}\n')
     with pytest.raises(AnswersFileError, match=rf"^{path}:1: contains a NUL character"):
         read_answer_records(path, "ragas")

@@ -127,5 +127,6 @@ def test_a_trace_from_the_future_is_named_by_line_and_trace(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "otlp-json")
     assert str(raised.value).startswith(
-        f"{path}:1: trace {expected[0].trace_id}: created "
-        f"{(expected[0].started + timedelta(days=3)).isoformat()}, more than a day after now")
+        f"{path}:1: trace {expected[0].trace_id}: its root span's start "
+        f"{(expected[0].started + timedelta(days=3)).isoformat()} is in the future (more than "
+        "a day after now")
