@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -81,8 +82,7 @@ def parse_json(text: str, where: str, *, nesting: bool = True,
     try:
         value = decoder.decode(text)
     except RecursionError:
-        raise AnswersFileError(f"{where}: nested more than {MAX_NESTING} levels deep; an "
-                               "answer's record needs far fewer") from None
+        raise too_deep(where, text) from None
     except ValueError as exc:  # JSONDecodeError, or an integer of more than 4,300 digits
         if isinstance(exc, json.JSONDecodeError):
             reason, where = exc.msg, f"{where}:{exc.lineno}" if error_line else where
@@ -110,8 +110,45 @@ def check_numbers(value: Any, numbers: _Numbers, where: str) -> None:
 def check_nesting(value: Any, where: str) -> None:
     """Raise when ``value`` nests containers more than :data:`MAX_NESTING` deep."""
     for path, _ in _walk(value, stop_below=MAX_NESTING):
-        raise AnswersFileError(f"{where}: nested more than {MAX_NESTING} levels deep (at "
-                               f"'{path[:80]}...'); an answer's record needs far fewer")
+        raise _nested(where, re.match(r"[^.\[]*", path).group())  # the member it is in
+
+
+def too_deep(where: str, text: str, start: int = 0, member: str | None = None
+             ) -> AnswersFileError:
+    """The error for JSON ``text`` (from ``start``) too deep to decode, naming the member
+    the deep part is in (``member`` when the value is one): the text is scanned up to where
+    it passes :data:`MAX_NESTING`."""
+    keys: list[str | None] = []  # the member name each open container is in
+    key, depth, pos = None, 0, start
+    string = re.compile(r'"(?:[^"\\]|\\.)*"')
+    while pos < len(text) and depth <= MAX_NESTING:
+        char = text[pos]
+        if char == '"':
+            match = string.match(text, pos)
+            if match is None:
+                break
+            pos = match.end()
+            colon = re.compile(r"\s*:").match(text, pos)
+            if colon:
+                key = match.group()[1:-1]
+            continue
+        if char in "{[":
+            keys.append(key)
+            depth += 1
+            key = None
+        elif char in "}]":
+            depth -= 1
+            if keys:
+                keys.pop()
+        pos += 1
+    field = member or next((k for k in keys if k is not None), None)
+    return _nested(where, field or "")
+
+
+def _nested(where: str, field: str) -> AnswersFileError:
+    at = f" (in '{field[:80]}')" if field else ""
+    return AnswersFileError(f"{where}: nested more than {MAX_NESTING} levels deep{at}; an "
+                            "answer's record needs far fewer: flatten that field.")
 
 
 def _walk(value: Any, *, stop_below: int | None = None) -> Iterator[tuple[str, Any]]:
@@ -164,13 +201,12 @@ def check_created_at(moment: datetime, where: str, field: str, latest: datetime,
             f"{latest - FUTURE_TOLERANCE:%Y-%m-%d %H:%M} UTC); {fix}")
 
 
-def epoch_time(seconds: float, field: str) -> datetime:
-    """``seconds`` since the epoch as a UTC time; :class:`ValueError` naming ``field`` when
-    it is outside the years 1970 to 9999 (Python's datetime ends there; before, see
-    :data:`EARLIEST_CREATED_AT`)."""
+def epoch_time(seconds: float, field: str, shown: Any) -> datetime:
+    """``seconds`` since the epoch as a UTC time; :class:`ValueError` naming ``field`` and
+    its value as written (``shown``) when it is outside the years 1970 to 9999 (Python's
+    datetime ends there; before, see :data:`EARLIEST_CREATED_AT`)."""
     if not 0 <= seconds <= _LATEST_EPOCH_SECONDS:  # False for NaN too
-        raise ValueError(f"'{field}' is {seconds:.6g} seconds from 1970, outside the years "
-                         "1970 to 9999")
+        raise ValueError(f"'{field}' {str(shown)[:40]} is not a time from 1970 to 9999")
     return datetime.fromtimestamp(seconds, timezone.utc)
 
 

@@ -29,10 +29,10 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
-                                              check_created_at, check_text, checked_id)
+                                              check_created_at, check_text, checked_id,
+                                              parse_json)
 from eval_harness.gates.answer_formats import eval_datasets
-from eval_harness.gates.answer_formats.json_records import (first_line, first_line_number,
-                                                           parse_json)
+from eval_harness.gates.answer_formats.json_records import first_line, first_line_number
 from eval_harness.gates.answer_formats.json_stream import JsonStream
 from eval_harness.gates.answer_formats.otlp_json import read_otlp_spans
 from eval_harness.gates.answer_formats.phoenix import is_phoenix_span, read_phoenix_spans
@@ -127,12 +127,8 @@ def _first_keys(stream: JsonStream) -> dict[str, Any] | None:
 
 
 def _document_first(path: Path) -> Any:
-    document = parse_json(path.read_text(encoding="utf-8-sig"), str(path))
-    if isinstance(document, dict) and isinstance(document.get("data"), list):
-        document = document["data"]
-    if isinstance(document, list):
-        return document[0] if document else None
-    return document
+    with JsonStream(path) as stream:
+        return _first_keys(stream)
 
 
 def _csv_guess(path: Path, header: str) -> FormatGuess:

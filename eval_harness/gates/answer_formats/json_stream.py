@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eval_harness.gates.answer_checks import (MAX_NESTING, AnswersFileError, check_numbers,
-                                              json_decoder)
+from eval_harness.gates.answer_checks import (AnswersFileError, check_numbers, json_decoder,
+                                              too_deep)
 
 CHUNK = 1 << 20  # characters read at a time
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)
@@ -45,6 +45,8 @@ class JsonStream:
         self._decoder, self._numbers = json_decoder()
         self._top_line: int | None = None  # where the top-level value being read starts
         self._json_lines: bool | None = None  # one top-level value per line, as far as seen
+        self._top_pos: int | None = None
+        self._member: str | None = None  # the member whose value is read next
 
     def __enter__(self) -> JsonStream:
         return self
@@ -76,6 +78,8 @@ class JsonStream:
             self.line(self._pos)
             self._text = self._text[self._pos:]
             self._counted -= self._pos
+            if self._top_pos is not None:
+                self._top_pos = None if self._top_pos < self._pos else self._top_pos - self._pos
             self._pos = 0
         chunk = self._file.read(max(at_least, CHUNK))
         if not self._started:
@@ -105,20 +109,31 @@ class JsonStream:
         breaks (the decoder only fails on a later line, where the broken one runs into the
         next)."""
         line = self.line(pos)
-        if self._json_lines and self._top_line is not None and line > self._top_line:
+        json_lines = self._json_lines or (self._json_lines is None and self._lines_ahead())
+        if json_lines and self._top_line is not None and line > self._top_line:
             line, reason = self._top_line, f"{reason}; the line ends before its value does"
         return AnswersFileError(f"{self.path}:{line}: not valid JSON ({reason})")
+
+    def _lines_ahead(self) -> bool:
+        """While the first value is read: whether the next line starts a value as its line
+        does (JSON Lines whose first line broke), not a member of a document over lines."""
+        top = self._top_pos
+        if top is None or (top > 0 and self._text[top - 1] != "\n"):
+            return False
+        end = self._text.find("\n", top)
+        rest = self._text[end:].lstrip("\r\n") if end >= 0 else ""
+        return bool(rest) and rest[0] in "{[" and self._text[top] in "{["  # not indented
 
     def documents(self) -> Iterator[int]:
         """Yield once per top-level value of the file, with its line; the caller reads the
         value before the next ``next()``."""
         while self.peek():
-            self._top_line = self.line()
+            self._top_line, self._top_pos = self.line(), self._pos
             yield self._top_line
             ended = self.line()
             if self._json_lines is None or self._json_lines:
                 self._json_lines = ended == self._top_line and self._next_on_new_line()
-            self._top_line = None
+            self._top_line = self._top_pos = None
 
     def _next_on_new_line(self) -> bool:
         while True:
@@ -173,7 +188,9 @@ class JsonStream:
                 self._take('"', "(a member's name)")
             key, line = self.value()
             self._take(":", "after a member's name")
+            self._member = key
             yield key, line
+            self._member = None
             if self.peek() == ",":
                 self._pos += 1
                 continue
@@ -190,9 +207,7 @@ class JsonStream:
             try:
                 value, end = self._decoder.raw_decode(self._text, start)
             except RecursionError:
-                raise AnswersFileError(f"{self.where(start)}: nested more than {MAX_NESTING} "
-                                       "levels deep; an answer's record needs far fewer"
-                                       ) from None
+                raise too_deep(self.where(start), self._text, start, self._member) from None
             except json.JSONDecodeError as exc:
                 cut = exc.pos >= len(self._text) - _CUT_MARGIN \
                     or exc.msg.startswith("Unterminated string")

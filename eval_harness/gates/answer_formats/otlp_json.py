@@ -131,7 +131,7 @@ def _time(value: Any, field: str) -> datetime | None:
     except (ValueError, OverflowError):
         raise ValueError(f"'{field}' {str(value)[:40]!r} is not a number of nanoseconds"
                          ) from None
-    moment = epoch_time(nanos // 1_000_000_000, field)
+    moment = epoch_time(nanos // 1_000_000_000, field, value)
     return moment.replace(microsecond=(nanos % 1_000_000_000) // 1000)
 
 

@@ -53,7 +53,7 @@ def _time(value: Any, field: str) -> datetime | None:
         seconds = float(value)
         while seconds > 1e11 and math.isfinite(seconds):  # ms, us or ns since the epoch
             seconds /= 1000
-        return epoch_time(seconds, field)
+        return epoch_time(seconds, field, value)
     if isinstance(value, str) and value:
         try:
             moment = datetime.fromisoformat(value)

@@ -11,6 +11,7 @@ import pytest
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
                                                read_answer_records)
 from eval_harness.gates.answers import AnswersFileError
+from answer_files import element_line
 from traced_rag import phoenix_dataframe_jsonl, phoenix_rest_spans, run_rag
 
 
@@ -81,7 +82,8 @@ def test_a_span_without_start_time_is_named_by_record(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "openinference")
     span_id = objects[1]["context"]["span_id"]
-    assert str(raised.value) == (f"{path}: record 2: span {span_id} has no start_time "
+    assert str(raised.value) == (f"{path}:{element_line(path.read_text(), 2)}: span {span_id} "
+                                 "has no start_time "
                                  "(ISO-8601 or epoch)")
 
 
