@@ -48,7 +48,8 @@ def _trace(rng: random.Random, number: int) -> list[dict]:
     answer = f"{documents[0][:200]} [1]. {documents[1][:120]} [2]."
     retriever = [_attr("openinference.span.kind", "RETRIEVER"), _attr("input.value", query)]
     for rank, text in enumerate(documents):
-        retriever += [_attr(f"retrieval.documents.{rank}.document.id", f"doc-{rng.randrange(10**6)}"),
+        document_id = f"doc-{rng.randrange(10**6)}"
+        retriever += [_attr(f"retrieval.documents.{rank}.document.id", document_id),
                       _attr(f"retrieval.documents.{rank}.document.content", text),
                       _attr(f"retrieval.documents.{rank}.document.score", rng.random())]
     llm = [_attr("openinference.span.kind", "LLM"), _attr("llm.model_name", "fake-large"),

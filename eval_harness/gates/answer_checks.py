@@ -52,7 +52,7 @@ class _Numbers:
     def __init__(self) -> None:
         self.bad: str | None = None
 
-    def float(self, literal: str) -> float:
+    def number(self, literal: str) -> float:
         value = float(literal)
         if math.isinf(value) and self.bad is None:
             self.bad = literal
@@ -69,7 +69,7 @@ def json_decoder() -> tuple[json.JSONDecoder, _Numbers]:
     decode, call :func:`check_numbers` on the value (streaming readers decode many values
     with one decoder; reset ``numbers.bad`` after a refused one)."""
     numbers = _Numbers()
-    return json.JSONDecoder(parse_float=numbers.float, parse_constant=numbers.constant), numbers
+    return json.JSONDecoder(parse_float=numbers.number, parse_constant=numbers.constant), numbers
 
 
 def parse_json(text: str, where: str, *, nesting: bool = True,
@@ -110,7 +110,7 @@ def check_numbers(value: Any, numbers: _Numbers, where: str) -> None:
 def check_nesting(value: Any, where: str) -> None:
     """Raise when ``value`` nests containers more than :data:`MAX_NESTING` deep."""
     for path, _ in _walk(value, stop_below=MAX_NESTING):
-        raise _nested(where, re.match(r"[^.\[]*", path).group())  # the member it is in
+        raise _nested(where, path.split(".")[0].split("[")[0])  # the member it is in
 
 
 def too_deep(where: str, text: str, start: int = 0, member: str | None = None

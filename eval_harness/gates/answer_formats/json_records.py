@@ -15,7 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from eval_harness.gates.answer_checks import AnswersFileError, parse_json
+from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answer_formats.json_stream import JsonStream
 from eval_harness.store.beir import DatasetError
 from eval_harness.store.beir import _text_lines as utf8_lines

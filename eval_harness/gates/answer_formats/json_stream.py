@@ -30,6 +30,11 @@ _WHITESPACE = re.compile(r"[ \t\r\n]*")
 _CUT_MARGIN = 16
 
 
+def _skip_whitespace(text: str, pos: int) -> int:
+    found = _WHITESPACE.match(text, pos)
+    return found.end() if found else pos
+
+
 class JsonStream:
     """The JSON values of one file, read incrementally (use as a context manager)."""
 
@@ -70,7 +75,7 @@ class JsonStream:
         """``file:line`` of ``pos`` (default: where reading goes on)."""
         return f"{self.path}:{self.line(pos)}"
 
-    def _fill(self, at_least: int = CHUNK) -> bool:
+    def _fill(self, at_least: int = 0) -> bool:
         """Read more text; False at the end of the file."""
         if self._eof:
             return False
@@ -88,7 +93,7 @@ class JsonStream:
         if not chunk:
             self._eof = True
             return False
-        bad = _UNDECODABLE.search(chunk)
+        bad = None if chunk.isascii() else _UNDECODABLE.search(chunk)  # isascii: a C scan
         if bad:
             self._undecodable(len(self._text) + bad.start(), chunk)
         self._text += chunk
@@ -137,7 +142,7 @@ class JsonStream:
 
     def _next_on_new_line(self) -> bool:
         while True:
-            rest = _WHITESPACE.match(self._text, self._pos).group()
+            rest = self._text[self._pos:_skip_whitespace(self._text, self._pos)]
             if self._pos + len(rest) < len(self._text) or not self._fill():
                 return "\n" in rest or self._pos + len(rest) >= len(self._text)
 
@@ -146,7 +151,7 @@ class JsonStream:
     def peek(self) -> str:
         """The next character that is not whitespace ("" at the end of the file)."""
         while True:
-            self._pos = _WHITESPACE.match(self._text, self._pos).end()
+            self._pos = _skip_whitespace(self._text, self._pos)
             if self._pos < len(self._text):
                 return self._text[self._pos]
             if not self._fill():

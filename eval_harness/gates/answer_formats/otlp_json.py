@@ -17,7 +17,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ def any_value(value: Any, depth: int = 0) -> Any:
     """The Python value of an OTLP AnyValue (lists for arrays, dicts for kvlists);
     :class:`ValueError` for arrays and kvlists nested more than
     :data:`~eval_harness.gates.answer_checks.MAX_NESTING` deep."""
-    if not isinstance(value, Mapping) or not value:
+    if not isinstance(value, dict) or not value:  # JSON objects are dicts (a fast check)
         return None
     if depth > MAX_NESTING:
         raise ValueError(f"an attribute's value nests arrays or kvlists more than "
@@ -102,7 +102,7 @@ def key_values(items: Any, depth: int = 0) -> dict[str, Any]:
         raise ValueError("attributes must be a list of {key, value} objects")
     found = {}
     for item in items:
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise ValueError("attributes must be a list of {key, value} objects")
         try:
             found[item["key"]] = any_value(item.get("value"), depth)
@@ -112,7 +112,7 @@ def key_values(items: Any, depth: int = 0) -> dict[str, Any]:
 
 
 def _values(container: Any) -> list:
-    values = container.get("values") if isinstance(container, Mapping) else None
+    values = container.get("values") if isinstance(container, dict) else None
     if values is not None and not isinstance(values, list):
         raise ValueError("an arrayValue's or kvlistValue's 'values' must be a list")
     return values or []
@@ -135,12 +135,17 @@ def _time(value: Any, field: str) -> datetime | None:
     return moment.replace(microsecond=(nanos % 1_000_000_000) // 1000)
 
 
-def span_from_otlp(span: Mapping[str, Any]) -> Span:
-    """One OTLP/JSON span as a :class:`Span`; :class:`ValueError` says what is wrong."""
+def _trace_id(span: Mapping[str, Any]) -> str:
     trace_id = hex_id(_field(span, "traceId"), 16)
-    span_id = hex_id(_field(span, "spanId"), 8)
     if trace_id is None:
         raise ValueError("its traceId is not 16 bytes of hex (or base64)")
+    return trace_id
+
+
+def span_from_otlp(span: Mapping[str, Any]) -> Span:
+    """One OTLP/JSON span as a :class:`Span`; :class:`ValueError` says what is wrong."""
+    trace_id = _trace_id(span)
+    span_id = hex_id(_field(span, "spanId"), 8)
     if span_id is None:
         raise ValueError(f"a span of trace {trace_id} has a spanId that is not 8 bytes of hex "
                          "(or base64)")
@@ -158,14 +163,15 @@ def span_from_otlp(span: Mapping[str, Any]) -> Span:
                 start, end, attributes)
 
 
-def read_otlp_spans(path: Path, notes: list[str] | None = None
-                    ) -> Iterator[tuple[str, Span]]:
+def read_otlp_spans(path: Path, notes: list[str] | None = None, *, trace_ids: bool = False
+                    ) -> Iterator[tuple[str, Any]]:
     """``(file:line, span)`` of every span of an OTLP/JSON file, in file order, read
     incrementally (:class:`~.json_stream.JsonStream`): JSON Lines of
     ExportTraceServiceRequests, one such document (on one line or pretty-printed), or a
     JSON array of them. What holds no spans though it says it does (``"spans": null``) is
-    skipped and said in ``notes``, when given."""
-    skipped = _Skipped(notes)
+    skipped and said in ``notes``, when given. With ``trace_ids``, each span's trace id
+    instead of the span (its other fields are not checked: a quicker first pass)."""
+    skipped = _Skipped(notes, trace_ids)
     with JsonStream(path) as stream:
         for _ in stream.documents():
             if stream.peek() == "[":
@@ -234,17 +240,17 @@ def _scope(stream: JsonStream, skipped: _Skipped, number: int) -> Iterator[tuple
     for key, _ in stream.keys():
         if key == "scope":
             scope = stream.value()[0]
-            name = scope.get("name") if isinstance(scope, Mapping) else None
+            name = scope.get("name") if isinstance(scope, dict) else None
         elif key != "spans":
             stream.skip()
         elif stream.peek() == "[":
             for _ in stream.elements():
                 span, at = stream.value()
                 where = f"{stream.path}:{at}"
-                if not isinstance(span, Mapping):
+                if not isinstance(span, dict):
                     raise AnswersFileError(f"{where}: a span is not a JSON object")
                 try:
-                    yield where, span_from_otlp(span)
+                    yield where, (_trace_id(span) if skipped.trace_ids else span_from_otlp(span))
                 except ValueError as exc:
                     raise AnswersFileError(f"{where}: {exc}") from None
         elif stream.value()[0] is None:
@@ -257,13 +263,15 @@ def _scope(stream: JsonStream, skipped: _Skipped, number: int) -> Iterator[tuple
 
 
 class _Skipped:
-    """What a read skipped, said in ``notes``: the first few, then how many more."""
+    """What a read skipped, said in ``notes``: the first few, then how many more (and
+    whether the read wants trace ids only)."""
 
     SAID = 3
 
-    def __init__(self, notes: list[str] | None) -> None:
+    def __init__(self, notes: list[str] | None, trace_ids: bool) -> None:
         self._notes = notes
         self._count = 0
+        self.trace_ids = trace_ids
 
     def add(self, what: str) -> None:
         self._count += 1

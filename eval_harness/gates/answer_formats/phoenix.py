@@ -101,14 +101,16 @@ def span_from_phoenix(record: Mapping[str, Any]) -> Span:
                 start, end, attributes)
 
 
-def read_phoenix_spans(path: Path, notes: list[str] | None = None
-                       ) -> Iterator[tuple[str, Span]]:
+def read_phoenix_spans(path: Path, notes: list[str] | None = None, *, trace_ids: bool = False
+                       ) -> Iterator[tuple[str, Any]]:
     """``(where, span)`` of every span of a Phoenix span export, in file order (``notes``
-    is for what a reader skips: a Phoenix export holds nothing to skip)."""
+    is for what a reader skips: a Phoenix export holds nothing to skip); with ``trace_ids``
+    each span's trace id instead."""
     for where, record in json_records(path):
         if not is_phoenix_span(record):
             raise AnswersFileError(f"{where}: not a Phoenix span (no context.trace_id)")
         try:
-            yield where, span_from_phoenix(record)
+            span = span_from_phoenix(record)
+            yield where, (span.trace_id if trace_ids else span)
         except ValueError as exc:
             raise AnswersFileError(f"{where}: {exc}") from None

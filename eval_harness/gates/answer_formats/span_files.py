@@ -3,8 +3,8 @@ that memory does not grow with it.
 
 A trace's spans may be spread over the file (a collector writes spans in batches as they
 end), so an answer can be made only once its trace's last span has been read. The first
-pass reads and checks every span and remembers, per trace, the number of its last span (a
-few dozen bytes a trace); the second reads the file again, holds the spans of the traces
+pass reads every span's trace id and remembers, per trace, the number of its last span (a
+hundred bytes or so a trace); the second reads the file again, holds the spans of the traces
 still open, and makes each trace's answer
 (:func:`eval_harness.gates.traces.spans.answer_of_trace`) as soon as its last span is read.
 Memory is that of the traces open at once, which for a collector's file is a few batches.
@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Protocol
 
 from eval_harness.gates.answer_checks import FUTURE_TOLERANCE, AnswersFileError
 from eval_harness.gates.traces import Span, TracedAnswer
@@ -29,7 +30,12 @@ from eval_harness.gates.traces.spans import answer_of_trace
 # At most this many bad traces are named in the one message.
 TRACES_NAMED = 3
 
-SpanReader = Callable[[Path, "list[str] | None"], Iterable[tuple[str, Span]]]
+class SpanReader(Protocol):
+    """``(file:line, span)`` of every span of a file, in file order (with ``trace_ids``,
+    the span's trace id instead of the span); what it skips appended to ``notes``."""
+
+    def __call__(self, path: Path, notes: list[str] | None = None, *,
+                 trace_ids: bool = False) -> Iterable[tuple[str, Any]]: ...
 
 
 def traced_answers(path: Path, read_spans: SpanReader, *, notes: list[str],
@@ -37,15 +43,16 @@ def traced_answers(path: Path, read_spans: SpanReader, *, notes: list[str],
     """The answers of the span file ``path`` (``read_spans(path, notes)`` yields its
     ``(file:line, span)``), each passed to ``check(where, answer, latest)`` first.
 
-    Every span is read and checked before the first answer is yielded; a trace that makes
-    no answer (or has two different copies of a span) is collected, and after the last
-    answer :class:`AnswersFileError` names the first :data:`TRACES_NAMED` of them, so a
+    The first pass checks the file's JSON and each span's trace id; the rest of a span is
+    checked in the second, as the answers come, so a bad span raises part way. A trace that
+    makes no answer (or has two different copies of a span) is collected, and after the
+    last answer :class:`AnswersFileError` names the first :data:`TRACES_NAMED` of them: a
     caller writing the answers as they come must roll back. What was skipped is appended to
     ``notes``."""
     last: dict[str, int] = {}
     number = 0
-    for number, (_, span) in enumerate(read_spans(path, notes), start=1):
-        last[span.trace_id] = number
+    for number, (_, trace_id) in enumerate(read_spans(path, notes, trace_ids=True), start=1):
+        last[trace_id] = number
     if not number:
         raise AnswersFileError(f"{path}: no answers in the file")
     latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
