@@ -52,6 +52,7 @@ class JsonStream:
         self._json_lines: bool | None = None  # one top-level value per line, as far as seen
         self._top_pos: int | None = None
         self._member: str | None = None  # the member whose value is read next
+        self._line_head = 0  # UTF-8 bytes of the current line in the text dropped so far
 
     def __enter__(self) -> JsonStream:
         return self
@@ -81,6 +82,10 @@ class JsonStream:
             return False
         if self._pos > CHUNK and self._pos > len(self._text) // 2:  # drop what was read
             self.line(self._pos)
+            dropped = self._text[:self._pos]
+            newline = dropped.rfind("\n")
+            self._line_head = (0 if newline >= 0 else self._line_head) + len(
+                dropped[newline + 1:].encode("utf-8", "surrogateescape"))
             self._text = self._text[self._pos:]
             self._counted -= self._pos
             if self._top_pos is not None:
@@ -102,7 +107,8 @@ class JsonStream:
     def _undecodable(self, pos: int, chunk: str) -> None:
         text = self._text + chunk
         start = text.rfind("\n", 0, pos) + 1
-        column = len(text[start:pos].encode("utf-8", "surrogateescape")) + 1
+        head = self._line_head if start == 0 else 0  # the line began in text already dropped
+        column = head + len(text[start:pos].encode("utf-8", "surrogateescape")) + 1
         self._text = text
         raise AnswersFileError(
             f"{self.where(pos)}: not valid UTF-8 (byte 0x{ord(text[pos]) - 0xDC00:02x} at byte "

@@ -174,3 +174,18 @@ def test_a_bad_span_of_a_pretty_printed_document_is_named_by_its_line(tmp_path, 
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "otlp-json")
     assert str(raised.value) == f"{path}:{line}: its traceId is not 16 bytes of hex (or base64)"
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_its_line_and_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(json_stream, "CHUNK", 97)  # the bad byte far into the file
+    spans, _ = run_rag()
+    lines = otlp_json_lines(spans, batches=3).encode("utf-8").splitlines()
+    column = lines[2].index(b"Sleep") + 1
+    lines[2] = lines[2].replace(b"Sleep", b"\xe9leep", 1)  # Latin-1, as a wrong export writes
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value) == (f"{path}:3: not valid UTF-8 (byte 0xe9 at byte {column} of the "
+                                 "line); save the file as UTF-8 (from Latin-1: iconv -f latin1 "
+                                 "-t utf-8).")
