@@ -56,12 +56,16 @@ def cmd_answers_import(args, settings: Settings) -> int:
         say(f"format: {guess.format} (detected: {visible(guess.reason)})", flush=True)
         fmt = guess.format
     location = open_store(settings)
+    notes: list[str] = []  # what the reader skipped, said once the import is in
     try:
         with location.connection() as conn:
-            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation)
+            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation,
+                                            notes=notes)
     except psycopg.Error as exc:
         raise CliError(f"importing {args.file} failed in the store: "
                          f"{str(exc).strip().splitlines()[0]}") from None
+    for note in notes:
+        say(visible(note))
     say(f"answers from {visible(report.path)} into '{relation}': {report}")
     return EXIT_OK
 

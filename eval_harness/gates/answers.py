@@ -20,7 +20,8 @@ Answers file (JSONL, UTF-8, one JSON object per line; blank lines are skipped)::
   other keys of a source (title, score, ...) are kept;
 - ``created_at``: optional, an ISO-8601 timestamp with a timezone (``Z`` or ``+01:00``), not
   more than a day (:data:`FUTURE_TOLERANCE`) after the import's clock: a later date is a bug
-  in the exporting system, and it would put the answer in a partition the gates refuse. When
+  in the exporting system, and it would put the answer in a partition the gates refuse; not
+  before 1970 (:mod:`eval_harness.gates.answer_checks` has every such limit). When
   it is missing, a new answer gets the time of the import and an answer already stored keeps
   its stored time, so importing the same file twice changes nothing;
 - other keys of a line are ignored (answer logs often carry a model name or a latency).
@@ -33,8 +34,7 @@ new answers are inserted, changed ones updated, identical ones left untouched.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -44,19 +44,15 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates import sql
+from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
+                                              check_created_at, check_text, checked_id,
+                                              parse_json)
 from eval_harness.settings import Settings
 from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
 _IMPORT_LOCK = "eval_harness.answers_import:"
-# Clock skew between the exporting system and this one; anything later is a wrong date.
-FUTURE_TOLERANCE = timedelta(days=1)
-
-
-class AnswersFileError(ValueError):
-    """An answers file is missing or malformed; the message names the file and the line."""
-
 
 class AnswersRelationError(ValueError):
     """The answers relation cannot be read or written; the message says what to do."""
@@ -140,26 +136,14 @@ class _Record:
     created_at: datetime | None
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _parse_line(text: str, where: str, latest: datetime) -> _Record:
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise AnswersFileError(f"{where}: not valid JSON ({reason})") from None
+    obj = parse_json(text, where)
     if not isinstance(obj, dict):
         raise AnswersFileError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     for key in ("id", "query", "answer", "sources"):
         if key not in obj:
             raise AnswersFileError(f"{where}: missing field '{key}'")
-    answer_id = obj["id"]
-    if isinstance(answer_id, int) and not isinstance(answer_id, bool):
-        answer_id = str(answer_id)
-    if not isinstance(answer_id, str) or not answer_id.strip():
-        raise AnswersFileError(f"{where}: 'id' must be a non-empty string or an integer")
+    answer_id = checked_id(obj["id"], where)
     query, answer = obj["query"], obj["answer"]
     if not isinstance(query, str) or not query.strip():
         raise AnswersFileError(f"{where}: 'query' must be a non-empty string")
@@ -177,39 +161,10 @@ def _parse_line(text: str, where: str, latest: datetime) -> _Record:
             raise AnswersFileError(f"{where}: source {number}: 'id' must be a string or an integer")
         if not isinstance(source["text"], str):
             raise AnswersFileError(f"{where}: source {number}: 'text' must be a string")
-    if "\\u0000" in text and _has_nul(obj):  # a raw NUL is already invalid JSON
-        raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot store")
-    surrogate = _surrogate(obj) if "\\u" in text else None  # only a JSON escape can spell one
-    if surrogate is not None:
-        raise AnswersFileError(f"{where}: contains an unpaired surrogate "
-                               f"(\\u{ord(surrogate):04x}), which is not valid Unicode; fix the "
-                               "tool that wrote it.")
+    if "\\u" in text:  # only a JSON escape can spell a NUL or an unpaired surrogate
+        check_text(obj, where)
     return _Record(answer_id, query, answer, sources, _created_at(obj.get("created_at"), where,
                                                                  latest))
-
-
-def _surrogate(value: Any) -> str | None:
-    """The first unpaired surrogate in ``value``'s strings (Postgres text cannot hold one)."""
-    if isinstance(value, str):
-        return next((c for c in value if "\ud800" <= c <= "\udfff"), None)
-    items = (value.items() if isinstance(value, dict) else value
-             if isinstance(value, list) else ())
-    for item in items:
-        for part in (item if isinstance(value, dict) else (item,)):
-            found = _surrogate(part)
-            if found is not None:
-                return found
-    return None
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
 
 
 def _created_at(value: Any, where: str, latest: datetime) -> datetime | None:
@@ -225,11 +180,7 @@ def _created_at(value: Any, where: str, latest: datetime) -> datetime | None:
     if parsed.tzinfo is None:
         raise AnswersFileError(f"{where}: 'created_at' {value!r} has no timezone; add one "
                                "(e.g. 2025-03-03T09:15:00Z)")
-    if parsed > latest:
-        raise AnswersFileError(
-            f"{where}: 'created_at' {value!r} is in the future (more than a day after now, "
-            f"{latest - FUTURE_TOLERANCE:%Y-%m-%d %H:%M} UTC); fix the date in the system "
-            "that exported the file, or leave the field out to stamp the import time.")
+    check_created_at(parsed, where, "'created_at'", latest, shown=repr(value))
     return parsed
 
 
@@ -265,14 +216,17 @@ def read_answers_file(path: Path | str) -> Iterator[_Record]:
 
 def import_answers(conn: psycopg.Connection, path: Path | str, *,
                    relation: str = DEFAULT_RELATION,
-                   records: Sequence[Any] | None = None) -> ImportReport:
+                   records: Iterable[Any] | None = None,
+                   traced: bool | None = None) -> ImportReport:
     """Merge the answers of ``path`` into ``relation`` by id, in one transaction.
 
     The file is validated completely first (see the module docstring); a bad line raises
     :class:`AnswersFileError` naming ``file:line`` and nothing is written. ``records``, when
-    given, are the file's answers already read and validated by another format's reader
+    given, are the file's answers read and validated by another format's reader
     (:mod:`eval_harness.gates.answer_formats`): objects with ``id, query, answer, sources,
-    created_at`` and, from traces, ``trace_id, span_id`` (stored too, migration 0019).
+    created_at`` and, from traces (``traced``; found out from a sequence when None),
+    ``trace_id, span_id`` (stored too, migration 0019). They may be a stream that raises
+    :class:`AnswersFileError` part way: the transaction is rolled back, nothing is written.
     """
     if not isinstance(relation, str):  # a quality_gates.answers mapping: the RAG system's
         raise AnswersRelationError(f"Cannot import answers into {relation}: "  # table
@@ -282,7 +236,9 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
     if records is None:
         for _ in read_answers_file(path):  # validate everything before touching the store
             pass
-    traced = records is not None and any(getattr(r, "trace_id", None) for r in records)
+    if traced is None:
+        records = list(records) if records is not None else None
+        traced = records is not None and any(getattr(r, "trace_id", None) for r in records)
     rows = (((r.id, r.query, r.answer, r.sources, r.created_at)
              + ((r.trace_id, r.span_id) if traced else ()))
             for r in (records if records is not None else read_answers_file(path)))

@@ -12,6 +12,25 @@ SAMPLE = REPO / "datasets" / "answers" / "sample_answers.jsonl"
 SOURCES = [{"id": "d1", "text": "first source"}, {"id": "d2", "text": "second source"}]
 
 
+def element_line(text: str, number: int) -> int:
+    """The line on which element ``number`` (from 1) of the JSON array ``text`` starts, found
+    with the standard decoder: what an importer names a record of a JSON document by."""
+    decoder = json.JSONDecoder()
+    pos = text.index("[") + 1
+    for _ in range(number):
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        start = pos
+        _, pos = decoder.raw_decode(text, start)
+    return text.count("\n", 0, start) + 1
+
+
+def stored_answers(location) -> int:
+    """How many answers the harness's ``answers`` table of ``location`` holds."""
+    with location.connection() as conn:
+        return conn.execute("SELECT count(*) FROM answers").fetchone()[0]
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n"
                             for row in rows), encoding="utf-8")

@@ -9,17 +9,18 @@ Formats (:data:`FORMATS`), detected from the file when not named (:func:`detect_
 - ``ragas``: RAGAS ``SingleTurnSample`` rows, JSONL or CSV (:mod:`.eval_datasets`);
 - ``deepeval``: DeepEval test cases, JSON or CSV (:mod:`.eval_datasets`).
 
-Span formats make one answer per trace (:func:`eval_harness.gates.traces.answers_from_spans`),
-keyed by trace id and keeping the LLM span id. Every record is read and checked before the
-store is touched; the first bad one stops the import naming ``file:line`` (or the trace id),
-and nothing is written. Then :func:`eval_harness.gates.answers.import_answers` merges the
-answers in one transaction, by id: reimporting a file changes nothing.
+Span formats make one answer per trace (:func:`eval_harness.gates.traces.answer_of_trace`),
+keyed by trace id and keeping the LLM span id; they are read twice, in constant memory
+(:mod:`.span_files`; OTLP/JSON incrementally, even one document on one line). Every record's
+fields are checked where it is read (:mod:`eval_harness.gates.answer_checks`): the first bad
+one stops the import naming ``file:line`` (or the trace id) and the field, and nothing is
+written. :func:`eval_harness.gates.answers.import_answers` merges the answers in one
+transaction, by id: reimporting a file changes nothing.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,20 +28,22 @@ from typing import Any
 
 import psycopg
 
+from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
+                                              check_created_at, check_text, checked_id,
+                                              parse_json)
 from eval_harness.gates.answer_formats import eval_datasets
-from eval_harness.gates.answer_formats.json_records import (first_line, first_line_number,
-                                                           parse_json)
+from eval_harness.gates.answer_formats.json_records import first_line, first_line_number
+from eval_harness.gates.answer_formats.json_stream import JsonStream
 from eval_harness.gates.answer_formats.otlp_json import read_otlp_spans
 from eval_harness.gates.answer_formats.phoenix import is_phoenix_span, read_phoenix_spans
-from eval_harness.gates.answers import (DEFAULT_RELATION, FUTURE_TOLERANCE, AnswersFileError,
-                                        ImportReport, import_answers)
-from eval_harness.gates.traces import answers_from_spans
+from eval_harness.gates.answer_formats.span_files import traced_answers
+from eval_harness.gates.answers import DEFAULT_RELATION, ImportReport, import_answers
 
 FORMATS = ("jsonl", "openinference", "otlp-json", "ragas", "deepeval")
 _SPAN_READERS = {"openinference": read_phoenix_spans, "otlp-json": read_otlp_spans}
-# At most this many bad traces are named in the one message.
-_TRACES_NAMED = 3
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# A first line longer than this is not read whole to tell the format (one OTLP document on
+# one line can be hundreds of megabytes): its first keys are read instead.
+_LONG_LINE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,18 @@ class FormatGuess:
 def detect_format(path: Path | str) -> FormatGuess:
     """The format of ``path``, from its first record (or a CSV file's header)."""
     path = Path(path)
-    line = first_line(path)
-    if line is None:
-        raise AnswersFileError(f"{path}: the file is empty")
-    text = line.strip()
-    if not text.startswith(("{", "[")):
-        return _csv_guess(path, text)
-    record = _first_record(path, text)
+    with JsonStream(path) as stream:
+        start = stream.peek()
+        if not start:
+            raise AnswersFileError(f"{path}: the file is empty")
+        if start in "{[" and _first_line_is_long(path):
+            record = _first_keys(stream)
+        else:
+            record = None
+    if start not in "{[":
+        return _csv_guess(path, (first_line(path) or "").strip())
+    if record is None:
+        record = _first_record(path, (first_line(path) or "").strip())
     if record is None:
         raise AnswersFileError(f"{path}: cannot tell the format from its first record; name "
                                f"it with --format ({', '.join(FORMATS)})")
@@ -93,13 +101,34 @@ def _first_record(path: Path, text: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def _first_line_is_long(path: Path) -> bool:
+    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        for line in iter(lambda: handle.readline(_LONG_LINE), ""):
+            if line.strip():
+                return not line.endswith("\n") and len(line) >= _LONG_LINE
+    return False
+
+
+def _first_keys(stream: JsonStream) -> dict[str, Any] | None:
+    """The first record's members, read up to a key that tells an OTLP export (whose value
+    is not read)."""
+    if stream.peek() == "[":
+        for _ in stream.elements():
+            return _first_keys(stream) if stream.peek() in "{[" else None
+        return None
+    record: dict[str, Any] = {}
+    for key, _ in stream.keys():
+        if key in ("resourceSpans", "resource_spans"):
+            return {key: None}
+        if key == "data" and stream.peek() == "[":
+            return _first_keys(stream)
+        record[key] = stream.value()[0]
+    return record
+
+
 def _document_first(path: Path) -> Any:
-    document = parse_json(path.read_text(encoding="utf-8-sig"), str(path))
-    if isinstance(document, dict) and isinstance(document.get("data"), list):
-        document = document["data"]
-    if isinstance(document, list):
-        return document[0] if document else None
-    return document
+    with JsonStream(path) as stream:
+        return _first_keys(stream)
 
 
 def _csv_guess(path: Path, header: str) -> FormatGuess:
@@ -112,84 +141,57 @@ def _csv_guess(path: Path, header: str) -> FormatGuess:
                            "user_input or input column); name the format with --format")
 
 
-def read_answer_records(path: Path | str, fmt: str) -> list[Any] | None:
-    """The validated answers of ``path`` read as ``fmt``; None for ``jsonl``, which
-    :func:`~eval_harness.gates.answers.import_answers` reads itself."""
+def answer_records(path: Path | str, fmt: str, *,
+                   notes: list[str] | None = None) -> Iterator[Any] | None:
+    """The validated answers of ``path`` read as ``fmt``, as they are read; None for
+    ``jsonl``, which :func:`~eval_harness.gates.answers.import_answers` reads itself.
+
+    A span file is read as the answers are taken (:func:`.span_files.traced_answers`): a
+    bad trace raises part way, so a caller writing them must roll back. What a reader
+    skipped is appended to ``notes``."""
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown answers format '{fmt}'; one of {', '.join(FORMATS)}")
     if fmt == "jsonl":
         return None
     if fmt in _SPAN_READERS:
-        records, wheres = _traced_answers(path, fmt)
-    else:
-        records = eval_datasets.read_rows(path, fmt)
-        wheres = {r.id: r.where for r in records}
+        return traced_answers(path, _SPAN_READERS[fmt], check=_check_storable,
+                              notes=[] if notes is None else notes)
+    records = eval_datasets.read_rows(path, fmt)
     if not records:
         raise AnswersFileError(f"{path}: no answers in the file")
     latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
     for record in records:
-        _check_storable(wheres[record.id], record, latest)
-    return records
+        _check_storable(record.where, record, latest)
+    return iter(records)
 
 
-def _traced_answers(path: Path, fmt: str) -> tuple[list[Any], dict[str, str]]:
-    """The answers of a span file, and where each trace's first span is (``file:line: trace
-    ID``)."""
-    first_seen: dict[str, str] = {}
-    spans = []
-    for where, span in _SPAN_READERS[fmt](path):
-        first_seen.setdefault(span.trace_id, where)
-        spans.append(span)
-    answers, problems = answers_from_spans(spans)
-    if problems:
-        first = problems[0]
-        more = problems[1:_TRACES_NAMED]
-        rest = len(problems) - 1 - len(more)
-        tail = "".join(f"; {p}" for p in more) + (f"; and {rest} more bad traces" if rest
-                                                  else "")
-        raise AnswersFileError(f"{first_seen[first.trace_id]}: {first}{tail}.")
-    return answers, {a.id: f"{first_seen[a.trace_id]}: trace {a.trace_id}" for a in answers}
+def read_answer_records(path: Path | str, fmt: str) -> list[Any] | None:
+    """:func:`answer_records` in a list (for a file that fits in memory)."""
+    records = answer_records(path, fmt)
+    return None if records is None else list(records)
 
 
 def _check_storable(where: str, record: Any, latest: datetime) -> None:
-    """What Postgres or the gates would refuse later, named now: a date in the future, a NUL
-    character, an unpaired surrogate (JSON can spell both, Postgres text cannot)."""
-    if record.created_at is not None and record.created_at > latest:
-        raise AnswersFileError(
-            f"{where}: created {record.created_at.isoformat()}, more than a day after now "
-            f"({latest - FUTURE_TOLERANCE:%Y-%m-%d %H:%M} UTC); fix the clock of the system "
-            "that wrote it.")
-    for text in _strings([record.query, record.answer, record.sources]):
-        if "\x00" in text:
-            raise AnswersFileError(f"{where}: contains a NUL character, which Postgres cannot "
-                                   "store")
-        bad = _SURROGATE.search(text)
-        if bad:
-            raise AnswersFileError(f"{where}: contains an unpaired surrogate "
-                                   f"(\\u{ord(bad.group()):04x}), which is not valid Unicode; "
-                                   "fix the tool that wrote it.")
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _strings(item)
+    """What Postgres or the gates would refuse later, named now (see
+    :mod:`eval_harness.gates.answer_checks`)."""
+    checked_id(record.id, where)
+    if record.created_at is not None:
+        check_created_at(record.created_at, where, "its root span's start", latest,
+                         fix="fix the clock of the system that wrote the trace.")
+    check_text({"query": record.query, "answer": record.answer, "sources": record.sources},
+               where)
 
 
 def import_answers_file(conn: psycopg.Connection, path: Path | str, *, fmt: str | None = None,
-                        relation: str = DEFAULT_RELATION) -> tuple[ImportReport, FormatGuess]:
+                        relation: str = DEFAULT_RELATION, notes: list[str] | None = None
+                        ) -> tuple[ImportReport, FormatGuess]:
     """Import ``path`` in format ``fmt`` (detected when None) into ``relation``; the report
-    and the format used."""
+    and the format used. What the reader skipped is appended to ``notes``."""
     path = Path(path)
     if not path.is_file():
         raise AnswersFileError(f"{path}: file not found")
     guess = FormatGuess(fmt, "named with --format") if fmt else detect_format(path)
-    records: Sequence[Any] | None = read_answer_records(path, guess.format)
-    return import_answers(conn, path, relation=relation, records=records), guess
+    records = answer_records(path, guess.format, notes=notes)
+    return import_answers(conn, path, relation=relation, records=records,
+                          traced=guess.format in _SPAN_READERS), guess

@@ -31,8 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from eval_harness.gates.answer_checks import AnswersFileError, check_text, checked_id
 from eval_harness.gates.answer_formats.json_records import json_records, text_lines
-from eval_harness.gates.answers import AnswersFileError
 
 DEEPEVAL_DELIMITER = "|"
 
@@ -108,33 +108,43 @@ def _answer(row: dict[str, Any], where: str, fields: _Fields, fmt: str) -> Datas
         hint = (" (a DeepEval golden has no answer: run your app over the goldens and save "
                 "the test cases)" if fmt == "deepeval" else "")
         raise AnswersFileError(f"{where}: '{fields.answer}' (the answer) is missing{hint}")
-    contexts = _text_list(row.get(fields.contexts), where, fields.contexts, fmt)
-    ids = (_text_list(row.get(fields.context_ids), where, fields.context_ids, fmt)
+    contexts = _text_list(row.get(fields.contexts), where, fields.contexts, fmt, ids=False)
+    ids = (_text_list(row.get(fields.context_ids), where, fields.context_ids, fmt, ids=True)
            if fields.context_ids and row.get(fields.context_ids) not in (None, "") else None)
     if ids is not None and len(ids) != len(contexts):
         raise AnswersFileError(f"{where}: '{fields.context_ids}' has {len(ids)} ids for "
                                f"{len(contexts)} '{fields.contexts}'")
+    check_text({fields.query: query, fields.answer: answer, fields.contexts: contexts}, where)
     sources = [{"id": str(ids[i]) if ids else _text_id(text), "text": text}
                for i, text in enumerate(contexts)]
     own = row.get("id")
-    if isinstance(own, int) and not isinstance(own, bool):
-        own = str(own)
-    if not (isinstance(own, str) and own.strip()):
+    if own is None or own == "":
         own = f"{fields.prefix}:{_row_hash(query, answer, contexts)}"
+    else:
+        own = checked_id(own, where)
     return DatasetAnswer(own, query, answer, sources, where)
 
 
-def _text_list(value: Any, where: str, name: str, fmt: str) -> list[Any]:
-    """A list of strings (ids may be integers) from JSON or one CSV cell."""
+def _text_list(value: Any, where: str, name: str, fmt: str, *, ids: bool) -> list[Any]:
+    """A list of strings (with ``ids``, integers too) from JSON or one CSV cell."""
     if value is None or value == "":
         return []
     if isinstance(value, str):
         value = _parse_cell(value, fmt)
-    if not isinstance(value, list) or not all(
-            isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
-            for v in value):
+    if not isinstance(value, list):
         raise AnswersFileError(f"{where}: '{name}' must be a list of strings")
+    for number, item in enumerate(value, start=1):
+        if not (isinstance(item, str)
+                or (ids and isinstance(item, int) and not isinstance(item, bool))):
+            raise AnswersFileError(f"{where}: '{name}' must be a list of strings; item "
+                                   f"{number} is {_json_type(item)}")
     return value
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", dict: "an object",
+             list: "a list", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _parse_cell(text: str, fmt: str) -> Any:
@@ -142,7 +152,7 @@ def _parse_cell(text: str, fmt: str) -> Any:
     if stripped.startswith("["):
         try:
             return json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         try:
             return ast.literal_eval(stripped)  # pandas writes Python lists: ['a', 'b']

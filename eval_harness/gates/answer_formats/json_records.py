@@ -1,34 +1,24 @@
 """JSON records of an import file, each with where it is (``file:line``), whether the file is
 JSON Lines (one object per line) or one JSON document (an array of objects, or an object
-holding one under ``data``, as Phoenix's REST API answers).
+holding one under ``data``, as Phoenix's REST API answers), read a record at a time.
 
-Bytes that are not UTF-8, a line that is not JSON, a NaN or Infinity and a record that is not
-an object stop the read with :class:`AnswersFileError` naming ``file:line``.
+Bytes that are not UTF-8, a line that is not JSON, a non-finite number, nesting deeper than
+:data:`~eval_harness.gates.answer_checks.MAX_NESTING` and a record that is not an object stop
+the read with :class:`AnswersFileError` naming ``file:line``
+(:func:`~eval_harness.gates.answer_checks.parse_json`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from itertools import chain
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from eval_harness.gates.answers import AnswersFileError
-from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def parse_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise AnswersFileError(f"{where}: not valid JSON ({reason})") from None
+from eval_harness.gates.answer_checks import AnswersFileError
+from eval_harness.gates.answer_formats.json_stream import JsonStream
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.beir import _text_lines as utf8_lines
 
 
 def text_lines(path: Path, *, blank: bool = False) -> Iterator[tuple[int, str]]:
@@ -63,62 +53,45 @@ def first_line_number(path: Path) -> int:
 
 
 def json_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, object)`` of every record of ``path``: ``file:line`` for JSON Lines; for one
-    JSON document, the file and the record's position (``file: record 3``)."""
-    lines = text_lines(path)
-    first = next(lines, None)
-    if first is None:
-        raise AnswersFileError(f"{path}: no records in the file")
-    stripped = first[1].strip()
-    if stripped.startswith("["):
-        yield from _records_of(path, _document(path))
+    """``(file:line, object)`` of every record of ``path``, read incrementally
+    (:class:`~.json_stream.JsonStream`): JSON Lines, a JSON array of records, or a REST answer
+    holding them under ``data`` (``{"data": [...], "next_cursor": ...}``); the line is where
+    the record starts."""
+    if not path.is_file():
+        raise AnswersFileError(f"{path}: file not found")
+    with JsonStream(path) as stream:
+        if not stream.peek():
+            raise AnswersFileError(f"{path}: no records in the file")
+        for _ in stream.documents():
+            if stream.peek() == "[":
+                for _ in stream.elements():
+                    yield _record(stream)
+            else:
+                yield from _object_records(stream)
+
+
+def _object_records(stream: JsonStream) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One record, or the records of a REST answer's ``data`` list."""
+    if stream.peek() != "{":
+        yield _record(stream)
         return
-    if stripped.startswith("{") and not _is_record(stripped):
-        try:  # an object over several lines, or a REST answer {"data": [...]}
-            document = _document(path)
-        except AnswersFileError:
-            pass  # a broken first line of JSON Lines: named below by its line
+    record: dict[str, Any] = {}
+    line = stream.line()
+    wrapper = False
+    for key, _ in stream.keys():
+        if key == "data" and stream.peek() == "[" and not wrapper:
+            wrapper = True
+            for _ in stream.elements():
+                yield _record(stream)
         else:
-            yield from _records_of(path, document)
-            return
-    for line_no, text in chain([first], lines):
-        record = parse_json(text, f"{path}:{line_no}")
-        if not isinstance(record, dict):
-            raise AnswersFileError(f"{path}:{line_no}: expected a JSON object, got "
-                                   f"{type(record).__name__}")
-        yield f"{path}:{line_no}", record
+            record[key] = stream.value()[0]
+    if not wrapper:
+        yield f"{stream.path}:{line}", record
 
 
-def _is_record(text: str) -> bool:
-    """Whether ``text`` is one whole JSON record (not the start of a document spread over
-    lines, nor a REST answer holding its records under ``data``)."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return False
-    return not (isinstance(value, dict) and isinstance(value.get("data"), list))
-
-
-def _document(path: Path) -> Any:
-    """The file as one JSON document; where it does not parse is named by line."""
-    text = "".join(t for _, t in text_lines(path, blank=True))
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise AnswersFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except ValueError as exc:
-        raise AnswersFileError(f"{path}: not valid JSON ({exc})") from None
-
-
-def _records_of(path: Path, document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(document, dict) and isinstance(document.get("data"), list):
-        document = document["data"]
-    if not isinstance(document, list):
-        raise AnswersFileError(f"{path}: expected a JSON array of records (or one "
-                               "JSON object per line)")
-    for number, record in enumerate(document, start=1):
-        where = f"{path}: record {number}"
-        if not isinstance(record, dict):
-            raise AnswersFileError(f"{where}: expected a JSON object, got "
-                                   f"{type(record).__name__}")
-        yield where, record
+def _record(stream: JsonStream) -> tuple[str, dict[str, Any]]:
+    record, line = stream.value()
+    where = f"{stream.path}:{line}"
+    if not isinstance(record, dict):
+        raise AnswersFileError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    return where, record

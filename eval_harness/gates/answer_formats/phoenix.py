@@ -20,14 +20,15 @@ the ``openinference.span.kind`` attribute, else ``span_kind``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from eval_harness.gates.answer_checks import AnswersFileError, epoch_time
 from eval_harness.gates.answer_formats.json_records import json_records
 from eval_harness.gates.answer_formats.otlp_json import hex_id
-from eval_harness.gates.answers import AnswersFileError
 from eval_harness.gates.traces import Span, flat_attributes
 from eval_harness.gates.traces.spans import SPAN_KIND
 
@@ -43,14 +44,16 @@ def is_phoenix_span(record: Mapping[str, Any]) -> bool:
             and ("span_kind" in record or "attributes" in record))
 
 
-def _time(value: Any) -> datetime | None:
+def _time(value: Any, field: str) -> datetime | None:
+    """An ISO-8601 or epoch time (None when absent); :class:`ValueError` naming ``field``
+    when it is outside what Python and Postgres can hold."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         seconds = float(value)
-        while seconds > 1e11:  # ms, us or ns since the epoch
+        while seconds > 1e11 and math.isfinite(seconds):  # ms, us or ns since the epoch
             seconds /= 1000
-        return datetime.fromtimestamp(seconds, timezone.utc)
+        return epoch_time(seconds, field, value)
     if isinstance(value, str) and value:
         try:
             moment = datetime.fromisoformat(value)
@@ -77,7 +80,11 @@ def span_from_phoenix(record: Mapping[str, Any]) -> Span:
     if span_id is None:
         raise ValueError(f"a span of trace {trace_id} has a context.span_id that is not 16 hex "
                          "digits")
-    start = _time(record.get("start_time"))
+    try:
+        start = _time(record.get("start_time"), "start_time")
+        end = _time(record.get("end_time"), "end_time")
+    except ValueError as exc:
+        raise ValueError(f"span {span_id} of trace {trace_id}: {exc}") from None
     if start is None:
         raise ValueError(f"span {span_id} has no start_time (ISO-8601 or epoch)")
     nested = record.get("attributes")
@@ -91,15 +98,19 @@ def span_from_phoenix(record: Mapping[str, Any]) -> Span:
     parent = record.get("parent_id")
     return Span(trace_id, span_id, hex_id(parent, 8) if parent else None,
                 str(record.get("name") or ""), kind.upper() if isinstance(kind, str) else "",
-                start, _time(record.get("end_time")), attributes)
+                start, end, attributes)
 
 
-def read_phoenix_spans(path: Path) -> Iterator[tuple[str, Span]]:
-    """``(where, span)`` of every span of a Phoenix span export, in file order."""
+def read_phoenix_spans(path: Path, notes: list[str] | None = None, *, trace_ids: bool = False
+                       ) -> Iterator[tuple[str, Any]]:
+    """``(where, span)`` of every span of a Phoenix span export, in file order (``notes``
+    is for what a reader skips: a Phoenix export holds nothing to skip); with ``trace_ids``
+    each span's trace id instead."""
     for where, record in json_records(path):
         if not is_phoenix_span(record):
             raise AnswersFileError(f"{where}: not a Phoenix span (no context.trace_id)")
         try:
-            yield where, span_from_phoenix(record)
+            span = span_from_phoenix(record)
+            yield where, (span.trace_id if trace_ids else span)
         except ValueError as exc:
             raise AnswersFileError(f"{where}: {exc}") from None

@@ -89,7 +89,12 @@ class TraceProblem:
         return f"trace {self.trace_id}: {self.reason}"
 
 
-def flat_attributes(attributes: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+# Deeper attributes are refused (ValueError) before Python's recursion limit is.
+MAX_ATTRIBUTE_NESTING = 100
+
+
+def flat_attributes(attributes: Mapping[str, Any], prefix: str = "", *,
+                    depth: int = 0) -> dict[str, Any]:
     """``attributes`` with nested objects and lists of objects flattened to dotted keys.
 
     Phoenix nests what OTLP keeps flat: ``{"retrieval": {"documents": [{"document":
@@ -98,15 +103,20 @@ def flat_attributes(attributes: Mapping[str, Any], prefix: str = "") -> dict[str
 
     >>> flat_attributes({"retrieval.documents": [{"document.id": "d1"}], "tag.tags": ["a"]})
     {'retrieval.documents.0.document.id': 'd1', 'tag.tags': ['a']}
+
+    Objects nested more than :data:`MAX_ATTRIBUTE_NESTING` deep raise :class:`ValueError`.
     """
+    if depth > MAX_ATTRIBUTE_NESTING:
+        raise ValueError(f"attribute '{prefix[:80]}...' nests objects more than "
+                         f"{MAX_ATTRIBUTE_NESTING} deep")
     flat: dict[str, Any] = {}
     for key, value in attributes.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            flat.update(flat_attributes(value, f"{name}."))
+            flat.update(flat_attributes(value, f"{name}.", depth=depth + 1))
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             for index, item in enumerate(value):
-                flat.update(flat_attributes(item, f"{name}.{index}."))
+                flat.update(flat_attributes(item, f"{name}.{index}.", depth=depth + 1))
         else:
             flat[name] = value
     return flat
@@ -122,12 +132,13 @@ def answers_from_spans(spans: Iterable[Span]
         traces[span.trace_id].append(span)
     answers, problems = [], []
     for trace_id, trace in traces.items():
-        made = _answer_of_trace(trace_id, trace)
+        made = answer_of_trace(trace_id, trace)
         (answers if isinstance(made, TracedAnswer) else problems).append(made)
     return answers, problems
 
 
-def _answer_of_trace(trace_id: str, trace: Sequence[Span]) -> TracedAnswer | TraceProblem:
+def answer_of_trace(trace_id: str, trace: Sequence[Span]) -> TracedAnswer | TraceProblem:
+    """The answer the spans of one trace make, or why they make none."""
     llms = [s for s in trace if s.kind == "LLM"]
     if not llms:
         return TraceProblem(trace_id, "has no LLM span (openinference.span.kind LLM) to take "

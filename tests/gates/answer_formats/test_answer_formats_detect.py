@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from eval_harness.gates.answer_formats import detect_format, import_answers_file
+from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
+                                               read_answer_records)
 from eval_harness.gates.answers import AnswersFileError
 from answer_files import SAMPLE
 from eval_dataset_files import (deepeval_case, ragas_sample, write_deepeval_csv,
@@ -65,5 +66,6 @@ def test_a_named_format_overrides_detection(conn, tmp_path):
 def test_a_broken_first_line_is_named_by_its_line(tmp_path):
     path = tmp_path / "spans.jsonl"
     path.write_text('\n{"resourceSpans": [\n{"resourceSpans": []}\n')
+    guess = detect_format(path)  # its first key tells the format
     with pytest.raises(AnswersFileError, match=rf"^{path}:2: not valid JSON \("):
-        detect_format(path)
+        read_answer_records(path, guess.format)

@@ -10,6 +10,7 @@ import pytest
 
 from eval_harness.gates.answer_formats import import_answers_file, read_answer_records
 from eval_harness.gates.answers import AnswersFileError
+from answer_files import element_line
 from eval_dataset_files import (deepeval_case, ragas_sample, write_deepeval_csv,
                                 write_deepeval_json, write_deepeval_jsonl, write_ragas_csv,
                                 write_ragas_jsonl)
@@ -116,8 +117,9 @@ def test_deepeval_golden_without_output_is_named_with_what_to_do(tmp_path):
     path = write_deepeval_json(tmp_path / "goldens.json", cases)
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "deepeval")
+    line = element_line(path.read_text(), 2)  # a record of a JSON document: where it starts
     assert str(raised.value) == (
-        f"{path}: record 2: 'actual_output' (the answer) is missing (a DeepEval golden has no "
+        f"{path}:{line}: 'actual_output' (the answer) is missing (a DeepEval golden has no "
         "answer: run your app over the goldens and save the test cases)")
 
 
@@ -135,8 +137,9 @@ def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_pat
                     '"response": "a"}\n')
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "ragas")
-    assert str(raised.value) == (f"{path}:1: contains an unpaired surrogate (\\ud800), which "
-                                 "is not valid Unicode; fix the tool that wrote it.")
+    assert str(raised.value) == (f"{path}:1: contains an unpaired surrogate (\\ud800) in "
+                                 "'retrieved_contexts[0]', which is not valid Unicode; fix the "
+                                 "tool that wrote it.")
     path.write_text('{"user_input": "q", "retrieved_contexts": [], "response": "a\\u0000"}\n')
     with pytest.raises(AnswersFileError, match=rf"^{path}:1: contains a NUL character"):
         read_answer_records(path, "ragas")

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
-                                               read_answer_records)
+                                               json_stream, read_answer_records)
 from eval_harness.gates.answers import AnswersFileError
 from traced_rag import otlp_json_lines, run_rag
 
@@ -127,5 +127,65 @@ def test_a_trace_from_the_future_is_named_by_line_and_trace(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "otlp-json")
     assert str(raised.value).startswith(
-        f"{path}:1: trace {expected[0].trace_id}: created "
-        f"{(expected[0].started + timedelta(days=3)).isoformat()}, more than a day after now")
+        f"{path}:1: trace {expected[0].trace_id}: its root span's start "
+        f"{(expected[0].started + timedelta(days=3)).isoformat()} is in the future (more than "
+        "a day after now")
+
+
+# --- read incrementally: every layout, file:line kept ---------------------------------------
+
+def _layouts(tmp_path, spans) -> dict:
+    """The same spans as JSON Lines, as one document (on one line, and pretty-printed) and
+    as a JSON array of requests."""
+    text = otlp_json_lines(spans, batches=3)
+    requests = [json.loads(line) for line in text.splitlines()]
+    document = {"resourceSpans": [r for q in requests for r in q["resourceSpans"]]}
+    files = {"lines": text, "one line": json.dumps(document) + "\n",
+             "pretty": json.dumps(document, indent=2), "array": json.dumps(requests)}
+    for name, content in files.items():
+        files[name] = tmp_path / f"{name.replace(' ', '-')}.json"
+        files[name].write_text(content)
+    return files
+
+
+@pytest.mark.parametrize("chunk", [json_stream.CHUNK, 97])
+def test_every_layout_of_a_trace_export_reads_the_same(tmp_path, monkeypatch, chunk):
+    # 97 characters at a time: every value is cut by the reads, and read text is dropped
+    monkeypatch.setattr(json_stream, "CHUNK", chunk)
+    spans, expected = run_rag()
+    files = _layouts(tmp_path, spans)
+    read = {name: read_answer_records(path, detect_format(path).format)
+            for name, path in files.items()}
+    assert [a.id for a in read["lines"]] == [e.trace_id for e in expected]
+    assert all(answers == read["lines"] for answers in read.values())
+
+
+def test_a_bad_span_of_a_pretty_printed_document_is_named_by_its_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(json_stream, "CHUNK", 97)
+    spans, _ = run_rag()
+    document = json.loads(otlp_json_lines(spans, batches=1))
+    bad = document["resourceSpans"][0]["scopeSpans"][0]["spans"][4]
+    del bad["traceId"]
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(document, indent=2))
+    lines = path.read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, start=1) if bad["spanId"] in text) - 1
+    assert lines[line - 1].strip() == "{"  # where the span starts
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value) == f"{path}:{line}: its traceId is not 16 bytes of hex (or base64)"
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_its_line_and_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(json_stream, "CHUNK", 97)  # the bad byte far into the file
+    spans, _ = run_rag()
+    lines = otlp_json_lines(spans, batches=3).encode("utf-8").splitlines()
+    column = lines[2].index(b"Sleep") + 1
+    lines[2] = lines[2].replace(b"Sleep", b"\xe9leep", 1)  # Latin-1, as a wrong export writes
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "otlp-json")
+    assert str(raised.value) == (f"{path}:3: not valid UTF-8 (byte 0xe9 at byte {column} of the "
+                                 "line); save the file as UTF-8 (from Latin-1: iconv -f latin1 "
+                                 "-t utf-8).")

@@ -11,6 +11,7 @@ import pytest
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
                                                read_answer_records)
 from eval_harness.gates.answers import AnswersFileError
+from answer_files import element_line
 from traced_rag import phoenix_dataframe_jsonl, phoenix_rest_spans, run_rag
 
 
@@ -81,7 +82,8 @@ def test_a_span_without_start_time_is_named_by_record(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "openinference")
     span_id = objects[1]["context"]["span_id"]
-    assert str(raised.value) == (f"{path}: record 2: span {span_id} has no start_time "
+    assert str(raised.value) == (f"{path}:{element_line(path.read_text(), 2)}: span {span_id} "
+                                 "has no start_time "
                                  "(ISO-8601 or epoch)")
 
 
@@ -132,3 +134,21 @@ def test_a_bad_json_line_and_a_trace_without_llm_span_are_named(tmp_path):
     with pytest.raises(AnswersFileError) as raised:
         read_answer_records(path, "openinference")
     assert f"trace {expected[0].trace_id}: has no LLM span" in str(raised.value)
+
+
+def test_a_span_exported_twice_is_read_once_or_refused_when_it_differs(tmp_path):
+    spans, expected = run_rag(["Does sleep help memory?"], rewrite=False)
+    objects = phoenix_rest_spans(spans)
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects + objects[:1]))
+    check(read_answer_records(path, "openinference"), expected)
+    changed = json.loads(json.dumps(objects[0]))
+    changed["attributes"]["input"]["value"] = "Does sleep hurt memory?"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects + [changed]))
+    with pytest.raises(AnswersFileError) as raised:
+        read_answer_records(path, "openinference")
+    context = objects[0]["context"]
+    assert str(raised.value) == (
+        f"{path}:{len(objects) + 1}: trace {context['trace_id']}: span {context['span_id']} "
+        f"differs from its copy at {path}:1 (attribute input.value); the same trace twice "
+        "with different content cannot be imported: keep one copy.")
