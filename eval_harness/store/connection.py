@@ -14,10 +14,10 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from urllib.parse import unquote
 
 import psycopg
