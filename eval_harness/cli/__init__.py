@@ -255,12 +255,13 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
 def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | None = None) -> int:
     """Run one command; exit code 0 / 1 (ran, found a failure) / 2 (could not run) / 130 or
     143 (stopped by SIGINT or SIGTERM)."""
-    if argv is None:  # the process's own command line: it exits when this returns
-        stopping.exit_promptly()
     args = (parser or build_parser()).parse_args(argv)
     quiet_psycopg_warnings()
     with stopping.handle_stop_signals():
-        return _run_command(args)
+        code = _run_command(args)
+    if argv is None:  # the process's own command line: it ends here, at once
+        stopping.end_process(code)
+    return code
 
 
 def _run_command(args: argparse.Namespace) -> int:

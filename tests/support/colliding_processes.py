@@ -18,6 +18,7 @@ The BEIR ingest (``beir`` + ``ingest``) and the fake LLM provider (the ``fake`` 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -49,13 +50,30 @@ def child_env(location, **extra: str) -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str], cwd: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen([str(a) for a in argv], env=env, cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
 
-def cli(*args, env, cwd) -> subprocess.Popen:
-    return spawn([CLI, *args], env, cwd)
+def cli(*args, env, cwd, **popen) -> subprocess.Popen:
+    """``eval-harness args...``; ``start_new_session=True`` gives it a process group of its
+    own, as a shell gives a command, for :func:`ctrl_c`."""
+    return spawn([CLI, *args], env, cwd, **popen)
+
+
+def ctrl_c(process: subprocess.Popen) -> None:
+    """What a terminal's Ctrl-C does: SIGINT to the command's whole process group (its own
+    helper processes included), not to the command alone."""
+    os.killpg(process.pid, signal.SIGINT)
+
+
+def dagster_run_statuses(home: Path) -> dict[str, str]:
+    """{run id: status name} of every run in the Dagster instance of DAGSTER_HOME ``home``."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        return {run.run_id: run.status.value for run in instance.get_runs()}
 
 
 def python(code: str, *args, env, cwd) -> subprocess.Popen:
