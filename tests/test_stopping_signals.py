@@ -408,3 +408,43 @@ def test_a_stopped_batch_judge_run_stops_waiting_and_the_rerun_resumes_its_batch
         rerun = judge_dataset(conn, library_settings(config, fresh, fake), "jd", batch=True)
     assert rerun.complete and rerun.batch.resumed_batches == 2 and rerun.batch.batches == 0
     assert len(fake.batch_submissions()) == 2 and fake.chat_requests == 0
+
+
+SHIPPED_RATES = {"openai": (500, 30000), "anthropic": (50, 50000)}  # config.yaml's
+
+
+@pytest.mark.xfail(strict=False, reason="depends on the stops branch (issue #31 item 2): the "
+                   "judges' rate-limiter waits end at the signal only there")
+def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
+        fresh, tmp_path, fake):
+    """LLM judges on the fake provider at the shipped rates, SIGTERM 25 s in: exit 143 within
+    3 s, one line naming what is stored, no run left unfinished; the rerun asks for the rest."""
+    from eval_harness.judges.dual.run import judge_dataset
+    fast, shipped, home = judge_config(fresh, tmp_path, n_queries=40), tmp_path / "s.yaml", \
+        tmp_path / "dagster"
+    text = fast.read_text().replace("concurrency: 4", "concurrency: 8")
+    for provider, (rpm, tpm) in SHIPPED_RATES.items():
+        text = text.replace(f"{provider}: {{requests_per_minute: 100000, tokens_per_minute: "
+                            f"null}}", f"{provider}: {{requests_per_minute: {rpm}, "
+                            f"tokens_per_minute: {tpm}}}")
+    shipped.write_text(text)
+    assert "100000" not in text  # at the shipped rates, not the fast ones
+    run = cli("--config", shipped, "run", env=child_env(fresh, DAGSTER_HOME=str(home),
+                                                        **fake_keys(fake)), cwd=tmp_path)
+    time.sleep(25)
+    assert run.poll() is None, run.communicate()
+    run.send_signal(signal.SIGTERM)
+    signalled, sent = time.monotonic(), fake.chat_requests
+    code, out, err = finish(run, timeout=120)
+    took = time.monotonic() - signalled
+    assert code == 143 and "Traceback" not in out, err
+    line = interrupted_line(err)
+    assert " judgements stored; the later steps did not run; " in line, line
+    stored, judgements = kept_of("interrupted: " + line.split("judge_scores): ", 1)[1])
+    assert not {"NOT_STARTED", "STARTING", "STARTED"} & set(dagster_run_statuses(home).values())
+    assert took < 3.0, took  # the issue's bound; the limiter's waits decide it
+    assert fake.chat_requests <= sent + 2 * 8  # at most the requests on their way
+    with fresh.connection() as conn:
+        rerun = judge_dataset(conn, library_settings(fast, fresh, fake), "jd")
+    assert rerun.complete and judgements == 2 * rerun.pairs
+    assert rerun.provider_calls == judgements - stored  # only the rest
