@@ -1,7 +1,9 @@
 """The Dagster instance folder (DAGSTER_HOME) that eval-harness runs use.
 
 ``dagster.yaml`` is written by us (recognised by its first line) and rewritten when the
-settings change; a file someone wrote by hand is left alone. With ``DAGSTER_POSTGRES_URL``
+settings change; a file someone wrote by hand is left alone. It names our compute log
+manager (:mod:`eval_harness_pipelines.compute_logs`: Dagster's own local one, whose helper
+processes a Ctrl-C in the terminal does not reach). With ``DAGSTER_POSTGRES_URL``
 set, Dagster's own run, event and schedule storage goes to that Postgres (dagster-postgres),
 so several machines share one run history. The file names the environment variable, never
 the URL, so no password is written to disk.
@@ -37,7 +39,12 @@ LOCK_TIMEOUT_SECONDS = 300.0  # creating a new SQLite instance takes seconds, no
 
 
 def instance_yaml(settings: Settings) -> str:
-    lines = [MARKER, "telemetry:", "  enabled: false"]
+    # compute logs: Dagster's local files, with helpers a Ctrl-C does not reach
+    # (eval_harness_pipelines.compute_logs)
+    lines = [MARKER, "telemetry:", "  enabled: false", "compute_logs:",
+             "  module: eval_harness_pipelines.compute_logs",
+             "  class: TerminalComputeLogManager", "  config:", "    dagster_home:",
+             "      env: DAGSTER_HOME"]
     if settings.dagster_postgres_url:
         lines += ["storage:", "  postgres:", "    postgres_url:",
                   "      env: DAGSTER_POSTGRES_URL"]

@@ -12,7 +12,6 @@ from datetime import date
 from eval_harness import stopping
 from eval_harness.errors import UserError
 from eval_harness.settings import Settings
-from eval_harness_pipelines.dagster_home import open_instance
 
 # a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
@@ -32,6 +31,7 @@ def run_gate_job(settings: Settings, day: date, gates):
     import dagster as dg
 
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
+    from eval_harness_pipelines.in_process import execute_job
     from eval_harness_pipelines.resources import default_resources
     from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.answers_mapping import answers_relation_of
@@ -47,10 +47,9 @@ def run_gate_job(settings: Settings, day: date, gates):
                                 dg.Definitions(resources=resources))
     # The CLI prints its own one-line errors; a failing blocking check is no crash to log.
     run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    with open_instance(settings) as instance:
-        result = defs.resolve_job_def(QUALITY_GATE_JOB).execute_in_process(
-            partition_key=day.isoformat(), instance=instance, run_config=run_config,
-            raise_on_error=False)
+    result = execute_job(settings, defs.resolve_job_def(QUALITY_GATE_JOB),
+                         partition_key=day.isoformat(), run_config=run_config,
+                         raise_on_error=False)  # a stop: its run ends as canceled
     stopping.check()  # a stop signal ended the run: say so, not that a step failed
     for event in result.all_events:
         if event.is_step_failure:

@@ -9,7 +9,8 @@ check, calibration with the P@5 verdict); the configured answers file is importe
 ``report_job``. A failed check does not stop the later steps, and neither does a failed
 step: what ran is kept and the report says what is missing. A stop signal (SIGINT, SIGTERM)
 does stop them: the step running stops as its command would (:mod:`eval_harness.stopping`),
-its Dagster run ends, no later step starts, and one line says where it stopped. Exit code:
+its Dagster run ends as canceled (:mod:`eval_harness_pipelines.in_process`), no later step
+starts, and one line says where it stopped and what is stored. Exit code:
 0 when every step ran (checks are reported, and with ``--strict`` a failed blocking check
 exits 1), 2 when a step could not run, 130 / 143 when stopped by SIGINT / SIGTERM.
 """
@@ -26,9 +27,10 @@ from pathlib import Path
 
 from eval_harness import stopping
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
-from eval_harness_pipelines.dagster_home import open_instance, prepare_dagster_home
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
 from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness.escaping.terminal import say
+from eval_harness_pipelines.in_process import execute_job
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
 
@@ -105,10 +107,9 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
     def execute(job: str, title: str, ops: dict, partition: str | None = None):
         say(title, flush=True)
         step[0] = title.split(":", 1)[0]
-        with open_instance(settings) as instance:
-            result = defs.resolve_job_def(job).execute_in_process(
-                instance=instance, run_config={"ops": ops, **quiet}, partition_key=partition,
-                raise_on_error=False)
+        result = execute_job(settings, defs.resolve_job_def(job),
+                             run_config={"ops": ops, **quiet}, partition_key=partition,
+                             raise_on_error=False)
         outcome.run_ids.append(result.run_id)
         stopped = _interrupted_steps(result)
         if stopped:

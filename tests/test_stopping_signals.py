@@ -13,6 +13,7 @@ provider answers each distinct judgement once.
 
 from __future__ import annotations
 
+import os
 import signal
 import textwrap
 import time
@@ -21,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, held, ledger_counts, lock_waiters, scalar,
-                                 two_judges_config, wait_until)
+from colliding_processes import (SHIPPED_RATES, beir, child_env, cli,  # noqa: F401 (fake)
+                                 dagster_run_statuses, fake, fake_keys, finish, held,
+                                 ledger_counts, lock_waiters, scalar, two_judges_config,
+                                 wait_until)
 from eval_harness.settings import load_settings
 
 STOPPED_WITHIN = 8.0  # seconds from the signal to the exit (interpreter exit included)
@@ -47,7 +49,7 @@ def library_settings(config: Path, location, fake):
 
 
 def stop_after_replies(process, fake, location, replies: int, in_flight: int,
-                       signum: int) -> tuple[float, int]:
+                       signum: int, *, group: bool = False) -> tuple[float, int]:
     """Once ``replies`` replies are stored and ``in_flight`` requests (every slot the judges
     have) wait at the provider, send ``signum``, then let the held replies arrive. Returns
     when the signal was sent and how many requests had been sent by then."""
@@ -55,7 +57,10 @@ def stop_after_replies(process, fake, location, replies: int, in_flight: int,
                and sum(r.held for r in fake.chat_records()) == in_flight,
                what=f"{replies} replies stored while {in_flight} requests wait",
                processes=[process], timeout=60)
-    process.send_signal(signum)
+    if group:  # a terminal's Ctrl-C: the command's helper processes get it too
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
     signalled, sent = time.monotonic(), fake.chat_requests
     time.sleep(0.3)
     fake.release_replies()  # the replies on their way arrive after the signal: stored
@@ -95,7 +100,7 @@ def test_a_stopped_judge_run_keeps_what_it_paid_for_and_the_rerun_pays_only_the_
     assert code == 130, err
     assert time.monotonic() - signalled < STOPPED_WITHIN
     line = interrupted_line(err)
-    assert line.endswith(" judgements kept; run the same command again to finish"), line
+    assert line.endswith(" judgements stored; run the same command again to finish"), line
     assert out == ""
     assert fake.chat_requests == sent  # no request was sent after the signal
     assert ledger_counts(fresh) == (sent, sent)  # each reply that arrived is stored
@@ -146,8 +151,9 @@ def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path
     assert code == 130, err
     assert time.monotonic() - signalled < STOPPED_WITHIN
     assert "Traceback" not in err and "waiting for it to end" in err, err
-    assert err.splitlines()[-1] == ("eval-harness: interrupted: the work finished so far is "
-                                    "kept; run the same command again to finish")
+    assert err.splitlines()[-1] == ("eval-harness: interrupted: 0 judgements of dataset 'jd' "
+                                    "stored (the stop came before any pair was judged); run "
+                                    "the same command again to finish")
     assert fake.chat_requests == 0
 
 
@@ -157,15 +163,13 @@ def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path
 GATE_DAY = "2025-01-15"
 
 
-def gate_config(location, tmp_path: Path, n_answers: int) -> Path:
-    """``n_answers`` answers on GATE_DAY and a config gating them with the rule gates and the
-    two LLM gates (judge 1 on the fake provider, 4 requests at a time): two judgements per
-    answer."""
+def insert_answers(location, tmp_path: Path, numbers: range) -> None:
+    """Answers ``a<i>`` for each ``i`` of ``numbers`` on GATE_DAY."""
     from psycopg.types.json import Jsonb
 
     tag = tmp_path.name[-12:]
     with location.connection() as conn:
-        for i in range(n_answers):
+        for i in numbers:
             conn.execute("INSERT INTO answers (id, query, answer, sources, created_at) "
                          "VALUES (%s, %s, %s, %s, %s)",
                          (f"a{i:02d}", f"Does aspirin help, case {i}? {tag}",
@@ -173,6 +177,13 @@ def gate_config(location, tmp_path: Path, n_answers: int) -> Path:
                           Jsonb([{"id": "d1", "text": f"Aspirin reduces heart risk. {tag}"}]),
                           f"{GATE_DAY}T{8 + i % 10:02d}:00:00Z"))
         conn.commit()
+
+
+def gate_config(location, tmp_path: Path, n_answers: int) -> Path:
+    """``n_answers`` answers on GATE_DAY and a config gating them with the rule gates and the
+    two LLM gates (judge 1 on the fake provider, 4 requests at a time): two judgements per
+    answer."""
+    insert_answers(location, tmp_path, range(n_answers))
     config = tmp_path / "config.yaml"
     config.write_text(textwrap.dedent("""
         judges:
@@ -203,35 +214,41 @@ def test_a_stopped_gate_run_stores_what_it_evaluated_and_the_rerun_does_the_rest
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
 
-    answers = 20
-    config = gate_config(fresh, tmp_path, answers)
+    answers, before = 20, 5  # `before` answers were gated by an earlier run
+    config = gate_config(fresh, tmp_path, before)
+    settings = library_settings(config, fresh, fake)
+    run_quality_gates(fresh, TimeWindow.day(date.fromisoformat(GATE_DAY)),
+                      configured_gates(settings))
+    earlier = fake.chat_requests  # two judgements per answer
+    insert_answers(fresh, tmp_path, range(before, before + answers))
     env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"), **fake_keys(fake))
     fake.hold_replies_after(6)
     gate = cli("--config", config, "gate", *window, "--json", "--junit-xml",
                tmp_path / "junit.xml", env=env, cwd=tmp_path)
-    signalled, sent = stop_after_replies(gate, fake, fresh, 6, 4, signum)
+    signalled, sent = stop_after_replies(gate, fake, fresh, earlier + 6, 4, signum)
     code, out, err = finish(gate, timeout=60)
     assert code == EXIT_CODE[signum], err
     assert time.monotonic() - signalled < STOPPED_WITHIN
     line = interrupted_line(err)
+    assert earlier == 2 * before
     assert fake.chat_requests == sent  # nothing was sent after the signal
     assert ledger_counts(fresh) == (sent, sent)  # every reply that arrived is stored
-    # grounding goes first for every answer, so none has all its gates yet; each grounding
-    # result whose reply arrived is stored, with both rule gates' results of every answer
+    # grounding goes first for every answer, so none of this run's has all its gates yet;
+    # each grounding result whose reply arrived is stored, with both rule gates' results of
+    # every answer; the line counts what is stored, the earlier run's answers included
     results = scalar(fresh, "SELECT count(*) FROM gate_results")
-    assert results == 2 * answers + sent
-    assert line == (f"eval-harness: interrupted: 0 of {answers} answers gated ({results} gate "
-                    "results stored); run the same command again to finish")
-    assert "interrupted: 0 of" in (tmp_path / "junit.xml").read_text()
+    assert results == 4 * before + 2 * answers + (sent - earlier)
+    assert line == (f"eval-harness: interrupted: {before} of {before + answers} answers gated "
+                    f"({results} gate results stored); run the same command again to finish")
+    assert f"interrupted: {before} of" in (tmp_path / "junit.xml").read_text()
 
-    settings = library_settings(config, fresh, fake)
     rerun = run_quality_gates(fresh, TimeWindow.day(date.fromisoformat(GATE_DAY)),
                               configured_gates(settings))
     assert {s.gate: s.evaluated_now for s in rerun.summaries} == {
-        "format_compliance": 0, "citation_coverage": 0, "grounding": answers - sent,
-        "answer_reward": answers}
-    judgements = 2 * answers  # grounding and answer_reward, one request each
-    assert fake.chat_requests == judgements  # each paid for once, over both runs
+        "format_compliance": 0, "citation_coverage": 0,
+        "grounding": answers - (sent - earlier), "answer_reward": answers}
+    judgements = 2 * (before + answers)  # grounding and answer_reward, one request each
+    assert fake.chat_requests == judgements  # each paid for once, over the three runs
     assert ledger_counts(fresh) == (judgements, judgements)
 
 
@@ -305,11 +322,17 @@ def test_a_stopped_calibration_writes_nothing(fresh, tmp_path):
 
 def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_step(
         fresh, tmp_path, fake):
+    """Ctrl-C in the terminal (SIGINT to the whole process group, Dagster's log-mirroring
+    helpers included: they printed two `watch_orphans` KeyboardInterrupt tracebacks): one
+    line, and the Dagster run ends canceled (it ended as a failure "interrupted
+    unexpectedly")."""
     config = judge_config(fresh, tmp_path)
-    env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"), **fake_keys(fake))
+    home = tmp_path / "dagster"
+    env = child_env(fresh, DAGSTER_HOME=str(home), **fake_keys(fake))
     fake.hold_replies_after(10)
-    run = cli("--config", config, "run", env=env, cwd=tmp_path)
-    signalled, sent = stop_after_replies(run, fake, fresh, 10, 2 * 4, signal.SIGINT)
+    run = cli("--config", config, "run", env=env, cwd=tmp_path, start_new_session=True)
+    signalled, sent = stop_after_replies(run, fake, fresh, 10, 2 * 4, signal.SIGINT,
+                                         group=True)
     code, out, err = finish(run, timeout=60)
     assert code == 130, err
     assert time.monotonic() - signalled < STOPPED_WITHIN
@@ -317,11 +340,12 @@ def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_st
     line = interrupted_line(err)
     assert line.startswith("eval-harness: interrupted: stopped during [1/3] nightly pipeline "
                            f"(step dual_judge_scores): {sent} of "), line
-    assert line.endswith(" judgements kept; the later steps did not run; run the same command "
-                         "again to finish"), line
+    assert line.endswith(" judgements stored; the later steps did not run; run the same "
+                         "command again to finish"), line
     assert "[1/3]" in out and "[2/3]" not in out and "[3/3]" not in out, out
     assert fake.chat_requests == sent
     assert ledger_counts(fresh) == (sent, sent)
+    assert list(dagster_run_statuses(home).values()) == ["CANCELED"]
 
 
 def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, tmp_path):
@@ -332,7 +356,8 @@ def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, 
     config.write_text(f"default_dataset: ing\ndatasets:\n  ing: {{path: {folder}}}\n"
                       f"history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}\n"
                       "judges: {judge1: local:lexical, judge2: local:embedding}\n")
-    env = child_env(fresh, DAGSTER_HOME=str(tmp_path / "dagster"))
+    home = tmp_path / "dagster"
+    env = child_env(fresh, DAGSTER_HOME=str(home))
     with held(fresh, "l2_insights"):
         run = cli("--config", config, "run", env=env, cwd=tmp_path)
         wait_until(lambda: lock_waiters(fresh) >= 1, what="the ingest step to wait on the lock",
@@ -348,6 +373,8 @@ def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, 
         "finished is kept; the later steps did not run; run the same command again to finish")
     assert "[2/3]" not in out and "[3/3]" not in out, out
     assert scalar(fresh, "SELECT count(*) FROM l2_insights WHERE dataset = 'ing'") == 0
+    # canceled, as Dagster's own termination ends a run (not "interrupted unexpectedly")
+    assert list(dagster_run_statuses(home).values()) == ["CANCELED"]
 
 
 def test_a_stopped_batch_judge_run_stops_waiting_and_the_rerun_resumes_its_batches(
@@ -382,3 +409,37 @@ def test_a_stopped_batch_judge_run_stops_waiting_and_the_rerun_resumes_its_batch
         rerun = judge_dataset(conn, library_settings(config, fresh, fake), "jd", batch=True)
     assert rerun.complete and rerun.batch.resumed_batches == 2 and rerun.batch.batches == 0
     assert len(fake.batch_submissions()) == 2 and fake.chat_requests == 0
+
+
+@pytest.mark.xfail(strict=False, reason="depends on the stops branch (issue #31 item 2): the "
+                   "judges' rate-limiter waits end at the signal only there")
+def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
+        fresh, tmp_path, fake):
+    """LLM judges on the fake provider at the shipped rates, SIGTERM 25 s in: exit 143 within
+    3 s, one line naming what is stored, no run left unfinished; the rerun asks for the rest."""
+    from eval_harness.judges.dual.run import judge_dataset
+    fast, home = judge_config(fresh, tmp_path, n_queries=40), tmp_path / "dagster"
+    shipped = two_judges_config(tmp_path / "judged", tmp_path, concurrency=8,  # config.yaml's
+                                rates=SHIPPED_RATES, name="shipped-rates.yaml")
+    run = cli("--config", shipped, "run", env=child_env(fresh, DAGSTER_HOME=str(home),
+                                                        **fake_keys(fake)), cwd=tmp_path)
+    time.sleep(25)
+    assert run.poll() is None, run.communicate()
+    run.send_signal(signal.SIGTERM)
+    signalled, sent = time.monotonic(), fake.chat_requests
+    try:
+        code, out, err = finish(run, timeout=30)
+    finally:
+        run.kill()  # a run that did not stop does not outlive the test
+    took = time.monotonic() - signalled
+    assert code == 143 and "Traceback" not in out, err
+    line = interrupted_line(err)
+    assert " judgements stored; the later steps did not run; " in line, line
+    stored, judgements = kept_of("interrupted: " + line.split("judge_scores): ", 1)[1])
+    assert not {"NOT_STARTED", "STARTING", "STARTED"} & set(dagster_run_statuses(home).values())
+    assert took < 3.0, took  # the issue's bound; the limiter's waits decide it
+    assert fake.chat_requests <= sent + 2 * 8  # at most the requests on their way
+    with fresh.connection() as conn:
+        rerun = judge_dataset(conn, library_settings(fast, fresh, fake), "jd")
+    assert rerun.complete and judgements == 2 * rerun.pairs
+    assert rerun.provider_calls == judgements - stored  # only the rest

@@ -260,7 +260,10 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     args = (parser or build_parser()).parse_args(argv)
     quiet_psycopg_warnings()
     with stopping.handle_stop_signals():
-        return _run_command(args)
+        code = _run_command(args)
+    if argv is None:  # the process's own command line: it ends here, at once
+        stopping.end_process(code)
+    return code
 
 
 def _run_command(args: argparse.Namespace) -> int:

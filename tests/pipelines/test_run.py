@@ -21,6 +21,7 @@ import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 import pytest
 
+from colliding_processes import dagster_run_statuses
 from scratch_databases import scratch_database
 from eval_harness.store import migrate
 from eval_harness.store.demo_rag import build_rag_answers, build_rag_store
@@ -178,6 +179,46 @@ def test_run_writes_the_report_with_every_section(project, first_run):
                                  for src in parser.images)
     assert (project["root"] / "reports" / "latest.html").is_file()
     assert html.with_name("report.md").is_file()
+
+
+STOPPED_WITHIN = 3.0  # seconds from the signal to the exit (issue #31)
+
+
+def test_a_run_stopped_25_s_in_says_what_is_stored_and_leaves_no_dagster_run_unfinished(
+        project, first_run):
+    """Ctrl-C in the terminal (SIGINT to the command's process group) 25 s into a rerun at
+    the shipped config (local judges, no API key): exit 130 within 3 s, one line saying what
+    is stored (everything, from the first run), no traceback, and no Dagster run left
+    NOT_STARTED or STARTED. The rerun after it is the next test's, which adds nothing."""
+    import signal
+    import time
+
+    home = project["root"] / ".eval-harness" / "dagster"
+    process = subprocess.Popen([str(EVAL_HARNESS), "--config", str(project["config"]), "run"],
+                               cwd=project["root"], env=project["env"], text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    time.sleep(25)
+    assert process.poll() is None, process.communicate()
+    os.killpg(process.pid, signal.SIGINT)
+    signalled = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    took = time.monotonic() - signalled
+    assert process.returncode == 130, err
+    assert took < STOPPED_WITHIN, (took, err)
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    notices = ("eval-harness: config:", "judge1: ", "judge2: ")
+    assert [line for line in lines if not line.startswith(notices)] == lines[-1:], err
+    line = lines[-1]
+    assert line.startswith("eval-harness: interrupted: stopped during ["), line
+    assert line.endswith("; the later steps did not run; run the same command again to "
+                         "finish"), line
+    if "(step dual_judge_scores)" in line:  # every judgement was stored by the first run
+        assert ("3,168 of 3,168 judgements stored" in line
+                or "3,168 judgements of dataset 'scifact' stored" in line), line
+    statuses = dagster_run_statuses(home)
+    assert not {"NOT_STARTED", "STARTING", "STARTED"} & set(statuses.values()), statuses
 
 
 def test_second_run_adds_nothing_and_strict_exits_1(project, first_run):

@@ -18,6 +18,7 @@ The BEIR ingest (``beir`` + ``ingest``) and the fake LLM provider (the ``fake`` 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -49,13 +50,30 @@ def child_env(location, **extra: str) -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str], cwd: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen([str(a) for a in argv], env=env, cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
 
-def cli(*args, env, cwd) -> subprocess.Popen:
-    return spawn([CLI, *args], env, cwd)
+def cli(*args, env, cwd, **popen) -> subprocess.Popen:
+    """``eval-harness args...``; ``start_new_session=True`` gives it a process group of its
+    own, as a shell gives a command, for :func:`ctrl_c`."""
+    return spawn([CLI, *args], env, cwd, **popen)
+
+
+def ctrl_c(process: subprocess.Popen) -> None:
+    """What a terminal's Ctrl-C does: SIGINT to the command's whole process group (its own
+    helper processes included), not to the command alone."""
+    os.killpg(process.pid, signal.SIGINT)
+
+
+def dagster_run_statuses(home: Path) -> dict[str, str]:
+    """{run id: status name} of every run in the Dagster instance of DAGSTER_HOME ``home``."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        return {run.run_id: run.status.value for run in instance.get_runs()}
 
 
 def python(code: str, *args, env, cwd) -> subprocess.Popen:
@@ -139,9 +157,19 @@ def beir(folder: Path, n_docs: int = 40, n_queries: int = 8, seed: int = 0,
     return write_beir(folder, docs, queries, qrels, seed=seed)
 
 
-def judges_yaml(concurrency: int) -> str:
+FAST_RATES = {"openai": (100000, None), "anthropic": (100000, None)}  # no limit to speak of
+SHIPPED_RATES = {"openai": (500, 30000), "anthropic": (50, 50000)}  # config.yaml's
+
+
+def judges_yaml(concurrency: int, rates: dict = FAST_RATES) -> str:
     """config.yaml's ``judges:`` block for an OpenAI and an Anthropic judge on the fake
-    provider, ``concurrency`` requests at a time each, no rate limit to speak of."""
+    provider, ``concurrency`` requests at a time each, at ``rates`` ({provider: (requests,
+    tokens) per minute})."""
+    def limit(provider: str) -> str:
+        requests, tokens = rates[provider]
+        return (f"{{requests_per_minute: {requests}, tokens_per_minute: "
+                f"{'null' if tokens is None else tokens}}}")
+
     return textwrap.dedent(f"""
         judges:
           judge1: openai:gpt-4o
@@ -150,22 +178,23 @@ def judges_yaml(concurrency: int) -> str:
           concurrency: {concurrency}
           hybrid_top_k: 2
           rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
+            openai: {limit("openai")}
+            anthropic: {limit("anthropic")}
     """)
 
 
-def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path:
-    """A config.yaml in ``tmp_path`` judging the dataset ``jd`` (ingested from ``folder``)
-    with :func:`judges_yaml`'s two judges."""
-    config = tmp_path / "config.yaml"
+def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int,
+                      rates: dict = FAST_RATES, name: str = "config.yaml") -> Path:
+    """A config file ``name`` in ``tmp_path`` judging the dataset ``jd`` (ingested from
+    ``folder``) with :func:`judges_yaml`'s two judges."""
+    config = tmp_path / name
     config.write_text(textwrap.dedent(f"""
         default_dataset: jd
         datasets:
           jd: {{path: {folder}}}
         hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
         history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
-    """) + judges_yaml(concurrency))
+    """) + judges_yaml(concurrency, rates))
     return config
 
 

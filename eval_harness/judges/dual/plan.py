@@ -38,6 +38,7 @@ from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_i
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
 from eval_harness.store.corpus import document_rows
 from eval_harness.settings import Settings
+from eval_harness import stopping
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
         pools = grid_pool(conn, dataset, settings, [int(r[0]) for r in rows])
     planned = []
     for query_id, external_id, text, embedding, expected in rows:
+        stopping.check()  # a search per query: a stop ends the planning (seconds, not minutes)
         vector = None if embedding is None else as_vector(embedding)
         hits = []
         pool = () if pools is None else pools.get(int(query_id), ())

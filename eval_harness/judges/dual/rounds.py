@@ -42,7 +42,8 @@ async def _not_asked() -> None:
 
 async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence[Passage], *,
                       query_id: int | None,
-                      on_pair: Callable[[Sequence[object]], None] = lambda results: None,
+                      on_pair: Callable[[Passage, Sequence[object]], None] = (
+                          lambda document, results: None),
                       with_judge2: bool = True
                       ) -> tuple[list[JudgeResult[float]], list[JudgeResult[float] | None]]:
     """Both judges' relevance results for every document (judges in parallel per pair).
@@ -51,7 +52,8 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     :class:`~eval_harness.judges.client.runner.RunStopped` is raised if the budget or a provider's
     exhausted quota or a rejected key stopped the run before all were judged. With
     ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
-    ``on_pair(results)`` is called as each pair is done (a result or exception per judge).
+    ``on_pair(document, results)`` is called as each pair is done (a result or exception
+    per judge).
     """
     async def pair(document: Passage):
         results = await asyncio.gather(
@@ -59,7 +61,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
             session.judge2.relevance(query, document, query_id=query_id) if with_judge2
             else _not_asked(),
             return_exceptions=True)
-        on_pair(results)
+        on_pair(document, results)
         return results
 
     pairs = await asyncio.gather(*(pair(d) for d in documents))
@@ -94,6 +96,9 @@ class JudgingRounds:
         self.pooled: tuple[list, list, list] = ([], [], [])
         # query id -> the stored scores of judge 1 and judge 2 (what test-retest starts from)
         self.first_scores: dict[int, tuple[list, list]] = {}
+        # query id -> (document id, judge 1 or 2) of the LLM replies this run stored for a
+        # query whose row it has not written yet (once written, the row says what is stored)
+        self._replies: dict[int, set[tuple[int, int]]] = {}
 
     async def judge_round(self, plans: Sequence[PlannedQuery], with_judge2: bool) -> None:
         """Judge and store ``plans`` (judge 2 only ``with_judge2``); the queries another run
@@ -114,11 +119,20 @@ class JudgingRounds:
                 self._claims.release(free)
             waiting = [p for p in waiting if p.text not in free]
 
-    def pair_done(self, results: Sequence[object] = ()) -> None:
+    def pair_done(self, query_id: int, document: Passage, results: Sequence[object] = ()) -> None:
         self._judged += 1
         self._summary.judgements_kept += _kept(results, local=False)  # its reply is stored
+        for judge, result in enumerate(results, start=1):
+            if _kept([result], local=False):
+                self._replies.setdefault(query_id, set()).add((int(document.id), judge))
         if self._progress is not None:
             self._progress(self._judged, self._summary.pairs)
+
+    def unwritten_replies(self) -> list[tuple[int, int, int]]:
+        """``(query id, document id, judge)`` of the replies this run stored for queries whose
+        rows it has not written (a stopped run's rerun finds them in the reply cache)."""
+        return [(query_id, doc_id, judge) for query_id, pairs in self._replies.items()
+                for doc_id, judge in pairs]
 
     async def _judge_all(self, plans: Sequence[PlannedQuery],
                          with_judge2: bool) -> list[PlannedQuery]:
@@ -147,7 +161,9 @@ class JudgingRounds:
                 try:
                     results1, results2 = await judge_pairs(
                         self._session, query, docs, query_id=plan.query_id,
-                        on_pair=self.pair_done, with_judge2=with_judge2)
+                        on_pair=lambda document, results: self.pair_done(
+                            plan.query_id, document, results),
+                        with_judge2=with_judge2)
                 except StoreLost:
                     raise  # nothing more can be stored: end the run now
                 except RunStopped:
@@ -183,6 +199,7 @@ class JudgingRounds:
             summary.changed_meanwhile += 1
             return
         summary.queries_written += 1
+        self._replies.pop(plan.query_id, None)
         summary.judgements_kept += _kept([*results1, *results2], local=True)
         summary.queries_changed += changed
         summary.pairs_written += len(plan.doc_ids)

@@ -273,6 +273,12 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
         summary.pooled_kappa = pair_kappa(*rounds.pooled[:2], threshold=threshold)
         summary.stopped = session.pipeline.stopped
         summary.stop_reason = session.pipeline.stop_reason
+        if summary.stopped == "interrupt":  # the line says what is stored, not what was added
+            usable(conn)
+            summary.judgements_stored = ground_truth.stored_judgements(
+                conn, dataset, judges=(session.judge1.spec, session.judge2.spec),
+                planned=[(p.query_id, p.doc_ids) for p in planned],
+                replies=rounds.unwritten_replies())
         summary.paused_s = sum(session.pipeline.limiter(name).controller.paused_seconds
                                for name in session.pipeline.providers)
         summary.wait_notices = session.wait_notices()
@@ -346,10 +352,39 @@ def judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: str,
     ends it with :class:`~eval_harness.stopping.Interrupted` once what was judged is stored
     (see the module docstring)."""
     with stopping.cooperative():
-        summary = _run(judge_dataset_async(conn, settings, dataset, **options))
+        try:
+            summary = _run(judge_dataset_async(conn, settings, dataset, **options))
+        except (stopping.Interrupted, psycopg.errors.QueryCanceled) as exc:
+            # stopped before any pair: while planning, or waiting for another run's lock
+            kept = stored_before_judging(conn, dataset) if stopping.requested() else None
+            if kept is not None:
+                stopping.note_kept(kept)  # also for a caller that learns of the stop later
+                if isinstance(exc, stopping.Interrupted):
+                    exc.kept = kept
+            raise
         if summary.stopped == "interrupt":
-            stopping.note_kept(summary.kept())
+            stopping.note_kept(summary.stored())
     return summary
+
+
+def stored_before_judging(conn: psycopg.Connection, dataset: str) -> str | None:
+    """What a run stopped before it judged anything leaves stored: the judgements of
+    ``dataset`` in the store (by any judges: which ones the run would use is not known yet);
+    None when the store cannot say."""
+    try:
+        usable(conn)
+        stored = ground_truth.stored_judgements(conn, dataset)
+    except psycopg.Error:
+        return None
+    return (f"{stored:,} judgements of dataset '{dataset}' stored (the stop came before any "
+            "pair was judged)")
+
+
+def usable(conn: psycopg.Connection) -> None:
+    """Roll back a transaction that a cancelled statement (a stopped lock wait) aborted, so
+    that ``conn`` can count what is stored."""
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        conn.rollback()
 
 
 # ---------------------------------------------------------------------------------------

@@ -71,6 +71,8 @@ class JudgeRunSummary:
     judge2_skipped: int = 0         # pairs judge 2 was not asked (staged judging)
     staging: StagingReport | None = None
     judgements_kept: int = 0        # LLM results with a stored reply, local ones written
+    judgements_stored: int | None = None  # a stopped run: the plan's judgements in the store,
+                                          # from this run or an earlier one
     retest: list[JudgeRetest] | None = None  # judges.retest / --retest: each judge's figures
     anchors: list[AnchorComparison] | None = None  # judges.anchors: each judge vs its frozen self
     anchors_frozen: int = 0         # pairs this run froze as the anchor set (its first run)
@@ -78,12 +80,21 @@ class JudgeRunSummary:
     refrozen: Refrozen | None = None  # judge --refreeze-anchors: the set dropped, the new one
 
     def kept(self) -> str:
-        """What a stopped run keeps, for the line the command prints."""
-        kept = f"{self.judgements_kept:,} of {2 * self.pairs:,} judgements kept"
-        if self.batch is not None and self.batch.unfinished:
-            kept += (f" ({self.batch.unfinished:,} more wait in provider batches still running: "
-                     "the next batch run collects them without paying again)")
-        return kept
+        """What a run the store went away under kept (the store cannot be asked then)."""
+        return f"{self.judgements_kept:,} of {2 * self.pairs:,} judgements kept" + self._waiting()
+
+    def stored(self) -> str:
+        """What a run the user stopped leaves stored, for the line the command prints: the
+        planned judgements in the store, whichever run stored them (a rerun does the rest)."""
+        stored = (self.judgements_kept if self.judgements_stored is None
+                  else self.judgements_stored)
+        return f"{stored:,} of {2 * self.pairs:,} judgements stored" + self._waiting()
+
+    def _waiting(self) -> str:
+        if self.batch is None or not self.batch.unfinished:
+            return ""
+        return (f" ({self.batch.unfinished:,} more wait in provider batches still running: "
+                "the next batch run collects them without paying again)")
 
     @property
     def scored(self) -> int:
