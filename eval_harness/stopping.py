@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOPPED_EXIT_CODES = tuple(128 + int(sig) for sig in STOP_SIGNALS)  # 130, 143
 
 
 RERUN = "run the same command again to finish"
@@ -223,8 +224,10 @@ def end_process(code: int) -> None:
     machine, all of the few seconds a stopped command may take. The command's work is done
     and written by now: the exit hooks run as at any exit (the embedded server's shutdown,
     logging's flush, temporary folders), the output is flushed, and the process ends; the
-    system takes its memory back. Only for a process whose command ends it (``eval-harness``,
-    ``python -m eval_harness.cli``), never for a caller that goes on (a test calling main)."""
+    system takes its memory back. Only for a stopped command's own process (``eval-harness``,
+    ``python -m eval_harness.cli``, exiting 130 or 143), never for a caller that goes on (a
+    test calling main), nor for a command that finished: its exit is the interpreter's own,
+    which also closes what a library left open."""
     import atexit
     import logging
 

@@ -261,8 +261,8 @@ def main(argv: list[str] | None = None, *, parser: argparse.ArgumentParser | Non
     quiet_psycopg_warnings()
     with stopping.handle_stop_signals():
         code = _run_command(args)
-    if argv is None:  # the process's own command line: it ends here, at once
-        stopping.end_process(code)
+    if argv is None and code in stopping.STOPPED_EXIT_CODES:
+        stopping.end_process(code)  # a stopped command's own process ends here, at once
     return code
 
 
