@@ -139,9 +139,28 @@ def beir(folder: Path, n_docs: int = 40, n_queries: int = 8, seed: int = 0,
     return write_beir(folder, docs, queries, qrels, seed=seed)
 
 
-def judges_yaml(concurrency: int) -> str:
+def shipped_judge_limits() -> tuple[dict[str, tuple[float, float | None]], int]:
+    """The shipped config.yaml's ``judges.rate_limits`` (provider -> requests and tokens per
+    minute) and ``judges.concurrency``, read from the file itself."""
+    from eval_harness.settings import load_settings
+
+    judges = load_settings(REPO / "config.yaml", environ={}).judges
+    return ({name: (limit.requests_per_minute, limit.tokens_per_minute)
+             for name, limit in judges.rate_limits.items()}, judges.concurrency)
+
+
+def rate_limits_yaml(limits: dict[str, tuple[float, float | None]] | None) -> str:
+    """``judges.rate_limits`` as flow-style YAML lines (None: no rate limit to speak of)."""
+    limits = limits or {"openai": (100000, None), "anthropic": (100000, None)}
+    return "".join(f"    {name}: {{requests_per_minute: {rpm:g}, tokens_per_minute: "
+                   f"{'null' if tpm is None else format(tpm, 'g')}}}\n"
+                   for name, (rpm, tpm) in limits.items())
+
+
+def judges_yaml(concurrency: int, rate_limits=None) -> str:
     """config.yaml's ``judges:`` block for an OpenAI and an Anthropic judge on the fake
-    provider, ``concurrency`` requests at a time each, no rate limit to speak of."""
+    provider, ``concurrency`` requests at a time each, at ``rate_limits`` (see
+    :func:`rate_limits_yaml`; default: no rate limit to speak of)."""
     return textwrap.dedent(f"""
         judges:
           judge1: openai:gpt-4o
@@ -150,12 +169,11 @@ def judges_yaml(concurrency: int) -> str:
           concurrency: {concurrency}
           hybrid_top_k: 2
           rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
-    """)
+    """) + rate_limits_yaml(rate_limits)
 
 
-def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path:
+def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int,
+                      rate_limits=None) -> Path:
     """A config.yaml in ``tmp_path`` judging the dataset ``jd`` (ingested from ``folder``)
     with :func:`judges_yaml`'s two judges."""
     config = tmp_path / "config.yaml"
@@ -165,7 +183,7 @@ def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int) -> Path
           jd: {{path: {folder}}}
         hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
         history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
-    """) + judges_yaml(concurrency))
+    """) + judges_yaml(concurrency, rate_limits))
     return config
 
 

@@ -12,7 +12,8 @@ through :func:`wait_unless`, which ends it the moment the stop's event is set.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Awaitable, TypeVar
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # the commands import this module: it must not load the provider SDKs
     from eval_harness.judges.client.retry import ErrorInfo
@@ -71,7 +72,9 @@ STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, Authenticati
 # stops after which a call waiting for a slot is not sent: the provider would refuse it, the
 # user asked to stop, or its reply could not be stored
 REFUSING_STOPS = ("quota", "auth", "interrupt", "store")
-INTERRUPT_GRACE_SECONDS = 3.0  # what a request sent before a stop signal gets to deliver
+# what a request sent before a stop signal gets to deliver: short enough that a stopped
+# command exits within 3 s of the signal (issue #31), long enough for a relevance reply
+INTERRUPT_GRACE_SECONDS = 2.0
 
 
 async def wait_unless(stop: asyncio.Event, waiting: Awaitable[T]) -> T | object:
