@@ -449,7 +449,7 @@ def test_at_the_shipped_rates_a_signal_25_s_in_ends_the_command_within_3_s(
         argv = ("--config", config, "gate", "--since", GATE_DAY)
     run = cli(*argv, env=env, cwd=tmp_path)
     signalled, sent = signalled_at(run, SIGNAL_AFTER, signum, fake)
-    code, out, err = finish(run, timeout=300)
+    code, _, err = finish(run, timeout=300)
     took = time.monotonic() - signalled
     assert code == EXIT_CODE[signum], err
     assert took < SHIPPED_STOP_WITHIN, f"{took:.1f} s after the signal\n{err}"
@@ -528,7 +528,8 @@ def test_a_calibration_waiting_for_the_history_file_stops_at_once_and_writes_not
         code = run.wait(timeout=30)
         took = time.monotonic() - signalled
         reader.join()
-        out, err = run.stdout.read(), "".join(lines)
+        run.stdout.read()
+        err = "".join(lines)
     finally:
         holder.kill()
         holder.wait()
@@ -540,7 +541,7 @@ def test_a_calibration_waiting_for_the_history_file_stops_at_once_and_writes_not
     assert config.read_text() == before
     assert scalar(fresh, "SELECT count(*) FROM calibrated_weights") == 0
 
-    code, out, err = finish(cli("--config", config, "calibrate", env=env, cwd=tmp_path))
+    code, _, err = finish(cli("--config", config, "calibrate", env=env, cwd=tmp_path))
     assert code in (0, 1), err  # 1: the verdict on this tiny dataset is "failure"
     assert scalar(fresh, "SELECT count(*) FROM calibrated_weights") == 1
     import duckdb

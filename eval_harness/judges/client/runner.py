@@ -244,8 +244,8 @@ class CallPipeline:
         """The user asked to stop: send nothing more; requests on their way get
         ``grace_seconds`` to deliver their replies (stored as usual), then are abandoned.
         Called on the event loop (the session schedules it from the signal handler)."""
-        if self.stopped:
-            return
+        if self.stopped in REFUSING_STOPS:
+            return  # already sending nothing (a used-up budget still lets reserved calls go)
         self.stop("interrupt", "the run was interrupted: no request was sent after the "
                                "signal, replies already on their way were stored")
         self.halted.set()
