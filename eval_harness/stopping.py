@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -36,6 +37,7 @@ STOPPED_EXIT_CODES = tuple(128 + int(sig) for sig in STOP_SIGNALS)  # 130, 143
 
 
 RERUN = "run the same command again to finish"
+_SLEEP_STEP_S = 0.05  # how soon sleep() sees a stop
 
 
 class Interrupted(KeyboardInterrupt):
@@ -90,6 +92,18 @@ def check(kept: str | None = None) -> None:
     signum = requested()
     if signum is not None:
         raise Interrupted(signum, kept or _state.kept)
+
+
+def sleep(seconds: float, kept: str | None = None) -> None:
+    """``time.sleep(seconds)`` that a stop ends: raises :class:`Interrupted` as soon as a stop
+    is asked for (before or during it), also inside a :func:`cooperative` block, where the
+    signal itself raises nothing. For the synchronous waits of work that stops itself (a
+    lock held by another process, polled)."""
+    deadline = time.monotonic() + seconds
+    check(kept)
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, _SLEEP_STEP_S))
+        check(kept)
 
 
 def note_kept(kept: str) -> None:

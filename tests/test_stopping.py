@@ -16,7 +16,8 @@ import pytest
 
 from eval_harness import stopping
 from eval_harness.judges.client.session import JudgeSession
-from eval_harness.judges.client.stops import RunInterrupted, StoreLost
+from eval_harness.judges.client.stops import RunInterrupted, RunStopped, StoreLost
+from eval_harness.settings.judges import RateLimit
 from fake_llm_server import judge_settings
 
 
@@ -174,3 +175,31 @@ def test_an_interrupt_python_can_only_report_is_not_printed_once_a_stop_is_asked
                 RaisesOnCollect(ValueError("not a stop"))
                 gc.collect()
     assert reported == [ValueError]
+
+
+@pytest.mark.parametrize("budget_stop_first", [False, True], ids=["interrupt", "after-budget"])
+def test_calls_queued_at_the_rate_limiter_give_up_at_the_interrupt(settings, conn, fake,
+                                                                   budget_stop_first):
+    """At 6 requests/min each queued call would wait 10 s for its slot: the interrupt ends
+    every wait at once, also after a used-up budget had stopped the run (which lets calls
+    already reserved go on, so it must not make the interrupt a no-op)."""
+    config = judge_settings(settings, fake, judge1="openai:gpt-4o", judge2="local:lexical",
+                            concurrency=2, rate_limits={"openai": RateLimit(6, None),
+                                                        "anthropic": RateLimit(6, None)})
+    session = JudgeSession(config, conn, run_id=uuid.uuid4().hex[:12])
+
+    async def run():
+        async with session:
+            calls = [asyncio.ensure_future(session.judge1.relevance(
+                f"query {i} {uuid.uuid4().hex}", "a document")) for i in range(4)]
+            await asyncio.sleep(0.3)  # every call waits: for the limiter, or for a slot
+            if budget_stop_first:
+                session.pipeline.stop("budget", "the budget is used up")
+            session.pipeline.interrupt()
+            started = time.monotonic()
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            return results, time.monotonic() - started
+
+    results, seconds = asyncio.run(run())
+    assert all(isinstance(r, RunStopped) for r in results), results
+    assert seconds < 1.0 and fake.chat_requests == 0

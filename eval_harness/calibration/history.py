@@ -10,7 +10,8 @@ the Dagster asset writes it too and also hands the same frame to Dagster's DuckD
 DuckDB lets one process write a database file at a time. Writers here open the file, write
 in one transaction and close it at once; when another process holds the lock they retry with
 capped exponential backoff and jitter (at most ``MAX_LOCK_WAIT_SECONDS`` in all), then fail
-with one sentence. A transaction is all-or-nothing, so a crash never leaves half a grid.
+with one sentence; a stop signal ends the wait at once (:func:`eval_harness.stopping.check`).
+A transaction is all-or-nothing, so a crash never leaves half a grid.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
+from collections.abc import Callable
 
 import duckdb
 import pandas as pd
@@ -28,6 +30,7 @@ from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert
 from eval_harness.calibration.run import CalibrationResult
 from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
                                               figure_from_row)
+from eval_harness import stopping
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 # numeric columns an older history file may lack
@@ -86,13 +89,23 @@ def figure_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> VerdictFigure:
     return figure_from_row(calibrated_row(frame), bands)
 
 
-def append_grid_history(path: Path | str, frame: pd.DataFrame) -> int:
-    """Append ``frame`` (see :func:`grid_frame`) to ``calibration_grid_history``; rows written."""
-    with open_history(Path(path)) as con:
-        con.begin()
-        insert_grid_rows(con, frame)
-        con.commit()
+def append_grid_history(path: Path | str, frame: pd.DataFrame, *,
+                        history: duckdb.DuckDBPyConnection | None = None) -> int:
+    """Append ``frame`` (see :func:`grid_frame`) to ``calibration_grid_history``; rows written.
+    ``history``: the file at ``path`` already opened (:func:`open_history`), else it is
+    opened and closed here."""
+    if history is not None:
+        _append(history, frame)
+    else:
+        with open_history(Path(path)) as con:
+            _append(con, frame)
     return len(frame)
+
+
+def _append(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
+    con.begin()
+    insert_grid_rows(con, frame)
+    con.commit()
 
 
 def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFrame:
@@ -112,7 +125,12 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
     return rows
 
 
-def open_history(path: Path) -> duckdb.DuckDBPyConnection:
+def open_history(path: Path, *,
+                 on_wait: Callable[[], None] | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection to the history file, once no other process holds it (see the module
+    docstring); ``on_wait()`` is called once if it has to wait. A stop signal during the wait
+    raises :class:`~eval_harness.stopping.Interrupted` (also inside a cooperative block:
+    nothing was written by this wait)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -133,5 +151,9 @@ def open_history(path: Path) -> duckdb.DuckDBPyConnection:
                     f"{path} is locked by another process for more than "
                     f"{MAX_LOCK_WAIT_SECONDS:g} s; let it finish (DuckDB allows one writer "
                     f"at a time) and run again.") from None
-            time.sleep(delay * (0.5 + random.random()))  # jitter: writers do not retry in step
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
+            stopping.sleep(delay * (0.5 + random.random()))  # jitter: writers not in step
             delay = min(delay * 2, 1.0)
+

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import yaml
 
+from eval_harness import stopping
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.weights import WEIGHT_DECIMALS, keyword_weight_for
 
@@ -102,7 +103,7 @@ def _writers_take_turns(path: Path) -> Iterator[None]:
             yield
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock_unless_stopped(fd, fcntl)
             try:
                 current = os.stat(path).st_ino
             except FileNotFoundError:
@@ -114,6 +115,17 @@ def _writers_take_turns(path: Path) -> Iterator[None]:
                 return
         finally:
             os.close(fd)  # releases the lock
+
+
+def _lock_unless_stopped(fd: int, fcntl) -> None:
+    """Take the exclusive flock on ``fd``, polling: a blocking flock would sit out a stop
+    signal (it is retried after the handler), and the writer holding it may be slow."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            stopping.sleep(0.02)
 
 
 def _write_weights(path: Path, dataset: str, semantic_weight: float) -> WeightsWritten:

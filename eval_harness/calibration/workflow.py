@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from eval_harness.calibration.decision import WeightDecision
@@ -85,14 +86,16 @@ def publish_calibration(location: StoreLocation, settings: Settings, grid: pd.Da
 
 
 def record_calibration(settings: Settings, result: CalibrationResult,
-                       grid: pd.DataFrame) -> CalibrationRecorded:
+                       grid: pd.DataFrame, *,
+                       history: duckdb.DuckDBPyConnection | None = None) -> CalibrationRecorded:
     """Append ``grid`` (``result``'s :func:`~.history.grid_frame`) to the DuckDB history of
-    ``settings`` and write ``result``'s report under ``reports/``.
+    ``settings`` (``history``: that file, already opened) and write ``result``'s report under
+    ``reports/``.
 
     Raises :class:`~.history.HistoryUnavailable` when the history cannot be written.
     """
     path = settings.history_duckdb_path
-    rows = append_grid_history(path, grid)
+    rows = append_grid_history(path, grid, history=history)
     report, plot = write_calibration_report(settings.root / "reports", result)
     return CalibrationRecorded(path, rows, report, plot)
 

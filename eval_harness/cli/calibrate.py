@@ -111,7 +111,22 @@ def cmd_calibrate(args, settings: Settings) -> int:
 
 def _write_outputs(location, result, settings: Settings, written: dict) -> list[str]:
     """The calibrated_weights row and config.yaml, the DuckDB history, the report
-    (:mod:`eval_harness.calibration.workflow`); fills ``written`` and returns one note each."""
+    (:mod:`eval_harness.calibration.workflow`); fills ``written`` and returns one note each.
+
+    The history file is opened first: when another process holds it, that wait comes before
+    anything is written, so a stop signal during it (which ends it) leaves nothing written."""
+    from eval_harness.calibration.history import MAX_LOCK_WAIT_SECONDS, open_history
+
+    path = settings.history_duckdb_path
+    with open_history(path, on_wait=lambda: print(
+            f"eval-harness: the calibration history {path} is held by another process; "
+            f"waiting for it (at most {MAX_LOCK_WAIT_SECONDS:g} s) before writing anything",
+            file=sys.stderr)) as history:
+        return _write_with_history(location, result, settings, written, history)
+
+
+def _write_with_history(location, result, settings: Settings, written: dict,
+                        history) -> list[str]:
     from eval_harness.calibration.history import grid_frame
     from eval_harness.calibration.workflow import publish_calibration, record_calibration
 
@@ -135,7 +150,7 @@ def _write_outputs(location, result, settings: Settings, written: dict) -> list[
         else:
             notes.append(f"config.yaml: {change.path} already holds {change.key} {weights}; "
                          f"unchanged")
-    recorded = record_calibration(settings, result, grid)
+    recorded = record_calibration(settings, result, grid, history=history)
     written["history"] = str(recorded.history_path)
     notes.append(f"history: {recorded.history_rows} rows of dataset '{dataset}' appended to "
                  f"calibration_grid_history in {recorded.history_path}")

@@ -157,19 +157,28 @@ def beir(folder: Path, n_docs: int = 40, n_queries: int = 8, seed: int = 0,
     return write_beir(folder, docs, queries, qrels, seed=seed)
 
 
-FAST_RATES = {"openai": (100000, None), "anthropic": (100000, None)}  # no limit to speak of
-SHIPPED_RATES = {"openai": (500, 30000), "anthropic": (50, 50000)}  # config.yaml's
+def shipped_judge_limits() -> tuple[dict[str, tuple[float, float | None]], int]:
+    """The shipped config.yaml's ``judges.rate_limits`` (provider -> requests and tokens per
+    minute) and ``judges.concurrency``, read from the file itself."""
+    from eval_harness.settings import load_settings
+
+    judges = load_settings(REPO / "config.yaml", environ={}).judges
+    return ({name: (limit.requests_per_minute, limit.tokens_per_minute)
+             for name, limit in judges.rate_limits.items()}, judges.concurrency)
 
 
-def judges_yaml(concurrency: int, rates: dict = FAST_RATES) -> str:
+def rate_limits_yaml(limits: dict[str, tuple[float, float | None]] | None) -> str:
+    """``judges.rate_limits`` as flow-style YAML lines (None: no rate limit to speak of)."""
+    limits = limits or {"openai": (100000, None), "anthropic": (100000, None)}
+    return "".join(f"    {name}: {{requests_per_minute: {rpm:g}, tokens_per_minute: "
+                   f"{'null' if tpm is None else format(tpm, 'g')}}}\n"
+                   for name, (rpm, tpm) in limits.items())
+
+
+def judges_yaml(concurrency: int, rate_limits=None) -> str:
     """config.yaml's ``judges:`` block for an OpenAI and an Anthropic judge on the fake
-    provider, ``concurrency`` requests at a time each, at ``rates`` ({provider: (requests,
-    tokens) per minute})."""
-    def limit(provider: str) -> str:
-        requests, tokens = rates[provider]
-        return (f"{{requests_per_minute: {requests}, tokens_per_minute: "
-                f"{'null' if tokens is None else tokens}}}")
-
+    provider, ``concurrency`` requests at a time each, at ``rate_limits`` (see
+    :func:`rate_limits_yaml`; default: no rate limit to speak of)."""
     return textwrap.dedent(f"""
         judges:
           judge1: openai:gpt-4o
@@ -178,13 +187,11 @@ def judges_yaml(concurrency: int, rates: dict = FAST_RATES) -> str:
           concurrency: {concurrency}
           hybrid_top_k: 2
           rate_limits:
-            openai: {limit("openai")}
-            anthropic: {limit("anthropic")}
-    """)
+    """) + rate_limits_yaml(rate_limits)
 
 
 def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int,
-                      rates: dict = FAST_RATES, name: str = "config.yaml") -> Path:
+                      rate_limits=None, name: str = "config.yaml") -> Path:
     """A config file ``name`` in ``tmp_path`` judging the dataset ``jd`` (ingested from
     ``folder``) with :func:`judges_yaml`'s two judges."""
     config = tmp_path / name
@@ -194,7 +201,7 @@ def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int,
           jd: {{path: {folder}}}
         hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
         history: {{duckdb_path: {tmp_path / 'history.duckdb'}}}
-    """) + judges_yaml(concurrency, rates))
+    """) + judges_yaml(concurrency, rate_limits))
     return config
 
 

@@ -27,6 +27,13 @@ class FakeTime:
         self.now += seconds
         await asyncio.sleep(0)
 
+    @property
+    def waits(self) -> list[float]:
+        """The sleeps of a millisecond or more: retry backoffs, pauses and polls. The rate
+        limiter at the tests' 1,000,000 requests/min sleeps 60 µs before a request (its
+        bucket starts empty, and refills while nothing is sent), never that long."""
+        return [seconds for seconds in self.sleeps if seconds >= 1e-3]
+
     def options(self, **more) -> dict:
         return {"sleep": self.sleep, "clock": self.clock, **more}
 

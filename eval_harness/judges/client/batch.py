@@ -51,6 +51,7 @@ from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers.base import BatchState, ChatClient
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import CallPipeline, auth_message, quota_message
+from eval_harness.judges.client.stops import wait_unless
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has
@@ -193,7 +194,9 @@ async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
         if pending:
             if clock() >= deadline:
                 break
-            await _sleep_unless_halted(pipeline, sleep, settings.poll_interval_seconds)
+            # a stop signal or a lost store ends the wait (the batches keep running at the
+            # provider, and the next batch run collects them)
+            await wait_unless(pipeline.halted, sleep(settings.poll_interval_seconds))
     for batch in pending:  # still running: billed anyway, so its requests are not made live
         message = (f"the reply is in {batch.provider} batch {batch.batch_id}, still "
                    f"{batch.status} after judges.batch.max_wait_seconds "
@@ -203,18 +206,6 @@ async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
             pipeline.awaiting_batch[key] = message
         report.unfinished += len(batch.planned)
         report.pending_batch_ids.append(batch.batch_id)
-
-
-async def _sleep_unless_halted(pipeline: CallPipeline, sleep: Sleep, seconds: float) -> None:
-    """Wait between polls; a stop signal or a lost store ends the wait (the batches keep
-    running at the provider, and the next batch run collects them)."""
-    waiting = asyncio.ensure_future(sleep(seconds))
-    halted = asyncio.ensure_future(pipeline.halted.wait())
-    try:
-        await asyncio.wait({waiting, halted}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (waiting, halted):
-            task.cancel()
 
 
 async def _poll(pipeline: CallPipeline, batch: _Batch, report: BatchReport) -> bool:

@@ -1,11 +1,16 @@
 """Client-side rate limiting per provider: requests per minute and tokens per minute.
 
 Two token buckets refilled continuously at ``limit / 60`` per second, each holding at most one
-second's worth, so the client never bursts more than a second of traffic and never exceeds the
-per-minute limits by more than that. A request needing more tokens than the bucket holds waits
-for a full bucket and leaves it in debt (later requests wait the debt off). Tokens are
-estimated before the call (see :meth:`ChatRequest.estimated_input_tokens` plus max tokens)
-and the unused part is given back when the real usage is known.
+second's worth. Both start empty: the first request waits one request's worth of time (0.25 s
+at 240 requests/min, 1.2 s at 50/min), so counted from the start no window ever holds more
+than the limits allow (at 240/min: 4 requests in the first second, 240 in the first minute;
+at 50/min: 0 in the first second, 50 in the first minute). A bucket that started full would
+add its second's worth on top of the refill (8 requests in the first second at 240/min, 244
+in the first minute). Later, a client that sent less than the limit for a while may send up
+to one second's worth at once, never more. A request needing more tokens than the bucket
+holds waits for a full bucket and leaves it in debt (later requests wait the debt off).
+Tokens are estimated before the call (see :meth:`ChatRequest.estimated_input_tokens` plus
+max tokens) and the unused part is given back when the real usage is known.
 
 Waiters are served first come, first served. ``clock`` and ``sleep`` are injectable so tests
 run on a fake clock.
@@ -34,6 +39,9 @@ from typing import Awaitable, Callable
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+# A wait shorter than this is the float rounding of a refill, not a wait: sleeping it could
+# leave a clock unmoved (a fake one, or a coarse one) and ask again for ever.
+NO_WAIT_SECONDS = 1e-9
 
 
 class RateLimiter:
@@ -46,8 +54,10 @@ class RateLimiter:
         self._request_capacity = max(1.0, self._request_rate)
         self._token_rate = None if tokens_per_minute is None else tokens_per_minute / 60.0
         self._token_capacity = 0.0 if self._token_rate is None else max(1.0, self._token_rate)
-        self._requests = self._request_capacity
-        self._tokens = self._token_capacity
+        # empty at the start: a full bucket would let a second's worth go on top of the
+        # refill, above the limit in the first second and the first minute
+        self._requests = 0.0
+        self._tokens = 0.0
         self._updated = clock()
         self._paused_until = 0.0
         self._lock = asyncio.Lock()
@@ -75,8 +85,8 @@ class RateLimiter:
             had_tokens = self._token_rate is not None
             self._token_rate = tokens_per_minute / 60.0
             self._token_capacity = max(1.0, self._token_rate)
-            self._tokens = (min(self._tokens, self._token_capacity) if had_tokens
-                            else self._token_capacity)
+            # a newly imposed token limit starts empty, as every bucket does
+            self._tokens = min(self._tokens, self._token_capacity) if had_tokens else 0.0
 
     def hold_at_most(self, requests: float) -> None:
         """Let at most ``requests`` go at once from now (the server said that many remain);
@@ -114,7 +124,7 @@ class RateLimiter:
             while True:
                 self._refill()
                 wait = self._wait_needed(tokens)
-                if wait <= 0.0:
+                if wait <= NO_WAIT_SECONDS:
                     self._requests -= 1.0
                     if self._token_rate is not None:
                         self._tokens -= tokens

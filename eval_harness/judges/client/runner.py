@@ -43,6 +43,12 @@
   or the session saw the connection close): nothing more is sent, since no reply could be
   stored, and requests already sent are abandoned at once. Later calls raise
   :class:`StoreLost`, carrying the store's error.
+* **Waits end at a stop**: after any of the four stops above (no quota, rejected key,
+  interrupted, store lost) a call waiting to be sent gives up at once, wherever it waits
+  (the rate limiter's next slot or the provider's pause, a retry backoff, a budget
+  reservation: :meth:`CallPipeline.unless_stopped`), so a stopped run ends in the time its
+  requests already sent take, not in the time the limiter would take to let every queued
+  call through one slot at a time (minutes at 50 requests/min).
 * **Cache key**: a request carries the base URL of its provider's server (the key includes
   it); :meth:`CallPipeline.cache_key` refuses a request addressed to another server than the
   provider it would be sent to, so a reply is never cached under the wrong server.
@@ -61,7 +67,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Awaitable, Iterable, Mapping, TypeVar
 
 import psycopg
 
@@ -77,8 +83,11 @@ from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import ChatClient
 from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
 from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
-    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPS, AuthenticationRejected, BudgetExhausted,
-    QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message, quota_message)
+    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPPED, STOPS, AuthenticationRejected,
+    BudgetExhausted, QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message,
+    quota_message, wait_unless)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -156,6 +165,7 @@ class CallPipeline:
         self.store_error: BaseException | None = None  # why the store was lost
         self._sending: set[asyncio.Task] = set()  # requests on their way to a provider
         self.halted = asyncio.Event()  # set when the user or the store stops the run
+        self._refusing = asyncio.Event()  # set by every stop after which nothing is sent
         self._secrets = tuple(s for s in secrets if s)
         self._clock, self._sleep = clock, sleep
         self._limiters = {name: self._new_limiter(rate_limits[name], name) for name in providers}
@@ -210,7 +220,20 @@ class CallPipeline:
         this stop raises."""
         if not self.stopped:
             self.stopped, self.stop_reason = kind, reason
+        if kind in REFUSING_STOPS:
+            self._refusing.set()  # every call waiting to be sent gives up at once
         return STOPS.get(kind, RunStopped)(reason)
+
+    async def unless_stopped(self, waiting: Awaitable[T]) -> T:
+        """``waiting``'s result, unless the run is stopped so that nothing more is sent (the
+        user's signal, the store lost, no quota, a rejected key) before or while it waits:
+        the wait then ends at once and the stop is raised. Every wait of a call on its way
+        to the provider goes through here, so a stopped run never sits out a limiter slot,
+        a backoff or a pause it will not use."""
+        result = await wait_unless(self._refusing, waiting)
+        if result is STOPPED:
+            raise self._stopped_error()
+        return result  # type: ignore[return-value]
 
     def _stopped_error(self) -> RunStopped:
         if self.stopped == "store":
@@ -221,8 +244,8 @@ class CallPipeline:
         """The user asked to stop: send nothing more; requests on their way get
         ``grace_seconds`` to deliver their replies (stored as usual), then are abandoned.
         Called on the event loop (the session schedules it from the signal handler)."""
-        if self.stopped:
-            return
+        if self.stopped in REFUSING_STOPS:
+            return  # already sending nothing (a used-up budget still lets reserved calls go)
         self.stop("interrupt", "the run was interrupted: no request was sent after the "
                                "signal, replies already on their way were stored")
         self.halted.set()
@@ -330,7 +353,7 @@ class CallPipeline:
                 raise self.stop("budget", budget.exhausted_message(amount))
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
-            await waiter
+            await self.unless_stopped(waiter)
 
     def _settle(self, reserved: float, actual: float, budget: Budget) -> None:
         budget.settle(reserved, actual)
@@ -398,7 +421,8 @@ class CallPipeline:
                     async with self._slots[provider.name]:
                         # the rate is taken with the slot: a request that passed the limiter
                         # and then queued for a slot would go at a rate since lowered
-                        self.stats.limiter_wait_s += await limiter.acquire(estimate)
+                        self.stats.limiter_wait_s += await self.unless_stopped(
+                            limiter.acquire(estimate))
                         if self.stopped in REFUSING_STOPS:  # it would only be refused too
                             raise self._stopped_error()
                         attempts += 1
@@ -432,7 +456,7 @@ class CallPipeline:
                                                              attempts, wait)))
                 self.stats.retries += 1
                 self.stats.backoff_wait_s += wait
-                await self._sleep(wait)
+                await self.unless_stopped(self._sleep(wait))
             used = completion.usage.input_tokens + completion.usage.output_tokens
             self._limiters[provider.name].refund(estimate - used)
             cost = self.prices.cost(request.model, completion.usage)

@@ -3,14 +3,24 @@
 Every stop is a :class:`RunStopped` with a ``kind``: ``budget``, ``quota``, ``auth`` (see
 :mod:`eval_harness.judges.client.runner`), ``interrupt`` (the user's SIGINT or SIGTERM, see
 :mod:`eval_harness.stopping`) and ``store`` (the store went away under the run).
+
+A stopped run must not sit out a wait it no longer needs (a rate limiter's slot, a retry
+backoff, a provider's pause, a budget reservation, a batch poll): every such wait goes
+through :func:`wait_unless`, which ends it the moment the stop's event is set.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # the commands import this module: it must not load the provider SDKs
     from eval_harness.judges.client.retry import ErrorInfo
+
+
+T = TypeVar("T")
+STOPPED = object()  # what wait_unless returns when the stop came first
 
 
 class RunStopped(RuntimeError):
@@ -62,7 +72,34 @@ STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, Authenticati
 # stops after which a call waiting for a slot is not sent: the provider would refuse it, the
 # user asked to stop, or its reply could not be stored
 REFUSING_STOPS = ("quota", "auth", "interrupt", "store")
-INTERRUPT_GRACE_SECONDS = 3.0  # what a request sent before a stop signal gets to deliver
+# what a request sent before a stop signal gets to deliver: short enough that a stopped
+# command exits within 3 s of the signal (issue #31), long enough for a relevance reply
+INTERRUPT_GRACE_SECONDS = 2.0
+
+
+async def wait_unless(stop: asyncio.Event, waiting: Awaitable[T]) -> T | object:
+    """``waiting``'s result, or :data:`STOPPED` as soon as ``stop`` is set (at once if it is
+    set already): ``waiting`` is then cancelled, so a rate limiter, a sleep or a future
+    waited for is left as if never waited on.
+
+    Whatever finished first wins: a wait that completed in the same turn of the event loop as
+    the stop returns its result (the caller checks the stop next, as after any wait).
+    """
+    if stop.is_set():
+        if asyncio.iscoroutine(waiting):
+            waiting.close()  # never started: nothing to cancel
+        return STOPPED
+    task = asyncio.ensure_future(waiting)
+    # an error of a wait this caller no longer awaits (it was cancelled) is not "unretrieved"
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+    return task.result() if task.done() else STOPPED
 
 
 def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:

@@ -44,7 +44,8 @@ async def _claim(conn: psycopg.Connection, session, dataset: str) -> QueryClaims
         log.warning(f"another judge run is re-judging or freezing the anchors of dataset "
                     f"'{dataset}'; waiting for it (its comparison is then used, not paid "
                     "again)")
-        if not await claims.wait_for_some([dataset], until=lambda: session.halted):
+        if not await claims.wait_for_some([dataset], until=lambda: session.halted,
+                                          halted=session.pipeline.halted):
             return None
     return claims
 

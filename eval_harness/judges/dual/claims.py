@@ -25,6 +25,7 @@ from typing import Awaitable, Callable, Iterable
 
 import psycopg
 
+from eval_harness.judges.client.stops import wait_unless
 from eval_harness.store.locks import release_keyed_locks, try_keyed_locks
 
 # the keyed-lock space of judged query texts; hashtext of it is 1216545177, not the fixed
@@ -65,17 +66,21 @@ class QueryClaims:
         return claimed
 
     async def wait_for_some(self, texts: Iterable[str], *,
-                            until: Callable[[], bool] = lambda: False) -> set[str]:
+                            until: Callable[[], bool] = lambda: False,
+                            halted: asyncio.Event | None = None) -> set[str]:
         """Claim as many of ``texts`` as are free, waiting (polling, with a growing pause up
         to :data:`MAX_POLL_S`) until at least one is, or ``until()`` (a stopped run); the
-        set claimed."""
+        set claimed. ``halted`` (the run's pipeline's) ends a pause the moment it is set."""
         texts = list(texts)
         pause = FIRST_POLL_S
         while True:
             claimed = self.try_claim_many(texts)
             if claimed or not texts or until():
                 return claimed
-            await self._sleep(pause)
+            if halted is None:
+                await self._sleep(pause)
+            else:
+                await wait_unless(halted, self._sleep(pause))
             pause = min(pause * 2, MAX_POLL_S)
 
     def release(self, texts: Iterable[str]) -> None:

@@ -112,7 +112,8 @@ class JudgingRounds:
                     "will be cached, so they cost this run nothing)")
         while waiting and not self._session.pipeline.stopped and not self._session.halted:
             free = await self._claims.wait_for_some({p.text for p in waiting},
-                                                    until=lambda: self._session.halted)
+                                                    until=lambda: self._session.halted,
+                                                    halted=self._session.pipeline.halted)
             try:
                 await self._judge_all([p for p in waiting if p.text in free], with_judge2)
             finally:

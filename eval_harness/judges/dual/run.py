@@ -423,7 +423,8 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
                     for d in docs]
         embedding = None if row[0] is None else as_vector(row[0])
         claims = QueryClaims(conn)  # a run judging the same query text goes first
-        await claims.wait_for_some([query])
+        await claims.wait_for_some([query], until=lambda: session.halted,
+                                   halted=session.pipeline.halted)
         try:
             results1, results2 = await judge_pairs(session, Passage(query, query_id, embedding),
                                                    passages, query_id=query_id)

@@ -98,7 +98,8 @@ def test_a_lowered_rate_does_not_send_the_old_rates_burst():
     time_ = FakeTime()
 
     async def run():
-        limiter = _limiter(time_, 600, api="anthropic")  # 10/s, a bucket of 10, full
+        limiter = _limiter(time_, 600, api="anthropic")  # 10/s, a bucket of 10, empty
+        time_.now += 1.0  # idle for a second: the bucket is full
         limiter.observe({"anthropic-ratelimit-requests-limit": "60"})  # 1/s, a bucket of 1
         start = time_.now
         for _ in range(4):
@@ -144,7 +145,8 @@ def test_what_remains_caps_the_next_burst_and_nothing_left_waits_one_request():
     time_ = FakeTime()
 
     async def run():
-        limiter = _limiter(time_, 3000)  # a full bucket: 50 requests at once
+        limiter = _limiter(time_, 3000)
+        time_.now += 1.0  # idle for a second: a full bucket, 50 requests at once
         limiter.observe({"x-ratelimit-limit-requests": "600",  # 10/s, a bucket of 10
                          "x-ratelimit-remaining-requests": "3",
                          "x-ratelimit-reset-requests": "2s"})

@@ -61,6 +61,7 @@ def test_a_stray_429_pauses_only_its_request_and_a_congestion_pauses_all():
 
     async def run():
         limiter = _limiter(time_, 3000)
+        time_.now += 1.0  # idle for a second: our bucket is full
         limiter.observe(_capacity(100))  # the provider's bucket holds about 100
         limiter.observe(_capacity(60) | {"retry-after": "30"}, outcome="refused",
                         sent_at=time_.now)

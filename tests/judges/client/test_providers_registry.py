@@ -113,7 +113,7 @@ def test_its_errors_are_classified_by_its_module(vllm, settings, conn, fake):
 
     result = asyncio.run(run())
     assert result.scored and result.attempts == 3
-    assert time_.sleeps[0] == 3.0  # the server's Retry-After, carried in the decision
+    assert time_.waits[0] == 3.0  # the server's Retry-After, carried in the decision
     rows = conn.execute("SELECT api_name, error_type, status_code FROM api_retry_log "
                         "WHERE run_id = %s ORDER BY id", (session.run_id,)).fetchall()
     assert rows == [("vllm", "rate_limit", 429), ("vllm", "server_error", 503)]

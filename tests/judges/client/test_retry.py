@@ -158,7 +158,7 @@ def test_no_quota_is_not_retried_and_stops_the_run(spec, refusal, settings, conn
             return str(first.value), str(later.value), local
 
     first, later, local = asyncio.run(run())
-    assert fake.chat_requests == 1 and time_.sleeps == []  # no retry, no wait
+    assert fake.chat_requests == 1 and time_.waits == []  # no retry, no wait
     assert session.pipeline.stopped == "quota" and session.pipeline.stop_reason == first
     assert later == first and local.scored
     assert first.startswith(f"the {provider} account at http://127.0.0.1:{fake.port}")

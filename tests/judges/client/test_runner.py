@@ -73,8 +73,8 @@ def test_retries_back_off_1_2_4_with_jitter_and_log_each_retry(spec, settings, c
 
     result = asyncio.run(run())
     assert result.outcome is Outcome.SCORED and result.attempts == 4
-    assert time_.sleeps == pytest.approx(_expected_backoffs(7, 3))
-    for wait, nominal in zip(time_.sleeps, (1, 2, 4)):
+    assert time_.waits == pytest.approx(_expected_backoffs(7, 3))
+    for wait, nominal in zip(time_.waits, (1, 2, 4)):
         assert 0.8 * nominal <= wait <= 1.2 * nominal
     rows = _rows(conn, "api_retry_log", session.run_id,
                  "error_type, status_code, retry_count, success, api_name")
@@ -95,7 +95,7 @@ def test_retry_after_is_honoured(spec, settings, conn, fake, time_):
             return await session.judge1.relevance(_query(), "doc")
 
     assert asyncio.run(run()).scored
-    first, second = time_.sleeps
+    first, second = time_.waits
     assert first == 7.0                       # the server asked for more than the backoff
     assert second == pytest.approx(_expected_backoffs(7, 2)[1])  # backoff beats 0.2 s
 
@@ -110,7 +110,7 @@ def test_a_retry_after_beyond_the_cap_fails_instead_of_waiting_less(settings, co
             return await session.judge1.relevance(_query(), "doc")
 
     result = asyncio.run(run())
-    assert result.outcome is Outcome.FAILED and result.attempts == 1 and time_.sleeps == []
+    assert result.outcome is Outcome.FAILED and result.attempts == 1 and time_.waits == []
     assert "rate_limit" in result.error
 
 
@@ -126,7 +126,7 @@ def test_gives_up_after_four_retries(spec, settings, conn, fake, time_):
     result = asyncio.run(run())
     assert result.outcome is Outcome.FAILED and result.value is None
     assert result.attempts == 5 and len(fake.chat_records()) == 5
-    assert time_.sleeps == pytest.approx(_expected_backoffs(7, 4))  # ~1, 2, 4, 8
+    assert time_.waits == pytest.approx(_expected_backoffs(7, 4))  # ~1, 2, 4, 8
     rows = _rows(conn, "api_retry_log", session.run_id, "retry_count, success")
     assert rows == [(1, False), (2, False), (3, False), (4, False)]
     assert _rows(conn, "api_cost_log", session.run_id) == []
@@ -147,7 +147,7 @@ def test_client_errors_are_not_retried(spec, status, settings, conn, fake, time_
 
     result = asyncio.run(run())
     assert result.outcome is Outcome.FAILED and result.attempts == 1
-    assert result.error.startswith("client_error") and time_.sleeps == []
+    assert result.error.startswith("client_error") and time_.waits == []
     assert len(fake.chat_records()) == 1
     assert _rows(conn, "api_retry_log", session.run_id) == []
 
@@ -407,6 +407,7 @@ def test_rate_limiter_spaces_requests_and_tokens_on_a_fake_clock():
         for _ in range(12):
             await limiter.acquire()
         tokens = RateLimiter(1e6, 600, clock=time_.clock, sleep=time_.sleep)
+        time_.now += 1.0  # idle for a second: the buckets start empty and are full now
         start = time_.now
         await tokens.acquire(10)             # a full bucket: immediate
         await tokens.acquire(10)             # 10 tokens at 10/s: one second
@@ -415,8 +416,8 @@ def test_rate_limiter_spaces_requests_and_tokens_on_a_fake_clock():
         return time_.now - start
 
     token_seconds = asyncio.run(run())
-    # 120/min = 2/s with a bucket of 2: the first two go at once, ten more take 5 s
-    assert sum(time_.sleeps[:10]) == pytest.approx(5.0)
+    # 120/min = 2/s, from an empty bucket: twelve requests take 6 s, one every 0.5 s
+    assert sum(time_.sleeps[:12]) == pytest.approx(6.0)
     assert token_seconds == pytest.approx(1.0 + 1.0 + 2.0)
 
 
@@ -433,4 +434,4 @@ def test_rate_limiter_holds_the_pipeline_to_the_configured_rate(settings, conn, 
             return time_.now - start
 
     elapsed = asyncio.run(run())
-    assert elapsed == pytest.approx(5.0)  # 60/min: six requests need five seconds
+    assert elapsed == pytest.approx(6.0)  # 60/min from an empty bucket: one a second

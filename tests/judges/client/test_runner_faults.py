@@ -110,7 +110,7 @@ def test_a_rejected_key_is_not_retried_and_stops_the_run(spec, fault, settings, 
             return str(first.value)
 
     message = asyncio.run(run())
-    assert fake.chat_requests == 1 and time_.sleeps == []
+    assert fake.chat_requests == 1 and time_.waits == []
     assert isinstance(AuthenticationRejected(message), RunStopped)
     assert session.pipeline.stopped == "auth"
     assert message.startswith(f"the {provider} server at http://127.0.0.1:{fake.port}")

@@ -79,7 +79,7 @@ def test_a_server_asking_to_wait_a_day_is_said_once_with_the_figure(settings, co
 
     with caplog.at_level(logging.WARNING, logger="eval_harness.judges"):
         session = asyncio.run(run())
-    assert time_.sleeps == [] and session.stats.failed_calls == 5
+    assert time_.waits == [] and session.stats.failed_calls == 5
     controller = session.pipeline.limiter("openai").controller
     assert controller.cuts == 0 and controller.paused_seconds == 0.0
     said = [m for m in _warnings(caplog) if "asked to wait" in m]

@@ -132,7 +132,7 @@ def test_unscored_and_failed_pairs_are_null_counted_and_the_run_goes_on(settings
     assert unscored >= 1 and failed >= 1
     assert (summary.unscored, summary.failed) == (unscored, failed)
     assert summary.queries_written == 3 and not summary.complete  # written, but with failures
-    assert summary.retries == 4 * failed and len(time_.sleeps) == 4 * failed
+    assert summary.retries == 4 * failed and len(time_.waits) == 4 * failed
 
 
 def test_both_judges_are_called_in_parallel(settings, conn, dataset, fake):
@@ -207,7 +207,7 @@ def test_batch_round_trip_through_both_batch_apis(settings, conn, dataset, fake,
     assert report.batches == 2 and report.submitted == 2 * summary.pairs
     assert report.errored == 2 * batch_errors and report.succeeded == report.submitted - \
         report.errored
-    assert time_.sleeps == [config.judges.batch.poll_interval_seconds]  # one poll, then ended
+    assert time_.waits == [config.judges.batch.poll_interval_seconds]  # one poll, then ended
     # the judges then read every batch reply from the cache; errored ones went live
     assert summary.provider_calls == report.errored == len(fake.chat_records())
     assert summary.cache_hits == report.succeeded

@@ -213,7 +213,7 @@ def test_a_batch_that_outlives_max_wait_is_resumed_not_resubmitted(settings, con
     total = 2 * first.pairs
     report = first.batch
     assert (report.batches, report.submitted, report.unfinished) == (2, total, total)
-    assert time_.sleeps == [30, 30]  # polled at 0, 30 and 60 s, then stopped waiting
+    assert time_.waits == [30, 30]  # polled at 0, 30 and 60 s, then stopped waiting
     # nothing was made live: the provider bills the running batches anyway
     assert fake.chat_requests == 0 and first.failed == total and not first.complete
     assert _costs(conn, dataset) == (0, 0)
