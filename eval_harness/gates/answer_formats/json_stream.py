@@ -40,7 +40,12 @@ class JsonStream:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = path.open(encoding="utf-8", errors="surrogateescape")
+        try:
+            self._file = path.open(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            raise AnswersFileError(f"{path}: file not found") from None
+        except OSError as exc:  # a folder, no permission: said the same way, by the path
+            raise AnswersFileError(f"{path}: cannot be read ({exc.strerror})") from None
         self._text = ""
         self._pos = 0      # where reading goes on in _text
         self._counted = 0  # _text[:_counted] has been counted into _line
