@@ -43,7 +43,8 @@ def test_gate_command_exit_codes_and_json(project, capsys):
     assert code == 1 and err == ""
     report = json.loads(out)
     assert report["passed"] is False and report["window"]["partition"] == "2025-03-04"
-    assert report["failed_blocking"] == ["format_compliance", "citation_coverage"]
+    # all four gates run: grounding (the offline stand-in judge) fails 4 of that day's 10
+    assert report["failed_blocking"] == ["format_compliance", "citation_coverage", "grounding"]
     checks = {check["gate"]: check for check in report["checks"]}
     assert set(checks["citation_coverage"]) >= {
         "passed", "blocking", "severity", "threshold", "min_pass_rate", "answers",
@@ -55,14 +56,15 @@ def test_gate_command_exit_codes_and_json(project, capsys):
     code, out, _ = run_cli(capsys, "--config", project, "gate", "--partition", "2025-03-04",
                            "--json")
     rerun = json.loads(out)
-    assert code == 1 and [check["evaluated_now"] for check in rerun["checks"]] == [0, 0]
+    assert code == 1 and [check["evaluated_now"] for check in rerun["checks"]] == [0] * 4
     # nothing scored again: no answer evaluated now, no time spent scoring
     assert rerun["checks"] == [{**check, "evaluated_now": 0, "seconds": 0.0}
                                for check in report["checks"]]
 
-    # --since runs the library across days: 03-05 alone passes, 03-04 onwards fails
+    # --since runs the library across days: 03-05 fails grounding alone
     code, out, _ = run_cli(capsys, "--config", project, "gate", "--since", "2025-03-05")
-    assert code == 0 and "answers since 2025-03-05" in out
+    assert code == 1 and "answers since 2025-03-05" in out
+    assert "verdict: FAIL (blocking: grounding)" in out
     code, out, _ = run_cli(capsys, "--config", project, "gate", "--since",
                            "2025-03-04T00:00:00Z", "--json")
     since = {check["gate"]: check for check in json.loads(out)["checks"]}
@@ -110,7 +112,8 @@ def test_gate_writes_junit_xml_and_markdown_summary(project, capsys, tmp_path):
     assert suite.get("tests") == str(len(cases))
     failed = {name for name, case in cases.items() if case.find("failure") is not None}
     assert failed == {f"{gate}[2025-03-04]" for gate in report["failed_blocking"]} == {
-        "format_compliance[2025-03-04]", "citation_coverage[2025-03-04]"}
+        "format_compliance[2025-03-04]", "citation_coverage[2025-03-04]",
+        "grounding[2025-03-04]"}
     failure_text = cases["citation_coverage[2025-03-04]"].find("failure").text
     assert "pass rate 0.700" in failure_text and "sa-0304-07" in failure_text
     text = summary.read_text()
