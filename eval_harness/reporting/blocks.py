@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 Metric = float | int | str | bool | None
-SECTION_TITLES = {"summary": "Summary",
-                  "retrieval": "Retrieval at the configured weights",
-                  "agreement": "Dual-judge agreement",
+SECTION_TITLES = {"summary": "Summary", "agreement": "Dual-judge agreement",
                   "calibration": "Calibration grid and P@5 verdict",
                   "quality_gates": "Quality gates", "cost": "Cost",
                   "trends": "Trends over past runs"}
