@@ -93,6 +93,7 @@ def check_metadata(summary: GateSummary) -> dict:
         "worst_answer_ids": dg.MetadataValue.json(list(summary.worst_answer_ids)),
         "latency_p50_ms": _number(summary.latency_p50_ms),
         "latency_p95_ms": _number(summary.latency_p95_ms),
+        "decided_by": summary.decided_by,
         "summary": dg.MetadataValue.json(summary.to_dict()),
     }
 
@@ -163,7 +164,7 @@ def build_gate_check(gate_name: str, partitions: dg.PartitionsDefinition,
             result = dg.AssetCheckResult(
                 passed=summary.passed,
                 severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
-                description=summary.verdict,
+                description=summary.decision,
                 metadata=dict(readable(check_metadata(summary)), partition=day))
             yield from check_outcome(result, name=gate_name, blocking=blocking,
                                      figure=_gate_figure(summary, day), figures={

@@ -190,12 +190,31 @@ def cmd_search(args, settings: Settings) -> int:
 def cmd_report(args, settings: Settings) -> int:
     from eval_harness.retrieval.report import configured_retrieval_report, format_report
 
+    from eval_harness.reporting.run_report import build_run_report
+
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
         report = configured_retrieval_report(conn, settings, dataset)
-    say(json.dumps(report.to_dict()) if args.json else format_report(report))
+        # the run report `run` writes, from what the store holds, with these figures first
+        written = build_run_report(conn, settings, run_id=None, dataset=dataset,
+                                   retrieval=report)
+    if args.json:
+        say(json.dumps(dict(report.to_dict(), report_html=str(written.html_path),
+                            report_markdown=str(written.markdown_path))))
+    else:
+        say(format_report(report))
+        say(f"report: {_shown_path(written.html_path)} and .md, then latest: "
+            f"{_shown_path(written.latest_html_path)}")
     return EXIT_OK
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the current directory when it is under it, else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None = None,

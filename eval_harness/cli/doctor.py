@@ -103,9 +103,7 @@ def check_migrations(conn: psycopg.Connection, schema: str,
         return Check(OK, "migrations", f"schema '{schema}': {len(available)} of "
                      f"{len(available)} applied (latest {available[-1].name})" if available
                      else "none to apply")
-    who = ("" if privileges is None or privileges.may_migrate else
-           f" with a role that may {'alter' if privileges.exists else 'create'} it (this role "
-           f"'{privileges.role}' may not)")
+    who = "" if privileges is None else owner_statement(schema, privileges)
     if len(pending) == len(available):
         return Check(WARN, "migrations", f"the store has no eval-harness schema '{schema}' yet "
                      f"(0 of {len(available)} applied; first {available[0].name}): run "
@@ -113,6 +111,21 @@ def check_migrations(conn: psycopg.Connection, schema: str,
     return Check(WARN, "migrations", f"schema '{schema}' is behind: {len(available) - len(pending)}"
                  f" of {len(available)} applied; pending: {', '.join(m.name for m in pending)}: "
                  f"run `eval-harness migrate`{who}")
+
+
+def owner_statement(schema: str, privileges: SchemaPrivileges) -> str:
+    """What lets this role migrate the harness ``schema`` when it may not (empty when it
+    may): the statement an owner runs, as the end of the migrations line."""
+    p = privileges
+    if p.may_migrate:
+        return ""
+    if not p.exists:
+        return (f" with a role that may create it (this role '{p.role}' may not), or let this "
+                f"one: the database's owner runs CREATE SCHEMA {schema} AUTHORIZATION "
+                f"{p.role};")
+    return (f" with a role that may alter it (this role '{p.role}' may not), or let this "
+            f"one: the schema's owner '{p.owner}' runs ALTER SCHEMA {schema} OWNER TO "
+            f"{p.role};")
 
 
 def check_privileges(conn: psycopg.Connection, schema: str, privileges: SchemaPrivileges,
@@ -217,6 +230,7 @@ def store_checks(settings: Settings) -> Iterator[Check]:
                 current = not pending_migrations(conn, settings.schema)
             except MigrationError:
                 current = False
+            seen["current"] = current
             seen["live"] = live_datasets(conn, settings.datasets, attached_known=current)
             if "privileges" in seen:
                 yield from check_privileges(conn, settings.schema, seen["privileges"],
@@ -228,7 +242,9 @@ def store_checks(settings: Settings) -> Iterator[Check]:
                             ("indexes", lambda: index_checks(conn, settings, seen["live"])),
                             ("embedder", lambda: embedder_checks(
                                 conn, settings, seen["live"], _datasets_in_store(conn))),
-                            ("keyword", lambda: keyword_checks(conn, settings, seen["live"]))):
+                            ("keyword", lambda: keyword_checks(
+                                conn, settings, seen["live"],
+                                migrated=seen.get("current", False)))):
             if conn.broken or conn.closed:  # a crashed backend takes the session with it
                 yield Check(SKIP, name, "the server went away (see the pgvector line)")
                 continue

@@ -34,8 +34,9 @@ from psycopg import sql
 from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
 from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
-from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, KeywordCost,
-                                                 measure_index_cost, measure_keyword_cost)
+from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, FetchCost, KeywordCost,
+                                                 measure_fetch_cost, measure_index_cost,
+                                                 measure_keyword_cost)
 from eval_harness.settings import Settings
 from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncached_query_count
 from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
@@ -185,6 +186,8 @@ def embedder_checks(conn: psycopg.Connection, settings: Settings,
 # ------------------------------------------------------------------------------ keyword cost
 
 def _seconds(ms: float) -> str:
+    if ms < 1_000:
+        return f"{ms / 1000:.2f} s"
     return f"{ms / 1000:,.0f} s" if ms >= 10_000 else f"{ms / 1000:,.1f} s"
 
 
@@ -201,12 +204,23 @@ def keyword_cost_sentence(cost: KeywordCost, total: int) -> str:
             f"ground-truth queries{matched})")
     if cost.stored_ms is not None:
         text += f"; over stored tsvectors the same ranking takes {cost.stored_ms:,.1f} ms"
-    if total:
-        text += (f"; report, judge and calibrate search all {total:,} ground-truth queries: "
-                 f"~{_seconds(total * cost.per_query_ms)} each on this")
-        if cost.stored_ms is not None:
-            text += f", ~{_seconds(total * cost.stored_ms)} with a stored column"
+    if total:  # what `search` pays per query; the other commands rank from the index
+        text += (f"; report, judge and calibrate do not pay it: they rank all {total:,} "
+                 "ground-truth queries from the harness's keyword index, which `attach` "
+                 "derives (each document parsed once); `doctor` after attach predicts their "
+                 "fetch")
     return text
+
+
+def fetch_prediction(fetch: FetchCost) -> str:
+    """What report, judge and calibrate spend fetching candidates, measured (``predict``
+    line; tests/cli/test_doctor_predictions.py compares it with report's own time)."""
+    return (f"report, judge and calibrate each fetch the candidates of {fetch.queries:,} "
+            f"ground-truth queries (keyword index, candidate cache, semantic side): "
+            f"~{_seconds(fetch.predicted_seconds * 1000.0)} (measured on {fetch.sampled} of "
+            f"them: {fetch.fixed_ms:,.1f} ms fixed + {fetch.per_query_ms:,.2f} ms per query); "
+            "report prints its own time to compare; calibrate's grid and judge's calls come "
+            "on top")
 
 
 def stored_column_fix(conn: psycopg.Connection, dataset: LiveDataset) -> str:
@@ -242,10 +256,12 @@ def stored_column_fix(conn: psycopg.Connection, dataset: LiveDataset) -> str:
             f"under an exclusive lock: a maintenance window): {add} {gin} {mapped}")
 
 
-def keyword_checks(conn: psycopg.Connection, settings: Settings,
-                   live: list[LiveDataset]) -> Iterator[Check]:
+def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[LiveDataset], *,
+                   migrated: bool = True) -> Iterator[Check]:
     """Per live dataset mapped with ``tsvector: null``: the measured cost, and the fix when
-    it is worth a warning (module docstring)."""
+    it is worth a warning (module docstring). Before the harness schema is migrated
+    (``migrated`` false) the cost is still measured on the RAG tables; the keyword index
+    and the candidate cache, which live in that schema, are said to need `migrate` first."""
     for dataset in live:
         corpus = dataset.corpus
         if corpus is None or corpus.tsvector is not None:
@@ -253,14 +269,18 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings,
         texts, total = ground_truth_queries(conn, dataset, limit=MEASURED_QUERIES)
         depth = settings.weights_for(dataset.name).candidate_depth
         cost = measure_keyword_cost(conn, corpus, texts, depth=depth)
-        indexed_ms = measure_index_cost(conn, corpus, texts, depth=depth)
+        indexed_ms = (measure_index_cost(conn, corpus, texts, depth=depth) if migrated
+                      else None)
         slow = cost.per_query_ms is None or cost.per_query_ms >= KEYWORD_COST_WARN_MS
         if indexed_ms is not None:  # only `search` pays the cost now
             yield Check(OK, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, 0)}; "
                         f"report, judge and calibrate rank it from the harness's keyword index "
                         f"(kept up to date by attach): {indexed_ms:,.1f} ms per query, the "
                         f"same ranking; only `search` pays the figure above")
-            yield from fetch_checks(conn, dataset.name, depth)
+            fetch = measure_fetch_cost(conn, dataset.name, depth=depth)
+            if fetch is not None:
+                yield Check(OK, "predict", f"'{dataset.name}' {fetch_prediction(fetch)}")
+            yield from fetch_checks(conn, dataset.name, depth, migrated=migrated)
             continue
         status = WARN if slow or cost.queries == 0 else OK
         yield Check(status, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, total)}")
@@ -268,13 +288,22 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings,
             yield Check(WARN, "keyword", f"'{dataset.name}' {stored_column_fix(conn, dataset)}")
             yield Check(WARN, "keyword", f"'{dataset.name}' the keyword index: `eval-harness "
                         f"attach --dataset {dataset.name}` derives it in the harness schema "
-                        "(the fetch then ranks from it, the same figures)")
-            yield from fetch_checks(conn, dataset.name, depth)
+                        "(the fetch then ranks from it, the same figures)"
+                        + ("" if migrated else "; the schema must be migrated first "
+                           "(`eval-harness migrate`)"))
+            yield from fetch_checks(conn, dataset.name, depth, migrated=migrated)
 
 
-def fetch_checks(conn: psycopg.Connection, name: str, depth: int) -> Iterator[Check]:
+def fetch_checks(conn: psycopg.Connection, name: str, depth: int, *,
+                 migrated: bool = True) -> Iterator[Check]:
     """What else lowers the fetch's cost: the candidate cache, more connections."""
-    yield Check(OK, "fetch", f"'{name}' {candidate_cache_sentence(conn, name, depth)}")
+    if not migrated:
+        yield Check(WARN, "fetch", f"'{name}' candidate cache: the harness schema that keeps "
+                    "it is not migrated yet: run `eval-harness migrate`, then `eval-harness "
+                    f"attach --dataset {name}`; after one fetch, a rerun on an unchanged corpus "
+                    "and queries reads it instead of searching")
+    else:
+        yield Check(OK, "fetch", f"'{name}' {candidate_cache_sentence(conn, name, depth)}")
     yield Check(OK, "fetch", f"'{name}' {CONNECTIONS_SENTENCE}")
 
 

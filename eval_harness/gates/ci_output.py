@@ -37,7 +37,7 @@ def _figures(summary: GateSummary) -> str:
     rate = "n/a" if summary.pass_rate is None else f"{summary.pass_rate:.3f}"
     ci = "" if interval is None else f" (95% CI {interval[0]:.3f}-{interval[1]:.3f})"
     mean = "n/a" if summary.mean_score is None else f"{summary.mean_score:.3f}"
-    lines = [summary.verdict,
+    lines = [summary.decision,
              f"pass rate {rate}{ci}, minimum {summary.min_pass_rate:.2f}",
              f"threshold {summary.threshold:g}, mean {mean} ({summary.scale}), "
              f"answers {summary.answers}, unscored {summary.unscored}"]
@@ -86,8 +86,10 @@ def junit_xml(report: GateReport, *, seconds: float = 0.0,
             ET.SubElement(case, "system-out").text = _figures(summary)
         elif summary.blocking:
             failure = ET.SubElement(case, "failure", type="QualityGateFailed",
-                                    message=summary.verdict)
+                                    message=summary.decision)
             failure.text = _figures(summary)
+            if report.empty_window_note:  # where the answers are instead
+                failure.text += "\n" + report.empty_window_note
         else:
             ET.SubElement(case, "system-out").text = "WARNING: " + _figures(summary)
     return _document(suite)
@@ -115,8 +117,8 @@ def markdown_summary(report: GateReport) -> str:
     verdict = "PASS" if report.passed else "FAIL"
     lines = [f"### Quality gates: {verdict} ({report.window.describe()})", "",
              "| gate | result | blocking | pass rate | 95% CI | minimum | threshold | answers "
-             "| unscored |",
-             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+             "| unscored | decided by |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---|"]
     for s in report.summaries:
         result = "pass" if s.passed else ("**FAIL**" if s.blocking else "warn")
         rate = "n/a" if s.pass_rate is None else f"{s.pass_rate:.3f}"
@@ -125,7 +127,9 @@ def markdown_summary(report: GateReport) -> str:
         threshold = f"{s.threshold:g}" + (f" ({s.measure})" if s.measure != "score" else "")
         lines.append(f"| {s.gate} | {result} | {'yes' if s.blocking else 'no'} | {rate} | "
                      f"{ci} | {s.min_pass_rate:.2f} | {threshold} | {s.answers} | "
-                     f"{s.unscored} |")
+                     f"{s.unscored} | {markdown_inline(s.decided_by or '-')} |")
+    if report.empty_window_note:
+        lines += ["", markdown_inline(report.empty_window_note)]
     failing = [s for s in report.summaries if not s.passed and s.failing_answer_ids]
     if failing:
         lines.append("")

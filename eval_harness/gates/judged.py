@@ -48,6 +48,9 @@ on. When no usable reply was obtained (provider down, budget, exception) ``detai
 is true and the next run asks again; a reply that did not parse even after the re-ask
 (unscored) is kept as it is: the cache would give the same reply again.
 
+Every output of a judged gate names the judge that decides it (:func:`gate_judge_line`:
+``judge 1 openai:gpt-4o``, or ``judge 1 local:lexical, the offline stand-in (...)``).
+
 The gate version names the judge actually used, its prompt version, temperature, maximum
 output tokens and the source cut (and, for a local judge, its support threshold), so changing
 any of them re-evaluates every answer.
@@ -73,6 +76,7 @@ from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN, GROUNDING_VER
 from eval_harness.judges.local.relevance import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.judges.client.stops import BudgetExhausted, RunInterrupted, StoreLost
+from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.session import FallbackNotices, JudgeSession, resolve_judge_specs
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
@@ -84,6 +88,22 @@ LOCAL_SOURCE_CHARS = 20_000  # the local judge's cut: bounds its time (about lin
 def gate_judge_spec(settings: Settings, *, notices: FallbackNotices | None = None) -> str:
     """The judge the LLM gates use: judge 1 after the fallback to a local judge."""
     return resolve_judge_specs(settings, notices=notices)[0]
+
+
+def gate_judge_line(settings: Settings, *, notices: FallbackNotices | None = None) -> str:
+    """Which judge decides the LLM gates, as every gate output says it: ``judge 1
+    openai:gpt-4o``; a local judge is named as the offline stand-in, with why it is the one
+    (the API key it fell back for, or configured as ``judges.judge1``)."""
+    spec = gate_judge_spec(settings, notices=notices)
+    if not spec.startswith("local:"):
+        return f"judge 1 {spec}"
+    configured = settings.judges.judge1
+    if configured == spec or configured.startswith("local:"):
+        why = "configured as judges.judge1"
+    else:
+        variable = provider_named(configured.split(":", 1)[0]).key_variable
+        why = f"{variable} is not set, so it replaces {configured}"
+    return f"judge 1 {spec}, the offline stand-in ({why})"
 
 
 def judged_gate_version(settings: Settings, operation: str,
@@ -304,7 +324,8 @@ def record_answer_evaluations(conn: psycopg.Connection, answers: Sequence[Answer
 def grounding_gate(settings: Settings, *, session_options: dict | None = None) -> JudgedGate:
     notices = (session_options or {}).get("notices")
     return JudgedGate(judged_gate_version(settings, "grounding", notices=notices),
-                      _GroundingRunner(settings, GROUNDING, session_options))
+                      _GroundingRunner(settings, GROUNDING, session_options),
+                      decided_by=gate_judge_line(settings, notices=notices))
 
 
 def answer_reward_gate(settings: Settings, *,
@@ -319,4 +340,4 @@ def answer_reward_gate(settings: Settings, *,
     version = (f"{judge} "
                f"reflexion_below={threshold:g}")
     return JudgedGate(version, _AnswerRewardRunner(settings, ANSWER_REWARD, session_options),
-                      record)
+                      record, decided_by=gate_judge_line(settings, notices=notices))

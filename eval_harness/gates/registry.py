@@ -32,6 +32,7 @@ GROUNDING = "grounding"
 ANSWER_REWARD = "answer_reward"
 GATE_NAMES = (FORMAT_COMPLIANCE, CITATION_COVERAGE, GROUNDING, ANSWER_REWARD)
 JUDGED_GATES = frozenset({GROUNDING, ANSWER_REWARD})
+RULES_DECIDE = "rules, no judge"  # what decides a rule-based gate, in its output lines
 
 GATE_DESCRIPTIONS = {
     FORMAT_COMPLIANCE: "Markdown format: no empty heading, list item or link, citations "
@@ -78,6 +79,8 @@ class Gate:
     # A pure per-answer function, when the gate has one: the runner then calls the rule gates
     # answer by answer, one after the other, so they share the parse of each answer.
     score_one: Callable[[Answer], GateResult] | None = None
+    # who decides it, as every output line says: the rules, or the judge (JudgedGate)
+    decided_by: str = RULES_DECIDE
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class JudgedGate:
     version: str
     evaluate_batch: BatchEvaluator
     record: ResultRecorder | None = None
+    decided_by: str = "judge 1"  # e.g. "judge 1 openai:gpt-4o" (judged.gate_judge_line)
 
 
 def reward_to_score(reward: float) -> float:
@@ -194,7 +198,8 @@ def build_gates(settings: QualityGateSettings, *,
             entry = judged[name]
             gates.append(Gate(name, score_threshold(name, cfg), cfg.min_pass_rate, cfg.blocking,
                               version=entry.version, evaluate_batch=entry.evaluate_batch,
-                              record=entry.record, needs_judge=True))
+                              record=entry.record, needs_judge=True,
+                              decided_by=entry.decided_by))
         else:
             raise ConfigError(f"config.yaml: quality_gates.gates.{name} is enabled, but the "
                               f"{name} gate needs the LLM judge layer, which was not passed "

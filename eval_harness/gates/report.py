@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from typing import Any
 
 from eval_harness.escaping.visible import visible
@@ -60,6 +61,7 @@ class GateSummary:
     failing_count: int = 0
     pass_rate_interval: tuple[float, float] | None = field(default=None)
     seconds: float = 0.0         # time this run spent scoring (sum over the answers it scored)
+    decided_by: str = ""         # "rules, no judge", "judge 1 openai:gpt-4o", ... (Gate)
 
     def __post_init__(self) -> None:
         if self.pass_rate_interval is None and self.answers > 0:
@@ -98,6 +100,13 @@ class GateSummary:
                 f"{self.threshold:g} (pass rate {self.pass_rate:.3f} {comparison} "
                 f"{self.min_pass_rate:g})")
 
+    @property
+    def decision(self) -> str:
+        """The verdict and who decided it, for an output's one line per gate, e.g. "... (pass
+        rate 0.300 < 0.9); decided by judge 1 local:lexical, the offline stand-in (...)"."""
+        return f"{self.verdict}; decided by {self.decided_by}" if self.decided_by \
+            else self.verdict
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["worst_answer_ids"] = list(self.worst_answer_ids)
@@ -120,12 +129,42 @@ class GateSummary:
 
 
 @dataclass(frozen=True)
+class AnswersElsewhere:
+    """The answers of the whole relation, when a window has none: how many, first and last
+    UTC day (None when there are none at all)."""
+
+    answers: int
+    first_day: date | None
+    last_day: date | None
+
+    def sentence(self, window: TimeWindow) -> str:
+        """E.g. ``no answers in the window 2026-12-01 (UTC); 40 answers exist from 2025-03-01
+        to 2025-03-07: gate --since 2025-03-01``."""
+        where = (f"{window.partition} (UTC)" if window.partition
+                 else f"since {window.start.isoformat()}")
+        lead = f"no answers in the window {where}"
+        if not self.answers or self.first_day is None:
+            return (f"{lead}; the answers relation holds none at all: import them "
+                    "(`eval-harness answers import FILE`) or map yours (quality_gates.answers)")
+        days = (f"on {self.first_day}" if self.first_day == self.last_day
+                else f"from {self.first_day} to {self.last_day}")
+        return (f"{lead}; {self.answers:,} answer{'s' if self.answers != 1 else ''} exist "
+                f"{days} (UTC): gate --since {self.first_day}")
+
+
+@dataclass(frozen=True)
 class GateReport:
     """Every enabled gate's summary for one window: the input of every output format."""
 
     window: TimeWindow
     summaries: tuple[GateSummary, ...]
     run_id: str | None = None
+    elsewhere: AnswersElsewhere | None = None  # set when the window has no answer
+
+    @property
+    def empty_window_note(self) -> str | None:
+        """Where the answers are, when the window holds none (None otherwise)."""
+        return None if self.elsewhere is None else self.elsewhere.sentence(self.window)
 
     @property
     def passed(self) -> bool:
@@ -141,9 +180,16 @@ class GateReport:
         return [s.gate for s in self.summaries if not s.blocking and not s.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"window": self.window.to_dict(), "run_id": self.run_id, "passed": self.passed,
+        data = {"window": self.window.to_dict(), "run_id": self.run_id, "passed": self.passed,
                 "failed_blocking": self.failed_blocking, "warnings": self.warnings,
                 "checks": [s.to_dict() for s in self.summaries]}
+        if self.elsewhere is not None:
+            data["no_answers"] = self.empty_window_note
+            data["answers_elsewhere"] = {
+                "answers": self.elsewhere.answers,
+                "first_day": self.elsewhere.first_day and self.elsewhere.first_day.isoformat(),
+                "last_day": self.elsewhere.last_day and self.elsewhere.last_day.isoformat()}
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -159,7 +205,7 @@ def format_gate_table(report: GateReport) -> str:
     header = (f"{'gate':<18} {'status':<6} {'blocking':<8} {'threshold':>9} {'pass rate':>9} "
               f"{'95% CI':>15} {'min':>5} {'answers':>7} {'unscored':>8} {'new':>5} "
               f"{'mean':>6} {'p50 ms':>7} {'p95 ms':>7}")
-    lines = [f"quality gates: {report.window.describe()}", header]
+    lines = [f"quality gates: {report.window.describe()}", header + "  decided by"]
     for s in report.summaries:
         status = "PASS" if s.passed else ("FAIL" if s.blocking else "WARN")
         interval = (f"[{s.pass_rate_interval[0]:.3f}, {s.pass_rate_interval[1]:.3f}]"
@@ -169,16 +215,19 @@ def format_gate_table(report: GateReport) -> str:
             f"{s.threshold:>9g} {_figure(s.pass_rate):>9} {interval:>15} "
             f"{s.min_pass_rate:>5.2f} {s.answers:>7} {s.unscored:>8} {s.evaluated_now:>5} "
             f"{_figure(s.mean_score):>6} {_figure(s.latency_p50_ms, 2):>7} "
-            f"{_figure(s.latency_p95_ms, 2):>7}")
+            f"{_figure(s.latency_p95_ms, 2):>7}  {s.decided_by or '-'}")
     for s in report.summaries:
         if s.answers == 0:
-            lines.append(f"{s.gate}: {s.verdict}")
+            if not report.empty_window_note:  # said once below, with where the answers are
+                lines.append(f"{s.gate}: {s.verdict}")
         elif s.failing_count:
             shown = ", ".join(visible(i) for i in s.failing_answer_ids[:WORST_LISTED])
             more = s.failing_count - min(len(s.failing_answer_ids), WORST_LISTED)
             lines.append(f"{s.gate}: {s.failing_count} failing answer(s): {shown}"
                          + (f" and {more} more (--json lists up to {FAILING_LISTED})"
                             if more > 0 else ""))
+    if report.empty_window_note:
+        lines.append(report.empty_window_note)
     rewards = [s.gate for s in report.summaries if s.measure == "reward"]
     if rewards:  # its threshold and mean are not on the 0..1 scale of the other rows
         lines.append(f"{', '.join(rewards)}: threshold and mean on the reward scale -1..1")

@@ -49,7 +49,8 @@ from eval_harness.store.locks import take_session_lock
 from eval_harness.gates import sql
 from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
 from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
-from eval_harness.gates.report import FAILING_LISTED, WORST_LISTED, GateReport, GateSummary
+from eval_harness.gates.report import (FAILING_LISTED, WORST_LISTED, AnswersElsewhere,
+                                       GateReport, GateSummary)
 from eval_harness.gates.result import GateResult
 from eval_harness.progress import ProgressCallback
 from eval_harness.store.connection import StoreLocation
@@ -301,7 +302,7 @@ def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequenc
             mean_score=configured_scale(gate.name, None if mean is None else float(mean)),
             latency_p50_ms=p50, latency_p95_ms=p95, worst_answer_ids=tuple(worst),
             failing_answer_ids=tuple(failing), failing_count=failing_count,
-            seconds=float(seconds)))
+            seconds=float(seconds), decided_by=gate.decided_by))
     return summaries
 
 
@@ -319,8 +320,12 @@ def stored_gate_report(store: StoreLocation, window: TimeWindow, gates: Sequence
                        relation: str = DEFAULT_RELATION, run_id: str) -> GateReport:
     """The report of run ``run_id`` over ``window``, read from the stored results: every
     gate's figures over all answers of the window, with what that run evaluated and the time
-    it spent. The library's gate run (:func:`run_quality_gates`) and a Dagster
+    it spent; when the window has no answer, how many the relation holds on which days. The
+    library's gate run (:func:`run_quality_gates`) and a Dagster
     ``quality_gate_job`` run (``eval-harness gate --partition``) are reported through it."""
     with store.connection() as conn:
         summaries = summarize_gates(conn, window, gates, relation=relation, run_id=run_id)
-    return GateReport(window, tuple(summaries), run_id)
+        elsewhere = None
+        if not any(s.answers for s in summaries):  # say where the answers are instead
+            elsewhere = AnswersElsewhere(*sql.answer_days_span(conn, relation))
+    return GateReport(window, tuple(summaries), run_id, elsewhere)

@@ -185,6 +185,17 @@ def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, 
         "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]
 
 
+def answer_days_span(conn: psycopg.Connection, relation: str | MappedAnswers
+                     ) -> tuple[int, date | None, date | None]:
+    """How many answers ``relation`` holds and the first and last UTC day they were created
+    on (None, None when it holds none): where the answers are when a window has none."""
+    count, first, last = conn.execute(sql.SQL(
+        "SELECT count(*), min((created_at AT TIME ZONE 'UTC')::date), "
+        "max((created_at AT TIME ZONE 'UTC')::date) FROM {}").format(
+        relation_sql(relation))).fetchone()
+    return count, first, last
+
+
 def latest_answer_day(conn: psycopg.Connection, relation: str | MappedAnswers) -> date | None:
     """The latest UTC day with an answer in ``relation``; None when it holds none."""
     return conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) FROM {}")

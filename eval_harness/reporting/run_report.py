@@ -44,7 +44,9 @@ from eval_harness.reporting.sections.calibration import CALIBRATION_KEYS, calibr
 from eval_harness.reporting.sections.cost import COST_KEYS, cost_section
 from eval_harness.reporting.sections.gates import gate_metric_keys, gates_section
 from eval_harness.reporting.sections.summary import summary_section
+from eval_harness.reporting.sections.retrieval import retrieval_section
 from eval_harness.reporting.sections.trends import trends_section
+from eval_harness.retrieval.report import RetrievalReport
 from eval_harness.settings import Settings
 
 
@@ -68,7 +70,8 @@ class RunReport:
 def build_run_report(conn: psycopg.Connection, settings: Settings, *, run_id: str | None,
                      dataset: str | None = None, days: Sequence[date] | None = None,
                      related_run_ids: Sequence[str] = (), out_dir: Path | None = None,
-                     now: datetime | None = None) -> RunReport:
+                     now: datetime | None = None,
+                     retrieval: RetrievalReport | None = None) -> RunReport:
     """Write the report of run ``run_id`` and return where it is and its headline numbers.
 
     ``dataset`` defaults to ``default_dataset``; ``days`` (UTC answer partitions) to the
@@ -77,7 +80,8 @@ def build_run_report(conn: psycopg.Connection, settings: Settings, *, run_id: st
     the DuckDB history (replacing an earlier report of the same run); without one nothing
     is recorded and cost covers the last 30 days. ``related_run_ids`` are runs that belong
     to this one (e.g. the gate runs `eval-harness run` started): their cost counts as the
-    run's. The store is only read. A section whose
+    run's. ``retrieval`` (what ``eval-harness report`` computed) adds its figures as the
+    section after the summary. The store is only read. A section whose
     data is missing or unreadable shows a hint and its metrics are None; only an error
     writing the report files raises.
     """
@@ -103,7 +107,8 @@ def build_run_report(conn: psycopg.Connection, settings: Settings, *, run_id: st
         settings, run_id, dataset, now, metrics))
     checks = tuple(check for part in parts.values() for check in part.checks)
     summary = summary_section(conn, run_id, dataset, now, checks)
-    sections = (summary, *(part.section for part in parts.values()))
+    first = (retrieval_section(retrieval).section,) if retrieval is not None else ()
+    sections = (summary, *first, *(part.section for part in parts.values()))
     return _write(reports, run_id, now, sections, metrics, checks)
 
 

@@ -31,10 +31,11 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.store import keyword_index
+from eval_harness.store import ground_truth, keyword_index
 from eval_harness.store.corpus import Corpus, candidate_ids
 
 MEASURED_QUERIES = 5           # ground-truth queries timed at most
+FETCH_SAMPLE = 40              # ground-truth queries of the candidate fetch timed at most
 MEASURING_BUDGET_SECONDS = 5.0  # stop timing further queries after this long
 STATEMENT_TIMEOUT_MS = 10_000   # one keyword query taking longer is reported as "over 10 s"
 PROBE_TABLE = "eh_keyword_cost_probe"
@@ -182,3 +183,54 @@ def measure_index_cost(conn: psycopg.Connection, corpus: Corpus, texts: Sequence
     if not conn.autocommit:
         conn.rollback()
     return statistics.median(times) if times else None
+
+
+@dataclass(frozen=True)
+class FetchCost:
+    """What the candidate fetch of every ground-truth query costs an attached dataset, as
+    report, judge and calibrate run it, from two timed fetches of a few of its queries."""
+
+    queries: int          # ground-truth queries of the dataset (what a command fetches)
+    sampled: int          # of those, fetched to time it
+    fixed_ms: float       # the part that does not grow with the queries (fingerprint, keys)
+    per_query_ms: float   # what each further query adds
+
+    @property
+    def predicted_seconds(self) -> float:
+        """The fetch of all :attr:`queries`: ``fixed + queries * per query``."""
+        return (self.fixed_ms + self.queries * self.per_query_ms) / 1000.0
+
+
+def measure_fetch_cost(conn: psycopg.Connection, dataset: str, *, depth: int,
+                       sample: int = FETCH_SAMPLE) -> FetchCost | None:
+    """Time the commands' own candidate fetch
+    (:func:`eval_harness.retrieval.hybrid.candidate_scores`: the keyword index, the
+    candidate cache, the semantic side) on the first query of ``dataset`` alone and on its
+    next ``sample``, and split the time into a fixed part and a part per query; None when
+    the dataset has no ground-truth query. The fetches run in one transaction that is rolled
+    back (READ WRITE, so the candidate cache is written as a command writes it, and then
+    not kept): timing changes nothing in the store."""
+    from eval_harness.retrieval.hybrid import candidate_scores
+
+    ids = sorted(ground_truth.query_keys(conn, dataset))
+    if not ids:
+        return None
+    many = ids[1:1 + max(1, sample)] or ids[:1]
+
+    def timed(query_ids: list[int]) -> float:
+        started = time.perf_counter()
+        candidate_scores(conn, dataset, query_ids=query_ids, candidate_depth=depth)
+        return (time.perf_counter() - started) * 1000.0
+
+    began = conn.autocommit
+    if began:  # READ WRITE: the cache is written as a command writes it, then rolled back
+        conn.execute("BEGIN READ WRITE")
+    try:
+        timed(ids[-1:])  # warm the server's caches, as a command's first statements do
+        one, all_sampled = timed(ids[:1]), timed(many)
+    finally:
+        if not conn.closed:
+            conn.execute("ROLLBACK") if began else conn.rollback()
+    per_query = (max(0.0, (all_sampled - one) / (len(many) - 1)) if len(many) > 1
+                 else all_sampled)
+    return FetchCost(len(ids), len(many), max(0.0, one - per_query), per_query)

@@ -25,11 +25,13 @@ class GateSettings:
 
 
 # answer_reward's threshold is on the judge's reward scale, -1..+1; the others on 0..1.
+# All four run unless a config switches one off: a config without quality_gates.gates gates
+# grounding too (with judge 1, or its offline stand-in local:lexical without an API key).
 DEFAULT_GATES: Mapping[str, GateSettings] = {
     "format_compliance": GateSettings(True, 0.95, 0.90, True),
     "citation_coverage": GateSettings(True, 0.70, 0.90, True),
-    "grounding": GateSettings(False, 0.80, 0.90, True),
-    "answer_reward": GateSettings(False, 0.30, 0.90, False),
+    "grounding": GateSettings(True, 0.80, 0.90, True),
+    "answer_reward": GateSettings(True, 0.30, 0.90, False),
 }
 
 

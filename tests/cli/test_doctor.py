@@ -156,7 +156,9 @@ def test_a_role_that_may_not_create_the_schema_is_not_told_all_is_well(stranger,
     code, lines = doctor(write_config(tmp_path), {"DATABASE_URL": url})
     assert code == 1, lines
     assert line(lines, "migrations").endswith(
-        f"run `eval-harness migrate` with a role that may create it (this role '{role}' may not)")
+        f"run `eval-harness migrate` with a role that may create it (this role '{role}' may "
+        f"not), or let this one: the database's owner runs CREATE SCHEMA eval_harness "
+        f"AUTHORIZATION {role};")
     assert line(lines, "privileges").startswith(
         f"FAIL  privileges   role '{role}' may not create the harness schema 'eval_harness'")
 
@@ -282,3 +284,93 @@ def test_an_unreachable_provider_fails_within_the_timeout(store, tmp_path):
     assert code == 1
     assert line(lines, "openai").startswith("FAIL  openai       cannot connect to http://127.0.0.1:")
     assert_no_key("\n".join(lines))
+
+
+# --- doctor before migrate, on a store of your own (the README's order) -------------------
+
+OWN_STORE = """default_dataset: prod
+datasets:
+  prod:
+    language: english
+    embedder: local:test-random
+    live:
+      corpus: {relation: public.l2_insights, id: id, content: content, embedding: embedding,
+               tsvector: null}
+      ground_truth: {relation: public.ground_truth, id: id, query: query,
+                     expected_docs: expected_docs}
+judges: {judge1: "local:lexical", judge2: "local:embedding"}
+"""
+
+
+@pytest.fixture
+def unmigrated_own_store(empty_database, beir_folder):
+    """An unmigrated database holding only a RAG store in the seeds' layout (``public``)."""
+    from eval_harness.store.demo_rag import build_rag_store
+
+    with psycopg.connect(empty_database.url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    with psycopg.connect(empty_database.url) as conn:
+        from pgvector.psycopg import register_vector
+        register_vector(conn)
+        build_rag_store(conn, beir_folder, schema="public", cache_query_vectors=False)
+    return empty_database
+
+
+def doctor_cli(capsys, config, url) -> tuple[int, list[str]]:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DATABASE_URL", url)
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_CONFIG"):
+            env.delenv(name, raising=False)
+        code = main(["--config", str(config), "doctor", "--offline"])
+    out, err = capsys.readouterr()
+    assert err == "" or "Traceback" not in err
+    return code, out.splitlines()
+
+
+def assert_no_raw_error(lines: list[str]) -> None:
+    for entry in lines:
+        assert "does not exist" not in entry and 'relation "' not in entry, entry
+
+
+def test_doctor_before_migrate_says_what_is_missing_and_runs_every_other_check(
+        unmigrated_own_store, tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text(OWN_STORE)
+    code, lines = doctor_cli(capsys, config, unmigrated_own_store.url)
+    assert_no_raw_error(lines)
+    assert "run `eval-harness migrate`" in line(lines, "migrations")
+    privileges = [e for e in lines if e.split()[1] == "privileges"]
+    assert privileges[0].endswith("may create the harness schema 'eval_harness'"), lines
+    # the checks that need only the RAG tables still run: the live relations, the indexes,
+    # the keyword side measured on the store's own queries
+    assert any("may SELECT the live relations public.l2_insights, public.ground_truth" in e
+               for e in lines), lines
+    keyword = [e for e in lines if e.split()[1] == "keyword"]
+    assert any("'prod' tsvector: null, so keyword search parses" in e for e in keyword), lines
+    with unmigrated_own_store.connection() as conn:  # the doctor only looked
+        assert conn.execute("SELECT to_regnamespace('eval_harness')").fetchone()[0] is None
+
+
+def test_doctor_for_a_role_with_select_only_prints_the_statement_an_owner_runs(
+        unmigrated_own_store, tmp_path, capsys):
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(unmigrated_own_store.url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {0}; GRANT SELECT ON ALL "
+                             "TABLES IN SCHEMA public TO {0}").format(sql.Identifier(role)))
+    config = tmp_path / "config.yaml"
+    config.write_text(OWN_STORE)
+    try:
+        code, lines = doctor_cli(capsys, config,
+                                 psycopg.conninfo.make_conninfo(unmigrated_own_store.url,
+                                                                user=role))
+    finally:
+        with psycopg.connect(unmigrated_own_store.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {r}; DROP ROLE {r}").format(
+                r=sql.Identifier(role)))
+    assert code == 1 and lines
+    assert_no_raw_error(lines)
+    statement = f"CREATE SCHEMA eval_harness AUTHORIZATION {role}"
+    assert statement in line(lines, "migrations"), lines
+    assert statement in [e for e in lines if e.split()[1] == "privileges"][0]
+    assert any("'prod' tsvector: null, so keyword search parses" in e for e in lines), lines

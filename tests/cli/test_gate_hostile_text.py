@@ -130,14 +130,14 @@ def test_hostile_ids_and_texts_are_escaped_on_the_terminal_and_in_ci_files(proje
     assert ORDINARY in failure.text
 
     # Markdown summary: no control character; rendered (CommonMark + GFM tables), no tag
-    # but the table's, no link, every row of the table has its 9 cells
+    # but the table's, no link, every row of the table has its 10 cells
     markdown = summary.read_text(encoding="utf-8")
     assert ACTING.search(markdown) is None
     assert not any(line.startswith(FAKE) for line in markdown.splitlines())
     page = rendered_markdown(markdown)
     assert set(page.tags) <= {"h3", "table", "thead", "tbody", "tr", "th", "td", "ul", "li",
                               "code", "strong"}
-    assert set(page.cells) == {9}
+    assert set(page.cells) == {10}
     assert "ax-esc\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mALL GATES PASSED\\x1b[0m" in page.text
     assert MARKUP in page.text and ORDINARY in page.text  # shown as they are, as code
 

@@ -68,7 +68,7 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
         for summary in summaries:
             per_gate[summary.gate].append(summary)
             checks.append(Check(f"Gate {summary.gate} ({window.partition})",
-                                _gate_status(summary), summary.verdict, as_of))
+                                _gate_status(summary), summary.decision, as_of))
     for name, summaries in per_gate.items():
         answers = sum(s.answers for s in summaries)
         metrics.update({f"{name}_pass_rate": (sum(s.passed_answers for s in summaries) / answers
@@ -106,13 +106,13 @@ def _gate_day_blocks(conn: psycopg.Connection, relation, window: TimeWindow,
         rows.append((s.gate, _gate_status(s), "blocking" if s.blocking else "warn only",
                      fmt.num(s.pass_rate), interval, f"{s.threshold:g}", f"{s.min_pass_rate:g}",
                      str(s.answers), str(s.answers - s.unscored), str(s.unscored),
-                     fmt.num(s.mean_score)))
+                     fmt.num(s.mean_score), s.decided_by or "-"))
     blocks: list[Block] = [
         Paragraph(f"**{window.describe()}**: {answers} answer(s); results as of "
                   f"{fmt.when(as_of)}. An unscored answer counts as failing."),
         Table(("gate", "status", "severity", "pass rate", "95% CI", "threshold",
-               "min pass rate", "answers", "scored", "unscored", "mean score"),
-              tuple(rows), (False, False, False) + (True,) * 8)]
+               "min pass rate", "answers", "scored", "unscored", "mean score", "decided by"),
+              tuple(rows), (False, False, False) + (True,) * 8 + (False,))]
     if answers and all(s.unscored == s.answers for s in summaries):
         blocks.append(Paragraph(f"No stored gate result for these answers: run the gates "
                                 f"(`eval-harness gate --partition {window.partition}`)."))
