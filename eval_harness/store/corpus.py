@@ -119,6 +119,22 @@ class Corpus:
     def id_of(self, alias: str) -> sql.Composed:
         return sql.SQL("{}").format(sql.Identifier(alias, self.id))
 
+    def candidate_table(self, alias: str) -> sql.Composable:
+        """The FROM item of the search's candidate subqueries: :meth:`table`, except for a
+        corpus with text or uuid ids, whose relation is read itself so that its vector and
+        text indexes order the candidates (:meth:`candidate_id_of` gives the ids)."""
+        if self.own_ids is not None:
+            return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation),
+                                              sql.Identifier(alias))
+        return self.table(alias)
+
+    def candidate_id_of(self, alias: str) -> sql.Composable:
+        """The harness id of a row of :meth:`candidate_table` (NULL: not attached yet)."""
+        if self.own_ids is not None:
+            return document_ids.harness_id_of(alias, dataset=self.dataset, id_column=self.id,
+                                              kind=self.own_ids)
+        return self.id_of(alias)
+
     def content_of(self, alias: str) -> sql.Composed:
         """The document's text; a live row without one (NULL) reads as empty."""
         if self.is_live:
@@ -212,7 +228,10 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
-    (tests/retrieval/test_sql_plans.py checks the plan shape)."""
+    (tests/retrieval/test_sql_plans.py checks the plan shape). A corpus with text or uuid
+    ids is ranked on its relation itself (:meth:`Corpus.candidate_table`), each candidate's
+    harness id probed by its own id; a row not attached yet has none (NULL) and is dropped
+    by the join to the corpus."""
     parts = []
     if semantic:
         # An empty document has no embedding: the index leaves it out, but a plan that sorts
@@ -227,10 +246,10 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
             "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
             "AND {k_emb_col} IS NOT NULL "
             "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
-    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
+    values = {"sid": corpus.candidate_id_of("s"), "s": corpus.candidate_table("s"),
               "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
-              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
-              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
+              "s_emb": corpus.embedding_of("s"), "kid": corpus.candidate_id_of("k"),
+              "k": corpus.candidate_table("k"), "k_rows": corpus.rows_of_dataset("k"),
               "k_emb_col": corpus.embedding_column("k"),
               "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)

@@ -14,9 +14,11 @@ harness runs on integer ids; the documents are those the last attach saw (a row 
 has no id yet and is not read).
 
 The join compares the ids in the relation's own type (``own_id`` for text, ``own_uuid`` for
-uuid), so both directions use an index: from the relation's vector or text index to the id
-here (the search's candidates), and from an id here to the relation's id index (a lookup
-by id).
+uuid), so both directions use an index: from an id here to the relation's id index (a lookup
+by id), and from a row of the relation to its id here. The search's candidate subqueries
+read the relation itself, ordered by its own vector or text index, and take each row's id
+from here (:func:`harness_id_of`): a row added since the last attach has none and is left
+out after the cut-off, so until the next attach it may take one of the candidate places.
 """
 
 from __future__ import annotations
@@ -69,6 +71,16 @@ def joined_relation(relation: Sequence[str], alias: str, *, dataset: str, id_col
         carried=sql.SQL(", ").join(carried), a=sql.Identifier(alias), rel=sql.Identifier(*relation),
         dataset=sql.Literal(dataset),
         join=_join_condition(kind, alias, alias + "_ids", id_column))
+
+
+def harness_id_of(alias: str, *, dataset: str, id_column: str, kind: str) -> sql.Composed:
+    """The harness id of the row ``alias`` of the relation itself (not joined): a scalar
+    subquery, one index probe here per row it is computed for; NULL for a row the last
+    attach did not see. What the search's candidate subqueries select and break ties by,
+    so that the planner orders them by the relation's own vector or text index (a join
+    would let it drive from this table and sort every document per query)."""
+    return sql.SQL("(SELECT m.doc_id FROM document_ids AS m WHERE m.dataset = {} AND {})").format(
+        sql.Literal(dataset), _join_condition(kind, alias, "m", id_column))
 
 
 def assign_document_ids(conn: psycopg.Connection, dataset: str, relation: Sequence[str],
