@@ -11,6 +11,7 @@ calibrate's; the RAG relations are unchanged, byte for byte.
 
 from __future__ import annotations
 
+import csv
 import json
 import warnings
 
@@ -110,7 +111,6 @@ def test_a_store_with_own_ids_runs_through_every_command(project, capsys):
     file = root / "review.csv"
     code, out, err = cli(capsys, project, "review", "export", str(file), "--dataset", "own")
     assert code == 0, err
-    import csv
     with file.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows, out

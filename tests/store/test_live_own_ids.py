@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                             LiveMapping, Relation)
 from eval_harness.store.demo_rag import build_rag_store
@@ -60,13 +61,23 @@ def test_own_ids_are_given_once_and_kept_across_attaches(fresh, own_store):
         with conn.transaction():  # the RAG system adds a document and removes one
             conn.execute("INSERT INTO own.docs SELECT %s, content, embedding FROM own.docs "
                          "LIMIT 1", (own_doc_id(kind, 61),))
-            conn.execute("DELETE FROM own.docs WHERE id = (SELECT d.id FROM own.docs d "
-                         "WHERE d.id <> ALL(SELECT unnest(expected_ids) FROM own.questions) "
-                         "ORDER BY d.id LIMIT 1)")
+            removed = conn.execute("SELECT id::text FROM own.docs d WHERE d.id <> ALL("
+                                   "SELECT unnest(expected_ids) FROM own.questions) "
+                                   "ORDER BY d.id LIMIT 1").fetchone()[0]
+            conn.execute("CREATE TABLE own.removed AS SELECT * FROM own.docs "
+                         "WHERE id::text = %s", (removed,))
+            conn.execute("DELETE FROM own.docs WHERE id::text = %s", (removed,))
+        # before the next attach the added one is not read, the removed one is gone
+        assert dataset_info(conn, "own").documents == 59
         again = attach_live_dataset(conn, own_config(), embedder_factory=no_embedder)
         assert (again.inserted, again.updated, again.removed) == (0, 0, 0)
+        assert dataset_info(conn, "own").documents == 60  # one added, one removed
         now = harness_ids(conn)
         assert {k: now[k] for k in first} == first and now[own_doc_id(kind, 61)] == 61
+        with conn.transaction():  # the removed document comes back: its id is the same
+            conn.execute("INSERT INTO own.docs SELECT * FROM own.removed")
+        attach_live_dataset(conn, own_config(), embedder_factory=no_embedder)
+        assert harness_ids(conn) == now and dataset_info(conn, "own").documents == 61
         documents = conn.execute("SELECT count(*) FROM ground_truth WHERE dataset = 'own'")
         assert documents.fetchone()[0] == 15
 
