@@ -17,6 +17,7 @@ Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), v
 from __future__ import annotations
 
 from collections.abc import Sequence
+import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -24,6 +25,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import sql_name
+from eval_harness.store import document_ids
 
 INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search path)
 
@@ -41,6 +43,9 @@ class Corpus:
     cast_embedding: bool = True         # the column's type has no dimensions: cast it
     external_id: str | None = "external_id"  # None: the id as text is the dataset's own id
     dataset_column: str | None = "dataset"    # ingested rows are those of this dataset
+    own_ids: str | None = None          # a live corpus's text/char/uuid ids: read through
+                                        # the harness's integer ids (store.document_ids)
+    versioned: bool = True              # a live relation whose rows have xmin (a table)
 
     # -------------------------------------------------------------------- construction
 
@@ -52,18 +57,29 @@ class Corpus:
     def live(cls, dataset: str, language: str, dim: int,
              mapping: Mapping[str, Any]) -> "Corpus":
         """From a recorded corpus mapping (:meth:`mapping_record`)."""
+        own_ids = mapping.get("own_ids")
         return cls(dataset, language, dim, relation=(mapping["schema"], mapping["relation"]),
                    id=mapping["id"], content=mapping["content"],
                    embedding=mapping["embedding"], tsvector=mapping.get("tsvector"),
-                   cast_embedding=not mapping.get("typed", False), external_id=None,
-                   dataset_column=None)
+                   cast_embedding=not mapping.get("typed", False),
+                   external_id=None if own_ids is None else document_ids.OWN_ID_COLUMN,
+                   dataset_column=None, own_ids=own_ids,
+                   versioned=mapping.get("versioned", True))
 
     @staticmethod
     def mapping_record(schema: str, relation: str, id: str, content: str, embedding: str,
-                       tsvector: str | None, typed: bool) -> dict[str, Any]:
-        """What ``datasets.corpus_mapping`` holds for a live dataset."""
-        return {"schema": schema, "relation": relation, "id": id, "content": content,
-                "embedding": embedding, "tsvector": tsvector, "typed": typed}
+                       tsvector: str | None, typed: bool, own_ids: str | None = None,
+                       versioned: bool = True) -> dict[str, Any]:
+        """What ``datasets.corpus_mapping`` holds for a live dataset; ``own_ids``: the kind of
+        a text or uuid id column (:func:`eval_harness.store.document_ids.own_id_kind`), whose
+        documents are read through the harness's integer ids; ``versioned``: whether the
+        relation's rows have ``xmin`` (a table; not a view). An integer-id corpus's record
+        has neither key (as before they existed)."""
+        record = {"schema": schema, "relation": relation, "id": id, "content": content,
+                  "embedding": embedding, "tsvector": tsvector, "typed": typed}
+        if own_ids is not None:
+            record.update(own_ids=own_ids, versioned=versioned)
+        return record
 
     @property
     def is_live(self) -> bool:
@@ -76,8 +92,21 @@ class Corpus:
 
     # -------------------------------------------------------------------- SQL pieces
 
-    def table(self, alias: str) -> sql.Composed:
-        """``<relation> AS <alias>`` for a FROM clause."""
+    @property
+    def has_own_ids(self) -> bool:
+        """Whether the corpus's own ids are text or uuid, read through the harness's integer
+        ids (:mod:`eval_harness.store.document_ids`); False for integer ids and copies."""
+        return self.own_ids is not None
+
+    def table(self, alias: str) -> sql.Composable:
+        """``<relation> AS <alias>`` for a FROM clause; for a corpus with text or uuid ids the
+        relation joined to the harness's ids (the documents the last attach saw), with the
+        same column names and ``id`` the harness's integer id."""
+        if self.own_ids is not None:
+            columns = [self.content, self.embedding] + ([self.tsvector] if self.tsvector else [])
+            return document_ids.joined_relation(
+                self.relation, alias, dataset=self.dataset, id_column=self.id,
+                kind=self.own_ids, columns=columns, versioned=self.versioned)
         return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation), sql.Identifier(alias))
 
     def rows_of_dataset(self, alias: str) -> sql.Composable:
@@ -89,6 +118,22 @@ class Corpus:
 
     def id_of(self, alias: str) -> sql.Composed:
         return sql.SQL("{}").format(sql.Identifier(alias, self.id))
+
+    def candidate_table(self, alias: str) -> sql.Composable:
+        """The FROM item of the search's candidate subqueries: :meth:`table`, except for a
+        corpus with text or uuid ids, whose relation is read itself so that its vector and
+        text indexes order the candidates (:meth:`candidate_id_of` gives the ids)."""
+        if self.own_ids is not None:
+            return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation),
+                                              sql.Identifier(alias))
+        return self.table(alias)
+
+    def candidate_id_of(self, alias: str) -> sql.Composable:
+        """The harness id of a row of :meth:`candidate_table` (NULL: not attached yet)."""
+        if self.own_ids is not None:
+            return document_ids.harness_id_of(alias, dataset=self.dataset, id_column=self.id,
+                                              kind=self.own_ids)
+        return self.id_of(alias)
 
     def content_of(self, alias: str) -> sql.Composed:
         """The document's text; a live row without one (NULL) reads as empty."""
@@ -115,7 +160,7 @@ class Corpus:
             sql.Literal(self.language), sql.Identifier(alias, self.content))
 
     def external_id_of(self, alias: str) -> sql.Composed:
-        """The dataset's own id of a document, as text."""
+        """The dataset's own id of a document, as text (a uuid in its canonical form)."""
         if self.external_id is None:
             return sql.SQL("({}::text)").format(sql.Identifier(alias, self.id))
         return sql.SQL("{}").format(sql.Identifier(alias, self.external_id))
@@ -145,12 +190,28 @@ def document_external_ids(conn: psycopg.Connection, corpus: Corpus,
 
 def document_ids_by_external_id(conn: psycopg.Connection, corpus: Corpus,
                                 external_ids: Sequence[str]) -> dict[str, int]:
-    """The ids of the documents whose own ids are ``external_ids``: {own id: id}."""
-    return {own: int(i) for i, own in conn.execute(
+    """The ids of the documents whose own ids are ``external_ids``: {own id: id}, as given
+    (a uuid is found in any spelling ``uuid`` reads: upper case, braces); one statement.
+    An own id that is no document is not in the result."""
+    spelled = {own: canonical_own_id(corpus, own) for own in external_ids}
+    found = {own: int(i) for i, own in conn.execute(
         sql.SQL("SELECT {}, {} FROM {} WHERE {} AND {} = ANY(%s::text[])").format(
             corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
             corpus.rows_of_dataset("d"), corpus.external_id_of("d")),
-        (list(external_ids),))}
+        (sorted(set(spelled.values())),))}
+    return {own: found[canonical] for own, canonical in spelled.items() if canonical in found}
+
+
+def canonical_own_id(corpus: Corpus, own: str) -> str:
+    """``own`` as the corpus writes its own ids as text: a uuid in its canonical form
+    (lower case, hyphenated); anything else as it is."""
+    own = str(own)
+    if corpus.own_ids == "uuid":
+        try:
+            return str(uuid.UUID(own.strip()))
+        except ValueError:
+            return own
+    return own
 
 
 def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:
@@ -167,7 +228,10 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
-    (tests/retrieval/test_sql_plans.py checks the plan shape)."""
+    (tests/retrieval/test_sql_plans.py checks the plan shape). A corpus with text or uuid
+    ids is ranked on its relation itself (:meth:`Corpus.candidate_table`), each candidate's
+    harness id probed by its own id; a row not attached yet has none (NULL) and is dropped
+    by the join to the corpus."""
     parts = []
     if semantic:
         # An empty document has no embedding: the index leaves it out, but a plan that sorts
@@ -182,10 +246,10 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
             "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
             "AND {k_emb_col} IS NOT NULL "
             "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
-    values = {"sid": corpus.id_of("s"), "s": corpus.table("s"),
+    values = {"sid": corpus.candidate_id_of("s"), "s": corpus.candidate_table("s"),
               "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
-              "s_emb": corpus.embedding_of("s"), "kid": corpus.id_of("k"),
-              "k": corpus.table("k"), "k_rows": corpus.rows_of_dataset("k"),
+              "s_emb": corpus.embedding_of("s"), "kid": corpus.candidate_id_of("k"),
+              "k": corpus.candidate_table("k"), "k_rows": corpus.rows_of_dataset("k"),
               "k_emb_col": corpus.embedding_column("k"),
               "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)

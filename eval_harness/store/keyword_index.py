@@ -72,8 +72,11 @@ class KeywordRefresh:
 
 def mapping_key(corpus: Corpus) -> dict[str, Any]:
     """What the derived data depends on besides the language: relation and columns."""
-    return {"relation": list(corpus.relation), "id": corpus.id, "content": corpus.content,
-            "embedding": corpus.embedding}
+    key = {"relation": list(corpus.relation), "id": corpus.id, "content": corpus.content,
+           "embedding": corpus.embedding}
+    if corpus.has_own_ids:  # its documents' ids are the harness's (store.document_ids)
+        key["own_ids"] = corpus.own_ids
+    return key
 
 
 def serves(corpus: Corpus) -> bool:

@@ -43,6 +43,7 @@ from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
 from live_store import WORDS, live_config, no_embedder
+from own_id_store import build_own_id_store
 
 DOCUMENTS = 3000
 QUERIES = 20
@@ -75,12 +76,26 @@ def planned_store(request, server_url, corpus_folder):
             ingest_beir(conn, corpus_folder, name="copy")
             build_rag_store(conn, corpus_folder, schema="rag")
             attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+            # the same documents with uuid ids, read through the harness's integer ids
+            build_own_id_store(conn, "uuid", schema="own")
+            attach_live_dataset(conn, own_id_config(), embedder_factory=no_embedder)
             version = int(conn.execute("SHOW server_version_num").fetchone()[0])
         with location.connection(autocommit=True) as conn:
             # what autovacuum does soon after an ingest: the GIN index's pending list (rows
             # inserted after the index was built) is merged, so its cost is the steady one
             conn.execute("VACUUM ANALYZE eval_harness.l2_insights")
         yield location, version
+
+
+def own_id_config():
+    """The uuid-id store of tests/support/own_id_store.py as live dataset ``own``."""
+    from dataclasses import replace
+    from eval_harness.settings.datasets import GroundTruthMapping, Relation
+    cfg = live_config("own", "own")
+    return replace(cfg, live=replace(
+        cfg.live, corpus=replace(cfg.live.corpus, relation=Relation("own", "docs")),
+        ground_truth=GroundTruthMapping(Relation("own", "questions"), "id", "query",
+                                        "expected_ids")))
 
 
 # ------------------------------------------------------------------------------ plan reading
@@ -217,7 +232,7 @@ def search(semantic: bool):
 
 # ------------------------------------------------------------------------------ the tests
 
-@pytest.mark.parametrize("dataset", ["copy", "live"])
+@pytest.mark.parametrize("dataset", ["copy", "live", "own"])
 @pytest.mark.parametrize("semantic", [True, False], ids=["hybrid", "keyword-only"])
 def test_hybrid_search_plan_is_linear(planned_store, dataset, semantic):
     natural, steered, table, hnsw, gin = plans_of(planned_store[0], dataset, search(semantic))
@@ -226,7 +241,7 @@ def test_hybrid_search_plan_is_linear(planned_store, dataset, semantic):
     assert_indexes_used(steered, table, hnsw=hnsw, gin=gin, semantic=semantic)
 
 
-@pytest.mark.parametrize("dataset", ["copy", "live"])
+@pytest.mark.parametrize("dataset", ["copy", "live", "own"])
 def test_bulk_candidate_plan_is_linear(planned_store, dataset):
     natural, steered, table, hnsw, gin = plans_of(
         planned_store[0], dataset,
