@@ -75,7 +75,9 @@ def test_checks_are_declared_blocking_exactly_as_configured(tmp_path):
                        "    citation_coverage: {enabled: false}\n"
                        "    answer_reward: {enabled: true, blocking: true}\n")
     _, checks = quality_gate_assets(load_settings(flipped, environ={}))
-    assert _blocking(checks) == {"format_compliance": False, "answer_reward": True}
+    # grounding is not named: it runs, blocking, as every gate does unless switched off
+    assert _blocking(checks) == {"format_compliance": False, "grounding": True,
+                                 "answer_reward": True}
     descriptions = {spec.name: spec.description for c in checks for spec in c.check_specs}
     assert "Warns only" in descriptions["format_compliance"]
     assert "Blocking" in descriptions["answer_reward"]
