@@ -4,7 +4,10 @@ An *ingested* dataset's documents are rows of the harness's ``l2_insights`` (fil
 ``dataset``; untyped ``embedding`` compared as ``embedding::vector(dim)``, which its partial
 HNSW index covers; a stored ``tsv``). A *live* dataset's documents are the RAG system's own
 relation, read in place through the mapping recorded when it was attached
-(:mod:`eval_harness.store.live`). Every statement that reads documents (hybrid search, the
+(:mod:`eval_harness.store.live`); a live corpus may be only some rows of its relation (a
+LangChain collection: ``collection_id = <its uuid>``, :class:`Subset`), which
+:meth:`Corpus.rows_of_dataset` selects as it selects an ingested dataset's rows. Every
+statement that reads documents (hybrid search, the
 calibration candidates, judging, review, TREC files) composes its ``FROM`` and column
 expressions from a :class:`Corpus`, so both kinds run the same statements; the search's
 candidate subqueries (:func:`candidate_ids`) are here too, next to the corpus they read, so
@@ -29,6 +32,17 @@ INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search pat
 
 
 @dataclass(frozen=True)
+class Subset:
+    """The rows of a live relation that are the corpus: ``column = value`` (LangChain's
+    ``collection_id`` and the collection's uuid, resolved from its name at attach); ``label``
+    names them in messages (``collection 'docs'``)."""
+
+    column: str
+    value: str
+    label: str
+
+
+@dataclass(frozen=True)
 class Corpus:
     dataset: str
     language: str                       # text-search configuration
@@ -41,6 +55,7 @@ class Corpus:
     cast_embedding: bool = True         # the column's type has no dimensions: cast it
     external_id: str | None = "external_id"  # None: the id as text is the dataset's own id
     dataset_column: str | None = "dataset"    # ingested rows are those of this dataset
+    subset: Subset | None = None        # a live corpus of only some of its relation's rows
 
     # -------------------------------------------------------------------- construction
 
@@ -56,14 +71,20 @@ class Corpus:
                    id=mapping["id"], content=mapping["content"],
                    embedding=mapping["embedding"], tsvector=mapping.get("tsvector"),
                    cast_embedding=not mapping.get("typed", False), external_id=None,
-                   dataset_column=None)
+                   dataset_column=None,
+                   subset=Subset(**mapping["subset"]) if mapping.get("subset") else None)
 
     @staticmethod
     def mapping_record(schema: str, relation: str, id: str, content: str, embedding: str,
-                       tsvector: str | None, typed: bool) -> dict[str, Any]:
+                       tsvector: str | None, typed: bool,
+                       subset: Subset | None = None) -> dict[str, Any]:
         """What ``datasets.corpus_mapping`` holds for a live dataset."""
-        return {"schema": schema, "relation": relation, "id": id, "content": content,
-                "embedding": embedding, "tsvector": tsvector, "typed": typed}
+        record = {"schema": schema, "relation": relation, "id": id, "content": content,
+                  "embedding": embedding, "tsvector": tsvector, "typed": typed}
+        if subset is not None:
+            record["subset"] = {"column": subset.column, "value": subset.value,
+                                "label": subset.label}
+        return record
 
     @property
     def is_live(self) -> bool:
@@ -74,6 +95,13 @@ class Corpus:
         """The relation as SQL writes it (``public.l2_insights``, ``"My Schema"."Docs"``)."""
         return sql_name(*self.relation)
 
+    @property
+    def described(self) -> str:
+        """The relation, and which of its rows when only some are the corpus (messages)."""
+        if self.subset is None:
+            return self.relation_name
+        return f"{self.relation_name} ({self.subset.label})"
+
     # -------------------------------------------------------------------- SQL pieces
 
     def table(self, alias: str) -> sql.Composed:
@@ -81,7 +109,12 @@ class Corpus:
         return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation), sql.Identifier(alias))
 
     def rows_of_dataset(self, alias: str) -> sql.Composable:
-        """The condition that selects this dataset's rows (TRUE for a live relation)."""
+        """The condition that selects this dataset's rows (TRUE for a live relation that is
+        all corpus; ``column = 'value'`` for a :class:`Subset`, the literal the server
+        reads as the column's type, so a partial index on it serves the search)."""
+        if self.dataset_column is None and self.subset is not None:
+            return sql.SQL("{} = {}").format(sql.Identifier(alias, self.subset.column),
+                                             sql.Literal(self.subset.value))
         if self.dataset_column is None:
             return sql.SQL("TRUE")
         return sql.SQL("{} = {}").format(sql.Identifier(alias, self.dataset_column),
