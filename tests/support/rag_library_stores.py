@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO / "datasets" / "scifact"
@@ -233,3 +234,39 @@ def answers_lines(store: LibraryStore) -> list[str]:
             "answer": f"{text[doc][:160]} [1]",
             "sources": [{"id": store.own_id[doc], "text": text[doc]}]}))
     return lines
+
+
+# ------------------------------------------------------------------------------ fixtures
+# (a plugin of the root conftest: one store per test module, in a database of its own)
+
+@pytest.fixture(scope="session")
+def library_downloads(tmp_path_factory) -> Path:
+    """Where tiktoken and NLTK would download to during the session: must stay empty."""
+    folder = tmp_path_factory.mktemp("library-downloads")
+    offline_downloads(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def scifact_data() -> SciFactSlice:
+    return scifact_slice()
+
+
+def _store_fixture(build, prefix: str):
+    @pytest.fixture(scope="module")
+    def fixture(server_url, library_downloads, scifact_data):
+        from eval_harness.store import migrate
+        from scratch_databases import scratch_database
+
+        with scratch_database(server_url, prefix) as location:
+            made = build(location.url, scifact_data)
+            with location.connection() as conn:
+                migrate(conn)
+                cache_query_vectors(conn, scifact_data)
+            yield made
+        assert not any(library_downloads.rglob("*.*")), "a library downloaded something"
+    return fixture
+
+
+langchain_store = _store_fixture(build_langchain_store, "eh_langchain")
+llamaindex_store = _store_fixture(build_llamaindex_store, "eh_llamaindex")
