@@ -43,6 +43,7 @@ LAYER_OF = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 TABLE_OWNERS = {
     "ground_truth": "eval_harness/store/ground_truth.py",
     "datasets": "eval_harness/store/dataset_register.py",
+    "document_ids": "eval_harness/store/document_ids.py",
     "l2_insights": "eval_harness/store/ingest.py",
     "query_embeddings": "eval_harness/store/query_embeddings.py",
     "keyword_sources": "eval_harness/store/keyword_index.py",

@@ -5,16 +5,17 @@ where the RAG system keeps its served answers. Before any work, :func:`check_ans
 checks it against the store, reading only the catalog (and, for a relation without a unique
 index on its id, the id column once): the relation exists and this role may SELECT it, each
 mapped column exists with a usable type, the ids are unique, and for ``sources.kind: ids``
-the array holds integers and the dataset exists, live (its corpus mapping in config.yaml)
-or ingested (its copy in the harness schema). Each problem is one sentence naming the key
+the array holds ids of the kind the corpus has (integer, text or uuid) and the dataset
+exists, live (its corpus mapping in config.yaml) or ingested (its copy in the harness schema). Each problem is one sentence naming the key
 (:class:`AnswersMappingError`).
 
 The checked mapping (:class:`MappedAnswers`) then stands wherever the gates read the
 answers relation: :func:`eval_harness.gates.sql.relation_sql` composes it as a subquery with
 the answers contract's columns (``id`` as text, ``query``, ``answer``, ``sources`` as jsonb,
 ``created_at``). With ``kind: ids`` each answer's ``sources`` is resolved from the corpus,
-in citation order (``[1]`` is the first id): ``{"id": 4983, "text": "..."}``; an id that is
-not a document of the corpus becomes ``{"id": 4983, "text": "", "missing": true}``, a source
+in citation order (``[1]`` is the first id): ``{"id": 4983, "text": "..."}`` (the id as the
+array holds it: a text or uuid id is a JSON string); an id that is not a document of the
+corpus becomes ``{"id": 4983, "text": "", "missing": true}``, a source
 without text (the citation gate counts a marker citing it as invalid and names the id). The
 content hash is taken over the resolved sources, so an edit to one cited document re-gates
 exactly the answers citing it. Nothing is ever written to the mapped relations: results,
@@ -34,7 +35,7 @@ from eval_harness.settings.gates_answers import WHERE, AnswersMapping
 from eval_harness.store import dataset_register
 from eval_harness.store.connection import StoreLocation
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.live_mapping import (INTEGER_ARRAY_TYPES, INTEGER_TYPES, TEXT_TYPES,
+from eval_harness.store.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
                                              check_mapping, relation_columns)
 from eval_harness.store.live_rows import EXAMPLES, LiveMappingError, has_unique_index
 
@@ -67,14 +68,18 @@ class MappedAnswers:
         else:
             assert self.corpus is not None
             corpus = self.corpus
+            # a corpus read through the harness's ids is matched by its own ids as text;
+            # any other by its id column, in the column's type (check_answers_mapping)
+            found = (sql.SQL("{} = u.e::text").format(corpus.external_id_of("d"))
+                     if corpus.has_own_ids else sql.SQL("{} = u.e").format(corpus.id_of("d")))
             sources = sql.SQL("""(
                 SELECT coalesce(jsonb_agg(CASE WHEN {did} IS NULL
                          THEN jsonb_build_object('id', u.e, 'text', '', 'missing', true)
                          ELSE jsonb_build_object('id', u.e, 'text', {content}) END
                        ORDER BY u.n), '[]'::jsonb)
                 FROM unnest({column}) WITH ORDINALITY AS u (e, n)
-                LEFT JOIN {corpus} ON {did} = u.e AND {rows})""").format(
-                did=corpus.id_of("d"), content=corpus.content_of("d"), column=column,
+                LEFT JOIN {corpus} ON {found} AND {rows})""").format(
+                did=corpus.id_of("d"), found=found, content=corpus.content_of("d"), column=column,
                 corpus=corpus.table("d"), rows=corpus.rows_of_dataset("d"))
         return sql.SQL("""(SELECT m.{id}::text AS id, coalesce(m.{query}, '') AS query,
                                   coalesce(m.{answer}, '') AS answer, {sources} AS sources,
@@ -125,7 +130,7 @@ def check_answers_mapping(conn: psycopg.Connection, settings: Settings) -> Mappe
                     missing=_demo_hint(settings) if on_demo else None)
     columns = relation_columns(conn, oid)
     shown = mapping.relation
-    _typed(columns, mapping.id, INTEGER_TYPES + TEXT_TYPES, f"{WHERE}.id", shown)
+    _typed(columns, mapping.id, ID_TYPES, f"{WHERE}.id", shown)
     _typed(columns, mapping.query, TEXT_TYPES, f"{WHERE}.query", shown)
     _typed(columns, mapping.answer, TEXT_TYPES, f"{WHERE}.answer", shown)
     _typed(columns, mapping.created_at, TIMESTAMP_TYPES, f"{WHERE}.created_at", shown)
@@ -133,10 +138,19 @@ def check_answers_mapping(conn: psycopg.Connection, settings: Settings) -> Mappe
         _typed(columns, mapping.sources, JSON_TYPES, f"{WHERE}.sources.column", shown,
                why=" (sources.kind json: a [{id, text}] list)")
     else:
-        _typed(columns, mapping.sources, INTEGER_ARRAY_TYPES, f"{WHERE}.sources.column",
+        _typed(columns, mapping.sources, ID_ARRAY_TYPES, f"{WHERE}.sources.column",
                shown, why=" (sources.kind ids: an array of corpus ids)")
     _unique_ids(conn, mapping, oid)
-    corpus = _corpus(conn, settings, mapping.dataset) if mapping.kind == "ids" else None
+    corpus = None
+    if mapping.kind == "ids":
+        corpus, id_types = _corpus(conn, settings, mapping.dataset)
+        array_type = columns[mapping.sources][0]
+        if array_type.removesuffix("[]") not in id_types:
+            raise AnswersMappingError(
+                f"'{WHERE}.sources.column': column {shown}.{mapping.sources} is {array_type} "
+                f"but the ids of dataset '{mapping.dataset}' ({corpus.relation_name}) are "
+                f"{' or '.join(id_types)}; map an array of the corpus's kind of id "
+                f"({' or '.join(t + '[]' for t in id_types)}).")
     return MappedAnswers(mapping, corpus)
 
 
@@ -209,10 +223,21 @@ def _unique_ids(conn: psycopg.Connection, mapping: AnswersMapping, oid: int) -> 
                                   f"id (NULL in {mapping.id}); map a column every answer has.")
 
 
-def _corpus(conn: psycopg.Connection, settings: Settings, name: str | None) -> Corpus:
-    """The corpus the source ids point into: a live dataset's mapping from config.yaml
-    (checked like attach checks it: readable, integer ids, text content), else the dataset
-    as the store has it (an ingested copy, or a live dataset attached earlier)."""
+# The element types a sources array may have, by the family of the corpus's ids.
+_ID_FAMILIES = (("smallint", "integer", "bigint"), TEXT_TYPES, UUID_TYPES)
+
+
+def _id_family(column_type: str) -> tuple[str, ...]:
+    return next(family for family in _ID_FAMILIES if column_type in family)
+
+
+def _corpus(conn: psycopg.Connection, settings: Settings,
+            name: str | None) -> tuple[Corpus, tuple[str, ...]]:
+    """The corpus the source ids point into, and the element types a sources array of its
+    ids may have: a live dataset's mapping from config.yaml (checked like attach checks it:
+    readable, integer, text or uuid ids, text content; read as it is now, by its own ids),
+    else the dataset as the store has it (an ingested copy, by the harness's ids, or a live
+    dataset attached earlier)."""
     key = f"{WHERE}.dataset"
     configured = settings.datasets.get(name or "")
     if configured is not None and configured.live is not None:
@@ -224,12 +249,14 @@ def _corpus(conn: psycopg.Connection, settings: Settings, name: str | None) -> C
                 raise AnswersMappingError(f"'{key}': {exc}") from None
         where = f"datasets.{name}.live.corpus"
         columns = relation_columns(conn, _readable(conn, corpus.relation, f"{where}.relation"))
-        _typed(columns, corpus.id, INTEGER_TYPES, f"{where}.id", corpus.relation)
+        _typed(columns, corpus.id, ID_TYPES, f"{where}.id", corpus.relation)
         _typed(columns, corpus.content, TEXT_TYPES, f"{where}.content", corpus.relation)
+        # no own_ids: the relation itself, its id column compared with the sources' ids
         record = Corpus.mapping_record(corpus.relation.schema, corpus.relation.name, corpus.id,
                                        corpus.content, corpus.embedding, corpus.tsvector,
                                        typed=False)
-        return Corpus.live(configured.name, configured.language, 0, record)
+        return (Corpus.live(configured.name, configured.language, 0, record),
+                _id_family(columns[corpus.id][0]))
     row = dataset_register.dataset_row(conn, name or "")
     if row is None:
         hint = (f"ingest it first (`eval-harness ingest PATH --name {name}`)"
@@ -238,5 +265,7 @@ def _corpus(conn: psycopg.Connection, settings: Settings, name: str | None) -> C
         raise AnswersMappingError(f"'{key}': dataset '{name}' is neither a live dataset of "
                                   f"config.yaml nor ingested in the store; {hint}.")
     dataset, language, _model, dim, kind, recorded = row
-    return (Corpus.live(dataset, language, dim, recorded) if kind == "live"
-            else Corpus.ingested(dataset, language, dim))
+    corpus = (Corpus.live(dataset, language, dim, recorded) if kind == "live"
+              else Corpus.ingested(dataset, language, dim))
+    # a corpus read through the harness's ids is matched by its own ids' text
+    return corpus, (ID_TYPES if corpus.has_own_ids else _ID_FAMILIES[0])

@@ -20,6 +20,7 @@ Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), v
 from __future__ import annotations
 
 from collections.abc import Sequence
+import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -27,6 +28,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import sql_name
+from eval_harness.store import document_ids
 
 INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search path)
 
@@ -56,6 +58,9 @@ class Corpus:
     external_id: str | None = "external_id"  # None: the id as text is the dataset's own id
     dataset_column: str | None = "dataset"    # ingested rows are those of this dataset
     subset: Subset | None = None        # a live corpus of only some of its relation's rows
+    own_ids: str | None = None          # a live corpus's text/char/uuid ids: read through
+                                        # the harness's integer ids (store.document_ids)
+    versioned: bool = True              # a live relation whose rows have xmin (a table)
 
     # -------------------------------------------------------------------- construction
 
@@ -67,20 +72,30 @@ class Corpus:
     def live(cls, dataset: str, language: str, dim: int,
              mapping: Mapping[str, Any]) -> "Corpus":
         """From a recorded corpus mapping (:meth:`mapping_record`)."""
+        own_ids = mapping.get("own_ids")
         return cls(dataset, language, dim, relation=(mapping["schema"], mapping["relation"]),
                    id=mapping["id"], content=mapping["content"],
                    embedding=mapping["embedding"], tsvector=mapping.get("tsvector"),
-                   cast_embedding=not mapping.get("typed", False), external_id=None,
-                   dataset_column=None,
+                   cast_embedding=not mapping.get("typed", False),
+                   external_id=None if own_ids is None else document_ids.OWN_ID_COLUMN,
+                   dataset_column=None, own_ids=own_ids,
+                   versioned=mapping.get("versioned", True),
                    subset=Subset(**mapping["subset"]) if mapping.get("subset") else None)
 
     @staticmethod
     def mapping_record(schema: str, relation: str, id: str, content: str, embedding: str,
-                       tsvector: str | None, typed: bool,
-                       subset: Subset | None = None) -> dict[str, Any]:
-        """What ``datasets.corpus_mapping`` holds for a live dataset."""
+                       tsvector: str | None, typed: bool, own_ids: str | None = None,
+                       versioned: bool = True, subset: Subset | None = None) -> dict[str, Any]:
+        """What ``datasets.corpus_mapping`` holds for a live dataset; ``own_ids``: the kind of
+        a text or uuid id column (:func:`eval_harness.store.document_ids.own_id_kind`), whose
+        documents are read through the harness's integer ids; ``versioned``: whether the
+        relation's rows have ``xmin`` (a table; not a view). An integer-id corpus's record
+        has neither key (as before they existed); ``subset``: the rows that are the corpus
+        (a LangChain collection), none when all are."""
         record = {"schema": schema, "relation": relation, "id": id, "content": content,
                   "embedding": embedding, "tsvector": tsvector, "typed": typed}
+        if own_ids is not None:
+            record.update(own_ids=own_ids, versioned=versioned)
         if subset is not None:
             record["subset"] = {"column": subset.column, "value": subset.value,
                                 "label": subset.label}
@@ -104,8 +119,23 @@ class Corpus:
 
     # -------------------------------------------------------------------- SQL pieces
 
-    def table(self, alias: str) -> sql.Composed:
-        """``<relation> AS <alias>`` for a FROM clause."""
+    @property
+    def has_own_ids(self) -> bool:
+        """Whether the corpus's own ids are text or uuid, read through the harness's integer
+        ids (:mod:`eval_harness.store.document_ids`); False for integer ids and copies."""
+        return self.own_ids is not None
+
+    def table(self, alias: str) -> sql.Composable:
+        """``<relation> AS <alias>`` for a FROM clause; for a corpus with text or uuid ids the
+        relation joined to the harness's ids (the documents the last attach saw), with the
+        same column names and ``id`` the harness's integer id."""
+        if self.own_ids is not None:
+            columns = [self.content, self.embedding] + ([self.tsvector] if self.tsvector else [])
+            if self.subset is not None:  # rows_of_dataset reads it
+                columns.append(self.subset.column)
+            return document_ids.joined_relation(
+                self.relation, alias, dataset=self.dataset, id_column=self.id,
+                kind=self.own_ids, columns=columns, versioned=self.versioned)
         return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation), sql.Identifier(alias))
 
     def rows_of_dataset(self, alias: str) -> sql.Composable:
@@ -148,7 +178,7 @@ class Corpus:
             sql.Literal(self.language), sql.Identifier(alias, self.content))
 
     def external_id_of(self, alias: str) -> sql.Composed:
-        """The dataset's own id of a document, as text."""
+        """The dataset's own id of a document, as text (a uuid in its canonical form)."""
         if self.external_id is None:
             return sql.SQL("({}::text)").format(sql.Identifier(alias, self.id))
         return sql.SQL("{}").format(sql.Identifier(alias, self.external_id))
@@ -178,12 +208,28 @@ def document_external_ids(conn: psycopg.Connection, corpus: Corpus,
 
 def document_ids_by_external_id(conn: psycopg.Connection, corpus: Corpus,
                                 external_ids: Sequence[str]) -> dict[str, int]:
-    """The ids of the documents whose own ids are ``external_ids``: {own id: id}."""
-    return {own: int(i) for i, own in conn.execute(
+    """The ids of the documents whose own ids are ``external_ids``: {own id: id}, as given
+    (a uuid is found in any spelling ``uuid`` reads: upper case, braces); one statement.
+    An own id that is no document is not in the result."""
+    spelled = {own: canonical_own_id(corpus, own) for own in external_ids}
+    found = {own: int(i) for i, own in conn.execute(
         sql.SQL("SELECT {}, {} FROM {} WHERE {} AND {} = ANY(%s::text[])").format(
             corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
             corpus.rows_of_dataset("d"), corpus.external_id_of("d")),
-        (list(external_ids),))}
+        (sorted(set(spelled.values())),))}
+    return {own: found[canonical] for own, canonical in spelled.items() if canonical in found}
+
+
+def canonical_own_id(corpus: Corpus, own: str) -> str:
+    """``own`` as the corpus writes its own ids as text: a uuid in its canonical form
+    (lower case, hyphenated); anything else as it is."""
+    own = str(own)
+    if corpus.own_ids == "uuid":
+        try:
+            return str(uuid.UUID(own.strip()))
+        except ValueError:
+            return own
+    return own
 
 
 def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:

@@ -185,8 +185,9 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
                                     IS DISTINCT FROM (h.query, h.expected_docs)),
                count(*) FILTER (WHERE k.external_id IS NULL)
         FROM kept k FULL JOIN ({stored}) h ON h.external_id = k.external_id""").format(
-        stored=ground_truth.labels_of_dataset(), rows=live_ground_truth_rows(checked.ground_truth),
-        kept=sql.SQL("cardinality(expected_docs) > 0" if checked.ground_truth.labelled
+        stored=ground_truth.labels_of_dataset(), rows=live_ground_truth_rows(checked.ground_truth,
+                                                                   checked.corpus),
+        kept=sql.SQL("cardinality(expected_own) > 0" if checked.ground_truth.labelled
                      else "TRUE")), (name,)).fetchone()
     since = f"as attached at {attached_at:%Y-%m-%d %H:%M %Z}".rstrip()
     state = ("unchanged since" if not (new or changed or removed) else

@@ -74,6 +74,8 @@ def mapping_key(corpus: Corpus) -> dict[str, Any]:
     """What the derived data depends on besides the language: relation and columns."""
     key = {"relation": list(corpus.relation), "id": corpus.id, "content": corpus.content,
            "embedding": corpus.embedding}
+    if corpus.has_own_ids:  # its documents' ids are the harness's (store.document_ids)
+        key["own_ids"] = corpus.own_ids
     if corpus.subset is not None:  # another LangChain collection is another corpus
         key["subset"] = [corpus.subset.column, corpus.subset.value]
     return key

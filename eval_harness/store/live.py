@@ -4,8 +4,8 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
 
 1. **checks the mapping** against the store before any work
    (:mod:`eval_harness.store.live_mapping`): each relation exists and may be read, each
-   column exists with a usable type (integer ids, text content, a pgvector ``vector``
-   embedding, a ``tsvector`` when one is named, an integer array of expected ids), the
+   column exists with a usable type (integer, text or uuid ids, text content, a pgvector
+   ``vector`` embedding, a ``tsvector`` when one is named, an array of expected ids), the
    embedding's dimensions match the dataset's embedder, the corpus's ids are unique and
    every id in expected_docs is a document of the corpus. Each problem is one sentence
    naming the config key. Rows without an embedding or text are counted and named in a
@@ -13,6 +13,9 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
 2. **records the mapping** in the harness's ``datasets`` row
    (:mod:`eval_harness.store.dataset_register`), so every later command (also a
    read-only one) reads the corpus through it (:class:`eval_harness.store.corpus.Corpus`);
+   for a corpus with text or uuid ids it gives each document it has not seen an integer id
+   (:mod:`eval_harness.store.document_ids`), which every harness table keeps, and the
+   commands after it read the documents this attach saw;
 3. **mirrors the ground truth** (id, query, expected_docs) into the harness's
    ``ground_truth``, beside what the harness keeps per query (query embedding, judge scores).
    A query whose text or expected ids changed loses its judge scores; a removed one is
@@ -38,7 +41,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import DatasetConfig, GroundTruthMapping
-from eval_harness.store import dataset_register, ground_truth, keyword_index
+from eval_harness.store import dataset_register, document_ids, ground_truth, keyword_index
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
@@ -84,10 +87,14 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         checked = check_mapping(conn, cfg)
         report = AttachReport(cfg.name, checked.corpus.described)
         _record_dataset(conn, cfg, checked)
+        corpus = checked.corpus
+        if corpus.has_own_ids:
+            document_ids.assign_document_ids(conn, cfg.name, corpus.relation, corpus.id,
+                                             corpus.own_ids, rows=corpus.rows_of_dataset("r"))
         _stage_ground_truth(conn, checked, report)
         _check_expected_ids(conn, cfg, checked)
-        report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_ids(conn),
-                                      checked.corpus.subset)
+        report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_own_ids(conn),
+                                      corpus.own_ids, corpus.subset)
         _merge_ground_truth(conn, cfg.name, report)
         _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
     corpus = _recorded_corpus(conn, cfg.name)
@@ -116,14 +123,16 @@ def _record_dataset(conn: psycopg.Connection, cfg: DatasetConfig,
 def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
                         report: AttachReport) -> None:
     """The live ground truth into ``_live_gt`` (dropped at commit): own id as text, query,
-    expected ids deduplicated in their order (none for an unlabelled dataset)."""
+    expected ids deduplicated in their order (none for an unlabelled dataset), as the
+    harness's ids and as the corpus's own ids (text)."""
     gt = checked.ground_truth
     key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
     conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
-                    expected_docs integer[]) ON COMMIT DROP""")
+                    expected_docs integer[], expected_own text[]) ON COMMIT DROP""")
     try:
         with conn.transaction():
-            conn.execute(sql.SQL("INSERT INTO _live_gt {}").format(live_ground_truth_rows(gt)))
+            conn.execute(sql.SQL("INSERT INTO _live_gt {}").format(
+                live_ground_truth_rows(gt, checked.corpus)))
     except psycopg.errors.UniqueViolation:
         raise LiveMappingError(f"'{key}.id': {gt.relation}.{gt.id} is not unique.") from None
     except psycopg.errors.NumericValueOutOfRange:
@@ -137,35 +146,55 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     if not gt.labelled:
         return
     report.without_expected = conn.execute(
-        "DELETE FROM _live_gt WHERE coalesce(cardinality(expected_docs), 0) = 0").rowcount
+        "DELETE FROM _live_gt WHERE coalesce(cardinality(expected_own), 0) = 0").rowcount
     if report.without_expected:
         report.notices.append(f"{report.without_expected} queries of {gt.relation} have no "
                               "expected document and were left out")
 
 
-def live_ground_truth_rows(gt: GroundTruthMapping) -> sql.Composed:
-    """``SELECT external_id, query, expected_docs`` of every row of the live ground truth:
-    its own id as text, the query, the expected ids deduplicated in their order (none for
-    an unlabelled dataset), as the harness mirrors them."""
-    expected = sql.SQL("ARRAY[]::integer[]") if not gt.labelled else sql.SQL(
-        "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
-        "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
+def live_ground_truth_rows(gt: GroundTruthMapping, corpus: Corpus) -> sql.Composed:
+    """``SELECT external_id, query, expected_docs, expected_own`` of every row of the live
+    ground truth: its own id as text, the query, the expected ids deduplicated in their
+    order (none for an unlabelled dataset) as the harness mirrors them, and the same as the
+    corpus's own ids (text). An integer corpus's own ids are the harness's; a text or uuid
+    corpus's are translated through its documents (one that is no document, or that the
+    last attach did not see, has no harness id: it is in ``expected_own`` only)."""
+    own = sql.SQL("ARRAY[]::text[]") if not gt.labelled else sql.SQL(
+        "ARRAY(SELECT e::text FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
+        "GROUP BY e ORDER BY min(n))").format(sql.Identifier(gt.expected_docs))
+    if not gt.labelled:
+        expected: sql.Composable = sql.SQL("ARRAY[]::integer[]")
+    elif not corpus.has_own_ids:
+        expected = sql.SQL(
+            "ARRAY(SELECT e FROM unnest(g.{}) WITH ORDINALITY AS u(e, n) WHERE e IS NOT NULL "
+            "GROUP BY e ORDER BY min(n))::integer[]").format(sql.Identifier(gt.expected_docs))
+    else:
+        # a uuid is matched in its canonical text form; one statement, by the ids' index
+        expected = sql.SQL(
+            "ARRAY(SELECT {did} FROM unnest({own}) WITH ORDINALITY AS u(e, n) "
+            "JOIN {d} ON {dext} = u.e ORDER BY u.n)::integer[]").format(
+            own=own, did=corpus.id_of("d"), d=corpus.table("d"),
+            dext=corpus.external_id_of("d"))
     return sql.SQL("SELECT g.{id}::text AS external_id, g.{query} AS query, "
-                   "{expected} AS expected_docs FROM {rel} AS g").format(
-        id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected,
+                   "{expected} AS expected_docs, {own} AS expected_own "
+                   "FROM {rel} AS g").format(
+        id=sql.Identifier(gt.id), query=sql.Identifier(gt.query), expected=expected, own=own,
         rel=sql.Identifier(gt.relation.schema, gt.relation.name))
 
 
 def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
                         checked: CheckedMapping) -> None:
     corpus = checked.corpus
+    # an integer corpus is probed by its ids; a text or uuid one by its own ids as text
+    ids, found = (("expected_own", corpus.external_id_of("d")) if corpus.has_own_ids
+                  else ("expected_docs", corpus.id_of("d")))
     count, examples, queries = conn.execute(sql.SQL("""
         SELECT count(*), (array_agg(m.e ORDER BY m.e))[1:5], (array_agg(m.q ORDER BY m.e))[1:5]
         FROM (SELECT DISTINCT ON (u.e) u.e, g.external_id AS q
-              FROM _live_gt g, unnest(g.expected_docs) AS u(e)
-              WHERE NOT EXISTS (SELECT 1 FROM {d} WHERE {did} = u.e AND {rows})
+              FROM _live_gt g, unnest(g.{ids}) AS u(e)
+              WHERE NOT EXISTS (SELECT 1 FROM {d} WHERE {found} = u.e AND {rows})
               ORDER BY u.e, g.external_id) m""").format(
-        d=corpus.table("d"), did=corpus.id_of("d"),
+        ids=sql.Identifier(ids), d=corpus.table("d"), found=found,
         rows=corpus.rows_of_dataset("d"))).fetchone()
     if count:
         shown = ", ".join(str(e) for e in examples) + (", ..." if count > 5 else "")
@@ -175,8 +204,8 @@ def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
             f"{', '.join(dict.fromkeys(queries))}); fix the ground truth or the corpus mapping.")
 
 
-def _staged_expected_ids(conn: psycopg.Connection) -> set[int]:
-    return {i for (i,) in conn.execute("SELECT DISTINCT unnest(expected_docs) FROM _live_gt")}
+def _staged_expected_own_ids(conn: psycopg.Connection) -> set[str]:
+    return {i for (i,) in conn.execute("SELECT DISTINCT unnest(expected_own) FROM _live_gt")}
 
 
 def _merge_ground_truth(conn: psycopg.Connection, dataset: str, report: AttachReport) -> None:
@@ -277,15 +306,17 @@ def write_back_judge_scores(conn: psycopg.Connection, cfg: DatasetConfig) -> Wri
     with conn.transaction():
         present, problem = _write_back_columns(conn, name.as_string(conn))
         if problem is None:
+            own_id = _own_id_as_column_type(conn, name.as_string(conn), gt.id)
             try:
                 with conn.transaction():
                     rows = conn.execute(sql.SQL("""
                         UPDATE {rel} AS t SET ({cols}) = ROW({values})
                         FROM {mirror}
                         WHERE h.dataset = %s AND h.judged_docs IS NOT NULL
-                          AND t.{id} = h.external_id::bigint
+                          AND t.{id} = {own_id}
                           AND ({current}) IS DISTINCT FROM ({values})""").format(
                         rel=name, mirror=ground_truth.table("h"), id=sql.Identifier(gt.id),
+                        own_id=own_id,
                         cols=sql.SQL(", ").join(map(sql.Identifier, present)),
                         values=sql.SQL(", ").join(sql.Identifier("h", c) for c in present),
                         current=sql.SQL(", ").join(sql.Identifier("t", c) for c in present)),
@@ -299,6 +330,24 @@ def write_back_judge_scores(conn: psycopg.Connection, cfg: DatasetConfig) -> Wri
             f"'datasets.{cfg.name}.live.write_judge_scores': {gt.relation} {problem}; the "
             "judge scores stay in the harness's own ground_truth."))
     return WriteBackReport(str(gt.relation), rows, tuple(present))
+
+
+# The type a query's own id (text in the harness) is cast to, to meet the live id column in
+# its own type (so its index finds the row): format_type's name, except char(n), which the
+# cast would cut to one character.
+_CAST_OF_ID_TYPE = {"smallint": "bigint", "integer": "bigint", "bigint": "bigint",
+                    "text": "text", "character varying": "text", "character": "bpchar",
+                    "uuid": "uuid"}
+
+
+def _own_id_as_column_type(conn: psycopg.Connection, relation: str,
+                           column: str) -> sql.Composable:
+    """``h.external_id`` cast to the type of the id column ``column`` of ``relation``."""
+    kind = conn.execute("SELECT format_type(atttypid, NULL) FROM pg_attribute "
+                        "WHERE attrelid = to_regclass(%s) AND attname = %s",
+                        (relation, column)).fetchone()
+    cast = _CAST_OF_ID_TYPE.get(kind[0] if kind else "", "text")
+    return sql.SQL("h.external_id::" + cast)
 
 
 def _write_back_columns(conn: psycopg.Connection, relation: str) -> tuple[list[str], str | None]:

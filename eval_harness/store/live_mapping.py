@@ -1,8 +1,9 @@
 """The live mapping checked against the store, before any work and reading only.
 
 Each relation of a live dataset's mapping (``datasets.<name>.live``) exists and may be read,
-each column exists with a usable type (integer ids, text content, a pgvector ``vector``
-embedding, a ``tsvector`` when one is named, an integer array of expected ids), the
+each column exists with a usable type (integer, text or uuid ids, text content, a pgvector
+``vector`` embedding, a ``tsvector`` when one is named, an array of expected ids: integer
+for an integer corpus, integer, text or uuid for a text or uuid one), the
 embedding's dimensions match the dataset's embedder and the corpus's ids are unique. Each
 problem is one sentence naming the config key (:class:`LiveMappingError`). Rows without an
 embedding or text are counted and named by :mod:`eval_harness.store.live_rows`; attaching
@@ -26,11 +27,17 @@ from psycopg import sql
 
 from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
 from eval_harness.store.corpus import Corpus, Subset
+from eval_harness.store.document_ids import own_id_kind
 from eval_harness.store.live_rows import LiveMappingError, check_unique_ids, sampled_dimensions
 
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 TEXT_TYPES = ("text", "character varying", "character")
 INTEGER_ARRAY_TYPES = ("smallint[]", "integer[]", "bigint[]")
+UUID_TYPES = ("uuid",)
+# The types a corpus id (and so a ground-truth or answer id) may have, and arrays of them.
+ID_TYPES = INTEGER_TYPES + TEXT_TYPES + UUID_TYPES
+ID_ARRAY_TYPES = INTEGER_ARRAY_TYPES + ("text[]", "character varying[]", "character[]",
+                                        "uuid[]")
 
 # Dimensions of the embedders people name; another model's are taken from the corpus.
 KNOWN_DIMENSIONS = {"all-MiniLM-L6-v2": 384, "text-embedding-3-small": 1536,
@@ -71,8 +78,15 @@ def _relation(conn: psycopg.Connection, relation, where: str) -> int:
     return row[0]
 
 
+def _has_xmin(conn: psycopg.Connection, oid: int) -> bool:
+    """Whether the rows of relation ``oid`` have ``xmin`` (a table, partitioned table or
+    materialized view; not a view or foreign table)."""
+    return conn.execute("SELECT relkind IN ('r', 'p', 'm') FROM pg_class WHERE oid = %s",
+                        (oid,)).fetchone()[0]
+
+
 def _column(columns: dict, name: str, allowed: Sequence[str], where: str, key: str,
-            relation) -> tuple[str, int]:
+            relation, why: str = "") -> tuple[str, int]:
     if name not in columns:
         known = ", ".join(sorted(columns))
         raise LiveMappingError(f"'{where}.{key}': {relation} has no column '{name}' "
@@ -80,7 +94,7 @@ def _column(columns: dict, name: str, allowed: Sequence[str], where: str, key: s
     kind, typmod = columns[name]
     if kind not in allowed:
         raise LiveMappingError(f"'{where}.{key}': column {relation}.{name} is {kind}; it "
-                               f"must be {' or '.join(allowed)}.")
+                               f"must be {' or '.join(allowed)}{why}.")
     return kind, typmod
 
 
@@ -101,7 +115,8 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
     language = cfg.language
     if mapping.preset == "llamaindex":
         mapping, language = _llamaindex_tsvector(conn, cfg, mapping, oid, columns, where)
-    _column(columns, mapping.id, INTEGER_TYPES, where, "id", mapping.relation)
+    id_type, _ = _column(columns, mapping.id, ID_TYPES, where, "id", mapping.relation)
+    own_ids = own_id_kind(id_type)
     _column(columns, mapping.content, TEXT_TYPES, where, "content", mapping.relation)
     _, typmod = _column(columns, mapping.embedding, ("vector",), where, "embedding",
                         mapping.relation)
@@ -118,16 +133,21 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
     check_unique_ids(conn, mapping, oid, where, subset)
     record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
                                    mapping.content, mapping.embedding, mapping.tsvector,
-                                   typed=typmod > 0, subset=subset)
+                                   typed=typmod > 0, own_ids=own_ids,
+                                   versioned=_has_xmin(conn, oid), subset=subset)
     corpus = Corpus.live(cfg.name, language, dim, record)
     gt = cfg.live.ground_truth
     where = f"{base}.{ground_truth_key(gt)}"
     columns = relation_columns(conn, _relation(conn, gt.relation, where))
-    _column(columns, gt.id, INTEGER_TYPES, where, "id", gt.relation)
+    _column(columns, gt.id, ID_TYPES, where, "id", gt.relation)
     _column(columns, gt.query, TEXT_TYPES, where, "query", gt.relation)
     if gt.labelled:
-        _column(columns, gt.expected_docs, INTEGER_ARRAY_TYPES, where, "expected_docs",
-                gt.relation)
+        # an integer corpus's expected ids are its ids as they are; a text or uuid corpus's
+        # are matched by their text
+        _column(columns, gt.expected_docs,
+                INTEGER_ARRAY_TYPES if own_ids is None else ID_ARRAY_TYPES, where,
+                "expected_docs", gt.relation,
+                why="" if own_ids is None else f" (the ids of {mapping.relation}.{mapping.id})")
     gt_record = {"schema": gt.relation.schema, "relation": gt.relation.name, "id": gt.id,
                  "query": gt.query, "expected_docs": gt.expected_docs}
     return CheckedMapping(corpus, gt, record, gt_record)

@@ -89,10 +89,12 @@ def check_unique_ids(conn: psycopg.Connection, mapping: CorpusMapping, oid: int,
                               "have one.")
 
 
-def row_notices(conn: psycopg.Connection, mapping: CorpusMapping,
-                expected_ids: set[int], subset: Subset | None = None) -> list[str]:
+def row_notices(conn: psycopg.Connection, mapping: CorpusMapping, expected_ids: set[str],
+                own_ids: str | None = None, subset: Subset | None = None) -> list[str]:
     """One line each for the rows without an embedding and the rows without text (module
-    docstring); ``expected_ids`` are the ground truth's expected documents."""
+    docstring), naming rows by their own ids; ``expected_ids`` are the ground truth's
+    expected documents, by their own ids as text; ``own_ids``: the id column's kind (None:
+    integer; ``text``, ``char``, ``uuid``)."""
     rel = _relation(mapping)
     embedding, content = sql.Identifier(mapping.embedding), sql.Identifier(mapping.content)
     no_vector, no_text = conn.execute(sql.SQL(
@@ -102,7 +104,7 @@ def row_notices(conn: psycopg.Connection, mapping: CorpusMapping,
     notices = []
     if no_vector:
         ids = _ids_where(conn, mapping, sql.SQL("{} IS NULL").format(embedding), subset)
-        expected = _count_expected(conn, mapping, expected_ids,
+        expected = _count_expected(conn, mapping, expected_ids, own_ids,
                                    sql.SQL("{} IS NULL").format(embedding), subset)
         also = (f" ({expected} of them expected by the ground truth, which search cannot "
                 "find)" if expected else "")
@@ -129,7 +131,7 @@ def _have(count: int) -> str:
 
 
 def _ids_where(conn: psycopg.Connection, mapping: CorpusMapping,
-               condition: sql.Composable, subset: Subset | None) -> list[int]:
+               condition: sql.Composable, subset: Subset | None) -> list:
     """The smallest ids of the rows where ``condition`` holds (a top-N sort, linear)."""
     return [i for (i,) in conn.execute(sql.SQL(
         "SELECT {id} FROM {rel} WHERE {cond} AND {rows} ORDER BY {id} LIMIT {n}").format(
@@ -137,12 +139,19 @@ def _ids_where(conn: psycopg.Connection, mapping: CorpusMapping,
         rows=_rows_of(subset), n=sql.Literal(EXAMPLES)))]
 
 
-def _count_expected(conn: psycopg.Connection, mapping: CorpusMapping, expected_ids: set[int],
-                    condition: sql.Composable, subset: Subset | None) -> int:
+# How the expected own ids (text) are compared with the id column, in its own type so that
+# its index can answer (char(n) compares by its text: blank-padding aside).
+_ID_ARRAY_OF_KIND = {None: "{id} = ANY(%s::bigint[])", "text": "{id} = ANY(%s::text[])",
+                     "uuid": "{id} = ANY(%s::uuid[])", "char": "{id}::text = ANY(%s::text[])"}
+
+
+def _count_expected(conn: psycopg.Connection, mapping: CorpusMapping, expected_ids: set[str],
+                    own_ids: str | None, condition: sql.Composable,
+                    subset: Subset | None) -> int:
     if not expected_ids:
         return 0
-    return conn.execute(sql.SQL(
-        "SELECT count(*) FROM {rel} WHERE {cond} AND {rows} AND {id} = ANY(%s)").format(
+    return conn.execute(sql.SQL("SELECT count(*) FROM {rel} WHERE {cond} AND {rows} AND " +
+                                _ID_ARRAY_OF_KIND[own_ids]).format(
         rel=_relation(mapping), cond=condition, rows=_rows_of(subset),
         id=sql.Identifier(mapping.id)), (sorted(expected_ids),)).fetchone()[0]
 
