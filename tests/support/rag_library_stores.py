@@ -29,8 +29,9 @@ import asyncio
 import json
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -69,6 +70,11 @@ class LibraryStore:
     relations: tuple[str, ...]         # every RAG relation (for the checksum)
     own_id: dict[str, str]             # SciFact doc id -> the store's own id
     data: SciFactSlice
+    location: Any = None               # the StoreLocation (the fixtures set it)
+
+    def connection(self):
+        """A harness connection to the store's database (its search path)."""
+        return self.location.connection()
 
     def qrels(self) -> dict[str, dict[str, int]]:
         """The relevance labels in the store's own ids, keyed by the ground truth's ids."""
@@ -263,7 +269,7 @@ def _store_fixture(build, prefix: str):
             with location.connection() as conn:
                 migrate(conn)
                 cache_query_vectors(conn, scifact_data)
-            yield made
+            yield replace(made, location=location)
         assert not any(library_downloads.rglob("*.*")), "a library downloaded something"
     return fixture
 
