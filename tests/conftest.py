@@ -18,8 +18,9 @@ from eval_harness.store.connection import embedded_server_log, start_embedded
 from scratch_databases import scratch_database
 
 # Hooks and shared fixtures from tests/support/ (on pytest's pythonpath, see pyproject.toml):
-# the crash guard's hook, the review-queue dataset, the live store's BEIR folder.
-pytest_plugins = ["pg_crash_guard", "review_store", "live_store"]
+# the crash guard's hook, the review-queue dataset, the live store's BEIR folder, the stores
+# made by LangChain and LlamaIndex.
+pytest_plugins = ["pg_crash_guard", "review_store", "live_store", "rag_library_stores"]
 
 
 def _server_url(tmp_path_factory) -> tuple[str, bool]:

@@ -81,10 +81,16 @@ def mapping_drift(cfg: DatasetConfig | None, dataset: LiveDataset) -> str:
     if not dataset.attached or corpus is None or cfg is None or cfg.live is None:
         return ""
     configured = cfg.live.corpus
+    tsvector = configured.tsvector
+    if configured.preset == "llamaindex" and corpus.tsvector is None:
+        tsvector = None  # its text_search_tsv when the table has one: it has none
+    collection = corpus.subset.label if corpus.subset is not None else None
     pairs = (("relation", str(configured.relation), corpus.relation_name),
              ("id", configured.id, corpus.id), ("content", configured.content, corpus.content),
              ("embedding", configured.embedding, corpus.embedding),
-             ("tsvector", configured.tsvector, corpus.tsvector))
+             ("tsvector", tsvector, corpus.tsvector),
+             ("collection", f"collection {configured.collection!r}"
+              if configured.collection is not None else None, collection))
     return "; ".join(f"corpus.{key}: {attached or 'null'} attached, {ours or 'null'} configured"
                      for key, ours, attached in pairs if ours != attached)
 
@@ -284,8 +290,11 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[Live
             continue
         status = WARN if slow or cost.queries == 0 else OK
         yield Check(status, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, total)}")
-        if status == WARN:
+        cfg = settings.datasets.get(dataset.name)
+        preset = cfg.live.corpus.preset if cfg is not None and cfg.live is not None else None
+        if status == WARN and preset is None:  # a preset maps the library's columns only
             yield Check(WARN, "keyword", f"'{dataset.name}' {stored_column_fix(conn, dataset)}")
+        if status == WARN:
             yield Check(WARN, "keyword", f"'{dataset.name}' the keyword index: `eval-harness "
                         f"attach --dataset {dataset.name}` derives it in the harness schema "
                         "(the fetch then ranks from it, the same figures)"

@@ -36,8 +36,8 @@ from eval_harness.store import dataset_register
 from eval_harness.store.connection import StoreLocation
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
-                                             relation_columns)
-from eval_harness.store.live_rows import EXAMPLES, has_unique_index
+                                             check_mapping, relation_columns)
+from eval_harness.store.live_rows import EXAMPLES, LiveMappingError, has_unique_index
 
 TIMESTAMP_TYPES = ("timestamp with time zone",)
 JSON_TYPES = ("jsonb", "json")
@@ -242,6 +242,11 @@ def _corpus(conn: psycopg.Connection, settings: Settings,
     configured = settings.datasets.get(name or "")
     if configured is not None and configured.live is not None:
         corpus = configured.live.corpus
+        if corpus.preset is not None:  # the library's layout, resolved as attach resolves it
+            try:
+                return check_mapping(conn, configured).corpus
+            except LiveMappingError as exc:
+                raise AnswersMappingError(f"'{key}': {exc}") from None
         where = f"datasets.{name}.live.corpus"
         columns = relation_columns(conn, _readable(conn, corpus.relation, f"{where}.relation"))
         _typed(columns, corpus.id, ID_TYPES, f"{where}.id", corpus.relation)

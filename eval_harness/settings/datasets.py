@@ -21,6 +21,20 @@ A RAG system without relevance labels maps its queries only: ``ground_truth: nul
 dataset carry no expected documents, and its labels come from the judges (``eval-harness
 judge``, then ``calibrate --labels judges``).
 
+A store made by a RAG library is mapped by its preset, one line, its columns known:
+
+    corpus: {preset: langchain, collection: NAME}          # langchain-postgres PGVector
+    corpus: {preset: llamaindex, table: public.data_NAME}  # llama-index PGVectorStore
+
+``langchain``: the rows of ``langchain_pg_embedding`` (``id``, ``document``, ``embedding``)
+whose ``collection_id`` is the collection named NAME in ``langchain_pg_collection``, in the
+schema the library put them in (``schema:``, default ``public``); no tsvector (the keyword
+index stands in). ``llamaindex``: the table PGVectorStore made (``data_`` and its
+``table_name``), ``node_id`` as the id, ``text``, ``embedding``, and the generated
+``text_search_tsv`` when the store was made with ``hybrid_search=True`` (the check,
+:mod:`eval_harness.store.live_mapping`, looks; its ``text_search_config`` is then the
+dataset's language). The collection and the tsvector are resolved against the store there.
+
 Relation and column names are read as PostgreSQL reads them in SQL (:func:`parse_sql_name`):
 an unquoted name (letters, digits, ``_``, ``$``) is folded to lower case, so ``Rag.L2Insights``
 is ``rag.l2insights``; a double-quoted one keeps its case and may hold any character, dots
@@ -44,6 +58,11 @@ CORPUS_KEYS = ("relation", "id", "content", "embedding", "tsvector")
 GROUND_TRUTH_KEYS = ("relation", "id", "query", "expected_docs")
 QUERIES_KEYS = ("relation", "id", "query")
 DATASET_WEIGHT_KEYS = ("semantic", "keyword")
+# corpus: {preset: ...}: the keys each preset takes (module docstring)
+PRESET_KEYS = {"langchain": ("preset", "collection", "schema"),
+               "llamaindex": ("preset", "table")}
+LANGCHAIN_TABLE, LANGCHAIN_COLLECTIONS = "langchain_pg_embedding", "langchain_pg_collection"
+LLAMAINDEX_TSVECTOR = "text_search_tsv"  # PGVectorStore(hybrid_search=True)'s generated column
 EMBEDDER_PROVIDERS = ("local", "openai")
 
 # One part of a name as SQL writes it: unquoted (folded to lower case) or double-quoted
@@ -105,6 +124,13 @@ class CorpusMapping:
     content: str
     embedding: str
     tsvector: str | None  # None: to_tsvector(language, content)
+    preset: str | None = None      # langchain | llamaindex: the library that made the store
+    collection: str | None = None  # langchain: the collection's name (langchain_pg_collection)
+
+    @property
+    def collections(self) -> Relation:
+        """LangChain's table of collections, beside its embeddings."""
+        return Relation(self.relation.schema, LANGCHAIN_COLLECTIONS)
 
 
 @dataclass(frozen=True)
@@ -144,6 +170,7 @@ class DatasetConfig:
     embedder: str | None = None         # "local:all-MiniLM-L6-v2", "openai:text-embedding-3-small"
     live: LiveMapping | None = None
     weights: DatasetWeights | None = None
+    language_given: bool = False        # ``language`` was in config.yaml (not the default)
 
     @property
     def is_live(self) -> bool:
@@ -195,7 +222,8 @@ def parse_datasets(section: Mapping[str, Any], root: Path,
             embedder=parse_embedder(embedder, f"{where}.embedder") if embedder else None,
             live=live,
             weights=_weights(entry.get("hybrid_search"), f"{where}.hybrid_search",
-                             reject_unknown_keys))
+                             reject_unknown_keys),
+            language_given="language" in entry)
     return result
 
 
@@ -225,8 +253,11 @@ def _live(section: Any, where: str, reject_unknown_keys) -> LiveMapping:
     if "corpus" not in section:
         raise DatasetConfigError(f"'{where}.corpus' is missing: the relation holding the "
                                  "documents (id, content, embedding).")
-    corpus = _mapping(section["corpus"], f"{where}.corpus", CORPUS_KEYS, reject_unknown_keys,
-                      optional=("tsvector",))
+    if isinstance(section["corpus"], Mapping) and "preset" in section["corpus"]:
+        corpus = _preset(section["corpus"], f"{where}.corpus", reject_unknown_keys)
+    else:
+        corpus = _mapping(section["corpus"], f"{where}.corpus", CORPUS_KEYS,
+                          reject_unknown_keys, optional=("tsvector",))
     ground_truth, queries = section.get("ground_truth"), section.get("queries")
     if (ground_truth is None) == (queries is None):
         raise DatasetConfigError(
@@ -243,6 +274,39 @@ def _live(section: Any, where: str, reject_unknown_keys) -> LiveMapping:
     if not isinstance(write, bool):
         raise DatasetConfigError(f"'{where}.write_judge_scores' must be true or false.")
     return LiveMapping(CorpusMapping(**corpus), GroundTruthMapping(**mapped), write)
+
+
+def _preset(section: Mapping[str, Any], where: str, reject_unknown_keys) -> dict[str, Any]:
+    """The corpus mapping of a store a RAG library made (module docstring)."""
+    preset = section["preset"]
+    if preset not in PRESET_KEYS:
+        raise DatasetConfigError(f"'{where}.preset' must be langchain (langchain-postgres "
+                                 "PGVector) or llamaindex (llama-index PGVectorStore), got "
+                                 f"{_shown(preset)}.")
+    reject_unknown_keys(section, where, PRESET_KEYS[preset])
+    if preset == "langchain":
+        collection = section.get("collection")
+        if not isinstance(collection, str) or not collection:
+            raise DatasetConfigError(
+                f"'{where}.collection' must be the name of the LangChain collection to "
+                f"evaluate (the collection_name you gave PGVector; {LANGCHAIN_COLLECTIONS}"
+                f".name), got {_shown(collection)}.")
+        schema = section.get("schema", "public")
+        names = parse_sql_name(schema) if isinstance(schema, str) else None
+        if names is None or len(names) != 1:
+            raise DatasetConfigError(f"'{where}.schema' must be the schema holding "
+                                     f"{LANGCHAIN_TABLE} as SQL writes it (default public), "
+                                     f"got {_shown(schema)}.")
+        return dict(relation=Relation(names[0], LANGCHAIN_TABLE), id="id", content="document",
+                    embedding="embedding", tsvector=None, preset=preset, collection=collection)
+    table = section.get("table")
+    names = parse_sql_name(table) if isinstance(table, str) else None
+    if names is None or len(names) > 2:
+        raise DatasetConfigError(
+            f"'{where}.table' must be the table PGVectorStore made, data_ and its table_name "
+            f"(e.g. public.data_docs), got {_shown(table)}.")
+    return dict(relation=Relation(*(["public"] + names)[-2:]), id="node_id", content="text",
+                embedding="embedding", tsvector=LLAMAINDEX_TSVECTOR, preset=preset)
 
 
 def _mapping(section: Any, where: str, keys: tuple[str, ...], reject_unknown_keys, *,

@@ -268,8 +268,9 @@ def probe_query(conn: psycopg.Connection, dataset: LiveDataset) -> tuple[str, st
         text = row[0] if row is not None else ""
         vector = _vector_text(query_embeddings.cached_embedding(conn, dataset.embedder, text))
     if vector is None:
-        row = conn.execute(sql.SQL("SELECT {}::text FROM {} WHERE {} IS NOT NULL LIMIT 1").format(
-            corpus.embedding_column("d"), corpus.table("d"), corpus.embedding_column("d"))
-        ).fetchone()
+        row = conn.execute(sql.SQL(
+            "SELECT {}::text FROM {} WHERE {} AND {} IS NOT NULL LIMIT 1").format(
+            corpus.embedding_column("d"), corpus.table("d"), corpus.rows_of_dataset("d"),
+            corpus.embedding_column("d"))).fetchone()
         vector = row[0] if row is not None else None
     return text, vector

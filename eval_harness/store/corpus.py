@@ -4,7 +4,10 @@ An *ingested* dataset's documents are rows of the harness's ``l2_insights`` (fil
 ``dataset``; untyped ``embedding`` compared as ``embedding::vector(dim)``, which its partial
 HNSW index covers; a stored ``tsv``). A *live* dataset's documents are the RAG system's own
 relation, read in place through the mapping recorded when it was attached
-(:mod:`eval_harness.store.live`). Every statement that reads documents (hybrid search, the
+(:mod:`eval_harness.store.live`); a live corpus may be only some rows of its relation (a
+LangChain collection: ``collection_id = <its uuid>``, :class:`Subset`), which
+:meth:`Corpus.rows_of_dataset` selects as it selects an ingested dataset's rows. Every
+statement that reads documents (hybrid search, the
 calibration candidates, judging, review, TREC files) composes its ``FROM`` and column
 expressions from a :class:`Corpus`, so both kinds run the same statements; the search's
 candidate subqueries (:func:`candidate_ids`) are here too, next to the corpus they read, so
@@ -31,6 +34,17 @@ INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search pat
 
 
 @dataclass(frozen=True)
+class Subset:
+    """The rows of a live relation that are the corpus: ``column = value`` (LangChain's
+    ``collection_id`` and the collection's uuid, resolved from its name at attach); ``label``
+    names them in messages (``collection 'docs'``)."""
+
+    column: str
+    value: str
+    label: str
+
+
+@dataclass(frozen=True)
 class Corpus:
     dataset: str
     language: str                       # text-search configuration
@@ -43,6 +57,7 @@ class Corpus:
     cast_embedding: bool = True         # the column's type has no dimensions: cast it
     external_id: str | None = "external_id"  # None: the id as text is the dataset's own id
     dataset_column: str | None = "dataset"    # ingested rows are those of this dataset
+    subset: Subset | None = None        # a live corpus of only some of its relation's rows
     own_ids: str | None = None          # a live corpus's text/char/uuid ids: read through
                                         # the harness's integer ids (store.document_ids)
     versioned: bool = True              # a live relation whose rows have xmin (a table)
@@ -64,21 +79,26 @@ class Corpus:
                    cast_embedding=not mapping.get("typed", False),
                    external_id=None if own_ids is None else document_ids.OWN_ID_COLUMN,
                    dataset_column=None, own_ids=own_ids,
-                   versioned=mapping.get("versioned", True))
+                   versioned=mapping.get("versioned", True),
+                   subset=Subset(**mapping["subset"]) if mapping.get("subset") else None)
 
     @staticmethod
     def mapping_record(schema: str, relation: str, id: str, content: str, embedding: str,
                        tsvector: str | None, typed: bool, own_ids: str | None = None,
-                       versioned: bool = True) -> dict[str, Any]:
+                       versioned: bool = True, subset: Subset | None = None) -> dict[str, Any]:
         """What ``datasets.corpus_mapping`` holds for a live dataset; ``own_ids``: the kind of
         a text or uuid id column (:func:`eval_harness.store.document_ids.own_id_kind`), whose
         documents are read through the harness's integer ids; ``versioned``: whether the
         relation's rows have ``xmin`` (a table; not a view). An integer-id corpus's record
-        has neither key (as before they existed)."""
+        has neither key (as before they existed); ``subset``: the rows that are the corpus
+        (a LangChain collection), none when all are."""
         record = {"schema": schema, "relation": relation, "id": id, "content": content,
                   "embedding": embedding, "tsvector": tsvector, "typed": typed}
         if own_ids is not None:
             record.update(own_ids=own_ids, versioned=versioned)
+        if subset is not None:
+            record["subset"] = {"column": subset.column, "value": subset.value,
+                                "label": subset.label}
         return record
 
     @property
@@ -89,6 +109,13 @@ class Corpus:
     def relation_name(self) -> str:
         """The relation as SQL writes it (``public.l2_insights``, ``"My Schema"."Docs"``)."""
         return sql_name(*self.relation)
+
+    @property
+    def described(self) -> str:
+        """The relation, and which of its rows when only some are the corpus (messages)."""
+        if self.subset is None:
+            return self.relation_name
+        return f"{self.relation_name} ({self.subset.label})"
 
     # -------------------------------------------------------------------- SQL pieces
 
@@ -104,13 +131,20 @@ class Corpus:
         same column names and ``id`` the harness's integer id."""
         if self.own_ids is not None:
             columns = [self.content, self.embedding] + ([self.tsvector] if self.tsvector else [])
+            if self.subset is not None:  # rows_of_dataset reads it
+                columns.append(self.subset.column)
             return document_ids.joined_relation(
                 self.relation, alias, dataset=self.dataset, id_column=self.id,
                 kind=self.own_ids, columns=columns, versioned=self.versioned)
         return sql.SQL("{} AS {}").format(sql.Identifier(*self.relation), sql.Identifier(alias))
 
     def rows_of_dataset(self, alias: str) -> sql.Composable:
-        """The condition that selects this dataset's rows (TRUE for a live relation)."""
+        """The condition that selects this dataset's rows (TRUE for a live relation that is
+        all corpus; ``column = 'value'`` for a :class:`Subset`, the literal the server
+        reads as the column's type, so a partial index on it serves the search)."""
+        if self.dataset_column is None and self.subset is not None:
+            return sql.SQL("{} = {}").format(sql.Identifier(alias, self.subset.column),
+                                             sql.Literal(self.subset.value))
         if self.dataset_column is None:
             return sql.SQL("TRUE")
         return sql.SQL("{} = {}").format(sql.Identifier(alias, self.dataset_column),

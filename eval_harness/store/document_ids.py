@@ -84,20 +84,22 @@ def harness_id_of(alias: str, *, dataset: str, id_column: str, kind: str) -> sql
 
 
 def assign_document_ids(conn: psycopg.Connection, dataset: str, relation: Sequence[str],
-                        id_column: str, kind: str) -> int:
+                        id_column: str, kind: str,
+                        rows: sql.Composable = sql.SQL("TRUE")) -> int:
     """Give each row of ``relation`` whose own id (``id_column``, of ``kind``) has no harness
-    id in ``dataset`` yet the next ones, in own-id order; how many were given. One pass over
-    the relation's ids; runs in the caller's transaction (attach's)."""
+    id in ``dataset`` yet the next ones, in own-id order; how many were given. ``rows``: the
+    condition (on alias ``r``) selecting the corpus's rows (a LangChain collection's). One
+    pass over the relation's ids; runs in the caller's transaction (attach's)."""
     own = sql.Identifier("r", id_column)
     given = conn.execute(sql.SQL("""
         INSERT INTO document_ids (dataset, own_id, own_uuid, doc_id)
         SELECT %(dataset)s, n.own_id, {uuid}, b.base + row_number() OVER (ORDER BY n.own_id COLLATE "C")
-        FROM (SELECT {own}::text AS own_id FROM {rel} AS r WHERE {own} IS NOT NULL
+        FROM (SELECT {own}::text AS own_id FROM {rel} AS r WHERE {own} IS NOT NULL AND {rows}
               EXCEPT
               SELECT own_id FROM document_ids WHERE dataset = %(dataset)s) n,
              (SELECT coalesce(max(doc_id), 0) AS base FROM document_ids
               WHERE dataset = %(dataset)s) b""").format(
         uuid=sql.SQL("n.own_id::uuid" if kind == "uuid" else "NULL::uuid"), own=own,
-        rel=sql.Identifier(*relation)), {"dataset": dataset}).rowcount
+        rel=sql.Identifier(*relation), rows=rows), {"dataset": dataset}).rowcount
     return given
 

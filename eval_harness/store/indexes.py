@@ -13,6 +13,12 @@ things, and each is fast only with an index the RAG system owns:
   ``to_tsvector('<language>'::regconfig, content)``);
 * **id**: the candidates are joined back to the corpus by id; served by a unique btree index.
 
+A corpus of some rows of its relation (a LangChain collection, :class:`Subset`) needs its
+vector index restricted to those rows (``WHERE collection_id = '<uuid>'``): an index over the
+whole table would be filtered after the approximate scan, returning fewer than ``depth``
+candidates, and cannot even be built when another collection holds other dimensions. Its
+text and id indexes may cover the whole table (an exact scan, then filtered) or the subset.
+
 An index matches when the server prints its key exactly as it would print the search's
 expression (``pg_get_indexdef``), so a varchar ``content`` is matched as ``content::text``,
 the implicit cast the search gets too. Everything here only reads (the doctor runs it in a
@@ -49,6 +55,7 @@ class ExistingIndex:
     unique: bool
     partial: bool
     valid: bool      # False: left INVALID by a failed CREATE INDEX CONCURRENTLY (or building)
+    predicate: str = ""  # a partial index's WHERE, as pg_get_expr prints it
 
     @property
     def qualified(self) -> str:
@@ -67,6 +74,8 @@ class Need:
     create: sql.Composed        # the key and options of the CREATE INDEX statement
     wanted: str                 # how a person reads the need
     column: str                 # the column the key is built on, as the server prints it
+    predicate: str = ""         # the rows it must cover (a Subset), as pg_get_expr prints it
+    subset_only: bool = False   # only an index restricted to ``predicate`` serves
 
     def near(self, index: ExistingIndex) -> bool:
         """Same method family over the same column, another key or shape (worth naming)."""
@@ -75,8 +84,10 @@ class Need:
 
     def matches(self, index: ExistingIndex) -> bool:
         """Same method family, key and shape (opclass and validity are judged apart)."""
+        covers = (_same(index.predicate, self.predicate) if index.partial or self.subset_only
+                  else True)
         return (index.method in self.methods and _same(index.key, self.key)
-                and index.keys == 1 and not index.partial
+                and index.keys == 1 and covers and bool(self.predicate or not index.partial)
                 and (index.unique or not self.unique))
 
 
@@ -112,7 +123,12 @@ class IndexAssessment:
 
 
 def _same(printed: str, expected: str) -> bool:
-    return "".join(printed.split()) == "".join(expected.split())
+    def bare(text: str) -> str:
+        text = "".join(text.split())
+        while text.startswith("(") and text.endswith(")"):
+            text = text[1:-1]
+        return text
+    return bare(printed) == bare(expected)
 
 
 # ------------------------------------------------------------------------------ catalog
@@ -122,7 +138,8 @@ def relation_indexes(conn: psycopg.Connection, oid: int) -> list[ExistingIndex]:
     return [ExistingIndex(*row) for row in conn.execute("""
         SELECT ic.oid, n.nspname, ic.relname, am.amname, pg_get_indexdef(i.indexrelid, 1, true),
                coalesce(opc.opcname, ''), i.indnkeyatts, i.indisunique, i.indpred IS NOT NULL,
-               i.indisvalid AND i.indisready AND i.indislive
+               i.indisvalid AND i.indisready AND i.indislive,
+               coalesce(pg_get_expr(i.indpred, i.indrelid, true), '')
         FROM pg_index i
         JOIN pg_class ic ON ic.oid = i.indexrelid
         JOIN pg_namespace n ON n.oid = ic.relnamespace
@@ -160,16 +177,29 @@ def needed_indexes(conn: psycopg.Connection, corpus: Corpus, oid: int) -> list[N
             sql.Literal(corpus.language), sql.Identifier(corpus.content))
         text_wanted, text_column = text_key_, content
     id_key = _quote_ident(conn, corpus.id)
+    where, predicate, of_subset = sql.SQL(""), "", ""
+    if corpus.subset is not None:
+        subset = corpus.subset
+        where = sql.SQL(" WHERE {} = {}").format(sql.Identifier(subset.column),
+                                                 sql.Literal(subset.value))
+        kind = conn.execute("SELECT format_type(atttypid, NULL) FROM pg_attribute "
+                            "WHERE attrelid = %s AND attname = %s",
+                            (oid, subset.column)).fetchone()
+        cast = f"::{kind[0]}" if kind is not None and kind[0] not in ("text",) else ""
+        value = conn.execute("SELECT quote_literal(%s)", (subset.value,)).fetchone()[0]
+        predicate = f"{_quote_ident(conn, subset.column)} = {value}{cast}"
+        of_subset = f" WHERE {predicate} (the rows of {subset.label})"
     return [
         Need("embedding", VECTOR_METHODS, vector_key, COSINE_OPCLASS, False,
-             sql.SQL("USING hnsw ({} vector_cosine_ops)").format(vector_expr),
-             f"HNSW or IVFFlat index on {vector_key} with {COSINE_OPCLASS}", column),
+             sql.SQL("USING hnsw ({} vector_cosine_ops){}").format(vector_expr, where),
+             f"HNSW or IVFFlat index on {vector_key} with {COSINE_OPCLASS}{of_subset}", column,
+             predicate, subset_only=bool(predicate)),
         Need("text", ("gin",), text_key_, None, False,
-             sql.SQL("USING gin ({})").format(text_expr), f"GIN index on {text_wanted}",
-             text_column),
+             sql.SQL("USING gin ({}){}").format(text_expr, where),
+             f"GIN index on {text_wanted}{of_subset}", text_column, predicate),
         Need("id", ("btree",), id_key, None, True,
              sql.SQL("USING btree ({})").format(sql.Identifier(corpus.id)),
-             f"unique btree index on {id_key}", id_key),
+             f"unique btree index on {id_key}", id_key, predicate),
     ]
 
 

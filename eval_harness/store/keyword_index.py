@@ -76,6 +76,8 @@ def mapping_key(corpus: Corpus) -> dict[str, Any]:
            "embedding": corpus.embedding}
     if corpus.has_own_ids:  # its documents' ids are the harness's (store.document_ids)
         key["own_ids"] = corpus.own_ids
+    if corpus.subset is not None:  # another LangChain collection is another corpus
+        key["subset"] = [corpus.subset.column, corpus.subset.value]
     return key
 
 
@@ -141,8 +143,9 @@ def _stale_documents(conn: psycopg.Connection, corpus: Corpus, source: int,
     and (after deleting them) removed documents, and the relation's row count."""
     conn.execute(sql.SQL(
         "CREATE TEMP TABLE _kw_now ON COMMIT DROP AS SELECT {id}::bigint AS doc_id, "
-        "{marker} AS marker FROM {rel}").format(
-        id=corpus.id_of("d"), marker=_marker_of(corpus, kind, "d"), rel=corpus.table("d")))
+        "{marker} AS marker FROM {rel} WHERE {rows}").format(
+        id=corpus.id_of("d"), marker=_marker_of(corpus, kind, "d"), rel=corpus.table("d"),
+        rows=corpus.rows_of_dataset("d")))
     conn.execute("CREATE INDEX ON _kw_now (doc_id)")
     conn.execute("ANALYZE _kw_now")
     rows = conn.execute("""
@@ -179,7 +182,7 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                 SELECT {id}::bigint AS doc_id, {marker} AS marker,
                        {emb} IS NOT NULL AS ranked, {tsv} AS tsv
                 FROM {rel}
-                WHERE {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
+                WHERE {rows} AND {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
             p AS MATERIALIZED (
                 SELECT t.doc_id, u.lexeme, coalesce(cardinality(u.positions), 1) AS n
                 FROM t CROSS JOIN LATERAL unnest(t.tsv) AS u WHERE t.ranked),
@@ -201,7 +204,8 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                 SET marker = excluded.marker, segment = excluded.segment, norm = excluded.norm
             """).format(id=corpus.id_of("d"), marker=_marker_of(corpus, kind, "d"),
                         emb=corpus.embedding_column("d"), tsv=corpus.tsvector_of("d"),
-                        rel=corpus.table("d"), send=sql.SQL(
+                        rel=corpus.table("d"), rows=corpus.rows_of_dataset("d"),
+                        send=sql.SQL(
                             "int4send(doc_id::int4)" if narrow else "int8send(doc_id)")),
             # the range lets the id index find a batch without reading the whole relation
             {"ids": ids.tolist(), "low": int(ids[0]), "high": int(ids[-1]), "source": source,

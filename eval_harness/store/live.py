@@ -85,16 +85,16 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         # the ingest lock: an ingest and an attach of the same name must not interleave
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
         checked = check_mapping(conn, cfg)
-        report = AttachReport(cfg.name, checked.corpus.relation_name)
+        report = AttachReport(cfg.name, checked.corpus.described)
         _record_dataset(conn, cfg, checked)
         corpus = checked.corpus
         if corpus.has_own_ids:
             document_ids.assign_document_ids(conn, cfg.name, corpus.relation, corpus.id,
-                                             corpus.own_ids)
+                                             corpus.own_ids, rows=corpus.rows_of_dataset("r"))
         _stage_ground_truth(conn, checked, report)
         _check_expected_ids(conn, cfg, checked)
         report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_own_ids(conn),
-                                      corpus.own_ids)
+                                      corpus.own_ids, corpus.subset)
         _merge_ground_truth(conn, cfg.name, report)
         _embed_queries(conn, cfg, checked.corpus.dim, embedder_factory, report, progress)
     corpus = _recorded_corpus(conn, cfg.name)
@@ -114,7 +114,8 @@ def _record_dataset(conn: psycopg.Connection, cfg: DatasetConfig,
             f"'datasets.{cfg.name}': a dataset of this name was ingested as a copy; choose "
             "another name for the live mapping (the copy stays until you remove it).")
     dataset_register.record_live_dataset(
-        conn, cfg.name, language=cfg.language, model=embedder_model(cfg.embedder or ""),
+        conn, cfg.name, language=checked.corpus.language,
+        model=embedder_model(cfg.embedder or ""),
         dim=checked.corpus.dim, source_path=checked.corpus.relation_name,
         corpus_mapping=checked.corpus_record, ground_truth_mapping=checked.ground_truth_record)
 
@@ -191,14 +192,15 @@ def _check_expected_ids(conn: psycopg.Connection, cfg: DatasetConfig,
         SELECT count(*), (array_agg(m.e ORDER BY m.e))[1:5], (array_agg(m.q ORDER BY m.e))[1:5]
         FROM (SELECT DISTINCT ON (u.e) u.e, g.external_id AS q
               FROM _live_gt g, unnest(g.{ids}) AS u(e)
-              WHERE NOT EXISTS (SELECT 1 FROM {d} WHERE {found} = u.e)
+              WHERE NOT EXISTS (SELECT 1 FROM {d} WHERE {found} = u.e AND {rows})
               ORDER BY u.e, g.external_id) m""").format(
-        ids=sql.Identifier(ids), d=corpus.table("d"), found=found)).fetchone()
+        ids=sql.Identifier(ids), d=corpus.table("d"), found=found,
+        rows=corpus.rows_of_dataset("d"))).fetchone()
     if count:
         shown = ", ".join(str(e) for e in examples) + (", ..." if count > 5 else "")
         raise LiveMappingError(
             f"'datasets.{cfg.name}.live.ground_truth.expected_docs': {count} ids are not "
-            f"documents of {corpus.relation_name} (e.g. {shown}, expected by queries "
+            f"documents of {corpus.described} (e.g. {shown}, expected by queries "
             f"{', '.join(dict.fromkeys(queries))}); fix the ground truth or the corpus mapping.")
 
 

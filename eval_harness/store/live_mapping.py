@@ -8,18 +8,25 @@ embedding's dimensions match the dataset's embedder and the corpus's ids are uni
 problem is one sentence naming the config key (:class:`LiveMappingError`). Rows without an
 embedding or text are counted and named by :mod:`eval_harness.store.live_rows`; attaching
 (:mod:`eval_harness.store.live`) then checks that every expected id is a document.
+
+A preset mapping (``preset: langchain`` / ``llamaindex``, :mod:`eval_harness.settings.datasets`)
+is resolved here against what the library made: LangChain's collection name to its uuid in
+``langchain_pg_collection`` (the corpus is that collection's rows, every check reads only
+them), LlamaIndex's ``text_search_tsv`` to the tsvector when the table has it (and the
+text-search configuration it was generated with to the dataset's language).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg
 from psycopg import sql
 
 from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
-from eval_harness.store.corpus import Corpus
+from eval_harness.store.corpus import Corpus, Subset
 from eval_harness.store.document_ids import own_id_kind
 from eval_harness.store.live_rows import LiveMappingError, check_unique_ids, sampled_dimensions
 
@@ -104,6 +111,10 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
     where = f"{base}.corpus"
     oid = _relation(conn, mapping.relation, where)
     columns = relation_columns(conn, oid)
+    subset = _collection(conn, mapping, where) if mapping.preset == "langchain" else None
+    language = cfg.language
+    if mapping.preset == "llamaindex":
+        mapping, language = _llamaindex_tsvector(conn, cfg, mapping, oid, columns, where)
     id_type, _ = _column(columns, mapping.id, ID_TYPES, where, "id", mapping.relation)
     own_ids = own_id_kind(id_type)
     _column(columns, mapping.content, TEXT_TYPES, where, "content", mapping.relation)
@@ -111,7 +122,7 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
                         mapping.relation)
     if mapping.tsvector is not None:
         _column(columns, mapping.tsvector, ("tsvector",), where, "tsvector", mapping.relation)
-    dim = typmod if typmod > 0 else sampled_dimensions(conn, mapping, where)
+    dim = typmod if typmod > 0 else sampled_dimensions(conn, mapping, where, subset)
     model = embedder_model(cfg.embedder or "")
     expected_dim = KNOWN_DIMENSIONS.get(model)
     if expected_dim is not None and expected_dim != dim:
@@ -119,12 +130,12 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
             f"'{where}.embedding': {mapping.relation}.{mapping.embedding} has {dim} dimensions "
             f"but the embedder {cfg.embedder} makes {expected_dim}; set "
             f"datasets.{cfg.name}.embedder to the model that embedded the corpus.")
-    check_unique_ids(conn, mapping, oid, where)
+    check_unique_ids(conn, mapping, oid, where, subset)
     record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
                                    mapping.content, mapping.embedding, mapping.tsvector,
                                    typed=typmod > 0, own_ids=own_ids,
-                                   versioned=_has_xmin(conn, oid))
-    corpus = Corpus.live(cfg.name, cfg.language, dim, record)
+                                   versioned=_has_xmin(conn, oid), subset=subset)
+    corpus = Corpus.live(cfg.name, language, dim, record)
     gt = cfg.live.ground_truth
     where = f"{base}.{ground_truth_key(gt)}"
     columns = relation_columns(conn, _relation(conn, gt.relation, where))
@@ -140,6 +151,51 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
     gt_record = {"schema": gt.relation.schema, "relation": gt.relation.name, "id": gt.id,
                  "query": gt.query, "expected_docs": gt.expected_docs}
     return CheckedMapping(corpus, gt, record, gt_record)
+
+
+def _collection(conn: psycopg.Connection, mapping: CorpusMapping, where: str) -> Subset:
+    """LangChain's collection named in the mapping, as the rows it selects (its uuid)."""
+    collections = mapping.collections
+    _relation(conn, collections, where)
+    rows = conn.execute(sql.SQL("SELECT name, uuid::text FROM {} ORDER BY name").format(
+        sql.Identifier(collections.schema, collections.name))).fetchall()
+    found = dict(rows)
+    if mapping.collection not in found:
+        there = (f"collections: {', '.join(repr(name) for name in found)}" if found
+                 else "it holds no collection yet")
+        raise LiveMappingError(f"'{where}.collection': {collections} has no collection "
+                               f"{mapping.collection!r} ({there}).")
+    return Subset("collection_id", found[mapping.collection],
+                  f"collection {mapping.collection!r}")
+
+
+# to_tsvector('english'::regconfig, (text)::text), as pg_get_expr prints the generated column
+_GENERATED_CONFIG = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig,")
+
+
+def _llamaindex_tsvector(conn: psycopg.Connection, cfg: DatasetConfig, mapping: CorpusMapping,
+                         oid: int, columns: dict, where: str) -> tuple[CorpusMapping, str]:
+    """The mapping with LlamaIndex's ``text_search_tsv`` when the table has it (else
+    ``tsvector: null``), and the dataset's language: the column's text-search configuration
+    (PGVectorStore's ``text_search_config``), which a ``language`` in config.yaml must name."""
+    if mapping.tsvector not in columns:
+        return replace(mapping, tsvector=None), cfg.language
+    expression = conn.execute(
+        "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a "
+        "ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+        "WHERE d.adrelid = %s AND a.attname = %s AND a.attgenerated = 's'",
+        (oid, mapping.tsvector)).fetchone()
+    match = _GENERATED_CONFIG.match(expression[0]) if expression else None
+    if match is None:  # not the library's column: its words are not ours to guess
+        return mapping, cfg.language
+    config = match.group(1).replace("''", "'")
+    if cfg.language_given and cfg.language.rpartition(".")[2] != config.rpartition(".")[2]:
+        raise LiveMappingError(
+            f"'datasets.{cfg.name}.language': {cfg.language}, but {mapping.relation}."
+            f"{mapping.tsvector} holds to_tsvector('{config}', {mapping.content}) (the "
+            f"text_search_config the store was made with); set language: {config} or leave "
+            "it out.")
+    return mapping, config
 
 
 def ground_truth_key(gt: GroundTruthMapping) -> str:
