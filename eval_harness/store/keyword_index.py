@@ -236,7 +236,8 @@ def refresh_keyword_index(conn: psycopg.Connection, corpus: Corpus,
                           progress=None) -> KeywordRefresh:
     """Bring the keyword index of live ``corpus`` up to date (module docstring): added and
     changed rows derived again, removed ones dropped; a changed language, text-search
-    configuration definition or mapping builds it again. Holds a session advisory lock on the dataset's index meanwhile."""
+    configuration definition or mapping builds it again. Holds a session advisory lock on
+    the dataset's index meanwhile."""
     started = time.perf_counter()
     lock = LOCK_PREFIX + corpus.dataset
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:

@@ -7,6 +7,10 @@ attach derives the keyword index again and says why in its line, a read-only com
 it ranks with the server's own ``to_tsvector`` (no stale keyword index), the candidate cache
 misses, and the figures equal a fresh ingested copy's on the altered configuration. A stored
 tsvector column is the user's: nothing is derived again, only the cache misses.
+
+The first test runs the issue's own sequence through the CLI (attach, calibrate, ALTER,
+calibrate and doctor before attaching, attach, calibrate, ingest a copy, calibrate it): about
+ten seconds, one command after another.
 """
 
 from __future__ import annotations
@@ -128,6 +132,11 @@ def test_an_altered_configuration_is_derived_again_and_equals_a_fresh_copy(proje
             "the text-search configuration public.eng_custom changed: the dictionaries of")
         assert _keyword_scores_are_ts_rank(conn, "live") < stemmed  # fewer forms match now
     unattached = _p_at_5(capsys, config, "live")
+    _, out, _ = run_cli(capsys, "--config", config, "doctor", "--offline")
+    assert ("'live' the text-search configuration public.eng_custom changed: the dictionaries "
+            "of asciihword, asciiword, hword, hword_asciipart and 2 more since the keyword "
+            "index was derived: run `eval-harness attach --dataset live` to derive it again"
+            ) in out, out
     code, out, err = run_cli(capsys, "--config", config, "attach", "--dataset", "live")
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("keyword index:"))
