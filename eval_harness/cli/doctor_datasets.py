@@ -267,7 +267,7 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[Live
         corpus = dataset.corpus
         if corpus is None or corpus.tsvector is not None:
             continue
-        stale = keyword_index.stale_configuration(conn, corpus)
+        stale = keyword_index.stale_configuration(conn, corpus) if migrated else None
         if stale is not None:
             yield Check(WARN, "keyword", f"'{dataset.name}' {stale} since the keyword index "
                         f"was derived: run `eval-harness attach --dataset {dataset.name}` to "
