@@ -131,7 +131,7 @@ def split_ms(conn, dataset: str, queries: int, depth: int = 50) -> dict:
         "ORDER BY id LIMIT %s", (dataset, queries)).fetchall()
     semantic = sql.SQL(
         "SELECT count(*) FROM (SELECT {sid} FROM {s} WHERE {emb_col} IS NOT NULL "
-        "ORDER BY {emb} <=> %s::vector({dim}) LIMIT {depth}) x").format(
+        "ORDER BY {emb} <=> %s::vector({dim}), {sid} LIMIT {depth}) x").format(
         sid=corpus.id_of("s"), s=corpus.table("s"), emb_col=corpus.embedding_column("s"),
         emb=corpus.embedding_of("s"), dim=sql.Literal(corpus.dim), depth=sql.Literal(depth))
     keyword = sql.SQL("WITH q AS MATERIALIZED (SELECT eh_or_tsquery({lang}::regconfig, %s) "

@@ -42,6 +42,7 @@ from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncach
 from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
                                            local_embedder_installed,
                                            local_embeddings_install_command)
+from eval_harness.store import keyword_index
 from eval_harness.store.indexes import index_report
 from eval_harness.store.live_mapping import KNOWN_DIMENSIONS
 
@@ -272,6 +273,12 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[Live
         corpus = dataset.corpus
         if corpus is None or corpus.tsvector is not None:
             continue
+        stale = keyword_index.stale_configuration(conn, corpus) if migrated else None
+        if stale is not None:
+            yield Check(WARN, "keyword", f"'{dataset.name}' {stale} since the keyword index "
+                        f"was derived: run `eval-harness attach --dataset {dataset.name}` to "
+                        "derive it again (until then report, judge and calibrate rank the "
+                        "keyword side with the server's to_tsvector: the same figures, slower)")
         texts, total = ground_truth_queries(conn, dataset, limit=MEASURED_QUERIES)
         depth = settings.weights_for(dataset.name).candidate_depth
         cost = measure_keyword_cost(conn, corpus, texts, depth=depth)

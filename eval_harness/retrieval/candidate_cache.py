@@ -11,7 +11,10 @@ is used only while three things are as they were when it was fetched:
   and no other;
 * the **search**: ``search_key`` is a hash of the candidate statement itself (language, corpus
   mapping, depth, embedding dimensions: a change of any of them changes its text), of
-  ``hnsw.ef_search``, and of the server's and pgvector's versions;
+  ``hnsw.ef_search``, of the server's and pgvector's versions, and of the text-search
+  configuration's definition (:func:`eval_harness.store.text_search.configuration_definition`:
+  an ``ALTER TEXT SEARCH CONFIGURATION`` keeps the name and changes the lexemes of every
+  query, and of every document whose tsvector the harness parses);
 * the **corpus**: ``corpus_version`` (:func:`eval_harness.store.corpus.corpus_version`:
   rows' ids and xmin, the relation's indexes); **any** changed, added or removed document
   invalidates every entry of the dataset.
@@ -42,20 +45,23 @@ import psycopg
 
 from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus, corpus_version
+from eval_harness.store.text_search import configuration_definition, definition_digest
 
 LOCK_PREFIX = "eval_harness.candidate_cache:"
 Row = tuple  # (query id, doc_ids, semantic, keyword), as retrieval.sql.candidate_rows returns
 
 
-def search_key(conn: psycopg.Connection, search: tuple[str, int]) -> str:
+def search_key(conn: psycopg.Connection, search: tuple[str, int], language: str) -> str:
     """The hash an entry must match besides the corpus: ``search`` is the candidate
-    statement's text and its ``hnsw.ef_search``; the server's and pgvector's versions too."""
+    statement's text and its ``hnsw.ef_search``; the server's and pgvector's versions and
+    the definition of text-search configuration ``language`` too."""
     statement, ef = search
     server, vector = conn.execute(
         "SELECT current_setting('server_version_num'),"
         " (SELECT extversion FROM pg_extension WHERE extname = 'vector')").fetchone()
-    return hashlib.sha256("\x1f".join([statement, str(ef), server, str(vector)]).encode()
-                          ).hexdigest()
+    configuration = definition_digest(configuration_definition(conn, language))
+    return hashlib.sha256("\x1f".join([statement, str(ef), server, str(vector),
+                                       configuration]).encode()).hexdigest()
 
 
 def _table_exists(conn: psycopg.Connection) -> bool:
@@ -75,7 +81,7 @@ def fetch_through_cache(conn: psycopg.Connection, corpus: Corpus, depth: int,
         return fetch(None if query_ids is None else list(query_ids))
     keys = ground_truth.query_keys(conn, corpus.dataset)
     wanted = sorted(keys) if query_ids is None else sorted({int(i) for i in query_ids} & set(keys))
-    search = search_key(conn, statement)
+    search = search_key(conn, statement, corpus.language)
     cached = _read(conn, corpus.dataset, depth, search, version, {keys[i] for i in wanted})
     missing = [i for i in wanted if keys[i] not in cached]
     fetched = {int(row[0]): row for row in fetch(missing)} if missing else {}
@@ -144,8 +150,8 @@ def cached_count(conn: psycopg.Connection, corpus: Corpus, depth: int,
     version = corpus_version(conn, corpus) if _table_exists(conn) else None
     if version is None:
         return 0, len(keys)
-    return len(_read(conn, corpus.dataset, depth, search_key(conn, statement), version,
-                     keys)), len(keys)
+    search = search_key(conn, statement, corpus.language)
+    return len(_read(conn, corpus.dataset, depth, search, version, keys)), len(keys)
 
 
 def clear(conn: psycopg.Connection, dataset: str) -> int:

@@ -9,6 +9,14 @@ Candidates for a query are the union of
   * the ``candidate_depth`` best documents by ``ts_rank(tsv, q, 1)`` (rank divided by
     1 + log(document length)) where ``q`` is the OR of the query's lexemes
     (:sql:`eh_or_tsquery`) under the dataset's text-search language.
+Both lists break ties by document id ascending (``ORDER BY distance, id``; with an HNSW index
+the planner sorts the index scan's equal distances by id, an Incremental Sort), so documents
+tied at the cut-off are kept or left by id, never by the order rows lie in the relation. The
+id is the one every ranking of the harness uses: a live corpus's own integer id column, an
+ingested copy's ``l2_insights.id``, numbered in the corpus file's order
+(:mod:`eval_harness.store.ingest`) as a store loaded from that file in order numbers its rows
+(:mod:`eval_harness.store.demo_rag`), so a live store and its ingested copy keep the same
+candidates.
 Every candidate gets both raw scores: semantic = 1 - cosine distance, keyword = ts_rank (0 when
 no term matches). Fusion and tie-breaking are defined in :mod:`eval_harness.retrieval.fusion`;
 :func:`hybrid_search` evaluates that rule in SQL, :func:`candidate_scores` returns the raw

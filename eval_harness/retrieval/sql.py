@@ -144,15 +144,15 @@ def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = No
     ``vectors_once`` (``"subvector"`` or ``"array"``: how a vector is copied out of TOAST):
     the semantic top read from a materialized copy of the corpus's ids and vectors, made
     once per statement by one sequential scan, instead of from the relation once per query.
-    The same exact scan in the same row order with the same sort, so the same rows, ties
+    The same exact scan with the same sort (distance, then id), so the same rows, ties
     included; only for when the planner sorts the whole relation anyway (see
     :func:`union_rows`)."""
     if vectors_once is None:
         candidates = candidate_ids(corpus, depth, semantic=True, keyword=False)
         vectors = sql.SQL("")
     else:
-        candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb "
-                             "LIMIT {})").format(sql.Literal(depth))
+        candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb, "
+                             "v.id LIMIT {})").format(sql.Literal(depth))
         emb = corpus.embedding_of("s")
         copy = (sql.SQL("subvector({}, 1, {})") if vectors_once == "subvector"
                 else sql.SQL("({})::real[]::vector({})")).format(emb, sql.Literal(corpus.dim))

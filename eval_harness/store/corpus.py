@@ -259,6 +259,8 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
     """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
     ``id``s, joined to the corpus by id. ``keyword=False``: the semantic side only (the
     keyword side then comes from the keyword index, :mod:`eval_harness.store.keyword_index`).
+    Each side breaks ties by id ascending, so a tie at the cut-off keeps the smaller ids
+    whatever order the rows lie in (:mod:`eval_harness.retrieval.hybrid`).
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
@@ -272,7 +274,7 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
         # would put its NULL distance last and make it a candidate with no semantic score.
         parts.append(sql.SQL(
             "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
-            "ORDER BY {s_emb} <=> q.emb LIMIT {depth})"))
+            "ORDER BY {s_emb} <=> q.emb, {sid} LIMIT {depth})"))
     # A document without an embedding has no semantic score, so no fused score: it is no
     # keyword candidate either (an ingested one is empty and matches nothing anyway).
     if keyword:
@@ -306,7 +308,9 @@ def corpus_version(conn: psycopg.Connection, corpus: Corpus) -> str | None:
     it is a scan of the heap, about a second). The index part is each index's relfilenode
     (REINDEX and a new index change it). This is the one place the harness decides "the
     corpus changed" for the candidate cache; derived change markers can replace it here.
-    Not seen: a change of the text-search configuration's dictionaries on the server."""
+    A change of the text-search configuration (same name, other lexemes) is no change of the
+    corpus: the cache keys its entries on the configuration's definition besides this
+    (:func:`eval_harness.retrieval.candidate_cache.search_key`)."""
     kind, indexes = conn.execute(
         "SELECT c.relkind::text, (SELECT string_agg(i.indexrelid::text || ':' "
         "|| pg_relation_filenode(i.indexrelid)::text, ',' ORDER BY i.indexrelid) "

@@ -12,7 +12,9 @@ The dataset is read and validated in full first; then one transaction bulk-loads
 binary COPY into staging tables and merges: new rows are inserted, changed rows updated, rows
 no longer in the folder deleted, identical rows left untouched. Re-ingesting the same folder
 therefore changes nothing, and a failure anywhere (a killed process included) leaves the store
-exactly as it was.
+exactly as it was. New documents get their ids (``l2_insights.id``, the id search breaks ties
+by) in the corpus file's order, as a RAG store loaded from the same file in order numbers
+them (:mod:`eval_harness.store.demo_rag`), so the copy and that store rank ties alike.
 
 Ingests take turns: the transaction first takes :data:`INGEST_LOCK`, one advisory lock for
 every dataset. Per dataset would not do: each ingest inserts into ``l2_insights`` and then
@@ -216,7 +218,12 @@ def _check_computed(vectors: np.ndarray, data: BeirDataset, new_docs: list[int],
 
 
 def check_language(conn: psycopg.Connection, language: str) -> None:
-    exists = conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", (language,)).fetchone()
+    """Refuse a ``language`` that names no text-search configuration (``english``, or
+    schema-qualified as ``public.eng_custom``)."""
+    schema, _, name = language.rpartition(".")
+    exists = conn.execute("SELECT 1 FROM pg_ts_config c JOIN pg_namespace n ON n.oid = "
+                          "c.cfgnamespace WHERE c.cfgname = %s AND (%s = '' OR n.nspname = %s)",
+                          (name, schema, schema)).fetchone()
     if not exists:
         raise DatasetError(f"Unknown text-search language '{language}': use english, german, "
                            "simple or another configuration listed by `\\dF` in psql.")
@@ -294,10 +301,13 @@ def documents_per_dataset(conn: psycopg.Connection) -> dict[str, int]:
 def _merge_documents(conn: psycopg.Connection, corpus: Corpus, data: BeirDataset,
                      vectors: list[np.ndarray | None]) -> MergeCounts:
     name, language = corpus.dataset, corpus.language
+    # position: the corpus file's order, in which new documents are numbered
     conn.execute("""CREATE TEMP TABLE _ingest_docs (
                         external_id text PRIMARY KEY, content text, metadata jsonb,
-                        embedding vector) ON COMMIT DROP""")
-    with conn.cursor().copy("COPY _ingest_docs FROM STDIN WITH (FORMAT BINARY)") as copy:
+                        embedding vector, position bigint GENERATED ALWAYS AS IDENTITY)
+                    ON COMMIT DROP""")
+    with conn.cursor().copy("COPY _ingest_docs (external_id, content, metadata, embedding) "
+                            "FROM STDIN WITH (FORMAT BINARY)") as copy:
         copy.set_types(["text", "text", "jsonb", "vector"])
         for doc, vector in zip(data.documents, vectors):
             metadata = dict(doc.metadata)
@@ -332,6 +342,7 @@ def _upsert_documents(conn: psycopg.Connection, name: str, language: str) -> lis
                %(lang)s::regconfig
         FROM _ingest_docs s
         LEFT JOIN l2_insights e ON e.dataset = %(name)s AND e.external_id = s.external_id
+        ORDER BY s.position
         ON CONFLICT (dataset, external_id) DO UPDATE SET
             content = EXCLUDED.content, metadata = EXCLUDED.metadata,
             embedding = EXCLUDED.embedding, language = EXCLUDED.language

@@ -3,9 +3,13 @@ derives from the RAG system's rows, in its own schema, so that the keyword side 
 search is ranked exactly as ``ts_rank(to_tsvector(language, content), q, 1)`` without
 parsing every matching document again for every query (issue #25).
 
-Owner of ``keyword_sources``, ``keyword_documents`` and ``keyword_postings`` (migration
-0021). What is kept, per dataset (one *source*, keyed by the dataset's language and corpus
-mapping; a change of either drops it and builds it again):
+Owner of ``keyword_sources``, ``keyword_documents`` and ``keyword_postings`` (migrations
+0021 and 0024). What is kept, per dataset (one *source*, keyed by the dataset's language,
+the definition of that text-search configuration as the catalog holds it
+(:func:`eval_harness.store.text_search.configuration_definition`: parser, token type ->
+dictionaries, each dictionary's template and options) and the corpus mapping; a change of
+any drops it and builds it again at the next attach, which says why in its line; until then
+no command ranks from it, :func:`current_source`):
 
 * per document: what it was derived from (``marker``: the row version's ``xmin`` for a
   table, which is read without reading the text; md5 of the text and whether it has an
@@ -40,6 +44,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from eval_harness.store.corpus import Corpus
+from eval_harness.store.text_search import configuration_definition, definition_change
 
 BATCH_DOCUMENTS = 50_000   # documents parsed per segment (bounds the server's sort and temp)
 MAX_SEGMENTS = 40          # more segments than this: build again from scratch
@@ -88,13 +93,30 @@ def serves(corpus: Corpus) -> bool:
 
 
 def current_source(conn: psycopg.Connection, corpus: Corpus) -> int | None:
-    """The id of the keyword index derived for ``corpus`` with its language and mapping;
-    None when there is none (never attached since, or attached with another mapping)."""
-    row = conn.execute("SELECT id, language, mapping FROM keyword_sources WHERE dataset = %s "
-                       "AND refreshed_at IS NOT NULL", (corpus.dataset,)).fetchone()
+    """The id of the keyword index derived for ``corpus`` with its language, mapping and
+    the text-search configuration as it is defined now; None when there is none (never
+    attached since, attached with another mapping, or the configuration was altered since
+    the last attach: the caller then ranks with the server's own ``to_tsvector``)."""
+    row = conn.execute("SELECT id, language, mapping, definition FROM keyword_sources "
+                       "WHERE dataset = %s AND refreshed_at IS NOT NULL",
+                       (corpus.dataset,)).fetchone()
     if row is None or row[1] != corpus.language or row[2] != mapping_key(corpus):
         return None
+    if row[3] != configuration_definition(conn, corpus.language):
+        return None
     return row[0]
+
+
+def stale_configuration(conn: psycopg.Connection, corpus: Corpus) -> str | None:
+    """What changed in ``corpus``'s text-search configuration since its keyword index was
+    derived (:func:`eval_harness.store.text_search.definition_change`); None when nothing
+    did or there is no index."""
+    row = conn.execute("SELECT language, definition FROM keyword_sources WHERE dataset = %s "
+                       "AND refreshed_at IS NOT NULL", (corpus.dataset,)).fetchone()
+    if row is None or row[0] != corpus.language:
+        return None
+    now = configuration_definition(conn, corpus.language)
+    return None if row[1] == now else definition_change(row[1], now)
 
 
 # ------------------------------------------------------------------------------ refresh
@@ -113,16 +135,20 @@ def _marker_of(corpus: Corpus, kind: str, alias: str) -> sql.Composable:
 
 
 def _source(conn: psycopg.Connection, corpus: Corpus, kind: str) -> tuple[int, str | None]:
-    """The source row of ``corpus`` (created, or replaced when its language, mapping or
-    marker changed) and why it is built from scratch (None: it is refreshed; so is an
-    interrupted first build, whose finished batches are kept)."""
-    row = conn.execute("SELECT id, language, mapping, marker, next_segment "
+    """The source row of ``corpus`` (created, or replaced when its language, the
+    configuration's definition, mapping or marker changed) and why it is built from scratch
+    (None: it is refreshed; so is an interrupted first build, whose finished batches are
+    kept)."""
+    row = conn.execute("SELECT id, language, mapping, marker, next_segment, definition "
                        "FROM keyword_sources WHERE dataset = %s", (corpus.dataset,)).fetchone()
+    definition = configuration_definition(conn, corpus.language)
     reason = None
     if row is None:
         reason = "first build"
     elif row[1] != corpus.language:
         reason = f"the language changed from {row[1]} to {corpus.language}"
+    elif row[5] != definition:
+        reason = definition_change(row[5], definition)
     elif row[2] != mapping_key(corpus) or row[3] != kind:
         reason = "the corpus mapping changed"
     elif row[4] > MAX_SEGMENTS:
@@ -131,9 +157,10 @@ def _source(conn: psycopg.Connection, corpus: Corpus, kind: str) -> tuple[int, s
         return row[0], None
     conn.execute("DELETE FROM keyword_sources WHERE dataset = %s", (corpus.dataset,))
     source = conn.execute(
-        "INSERT INTO keyword_sources (dataset, language, mapping, marker) "
-        "VALUES (%s, %s, %s, %s) RETURNING id",
-        (corpus.dataset, corpus.language, Jsonb(mapping_key(corpus)), kind)).fetchone()[0]
+        "INSERT INTO keyword_sources (dataset, language, mapping, marker, definition) "
+        "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+        (corpus.dataset, corpus.language, Jsonb(mapping_key(corpus)), kind,
+         Jsonb(definition))).fetchone()[0]
     return source, reason
 
 
@@ -215,8 +242,9 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
 def refresh_keyword_index(conn: psycopg.Connection, corpus: Corpus,
                           progress=None) -> KeywordRefresh:
     """Bring the keyword index of live ``corpus`` up to date (module docstring): added and
-    changed rows derived again, removed ones dropped; a changed language or mapping builds
-    it again. Holds a session advisory lock on the dataset's index meanwhile."""
+    changed rows derived again, removed ones dropped; a changed language, text-search
+    configuration definition or mapping builds it again. Holds a session advisory lock on
+    the dataset's index meanwhile."""
     started = time.perf_counter()
     lock = LOCK_PREFIX + corpus.dataset
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:

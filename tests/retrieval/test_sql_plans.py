@@ -13,9 +13,11 @@ seed-layout live relation, and look at the plan's shape:
 * every scan of the corpus rows joined to the candidates (alias ``d``) is either an index
   probe on its id on the inner side of a nested loop (one per candidate), or one pass under
   a hash (or merge) join with the candidate set; never all rows per candidate;
-* the vector side is an Index Scan on the HNSW index ordered by distance, and the keyword
-  side reaches the GIN index: with ``enable_seqscan = off`` (the test corpus is small, the
-  point is that the indexes are *usable* by these statements).
+* the vector side is an Index Scan on the HNSW index ordered by distance (under an
+  Incremental Sort that orders its equal distances by id: ties at the cut-off are broken by
+  id, issue #32), and the keyword side reaches the GIN index: with ``enable_seqscan = off``
+  (the test corpus is small, the point is that the indexes are *usable* by these
+  statements).
 
 They run on the test server (PostgreSQL 18) and, when ``EVAL_HARNESS_PG15_URL`` names a
 PostgreSQL 15 server with pgvector, there too (the version where the old form goes wrong).
@@ -195,9 +197,10 @@ def assert_indexes_used(plan: dict, relation: str, *, hnsw: set[str], gin: set[s
     vector = scans_of(plan, relation, "s")
     if semantic:
         assert vector, outline
-        for node, _ in vector:
+        for node, parents in vector:
             assert node["Node Type"] == "Index Scan" and node.get("Index Name") in hnsw \
                 and "<=>" in node.get("Order By", ""), outline
+            assert_ties_sorted_by_id(node, parents, outline)
     else:
         assert vector == [], outline
     keyword = scans_of(plan, relation, "k")
@@ -205,6 +208,16 @@ def assert_indexes_used(plan: dict, relation: str, *, hnsw: set[str], gin: set[s
     for node, _ in keyword:
         assert node["Node Type"] == "Bitmap Heap Scan", outline
         assert {n.get("Index Name") for n, _ in nodes(node)} & gin, outline
+
+
+def assert_ties_sorted_by_id(scan: dict, parents: tuple, outline: str) -> None:
+    """The HNSW scan's parent is an Incremental Sort presorted by the distance and sorted
+    by distance, then id: the index still orders, equal distances go by id."""
+    sort = parents[-1]
+    assert sort["Node Type"] == "Incremental Sort", outline
+    keys = sort.get("Sort Key", [])
+    assert len(keys) == 2 and "<=>" in keys[0] and keys[1].endswith(".id"), (keys, outline)
+    assert sort.get("Presorted Key") == keys[:1], (sort.get("Presorted Key"), outline)
 
 
 def plans_of(location, dataset: str, build):
@@ -295,5 +308,6 @@ def test_union_plan_with_the_keyword_index_is_linear(planned_store):
     assert_linear(steered, table)
     outline = describe(steered)
     assert scans_of(steered, table, "k") == [], outline  # no keyword ranking on the server
-    for node, _ in scans_of(steered, table, "s"):
+    for node, parents in scans_of(steered, table, "s"):
         assert node["Node Type"] == "Index Scan" and node.get("Index Name") in hnsw, outline
+        assert_ties_sorted_by_id(node, parents, outline)
