@@ -152,13 +152,14 @@ def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = No
         vectors = sql.SQL("")
     else:
         candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb, "
-                             "v.id LIMIT {})").format(sql.Literal(depth))
+                             "v.tie LIMIT {})").format(sql.Literal(depth))
         emb = corpus.embedding_of("s")
         copy = (sql.SQL("subvector({}, 1, {})") if vectors_once == "subvector"
                 else sql.SQL("({})::real[]::vector({})")).format(emb, sql.Literal(corpus.dim))
-        vectors = sql.SQL("WITH eh_vectors AS MATERIALIZED (SELECT {sid} AS id, {copy} AS emb "
-                          "FROM {s} WHERE {rows} AND {col} IS NOT NULL)").format(
-            sid=corpus.id_of("s"), copy=copy, s=corpus.table("s"),
+        vectors = sql.SQL("WITH eh_vectors AS MATERIALIZED (SELECT {sid} AS id, {tie} AS tie, "
+                          "{copy} AS emb FROM {s} WHERE {rows} AND {col} IS NOT NULL)").format(
+            sid=corpus.id_of("s"), tie=corpus.joined_order_id_of("s"), copy=copy,
+            s=corpus.table("s"),
             rows=corpus.rows_of_dataset("s"), col=corpus.embedding_column("s"))
     return sql.SQL("""{vectors}
         SELECT g.id, c.doc_ids, c.sem

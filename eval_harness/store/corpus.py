@@ -169,6 +169,26 @@ class Corpus:
                                               kind=self.own_ids)
         return self.id_of(alias)
 
+    def candidate_order_id_of(self, alias: str) -> sql.Composed:
+        """What breaks ties among the rows of :meth:`candidate_table`: the id, and for a
+        corpus with text or uuid ids its own id column (in that column's order). Not the
+        harness id of :meth:`candidate_id_of`: as a sort key that lookup would run once per
+        row the sort reads (every row of a relation without a vector index), while a lookup
+        only in the select list runs after the sort, for the rows kept. Own ids order as
+        their text does byte by byte (``COLLATE "C"``; a uuid's bytes order alike), the order
+        in which attach gives harness ids (:mod:`eval_harness.store.document_ids`)."""
+        column = sql.Identifier(alias, self.id)
+        if self.own_ids is None or self.own_ids == "uuid":
+            return sql.SQL("{}").format(column)
+        return sql.SQL('({}::text COLLATE "C")').format(column)
+
+    def joined_order_id_of(self, alias: str) -> sql.Composed:
+        """:meth:`candidate_order_id_of` for a row of :meth:`table` (the joined form)."""
+        if self.own_ids is None:
+            return self.id_of(alias)
+        return sql.SQL('({} COLLATE "C")').format(
+            sql.Identifier(alias, document_ids.OWN_ID_COLUMN))
+
     def content_of(self, alias: str) -> sql.Composed:
         """The document's text; a live row without one (NULL) reads as empty."""
         if self.is_live:
@@ -259,8 +279,9 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
     """The candidate union for the lateral query row ``q`` (``emb``, ``tsq``): a subquery of
     ``id``s, joined to the corpus by id. ``keyword=False``: the semantic side only (the
     keyword side then comes from the keyword index, :mod:`eval_harness.store.keyword_index`).
-    Each side breaks ties by id ascending, so a tie at the cut-off keeps the smaller ids
-    whatever order the rows lie in (:mod:`eval_harness.retrieval.hybrid`).
+    Each side breaks ties by id ascending (a text or uuid corpus: by its own id), so a tie
+    at the cut-off keeps the smaller ids whatever order the rows lie in
+    (:mod:`eval_harness.retrieval.hybrid`).
 
     A join, not ``d.id IN (...)``: before PostgreSQL 17 the IN form referencing ``q`` is
     planned as a correlated SubPlan, one vector-index scan per document of the corpus
@@ -274,20 +295,22 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
         # would put its NULL distance last and make it a candidate with no semantic score.
         parts.append(sql.SQL(
             "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
-            "ORDER BY {s_emb} <=> q.emb, {sid} LIMIT {depth})"))
+            "ORDER BY {s_emb} <=> q.emb, {s_order} LIMIT {depth})"))
     # A document without an embedding has no semantic score, so no fused score: it is no
     # keyword candidate either (an ingested one is empty and matches nothing anyway).
     if keyword:
         parts.append(sql.SQL(
             "(SELECT {kid} AS id FROM {k} WHERE {k_rows} AND {k_tsv} @@ q.tsq "
             "AND {k_emb_col} IS NOT NULL "
-            "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {kid} LIMIT {depth})"))
+            "ORDER BY ts_rank({k_tsv}, q.tsq, 1) DESC, {k_order} LIMIT {depth})"))
     values = {"sid": corpus.candidate_id_of("s"), "s": corpus.candidate_table("s"),
               "s_rows": corpus.rows_of_dataset("s"), "s_emb_col": corpus.embedding_column("s"),
               "s_emb": corpus.embedding_of("s"), "kid": corpus.candidate_id_of("k"),
               "k": corpus.candidate_table("k"), "k_rows": corpus.rows_of_dataset("k"),
               "k_emb_col": corpus.embedding_column("k"),
-              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth)}
+              "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth),
+              "s_order": corpus.candidate_order_id_of("s"),
+              "k_order": corpus.candidate_order_id_of("k")}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
 
 

@@ -22,7 +22,10 @@ from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
+from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
+                                            LiveMapping, Relation)
 from live_store import live_config, no_embedder
+from own_id_store import build_own_id_store
 from scratch_databases import scratch_database
 
 DIM = 8
@@ -70,6 +73,14 @@ def _load(conn, folder) -> None:
                          "WHERE id = %s", (position + 1,))
     attach_live_dataset(conn, live_config("live_ties", schema="rag_ties"),
                         embedder_factory=no_embedder)
+    # the same documents with text ids (doc-001 ...), the tied rows last in the relation
+    build_own_id_store(conn, "text", schema="own_ties", source="rag_ties")
+    attach_live_dataset(conn, DatasetConfig(
+        name="own_ties", language="english", embedder="local:test-random",
+        live=LiveMapping(CorpusMapping(Relation("own_ties", "docs"), "id", "content",
+                                       "embedding", None),
+                         GroundTruthMapping(Relation("own_ties", "questions"), "id", "query",
+                                            "expected_ids"))), embedder_factory=no_embedder)
 
 
 def _beir_ids(conn, dataset: str, doc_ids) -> list[str]:
@@ -126,4 +137,25 @@ def test_ties_at_the_cut_off_are_kept_by_id_in_the_live_store_and_the_copy(tied_
                                  query_embedding=_unit(0.0, 1).astype(np.float32),
                                  semantic_weight=1.0, k=DEPTH, candidate_depth=DEPTH)
             assert _beir_ids(conn, dataset, [h.id for h in hits]) == reference
+        conn.rollback()
+
+
+@pytest.mark.parametrize("plan", ["natural", "index"])
+def test_ties_at_the_cut_off_in_a_store_with_text_ids_are_kept_by_own_id(tied_store, plan):
+    # the candidate subquery ranks the relation itself and breaks ties by its own id (byte
+    # order, as attach numbers them): the same three documents as the integer store keeps
+    with tied_store.connection() as conn:
+        if plan == "index":
+            conn.execute("SET enable_seqscan = off")
+        order = [r[0] for r in conn.execute("SELECT id FROM own_ties.docs").fetchall()]
+        tied_own = [f"doc-{i + 1:03d}" for i in TIED_AT]
+        assert order[-len(TIED_AT):] == tied_own[::-1]  # the tied rows lie in reverse order
+        candidate_cache.clear(conn, "own_ties")
+        (found, *_) = [c for c in candidate_scores(conn, "own_ties", candidate_depth=DEPTH)
+                       if len(c.doc_ids)]
+        own = dict(conn.execute(
+            "SELECT doc_id, own_id FROM eval_harness.document_ids WHERE dataset = 'own_ties' "
+            "AND doc_id = ANY(%s)", (list(map(int, found.doc_ids)),)).fetchall())
+        kept = sorted(own[int(i)] for i in found.doc_ids)
+        assert len(kept) == DEPTH and set(tied_own) & set(kept) == set(tied_own[:3])
         conn.rollback()
