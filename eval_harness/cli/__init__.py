@@ -194,6 +194,7 @@ def cmd_report(args, settings: Settings) -> int:
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
         report = configured_retrieval_report(conn, settings, dataset)
+        conn.commit()  # the candidate cache's new entries, the only rows a report writes
     say(json.dumps(report.to_dict()) if args.json else format_report(report))
     return EXIT_OK
 
