@@ -8,6 +8,7 @@ database) says which statements the rerun sent. The judges' pairs are the top k 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -27,8 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2", "DAGSTER_POSTGRES_URL")
 # a log entry starts with the server's log_line_prefix (a timestamp); a statement spans lines
-ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.M)
-STATEMENT = re.compile(r"\b(?:LOG|LOG:  )\s*(?:statement|execute [^:]*): (.*)", re.S)
+ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
+STATEMENT = re.compile(r"\b(?:LOG|LOG:  )\s*(?:statement|execute [^:]*): (.*)", re.DOTALL)
 
 
 def own_store_config() -> str:
@@ -62,7 +63,7 @@ class ServerLog:
             text = log.read().decode("utf-8", "replace")
         starts = [m.start() for m in ENTRY.finditer(text)] + [len(text)]
         found = []
-        for start, end in zip(starts, starts[1:]):
+        for start, end in itertools.pairwise(starts):
             match = STATEMENT.search(text[start:end])
             if match:
                 found.append(" ".join(match.group(1).split()))
@@ -156,6 +157,7 @@ def test_the_judged_pairs_are_the_top_k_search_and_report_rank(own_store, capsys
     assert code in (0, 1), err
     # the plan ranked from the keyword index: no document's text was parsed to rank it
     assert not [s for s in log.statements() if "ts_rank" in s]
+    assert cache_rows(own_store) == 8  # and a judge run alone keeps what it fetched
     with own_store.connection() as conn:
         judged = conn.execute("SELECT query, expected_docs, judged_docs FROM ground_truth "
                               "WHERE dataset = 'prod' ORDER BY id").fetchall()
