@@ -255,11 +255,11 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings,
         cost = measure_keyword_cost(conn, corpus, texts, depth=depth)
         indexed_ms = measure_index_cost(conn, corpus, texts, depth=depth)
         slow = cost.per_query_ms is None or cost.per_query_ms >= KEYWORD_COST_WARN_MS
-        if indexed_ms is not None:  # only `search` pays the cost now
+        if indexed_ms is not None:  # no command pays the cost now
             yield Check(OK, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, 0)}; "
                         f"report, judge and calibrate rank it from the harness's keyword index "
                         f"(kept up to date by attach): {indexed_ms:,.1f} ms per query, the "
-                        f"same ranking; only `search` pays the figure above")
+                        f"same ranking; `search` too, so no command pays the figure above")
             yield from fetch_checks(conn, dataset.name, depth)
             continue
         status = WARN if slow or cost.queries == 0 else OK

@@ -29,7 +29,7 @@ ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROP
                "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2", "DAGSTER_POSTGRES_URL")
 # a log entry starts with the server's log_line_prefix (a timestamp); a statement spans lines
 ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
-STATEMENT = re.compile(r"\b(?:LOG|LOG:  )\s*(?:statement|execute [^:]*): (.*)", re.DOTALL)
+STATEMENT = re.compile(r"LOG:\s+(?:statement|execute [^:]*): (.*)", re.DOTALL)
 
 
 def own_store_config() -> str:
