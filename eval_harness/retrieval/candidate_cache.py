@@ -33,8 +33,8 @@ fetches as before and caches nothing; so does a fetch while another transaction 
 committed yet is writing entries of the same dataset (a try-lock, never a wait). Each
 function runs in the caller's transaction, so the entries are kept when the caller commits:
 ``report``, ``calibrate`` and ``judge`` (and their Dagster assets) do; ``calibrate --no-write``
-and ``judge --dry-run`` read the cache and keep nothing (tests/retrieval/test_rerun_statements.py
-counts the statements a CLI rerun sends).
+and ``judge --dry-run`` read the cache and keep nothing
+(tests/retrieval/test_candidate_cache_reruns.py counts the statements a CLI rerun sends).
 """
 
 from __future__ import annotations
