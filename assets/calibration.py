@@ -50,6 +50,7 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
     with store.location().connection() as conn:
         result = calibrate_with_settings(conn, cfg, config.dataset, grid_step=config.grid_step,
                                          labels=config.labels)
+        conn.commit()  # the candidate cache's new entries (a rerun reads them)
     frame = grid_frame(result)
     frame["label_source"] = result.label_source  # not in the history table: for the row
     recorded = record_calibration(cfg, result, frame)

@@ -27,6 +27,7 @@ def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportC
     dataset = config.dataset or cfg.default_dataset
     with store.location().connection() as conn:  # the dataset's calibrated weights, else global
         report = configured_retrieval_report(conn, cfg, dataset)
+        conn.commit()  # the candidate cache's new entries, the only rows a report writes
     text = format_report(report)
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")

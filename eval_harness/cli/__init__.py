@@ -196,6 +196,7 @@ def cmd_report(args, settings: Settings) -> int:
     location = open_store(settings, read_only=True)
     with location.connection() as conn:
         report = configured_retrieval_report(conn, settings, dataset)
+        conn.commit()  # the candidate cache's new entries, the only rows a report writes
         # the run report `run` writes, from what the store holds, with these figures first
         written = build_run_report(conn, settings, run_id=None, dataset=dataset,
                                    retrieval=report)

@@ -71,6 +71,8 @@ def cmd_calibrate(args, settings: Settings) -> int:
                 prepare_dataset(conn, settings, dataset)
             result = calibrate_with_settings(conn, settings, args.dataset,
                                              grid_step=args.grid_step, labels=args.labels)
+            if not args.no_write:
+                conn.commit()  # the candidate cache's new entries (a rerun reads them)
             trec_paths = (write_trec_runs(conn, result, Path(args.trec_runs))
                           if args.trec_runs else [])
     except stopping.Interrupted as exc:

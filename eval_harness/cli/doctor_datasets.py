@@ -285,11 +285,11 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[Live
         indexed_ms = (measure_index_cost(conn, corpus, texts, depth=depth) if migrated
                       else None)
         slow = cost.per_query_ms is None or cost.per_query_ms >= KEYWORD_COST_WARN_MS
-        if indexed_ms is not None:  # only `search` pays the cost now
+        if indexed_ms is not None:  # no command pays the cost now
             yield Check(OK, "keyword", f"'{dataset.name}' {keyword_cost_sentence(cost, 0)}; "
                         f"report, judge and calibrate rank it from the harness's keyword index "
                         f"(kept up to date by attach): {indexed_ms:,.1f} ms per query, the "
-                        f"same ranking; only `search` pays the figure above")
+                        f"same ranking; `search` too, so no command pays the figure above")
             fetch = measure_fetch_cost(conn, dataset.name, depth=depth)
             if fetch is not None:
                 yield Check(OK, "predict", f"'{dataset.name}' {fetch_prediction(fetch)}")

@@ -33,7 +33,11 @@ Works the same for an ingested copy (its rows in the harness's ``l2_insights``) 
 relation; a live view or foreign table has no xmin, so its fetch is never cached. Writing an
 entry runs in a savepoint: a role that may not write the table, or a read-only transaction,
 fetches as before and caches nothing; so does a fetch while another transaction that has not
-committed yet is writing entries of the same dataset (a try-lock, never a wait). Each function runs in the caller's transaction.
+committed yet is writing entries of the same dataset (a try-lock, never a wait). Each
+function runs in the caller's transaction, so the entries are kept when the caller commits:
+``report``, ``calibrate`` and ``judge`` (and their Dagster assets) do; ``calibrate --no-write``
+and ``judge --dry-run`` read the cache and keep nothing
+(tests/retrieval/test_candidate_cache_reruns.py counts the statements a CLI rerun sends).
 """
 
 from __future__ import annotations

@@ -36,10 +36,12 @@ import numpy as np
 import psycopg
 
 from eval_harness.retrieval import candidate_cache, sql
-from eval_harness.retrieval.fusion import NonFiniteScores
-from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
+from eval_harness.retrieval.fusion import NonFiniteScores, fuse_scores
+from eval_harness.retrieval.keyword_candidates import (indexed_candidate_rows,
+                                                       indexed_search_candidates)
 from eval_harness.store import dataset_register, ground_truth
-from eval_harness.store.corpus import Corpus, count_documents, document_external_ids
+from eval_harness.store.corpus import (Corpus, count_documents, document_external_ids,
+                                       document_rows)
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -165,7 +167,12 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
         raise ValueError(f"The query embedding has {len(query_embedding)} dimensions; dataset "
                          f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
     _set_ef_search(conn, candidate_depth)
-    rows = sql.search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
+    rows = _indexed_search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
+                                query_embedding=query_embedding,
+                                semantic_weight=semantic_weight,
+                                keyword_weight=keyword_weight, k=k)
+    if rows is None:  # an ingested copy, a stored tsvector column, or no keyword index yet
+        rows = sql.search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
                                query_embedding=query_embedding,
                                semantic_weight=semantic_weight, keyword_weight=keyword_weight,
                                k=k)
@@ -177,6 +184,30 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
                          "column is not unique any more; make it unique (one row per "
                          "document) and attach again.")
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
+
+
+def _indexed_search_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
+                         query_text: str, query_embedding: np.ndarray | None,
+                         semantic_weight: float, keyword_weight: float,
+                         k: int) -> list[tuple] | None:
+    """:func:`sql.search_rows`'s rows, the keyword side from the keyword index
+    (:func:`eval_harness.retrieval.keyword_candidates.indexed_search_candidates`) and the
+    fusion in numpy (:mod:`eval_harness.retrieval.fusion`: the same floats as the SQL), so
+    ``search`` ranks as ``report``, ``calibrate`` and ``judge`` do; None without an index."""
+    found = indexed_search_candidates(conn, corpus, depth, text=query_text,
+                                      embedding=query_embedding)
+    if found is None:
+        return None
+    doc_ids, semantic, keyword = found
+    if not doc_ids.size:
+        return []
+    fused = fuse_scores(semantic, keyword, semantic_weight, keyword_weight)
+    order = np.lexsort((doc_ids, -fused))[:k]
+    texts = {int(i): content for i, content, _ in
+             document_rows(conn, corpus, doc_ids[order].tolist(), with_embeddings=False)}
+    own = document_external_ids(conn, corpus, doc_ids[order].tolist())
+    return [(int(doc_ids[j]), own[int(doc_ids[j])], float(fused[j]), float(semantic[j]),
+             float(keyword[j]), texts[int(doc_ids[j])]) for j in order]
 
 
 def cached_candidate_queries(conn: psycopg.Connection, dataset: str, *,

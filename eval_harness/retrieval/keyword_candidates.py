@@ -8,7 +8,9 @@ side is computed from what attach derived (:mod:`eval_harness.store.keyword_inde
 :mod:`eval_harness.retrieval.keyword_rank`, exactly the server's values, and the server
 does the rest as before: the semantic top ``depth`` through the vector index and the
 semantic score of every candidate (:func:`eval_harness.retrieval.sql.union_statement`).
-The result is the bulk statement's, row for row.
+The result is the bulk statement's, row for row. :func:`indexed_search_candidates` does the
+same for one query's text (``search``), so every command that ranks takes its keyword side
+from the index.
 """
 
 from __future__ import annotations
@@ -49,3 +51,24 @@ def indexed_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
             ids = np.asarray(doc_ids or [], dtype=np.int64)
             rows.append((qid, ids.tolist(), list(sem or []), scores[qid].score_of(ids).tolist()))
     return rows
+
+
+def indexed_search_candidates(conn: psycopg.Connection, corpus: Corpus, depth: int, *,
+                              text: str, embedding: np.ndarray | None
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(doc_ids, semantic, keyword)`` of one query's candidate union (ids ascending, the
+    semantic score 0 without ``embedding``: a keyword-only search), as the search statement
+    (:func:`eval_harness.retrieval.sql.search_statement`) ranks them; None when ``corpus`` has
+    no current keyword index."""
+    if not keyword_index.serves(corpus):
+        return None
+    source = keyword_index.current_source(conn, corpus)
+    if source is None:
+        return None
+    items = query_items(sql.text_lexemes(conn, corpus, text))
+    scores = rank_query(keyword_index.indexed_documents(conn, source), items,
+                        keyword_index.postings(conn, source, items))
+    found, semantic = sql.search_union_rows(conn, corpus, depth, embedding,
+                                            scores.top(depth).tolist())
+    ids = np.asarray(found, dtype=np.int64)
+    return ids, np.asarray(semantic, dtype=np.float64), scores.score_of(ids)

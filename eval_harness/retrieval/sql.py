@@ -135,6 +135,46 @@ def query_lexemes(conn: psycopg.Connection, corpus: Corpus,
                                   name=sql.Literal(corpus.dataset)), {"ids": query_ids})]
 
 
+def text_lexemes(conn: psycopg.Connection, corpus: Corpus, text: str) -> list[str]:
+    """The lexemes of one query ``text`` under the dataset's language (those
+    ``eh_or_tsquery`` ORs), as :func:`query_lexemes` gives a ground-truth query's."""
+    row = conn.execute(sql.SQL("SELECT tsvector_to_array(to_tsvector({}::regconfig, %s))"
+                               ).format(sql.Literal(corpus.language)), (text,)).fetchone()
+    return list(row[0] or [])
+
+
+def search_union_statement(corpus: Corpus, depth: int, *, semantic: bool) -> sql.Composed:
+    """One query's candidate union with the keyword side given, as :func:`union_statement`
+    makes it for ground-truth queries: the keyword ids ``kw`` (a bigint array) and, when
+    ``semantic``, the semantic top ``depth`` of ``emb``, each with its semantic score (0
+    without ``semantic``), ids ascending."""
+    semantic_top = (sql.SQL("{} UNION ").format(
+        candidate_ids(corpus, depth, semantic=True, keyword=False))
+        if semantic else sql.SQL(""))
+    return sql.SQL("""
+        SELECT array_agg({did} ORDER BY {did}), array_agg(({sem})::float8 ORDER BY {did})
+        FROM (SELECT {emb} AS emb) q
+        CROSS JOIN LATERAL ({semantic_top}SELECT unnest(%(kw)s::bigint[]) AS id) cand
+        JOIN {d} ON {did} = cand.id""").format(
+        emb=(sql.SQL("%(emb)s::vector({})").format(sql.Literal(corpus.dim)) if semantic
+             else sql.SQL("NULL::vector")),
+        sem=_semantic_expr(corpus, semantic), did=corpus.id_of("d"), d=corpus.table("d"),
+        semantic_top=semantic_top)
+
+
+def search_union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
+                      embedding: np.ndarray | None, keyword_ids: list[int]
+                      ) -> tuple[list, list]:
+    """``(doc_ids, semantic)`` of :func:`search_union_statement` (semantic when
+    ``embedding`` is given; empty lists: no candidate)."""
+    params = {"kw": [int(i) for i in keyword_ids]}
+    if embedding is not None:
+        params["emb"] = embedding
+    statement = search_union_statement(corpus, depth, semantic=embedding is not None)
+    doc_ids, semantic = conn.execute(statement, params).fetchone()
+    return list(doc_ids or []), list(semantic or [])
+
+
 def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = None
                     ) -> sql.Composed:
     """The candidate union of :func:`candidate_statement` with the keyword side given: per

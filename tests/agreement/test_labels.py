@@ -139,7 +139,7 @@ def test_pool_holds_every_grid_weights_top_5(conn, settings, unlabelled):
                 (query_id,)).fetchone()
             # hybrid search in SQL: not the numpy sweep that planned the pool
             hits = hybrid_search(conn, name, query_text=text,
-                                 query_embedding=np.asarray(embedding.to_numpy()), k=5,
+                                 query_embedding=np.asarray(embedding, dtype=np.float32), k=5,
                                  semantic_weight=float(weight),
                                  keyword_weight=keyword_weight_for(weight),
                                  candidate_depth=depth)

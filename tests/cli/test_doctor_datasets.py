@@ -228,7 +228,8 @@ def test_index_with_nothing_to_create_points_at_the_tsvector_cost(rag_store, tmp
 
 def test_after_attach_the_keyword_index_carries_the_bulk_commands(rag_store, tmp_path, capsys,
                                                                   monkeypatch):
-    """Issue #25: with the keyword index attach keeps, only `search` pays the parsing."""
+    """Issue #25: with the keyword index attach keeps, no command pays the parsing (issue #32:
+    `search` neither)."""
     with rag_store.connection() as conn:
         build_rag_store(conn, corpus_folder(tmp_path / "beir", dim=8), schema="rag")
         attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
@@ -237,4 +238,5 @@ def test_after_attach_the_keyword_index_carries_the_bulk_commands(rag_store, tmp
     [cost] = named(lines, "keyword")
     assert cost.startswith("ok    keyword      'live' tsvector: null, so keyword search parses ")
     assert "report, judge and calibrate rank it from the harness's keyword index" in cost
-    assert cost.endswith("ms per query, the same ranking; only `search` pays the figure above")
+    assert cost.endswith("ms per query, the same ranking; `search` too, so no command pays "
+                         "the figure above")

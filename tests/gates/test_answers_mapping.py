@@ -18,13 +18,13 @@ from eval_harness.gates.answers import (AnswersRelationError, TimeWindow, import
                                         stream_answers)
 from eval_harness.gates.answers_mapping import (AnswersMappingError, check_answers_mapping,
                                                 import_refusal)
-from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window, run_quality_gates
-from eval_harness.settings import QualityGateSettings, Settings
+from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
 from answer_files import answer_row, write_jsonl
+from gate_sources import rule_gates
 from live_store import live_config
 from served_answers import (DAY, MAPPING, lay_out_served_answers, served_checksum,
                             settings_for)
@@ -38,7 +38,7 @@ def seeds_store(fresh, beir_folder):
 
 
 def gates():
-    return build_gates(QualityGateSettings())  # format_compliance and citation_coverage
+    return rule_gates()  # format_compliance and citation_coverage
 
 
 def test_answers_citing_corpus_ids_are_gated_in_place_and_not_a_row_changes(seeds_store,
@@ -158,7 +158,7 @@ M = MAPPING
      "timestamp without time zone; it must be timestamp with time zone"),
     (dataclasses.replace(M, sources="source_names"), None,
      "'quality_gates.answers.sources.column': column rag.served_answers.source_names is "
-     "text[]; it must be smallint[] or integer[] or bigint[] (sources.kind ids"),
+     "text[] but the ids of dataset 'live'"),
     (dataclasses.replace(M, kind="json", dataset=None), None,
      "'quality_gates.answers.sources.column': column rag.served_answers.source_ids is "
      "integer[]; it must be jsonb or json"),

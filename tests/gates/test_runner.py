@@ -9,7 +9,6 @@ the count.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import uuid
 from datetime import date, timedelta
@@ -17,22 +16,18 @@ from datetime import date, timedelta
 import pytest
 
 from eval_harness.gates.answers import TimeWindow, import_answers
-from eval_harness.gates.registry import Gate, build_gates, per_answer
+from eval_harness.gates.registry import Gate, per_answer
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.runner import evaluate_window, run_quality_gates, summarize_gates
 from eval_harness.metrics.proportions import wilson_interval
-from eval_harness.settings import GateSettings, QualityGateSettings
+from eval_harness.settings import GateSettings
 from answer_files import answer_row, write_jsonl
+from gate_sources import rule_gates
 
 
 def gates_with(**changes) -> list[Gate]:
     """The rule-based gates with the default config, some gate settings replaced."""
-    defaults = QualityGateSettings()
-    gates = dict(defaults.gates)
-    for judged in ("grounding", "answer_reward"):  # judged gates: tests/gates/test_judged.py
-        gates[judged] = dataclasses.replace(gates[judged], enabled=False)
-    gates.update(changes)
-    return build_gates(dataclasses.replace(defaults, gates=gates))
+    return rule_gates(**changes)
 
 
 # --- incremental evaluation and summaries ---------------------------------------------------

@@ -33,7 +33,9 @@ from eval_harness.retrieval.keyword_cost import or_tsquery_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SCIFACT = ROOT / "datasets" / "scifact"
-MIGRATION = ROOT / "eval_harness" / "store" / "migrations" / "0021_keyword_index.sql"
+# the keyword index's own tables (the server may have no pgvector for the full migrations)
+MIGRATIONS = [ROOT / "eval_harness" / "store" / "migrations" / name
+              for name in ("0021_keyword_index.sql", "0024_keyword_index_configuration.sql")]
 DOCUMENTS = 700
 QUERIES = 120
 DEPTH = 50
@@ -75,7 +77,8 @@ def keyword_store(request, server_url):
         with location.connection() as conn:
             conn.execute("CREATE SCHEMA eh_kw")
             conn.execute("SET search_path = eh_kw")
-            conn.execute(MIGRATION.read_text())
+            for migration in MIGRATIONS:
+                conn.execute(migration.read_text())
             conn.execute("CREATE SCHEMA rag")
             conn.execute("CREATE TABLE rag.docs (id bigint PRIMARY KEY, content text, "
                          "embedding real[])")

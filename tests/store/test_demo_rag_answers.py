@@ -15,12 +15,12 @@ import pytest
 
 from eval_harness.gates.answers import TimeWindow, import_answers, stream_answers
 from eval_harness.gates.answers_mapping import check_answers_mapping
-from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import run_quality_gates
-from eval_harness.settings import QualityGateSettings, load_settings
+from eval_harness.settings import load_settings
 from eval_harness.store.demo_rag import build_rag_answers, build_rag_store
 from answer_files import SAMPLE
 from beir_factory import write_beir
+from gate_sources import rule_gates
 from paths import REPO
 
 DAYS = ("2025-03-03", "2025-03-04", "2025-03-05")
@@ -63,7 +63,7 @@ def test_each_source_becomes_the_l2_insights_id_of_its_document(demo_store):
 
 
 def _failing(store, relation):
-    gates = build_gates(QualityGateSettings())  # format_compliance and citation_coverage
+    gates = rule_gates()  # format_compliance and citation_coverage
     found = {}
     for day in DAYS:
         report = run_quality_gates(store, TimeWindow.day(day), gates, relation=relation)

@@ -2,7 +2,13 @@
 
 A dataset with human labels (some query has ``expected_docs``): for each query its
 ``expected_docs``, then the top ``judges.hybrid_top_k`` hits of hybrid search at the
-configured weights that are not already among them (the judges check the labels).
+configured weights that are not already among them (the judges check the labels). Those hits
+are ranked on the candidates ``report`` and ``calibrate`` rank
+(:func:`eval_harness.retrieval.hybrid.candidate_scores`: one batched fetch for every query,
+the keyword index on a ``tsvector: null`` corpus, the candidate cache on a rerun) by the one
+fusion rule (:func:`eval_harness.retrieval.report.fused_runs`), so they are the top k that
+``search`` and ``report`` rank at the same weights. Only a query without an embedding (its
+search is keyword-only) is searched on its own (:func:`eval_harness.retrieval.hybrid.hybrid_search`).
 
 A dataset without labels (no query has ``expected_docs``: a live ``queries`` mapping, a BEIR
 folder without qrels): the judges make its ground truth, and calibration will score the top 5
@@ -35,6 +41,7 @@ from eval_harness.store.ground_truth import dataset_has_labels
 from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
+from eval_harness.retrieval.report import fused_runs
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
 from eval_harness.store.corpus import document_rows
 from eval_harness.settings import Settings
@@ -64,26 +71,43 @@ def plan_queries(conn: psycopg.Connection, dataset: str, settings: Settings, *,
     pools = None
     if rows and (not labelled or settings.judges.grid_pool):
         pools = grid_pool(conn, dataset, settings, [int(r[0]) for r in rows])
+    tops: dict[int, list[int]] = {}
+    if labelled and top_k > 0:
+        tops = hybrid_top_k(conn, dataset, settings,
+                            [int(r[0]) for r in rows if r[3] is not None])
     planned = []
     for query_id, external_id, text, embedding, expected in rows:
-        stopping.check()  # a search per query: a stop ends the planning (seconds, not minutes)
+        stopping.check()  # a stop ends the planning (seconds, not minutes)
         vector = None if embedding is None else as_vector(embedding)
-        hits = []
         pool = () if pools is None else pools.get(int(query_id), ())
         if not labelled:
             planned.append(PlannedQuery(int(query_id), external_id, text, vector,
                                         tuple(pool), ()))
             continue
-        if top_k > 0:
-            semantic = weights.semantic if vector is not None else 0.0
-            hits = hybrid_search(conn, dataset, query_text=text, query_embedding=vector, k=top_k,
-                                 semantic_weight=semantic,
-                                 keyword_weight=weights.keyword if vector is not None else 1.0,
-                                 candidate_depth=weights.candidate_depth)
-        doc_ids = list(dict.fromkeys([*expected, *(h.id for h in hits), *pool]))
+        hits = tops.get(int(query_id), [])
+        if top_k > 0 and vector is None:  # keyword-only: no candidate fetch serves it
+            hits = [h.id for h in hybrid_search(
+                conn, dataset, query_text=text, query_embedding=None, k=top_k,
+                semantic_weight=0.0, keyword_weight=1.0,
+                candidate_depth=weights.candidate_depth)]
+        doc_ids = list(dict.fromkeys([*expected, *hits, *pool]))
         planned.append(PlannedQuery(int(query_id), external_id, text, vector, tuple(doc_ids),
                                     tuple(expected)))
     return planned
+
+
+def hybrid_top_k(conn: psycopg.Connection, dataset: str, settings: Settings,
+                 query_ids: list[int]) -> dict[int, list[int]]:
+    """{query id: its top ``judges.hybrid_top_k`` document ids by fused score at the weights
+    ``settings`` give ``dataset``, ties by id} for ``query_ids`` (queries with an embedding),
+    from one candidate fetch (the cache's entries where current) and the one fusion rule."""
+    if not query_ids:
+        return {}
+    weights = settings.weights_for(dataset)
+    fetched = candidate_scores(conn, dataset, query_ids=query_ids,
+                               candidate_depth=weights.candidate_depth)
+    return fused_runs(fetched, weights.semantic, weights.keyword,
+                      depth=settings.judges.hybrid_top_k)
 
 
 def grid_pool(conn: psycopg.Connection, dataset: str, settings: Settings,
