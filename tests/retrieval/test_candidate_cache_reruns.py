@@ -1,5 +1,5 @@
 """A rerun searches nothing it already searched, counted from outside (issue #32 items 3, 4):
-on a store laid out like the seeds with ``tsvector: null``, the README's own-store config,
+on a store laid out like the seeds with ``tsvector: null``, mapped as the README maps one,
 ``attach`` then ``calibrate``, ``report`` and ``judge`` through the CLI, then the same commands
 again on the unchanged store; the server's own log (``log_statement = all`` for the test's
 database) says which statements the rerun sent. The judges' pairs are the top k ``search`` and
@@ -24,7 +24,6 @@ from eval_harness.store.connection import embedded_server_log
 from eval_harness.store.demo_rag import build_rag_store
 from live_store import WORDS
 
-REPO = Path(__file__).resolve().parents[2]
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2", "DAGSTER_POSTGRES_URL")
 # a log entry starts with the server's log_line_prefix (a timestamp); a statement spans lines
@@ -33,11 +32,18 @@ STATEMENT = re.compile(r"LOG:\s+(?:statement|execute [^:]*): (.*)", re.DOTALL)
 
 
 def own_store_config() -> str:
-    """The README's own-store config.yaml, as its walkthrough writes it."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Your own store, start to finish")
-    block = readme[start:].split("```yaml\n", 1)[1].split("```", 1)[0]
-    return "\n".join(line[3:] for line in block.splitlines())
+    """A config.yaml mapping a store in the seeds' layout, as README "Evaluate your own store
+    (live datasets)" writes one."""
+    return ("default_dataset: prod\n"
+            "datasets:\n"
+            "  prod:\n"
+            "    language: english\n"
+            "    embedder: local:all-MiniLM-L6-v2\n"
+            "    live:\n"
+            "      corpus: {relation: public.l2_insights, id: id, content: content,\n"
+            "               embedding: embedding, tsvector: null}\n"
+            "      ground_truth: {relation: public.ground_truth, id: id, query: query,\n"
+            "                     expected_docs: expected_docs}\n")
 
 
 class ServerLog:
