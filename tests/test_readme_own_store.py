@@ -11,17 +11,12 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from beir_factory import write_beir
-from eval_harness.store.demo_rag import build_rag_store
 from eval_harness_pipelines import cli
-from live_store import WORDS
+from live_store import PROJECT_ENVIRONMENT, seeds_project
 
 REPO = Path(__file__).resolve().parents[1]
-ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-               "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2", "DAGSTER_POSTGRES_URL")
 
 
 def own_store_section() -> str:
@@ -59,22 +54,7 @@ def readme_commands() -> list[list[str]]:
 def test_the_readme_walkthrough_runs_as_written(fresh, tmp_path, monkeypatch, capsys):
     # a store of your own in the seeds' layout; its queries' vectors by the configured model
     # are cached, as after a first attach (the local embedder's extra is not installed here)
-    rng = np.random.default_rng(2)
-    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=12)) for i in range(40)}
-    queries = {f"q{i}": " ".join(rng.choice(WORDS, size=4)) for i in range(8)}
-    qrels = [(f"q{i}", f"d{j}", 1) for i in range(8) for j in rng.choice(40, 2, replace=False)]
-    with fresh.connection() as conn:
-        build_rag_store(conn, write_beir(tmp_path / "beir", docs, queries, qrels, dim=384),
-                        schema="public")
-        conn.execute("UPDATE query_embeddings SET model = 'all-MiniLM-L6-v2'")
-        conn.commit()
-    project = tmp_path / "rag-eval"
-    project.mkdir()
-    (project / "config.yaml").write_text(readme_config(), encoding="utf-8")
-    monkeypatch.chdir(project)
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for variable in ENVIRONMENT:
-        monkeypatch.delenv(variable, raising=False)
+    project = seeds_project(fresh, tmp_path, monkeypatch, readme_config(), seed=2)
 
     commands = [c for c in readme_commands() if c[0] in ("doctor", "migrate", "attach",
                                                            "report", "run")][:5]
@@ -114,7 +94,7 @@ def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, reques
                                            encoding="utf-8")
     monkeypatch.chdir(project)
     monkeypatch.setenv("DATABASE_URL", made.location.url)
-    for variable in ENVIRONMENT:
+    for variable in PROJECT_ENVIRONMENT:
         monkeypatch.delenv(variable, raising=False)
     with made.connection() as conn:
         before = rag_checksum(conn, made.relations)

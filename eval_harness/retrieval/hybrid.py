@@ -41,7 +41,7 @@ from eval_harness.retrieval.keyword_candidates import (indexed_candidate_rows,
                                                        indexed_search_candidates)
 from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.corpus import (Corpus, count_documents, document_external_ids,
-                                       document_rows)
+                                       document_rows, on_this_server)
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -121,6 +121,7 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
     name, language, model, dim, kind, mapping = row
     corpus = (Corpus.live(name, language, dim, mapping) if kind == "live"
               else Corpus.ingested(name, language, dim))
+    corpus = on_this_server(conn, corpus)
     documents = count_documents(conn, corpus) if with_counts else -1
     count = ground_truth.count_queries(conn, name) if with_counts else -1
     return DatasetInfo(name, language, model, dim, documents, count, corpus)

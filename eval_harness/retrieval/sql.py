@@ -191,8 +191,10 @@ def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = No
         candidates = candidate_ids(corpus, depth, semantic=True, keyword=False)
         vectors = sql.SQL("")
     else:
-        candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb, "
-                             "v.tie LIMIT {})").format(sql.Literal(depth))
+        candidates = sql.SQL("(SELECT v.id FROM eh_vectors AS v ORDER BY v.emb <=> q.emb{} "
+                             "LIMIT {})").format(
+            sql.SQL(", v.tie") if corpus.semantic_ties_by_id else sql.SQL(""),
+            sql.Literal(depth))
         emb = corpus.embedding_of("s")
         copy = (sql.SQL("subvector({}, 1, {})") if vectors_once == "subvector"
                 else sql.SQL("({})::real[]::vector({})")).format(emb, sql.Literal(corpus.dim))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import psycopg
@@ -61,6 +61,9 @@ class Corpus:
     own_ids: str | None = None          # a live corpus's text/char/uuid ids: read through
                                         # the harness's integer ids (store.document_ids)
     versioned: bool = True              # a live relation whose rows have xmin (a table)
+    semantic_ties_by_id: bool = True    # the semantic top breaks ties by id (not on an
+                                        # old server whose vector index would then go
+                                        # unused: on_this_server)
 
     # -------------------------------------------------------------------- construction
 
@@ -295,7 +298,7 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
         # would put its NULL distance last and make it a candidate with no semantic score.
         parts.append(sql.SQL(
             "(SELECT {sid} AS id FROM {s} WHERE {s_rows} AND {s_emb_col} IS NOT NULL "
-            "ORDER BY {s_emb} <=> q.emb, {s_order} LIMIT {depth})"))
+            "ORDER BY {s_emb} <=> q.emb{s_order} LIMIT {depth})"))
     # A document without an embedding has no semantic score, so no fused score: it is no
     # keyword candidate either (an ingested one is empty and matches nothing anyway).
     if keyword:
@@ -309,9 +312,33 @@ def candidate_ids(corpus: Corpus, depth: int, *, semantic: bool,
               "k": corpus.candidate_table("k"), "k_rows": corpus.rows_of_dataset("k"),
               "k_emb_col": corpus.embedding_column("k"),
               "k_tsv": corpus.tsvector_of("k"), "depth": sql.Literal(depth),
-              "s_order": corpus.candidate_order_id_of("s"),
+              "s_order": (sql.SQL(", {}").format(corpus.candidate_order_id_of("s"))
+                          if corpus.semantic_ties_by_id else sql.SQL("")),
               "k_order": corpus.candidate_order_id_of("k")}
     return sql.SQL(" UNION ").join(part.format(**values) for part in parts)
+
+
+# ------------------------------------------------------------------------------ ties
+
+# The first server version whose planner keeps an ordered vector-index scan under a second
+# sort key (an Incremental Sort over the HNSW scan); before it, ``ORDER BY distance, id``
+# makes it sort every row of the corpus per query instead.
+INCREMENTAL_KNN_SORT = 170000
+
+
+def on_this_server(conn: psycopg.Connection, corpus: Corpus) -> Corpus:
+    """``corpus`` as this server searches it: its semantic top breaks ties by id always from
+    PostgreSQL 17 on, and before it only for a relation without a vector index (hnsw,
+    ivfflat), whose search sorts the rows anyway. With such an index on an older server the
+    index orders the semantic top alone (an approximate search: ties as the index returns
+    them). Every statement built for a command's connection starts from this."""
+    if conn.info.server_version >= INCREMENTAL_KNN_SORT or not corpus.semantic_ties_by_id:
+        return corpus
+    indexed = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = to_regclass(%s) "
+        "AND a.amname IN ('hnsw', 'ivfflat'))", (corpus.relation_name,)).fetchone()[0]
+    return replace(corpus, semantic_ties_by_id=False) if indexed else corpus
 
 
 # ------------------------------------------------------------------------------ change detection

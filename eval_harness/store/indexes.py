@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.store.catalog import LiveDataset, probe_query
-from eval_harness.store.corpus import Corpus, candidate_ids
+from eval_harness.store.corpus import Corpus, candidate_ids, on_this_server
 
 VECTOR_METHODS = ("hnsw", "ivfflat")
 COSINE_OPCLASS = "vector_cosine_ops"
@@ -320,6 +320,7 @@ def explain_candidates(conn: psycopg.Connection, corpus: Corpus, depth: int, tex
     """The planner's estimate (EXPLAIN, nothing run) of the search's own candidate subqueries
     for one query: the semantic side (when there is a vector) and the keyword side."""
     semantic = vector is not None
+    corpus = on_this_server(conn, corpus)
     if conn.execute("SELECT to_regprocedure('eh_or_tsquery(regconfig, text)') IS NOT NULL"
                     ).fetchone()[0]:
         tsquery = sql.SQL("eh_or_tsquery({}::regconfig, {})")

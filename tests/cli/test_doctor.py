@@ -15,6 +15,7 @@ from psycopg import sql
 from eval_harness.cli import main
 from eval_harness.cli.doctor import run_doctor
 from eval_harness.store.migrate import available_migrations
+from live_store import seeds_config_yaml
 
 OPENAI_KEY = "sk-doctor-OPENAI-7f3e9a1c5b2d"
 ANTHROPIC_KEY = "sk-ant-doctor-ANTHROPIC-4c8e2a6f0b9d"
@@ -288,18 +289,7 @@ def test_an_unreachable_provider_fails_within_the_timeout(store, tmp_path):
 
 # --- doctor before migrate, on a store of your own (the README's order) -------------------
 
-OWN_STORE = """default_dataset: prod
-datasets:
-  prod:
-    language: english
-    embedder: local:test-random
-    live:
-      corpus: {relation: public.l2_insights, id: id, content: content, embedding: embedding,
-               tsvector: null}
-      ground_truth: {relation: public.ground_truth, id: id, query: query,
-                     expected_docs: expected_docs}
-judges: {judge1: "local:lexical", judge2: "local:embedding"}
-"""
+OWN_STORE = seeds_config_yaml(schema="public")
 
 
 @pytest.fixture

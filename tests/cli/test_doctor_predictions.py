@@ -19,22 +19,11 @@ import pytest
 from beir_factory import write_beir
 from cli_runs import run_cli
 from eval_harness.store.demo_rag import build_rag_store
-from live_store import WORDS
+from live_store import WORDS, seeds_config_yaml
 
 FACTOR = 3.0  # the prediction and the measured time agree within this factor either way
 # (about 8 s: the store is built and attached, and report renders the whole run report)
-CONFIG = """default_dataset: prod
-datasets:
-  prod:
-    language: english
-    embedder: local:test-random
-    live:
-      corpus: {relation: rag.l2_insights, id: id, content: content, embedding: embedding,
-               tsvector: null}
-      ground_truth: {relation: rag.ground_truth, id: id, query: query,
-                     expected_docs: expected_docs}
-judges: {judge1: "local:lexical", judge2: "local:embedding"}
-"""
+CONFIG = seeds_config_yaml(schema="rag")
 
 
 @pytest.fixture

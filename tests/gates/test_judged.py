@@ -168,46 +168,48 @@ def test_a_judge_outage_fails_the_answers_and_the_run_completes(settings, conn, 
             count(conn, "regeneration_queue", ids)) == (2, 1, 1)
 
 
-def test_local_judges_gate_the_sample_answers_through_dagster(settings, store, conn, tmp_path):
+def test_local_judges_gate_the_sample_answers_through_dagster(settings, fresh, tmp_path):
     """No API keys: judge 1 falls back to local:lexical; the materialization evaluates the
     sample day with every configured gate, both LLM gates included, and a rerun nothing."""
     assert settings.quality_gates.gate(GROUNDING) == GateSettings(True, 0.8, 0.9, True)
-    import_configured_answers(conn, settings)
-    config = tmp_path / "config.yaml"
-    config.write_text((settings.config_path.read_text())
-        .replace("answers_file: datasets/", f"answers_file: {settings.config_path.parent}/datasets/")
-        .replace("path: datasets/", f"path: {settings.config_path.parent}/datasets/"))
-    answers_asset, checks = quality_gate_assets(settings)
-    resources = default_resources(config_path=str(config), database_url=store.url)
+    # a database of its own: other tests' gate runs on the shared store gate this day too
+    with fresh.connection() as conn:
+        import_configured_answers(conn, settings)
+        config = tmp_path / "config.yaml"
+        config.write_text((settings.config_path.read_text())
+            .replace("answers_file: datasets/", f"answers_file: {settings.config_path.parent}/datasets/")
+            .replace("path: datasets/", f"path: {settings.config_path.parent}/datasets/"))
+        answers_asset, checks = quality_gate_assets(settings)
+        resources = default_resources(config_path=str(config), database_url=fresh.url)
 
-    def materialize():
-        return dg.materialize([answers_asset, *checks], partition_key="2025-03-05",
-                              resources=resources, raise_on_error=False)
+        def materialize():
+            return dg.materialize([answers_asset, *checks], partition_key="2025-03-05",
+                                  resources=resources, raise_on_error=False)
 
-    first = materialize()
-    metadata = first.asset_materializations_for_node("answers")[0].metadata
-    assert metadata[f"{GROUNDING}_evaluated_now"].value == 10
-    assert metadata[f"{ANSWER_REWARD}_evaluated_now"].value == 10
-    # sa-0305-08: one claim the local judge cannot tell (support 0.615, in its band) decides
-    # the answer's verdict, so the answer is unscored, never passed (local-grounding-v1)
-    assert metadata[f"{GROUNDING}_unscored_now"].value == 1
-    evaluations = {e.check_name: e for e in first.get_asset_check_evaluations()}
-    assert set(evaluations) == {"format_compliance", "citation_coverage", GROUNDING,
-                                ANSWER_REWARD}
-    # 2025-03-05 is the ungrounded day (datasets/answers/README.md): sa-0305-02 contradicts its
-    # source, sa-0305-05 evades it (both 0 of their claims), sa-0305-08 is unscored (it ranks
-    # first among the worst); grounding, a blocking gate, fails there while the rule-based
-    # gates pass
-    grounding = evaluations[GROUNDING]
-    assert not grounding.passed and grounding.severity == dg.AssetCheckSeverity.ERROR
-    assert grounding.metadata["passed_answers"].value == 4
-    worst = grounding.metadata["worst_answer_ids"].value
-    assert worst[:3] == ["sa-0305-08", "sa-0305-02", "sa-0305-05"]
-    assert evaluations["format_compliance"].passed and evaluations["citation_coverage"].passed
-    assert not evaluations[ANSWER_REWARD].passed  # 3 of 10 (warns only: not blocking)
-    log = conn.execute("SELECT count(*) FROM evaluation_log WHERE answer_id LIKE 'sa-0305-%%' "
-                       "AND model = 'local:lexical'").fetchone()[0]
-    assert log == 10
-    second = materialize()
-    assert second.asset_materializations_for_node("answers")[0].metadata[
-        "answers_evaluated_now"].value == 0
+        first = materialize()
+        metadata = first.asset_materializations_for_node("answers")[0].metadata
+        assert metadata[f"{GROUNDING}_evaluated_now"].value == 10
+        assert metadata[f"{ANSWER_REWARD}_evaluated_now"].value == 10
+        # sa-0305-08: one claim the local judge cannot tell (support 0.615, in its band) decides
+        # the answer's verdict, so the answer is unscored, never passed (local-grounding-v1)
+        assert metadata[f"{GROUNDING}_unscored_now"].value == 1
+        evaluations = {e.check_name: e for e in first.get_asset_check_evaluations()}
+        assert set(evaluations) == {"format_compliance", "citation_coverage", GROUNDING,
+                                    ANSWER_REWARD}
+        # 2025-03-05 is the ungrounded day (datasets/answers/README.md): sa-0305-02 contradicts its
+        # source, sa-0305-05 evades it (both 0 of their claims), sa-0305-08 is unscored (it ranks
+        # first among the worst); grounding, a blocking gate, fails there while the rule-based
+        # gates pass
+        grounding = evaluations[GROUNDING]
+        assert not grounding.passed and grounding.severity == dg.AssetCheckSeverity.ERROR
+        assert grounding.metadata["passed_answers"].value == 4
+        worst = grounding.metadata["worst_answer_ids"].value
+        assert worst[:3] == ["sa-0305-08", "sa-0305-02", "sa-0305-05"]
+        assert evaluations["format_compliance"].passed and evaluations["citation_coverage"].passed
+        assert not evaluations[ANSWER_REWARD].passed  # 3 of 10 (warns only: not blocking)
+        log = conn.execute("SELECT count(*) FROM evaluation_log WHERE answer_id LIKE 'sa-0305-%%' "
+                           "AND model = 'local:lexical'").fetchone()[0]
+        assert log == 10
+        second = materialize()
+        assert second.asset_materializations_for_node("answers")[0].metadata[
+            "answers_evaluated_now"].value == 0

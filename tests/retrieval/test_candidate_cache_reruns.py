@@ -13,37 +13,17 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
-from beir_factory import write_beir
 from cli_runs import run_cli
 from eval_harness.store.connection import embedded_server_log
-from eval_harness.store.demo_rag import build_rag_store
-from live_store import WORDS
+from live_store import seeds_config_yaml, seeds_project
 
-ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-               "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2", "DAGSTER_POSTGRES_URL")
 # a log entry starts with the server's log_line_prefix (a timestamp); a statement spans lines
 ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
 STATEMENT = re.compile(r"LOG:\s+(?:statement|execute [^:]*): (.*)", re.DOTALL)
-
-
-def own_store_config() -> str:
-    """A config.yaml mapping a store in the seeds' layout, as README "Evaluate your own store
-    (live datasets)" writes one."""
-    return ("default_dataset: prod\n"
-            "datasets:\n"
-            "  prod:\n"
-            "    language: english\n"
-            "    embedder: local:all-MiniLM-L6-v2\n"
-            "    live:\n"
-            "      corpus: {relation: public.l2_insights, id: id, content: content,\n"
-            "               embedding: embedding, tsvector: null}\n"
-            "      ground_truth: {relation: public.ground_truth, id: id, query: query,\n"
-            "                     expected_docs: expected_docs}\n")
 
 
 class ServerLog:
@@ -87,22 +67,9 @@ def ranking(statements: list[str]) -> list[str]:
 def own_store(fresh, tmp_path, monkeypatch):
     """A seeds-layout store in ``public`` (40 documents, 8 queries, no tsvector column) and
     a project folder with the README's config.yaml; DATABASE_URL points at it."""
-    rng = np.random.default_rng(11)
-    docs = {f"d{i}": " ".join(rng.choice(WORDS, size=12)) for i in range(40)}
-    queries = {f"q{i}": " ".join(rng.choice(WORDS, size=4)) for i in range(8)}
-    qrels = [(f"q{i}", f"d{j}", 1) for i in range(8) for j in rng.choice(40, 2, replace=False)]
-    with fresh.connection() as conn:
-        build_rag_store(conn, write_beir(tmp_path / "beir", docs, queries, qrels, dim=384),
-                        schema="public")
-        conn.execute("UPDATE query_embeddings SET model = 'all-MiniLM-L6-v2'")
-        conn.commit()
-    project = tmp_path / "rag-eval"
-    project.mkdir()
-    (project / "config.yaml").write_text(own_store_config(), encoding="utf-8")
-    monkeypatch.chdir(project)
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for variable in ENVIRONMENT:
-        monkeypatch.delenv(variable, raising=False)
+    seeds_project(fresh, tmp_path, monkeypatch,
+                  seeds_config_yaml(schema="public", embedder="local:all-MiniLM-L6-v2",
+                                    local_judges=False), seed=11)
     return fresh
 
 
