@@ -29,14 +29,6 @@ def fetches(monkeypatch):
     return calls
 
 
-@pytest.fixture
-def live(fresh, beir_folder):
-    with fresh.connection(autocommit=True) as conn:
-        build_rag_store(conn, beir_folder, schema="rag")
-        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
-        yield conn
-
-
 def query_ids(conn, dataset="live") -> list[int]:
     return [i for (i,) in conn.execute(
         "SELECT id FROM ground_truth WHERE dataset = %s ORDER BY id", (dataset,))]

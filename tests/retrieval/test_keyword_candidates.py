@@ -6,21 +6,10 @@ document again) exactly: ids, order, scores to the last bit, contents."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from eval_harness.retrieval import hybrid, sql
 from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.live import attach_live_dataset
-from live_store import WORDS, live_config, no_embedder
-
-
-@pytest.fixture
-def live(fresh, beir_folder):
-    with fresh.connection(autocommit=True) as conn:
-        build_rag_store(conn, beir_folder, schema="rag")
-        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
-        yield conn
+from live_store import WORDS
 
 
 def statement_rows(conn, text, embedding, ws, k, depth):

@@ -45,6 +45,19 @@ def beir_folder(tmp_path):
     return write_beir(tmp_path / "beir", docs, queries, qrels, dim=8, seed=3)
 
 
+@pytest.fixture
+def live(fresh, beir_folder):
+    """An autocommit connection to a fresh database whose ``rag`` schema holds
+    ``beir_folder`` laid out as a RAG store, attached as the live dataset ``live``."""
+    from eval_harness.store.demo_rag import build_rag_store
+    from eval_harness.store.live import attach_live_dataset
+
+    with fresh.connection(autocommit=True) as conn:
+        build_rag_store(conn, beir_folder, schema="rag")
+        attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)
+        yield conn
+
+
 def rag_checksum(conn, schema: str = "rag") -> str:
     """md5 over every row of every RAG relation, in id order."""
     parts = []
