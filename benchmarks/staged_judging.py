@@ -12,7 +12,7 @@ step, agreement.kappa_floor 0.70, 2,000 bootstrap resamples). Reported: pairs, j
 requests, the provider cost both runs were billed (fake token counts at judges.prices) and
 the price-table estimate of what staging saved. ``--staged-only`` skips the all-pairs runs
 (they do not depend on the stop rule). The stop rule (kappa's lower bound with alpha spent
-over the planned early looks, :mod:`eval_harness.judges.dual.staged`) is printed under the
+over the planned early looks, :mod:`eval_harness.judges.staging.staged`) is printed under the
 table.
 
 Prints a Markdown block for benchmarks/RESULTS.md ("## Staged dual judging").

@@ -1,7 +1,7 @@
 """Anchors paid once a night: one re-judging per dataset, judge spec and UTC day.
 
 Every run with ``judges.anchors`` on re-judges the anchor set before its labels
-(:mod:`.anchors`). Run as shards (``judge --shard i/n``), as two processes at once, or as a
+(:mod:`.anchor_set`). Run as shards (``judge --shard i/n``), as two processes at once, or as a
 backfill of several runs in one night, each would pay for the whole set again and measure
 nothing more. So the anchor step runs under a claim on the dataset (an advisory lock in its
 own space, :class:`~eval_harness.judges.dual.claims.QueryClaims`; waited for by polling, so
@@ -9,9 +9,10 @@ the run's event loop stays free): the first run re-judges, the others wait for i
 find its comparison. A judge whose comparison was measured today (UTC, by the store's
 clock), with the same spec and prompt version, since the set was last frozen and with the
 same human verdicts on the anchors (people labelling since would make its human agreement
-stale), and not cut short by its budget line, is not re-judged: this run stores a copy of that comparison under its own run id (requests and
-cost 0, ``reused_from`` naming the run that measured it), so its drift check and its record
-read it like their own. A judge changed in config has no comparison today and is re-judged.
+stale), and not cut short by its budget line, is not re-judged: this run stores a copy of
+that comparison under its own run id (requests and cost 0, ``reused_from`` naming the run
+that measured it), so its drift check and its record read it like their own. A judge changed
+in config has no comparison today and is re-judged.
 
 Freezing the set takes the same claim, so two shards never freeze two samples.
 """
@@ -23,11 +24,11 @@ from typing import Mapping, Sequence
 
 import psycopg
 
-from eval_harness.judges.dual import anchor_sql
-from eval_harness.judges.dual.anchors import (AnchorComparison, _prompt_version,
-                                              comparison_from_row, freeze_from_run,
-                                              human_fingerprint, rejudge_anchors,
-                                              stored_comparisons)
+from eval_harness.judges.anchors import sql
+from eval_harness.judges.anchors.anchor_set import (freeze_from_run, human_fingerprint,
+                                                    prompt_version, rejudge_anchors)
+from eval_harness.judges.anchors.drift import (AnchorComparison, comparison_from_row,
+                                               stored_comparisons)
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import Passage
@@ -62,22 +63,22 @@ async def anchors_of_the_night(conn: psycopg.Connection, session, drift: DriftSe
     try:
         reused, todo = [], []
         mine = {c.judge: c for c in stored_comparisons(conn, dataset, run_id=session.run_id)}
-        frozen = anchor_sql.frozen_anchors(conn, dataset)
+        frozen = sql.frozen_anchors(conn, dataset)
         for slot, judge in ((1, session.judge1), (2, session.judge2)):
             humans = human_fingerprint([r for r in frozen if r[0] == slot])
-            row = anchor_sql.measured_today(conn, dataset, slot, judge.spec,
-                                            _prompt_version(judge), humans)
+            row = sql.measured_today(conn, dataset, slot, judge.spec, prompt_version(judge),
+                                     humans)
             if row is None:
                 todo.append(slot)
                 continue
-            values = dict(zip(anchor_sql.RUN_COLUMNS, row))
+            values = dict(zip(sql.RUN_COLUMNS, row))
             if values["run_id"] != session.run_id:  # a rerun of a run id keeps its rows
                 if slot in mine and mine[slot].reused_from == values["run_id"]:
                     reused.append(mine[slot])
                     continue
                 values.update(reused_from=values["run_id"], run_id=session.run_id,
                               requests=0, cost_usd=0.0)
-                anchor_sql.store_anchor_run(conn, values)
+                sql.store_anchor_run(conn, values)
             reused.append(comparison_from_row(values))
         conn.commit()
         fresh = (await rejudge_anchors(conn, session, drift, dataset=dataset,

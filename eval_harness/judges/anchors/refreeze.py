@@ -28,8 +28,8 @@ from datetime import datetime
 
 import psycopg
 
-from eval_harness.judges.dual import anchor_sql
-from eval_harness.judges.dual.anchors import PURPOSE
+from eval_harness.judges.anchors import sql
+from eval_harness.judges.anchors.anchor_set import PURPOSE
 from eval_harness.judges.dual.scores import judgement_score
 from eval_harness.judges.protocol import Passage
 
@@ -67,7 +67,7 @@ class Refrozen:
 
 def frozen_judges(conn: psycopg.Connection, dataset: str) -> tuple[FrozenJudge, ...]:
     """The anchor set of ``dataset`` per judge (empty when none is frozen)."""
-    return tuple(FrozenJudge(*row) for row in anchor_sql.frozen_set(conn, dataset))
+    return tuple(FrozenJudge(*row) for row in sql.frozen_set(conn, dataset))
 
 
 def describe_frozen(frozen: Sequence[FrozenJudge]) -> str:
@@ -89,7 +89,7 @@ def drop_and_freeze(conn: psycopg.Connection, dataset: str,
     commits), in one transaction: a failure before the commit keeps the old set. The set
     dropped and how many pairs were frozen."""
     dropped = frozen_judges(conn, dataset)
-    anchor_sql.drop_anchors(conn, dataset)
+    sql.drop_anchors(conn, dataset)
     try:
         frozen = freeze()
     except BaseException:
@@ -103,7 +103,7 @@ async def rescore_frozen(conn: psycopg.Connection, session, *, dataset: str,
     """Score the frozen anchors of ``dataset`` anew with each LLM judge past the cache and
     freeze those scores (an anchor whose scoring fails keeps the run's score); the requests
     sent and their cost."""
-    frozen = anchor_sql.frozen_anchors(conn, dataset)
+    frozen = sql.frozen_anchors(conn, dataset)
     requests, cost = 0, 0.0
     for slot, judge in ((1, session.judge1), (2, session.judge2)):
         rows = [r for r in frozen if r[0] == slot]
@@ -126,7 +126,7 @@ async def rescore_frozen(conn: psycopg.Connection, session, *, dataset: str,
             value = judgement_score(result)
             if value is not None:
                 fresh.append((row[4], row[5], value, value > threshold))
-        anchor_sql.refreeze_scores(conn, dataset, slot, fresh)
+        sql.refreeze_scores(conn, dataset, slot, fresh)
         conn.commit()
     return requests, cost
 

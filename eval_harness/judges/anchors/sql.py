@@ -1,6 +1,6 @@
 """Every SQL statement on ``judge_anchors`` and ``judge_anchor_runs`` (migrations 0014, 0017):
-the frozen anchor set of a dataset and each run's comparison with it (:mod:`.anchors`), and
-the comparison a judge already got today (:mod:`.anchor_nights`).
+the frozen anchor set of a dataset (:mod:`.anchor_set`), each run's comparison with it
+(:mod:`.drift`), and the comparison a judge already got today (:mod:`.nightly`).
 
 Each function runs in the caller's transaction; the caller commits."""
 
@@ -64,8 +64,9 @@ def anchor_runs(conn: psycopg.Connection, dataset: str, *,
 
 
 def anchor_trend(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """Every comparison measured for ``dataset`` (not those a run reused), oldest first: ``(created_at, judge, judge_spec,
-    flip_rate, flip_low, flip_high, score_shift, human_agreement)``."""
+    """Every comparison measured for ``dataset`` (not those a run reused), oldest first:
+    ``(created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift,
+    human_agreement)``."""
     return conn.execute(
         "SELECT created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift, "
         "human_agreement FROM judge_anchor_runs WHERE dataset = %s AND reused_from IS NULL "

@@ -8,7 +8,7 @@ purpose ``retest``, never cached, so the labels keep the reply they were read fr
 
 Repeat 0 of a pair is the score the run stored for it (from the cache: nothing is paid for
 it again); repeats 1.. are the retests. Every scoring is stored in ``judge_retests``
-(:mod:`.retest_sql`), and the figures come from
+(:mod:`.sql`), and the figures come from
 :func:`eval_harness.metrics.agreement.retest.retest_agreement`: the label flip rate (share of
 retest labels that differ from the first), Krippendorff's alpha on the scores (interval) and
 on the labels, the share of pairs whose label is not stable, each with a query-bootstrap
@@ -28,9 +28,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import psycopg
 
-from eval_harness.judges.dual import retest_sql
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.scores import judgement_score
+from eval_harness.judges.retest import sql
 from eval_harness.judges.protocol import JudgeResult, Passage
 from eval_harness.metrics.agreement.results import to_jsonable
 from eval_harness.metrics.agreement.retest import RetestAgreement, retest_agreement
@@ -159,8 +159,8 @@ async def _retest_judge(conn, session, index: int, judge, plans: Sequence[Planne
         for repeat, value in enumerate(scores):
             rows.append((query_id, query_ids[(query_id, doc_id)], doc_id, repeat, value,
                          None if value is None else value > threshold))
-    retest_sql.store_retests(conn, run_id=session.run_id, dataset=dataset, judge=index,
-                             judge_spec=judge.spec, prompt_version=version, rows=rows)
+    sql.store_retests(conn, run_id=session.run_id, dataset=dataset, judge=index,
+                      judge_spec=judge.spec, prompt_version=version, rows=rows)
     conn.commit()
     agreement = figures_of(list(matrix.values()), [query_ids[k] for k in matrix],
                            threshold=threshold, seed=settings.seed, **bootstrap)
@@ -199,7 +199,7 @@ def stored_retests(conn: psycopg.Connection, dataset: str, *, threshold: float,
                    run_id: str | None = None, **bootstrap: Any) -> list[StoredRetest]:
     """The newest (or ``run_id``'s) test-retest of ``dataset`` from ``judge_retests``, per
     judge; [] when none is stored."""
-    rows = retest_sql.retest_rows(conn, dataset, run_id=run_id)
+    rows = sql.retest_rows(conn, dataset, run_id=run_id)
     by_judge: dict[int, dict] = {}
     for judge, spec, query_key, doc_id, repeat, score in rows:
         entry = by_judge.setdefault(judge, {"spec": spec, "pairs": {}})

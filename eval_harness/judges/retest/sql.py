@@ -1,5 +1,5 @@
 """Every SQL statement on ``judge_retests`` (migration 0013): each scoring of a judge's
-test-retest (:mod:`.retest`), repeat 0 being the score the run's labels came from.
+test-retest (:mod:`.self_agreement`), repeat 0 being the score the run's labels came from.
 
 Each function runs in the caller's transaction; the caller commits."""
 

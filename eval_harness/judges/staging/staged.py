@@ -1,7 +1,6 @@
-"""Staged dual judging and query shards: judge 2 only where it is needed, and a dataset's
-queries split across processes.
+"""Staged dual judging: judge 2 only where it is needed.
 
-**Staged dual judging** (``judges.staged``, seed story 3.9 "staged dual judge"). Judge 1
+``judges.staged`` (seed story 3.9 "staged dual judge"). Judge 1
 scores every planned pair. Judge 2 scores a seeded random sample of *queries* (all pairs of
 each): first ``first_queries``, then ``step_queries`` more per step. After each step the
 pooled Cohen's kappa of the sample gets the kind of interval the kappa gate uses
@@ -31,7 +30,7 @@ and not Pocock's boundaries or a confidence sequence). With the default 95% and 
 looks each reads a 98.75% interval. The last look, every query, skips nothing and reads the
 gate's own interval. The cost: a lower bound read at a higher level is lower, so
 well-agreeing judges clear the floor a step later now and then (the simulation in
-tests/judges/dual/test_staged_peeking.py and benchmarks/staged_judging.py say how much);
+tests/judges/staging/test_staged_peeking.py and benchmarks/staged_judging.py say how much);
 fewer, larger steps spend less.
 
 The order in which queries join the sample is a permutation of the planned queries (by
@@ -40,36 +39,69 @@ sample, finds its replies in the cache, stops at the same step and pays nothing.
 
 What staging saved is estimated like ``judge --dry-run`` (:mod:`eval_harness.judges.dual.dry_run`):
 judge 2's request for every skipped pair, less those already in the reply cache and the
-repeats, at the price table's rates (``ceil(chars / 4)`` input tokens, a typical reply).
+repeats, at the price table's rates (``ceil(chars / 4)`` input tokens, a typical reply:
+:func:`eval_harness.judges.client.pricing.estimated_input_tokens`).
 
-**Query shards** (``judges.shards``; ``judge --shard i/n``): :mod:`.shards` (re-exported
-here). The sample's order and sizes are planning (:mod:`.plan`, re-exported here), so
-``judge --dry-run`` plans judge 2's requests as a staged run asks them.
+The sample's order and sizes (:func:`sample_order`, :func:`sample_sizes`) are read by
+``judge --dry-run`` too, so it plans judge 2's requests as a staged run asks them.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
+import numpy as np
 import psycopg
 
-from eval_harness.judges.client import sql
-from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
-from eval_harness.judges.dual.plan import (PlannedQuery, interim_looks,  # noqa: F401
-                                           sample_order, sample_sizes)  # (re-exported)
-from eval_harness.store import ground_truth
-from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,
+                                                estimated_output_tokens)
+from eval_harness.judges.client.reply_cache import cache_key, cached_keys_among
+from eval_harness.judges.client.session import JudgeSession, planning_judge
+from eval_harness.judges.dual.plan import PlannedQuery, load_documents
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import (AgreementInputError, agreement_report,
                                             spent_confidence)
-from eval_harness.settings import AgreementSettings
+from eval_harness.settings import AgreementSettings, Settings
 from eval_harness.settings.judges import LOCAL, StagedSettings
-
+from eval_harness.store import ground_truth
 
 
 # ---------------------------------------------------------------------------------------
-# The stop rule and the sample
+# The sample and the stop rule
+
+
+def sample_order(planned: Sequence[PlannedQuery], seed: int) -> list[PlannedQuery]:
+    """The order in which queries join judge 2's sample: a seeded permutation of the planned
+    queries sorted by ground-truth id (so it depends on the queries, not on their order)."""
+    ordered = sorted(planned, key=lambda p: p.query_id)
+    permutation = np.random.default_rng(seed).permutation(len(ordered))
+    return [ordered[i] for i in permutation]
+
+
+def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
+    """Cumulative sample sizes: ``first``, ``first + step``, ... and finally ``n_queries``."""
+    size = min(first, n_queries)
+    while True:
+        yield size
+        if size >= n_queries:
+            return
+        size = min(size + step, n_queries)
+
+
+def first_sample(planned: Sequence[PlannedQuery], staged: StagedSettings) -> list[PlannedQuery]:
+    """The queries judge 2 judges in a staged run at the least: its first sample."""
+    size = next(sample_sizes(len(planned), first=staged.first_queries,
+                             step=staged.step_queries))
+    return sample_order(planned, staged.seed)[:size]
+
+
+def interim_looks(n_queries: int, *, first: int, step: int) -> int:
+    """How many of :func:`sample_sizes` are looks that can stop judge 2 early: those below
+    ``n_queries`` (the last, every query, skips nothing). Known before the first look, so
+    staged judging spends its alpha over them
+    (:mod:`eval_harness.metrics.agreement.sequential`)."""
+    return sum(size < n_queries for size in sample_sizes(n_queries, first=first, step=step))
 
 
 @dataclass(frozen=True)
@@ -220,8 +252,8 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
         for doc_id in plan.doc_ids:
             request = judge2.relevance_request(plan.text, documents.get(doc_id)
                                                or Passage("", doc_id))
-            requests.setdefault(request.cache_key(), request)
-    cached = sql.cached_keys_among(conn, list(requests)) if requests else set()
+            requests.setdefault(cache_key(request), request)
+    cached = cached_keys_among(conn, list(requests)) if requests else set()
     conn.commit()  # a read; the run's connection holds no transaction across awaits
     model = judge2.spec.split(":", 1)[1]
     for key, request in requests.items():
@@ -234,15 +266,12 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
                                                  report.saved_output_tokens), batch=batch)
 
 
-def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingReport | None:
+def stored_saving(conn: psycopg.Connection, settings: Settings,
+                  dataset: str) -> StagingReport | None:
     """What staged judging saved on ``dataset`` as the store holds it now (the report's
     figure): the pairs whose ``judge2_status`` is ``skipped``, and judge 2's requests for
     them priced like :func:`estimate_saved` (for the judge 2 that wrote those rows). None
     when no pair was skipped. Only reads the store."""
-    from eval_harness.judges.dual.dry_run import _server
-    from eval_harness.judges.dual.plan import load_documents
-    from eval_harness.judges.llm import LLMJudge
-
     rows = ground_truth.judge2_skipped_rows(conn, dataset)
     if not rows:
         return None
@@ -262,11 +291,52 @@ def stored_saving(conn: psycopg.Connection, settings, dataset: str) -> StagingRe
         provider, _, model = spec.partition(":")
         if provider == LOCAL or prices.lookup(model) is None:
             continue  # a local judge 2 costs nothing; an unpriced model cannot be estimated
-        judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
+        judge = planning_judge(settings, spec)
         part = StagingReport(report.floor, report.confidence, report.seed)
         estimate_saved(conn, part, judge, plans, documents, prices)
         report.saved_requests += part.saved_requests
         report.saved_input_tokens += part.saved_input_tokens
         report.saved_output_tokens += part.saved_output_tokens
         report.saved_usd += part.saved_usd
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# The staged run
+
+
+async def judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,
+                       planned: Sequence[PlannedQuery], documents: dict[int, Passage],
+                       rounds, *, batch: bool) -> StagingReport:
+    """Both judges on a growing seeded sample of queries until kappa's lower bound on it,
+    with alpha spent over the planned looks, clears the floor, then judge 1 alone on the
+    rest (the module docstring). ``rounds``: the run's
+    :class:`~eval_harness.judges.dual.rounds.JudgingRounds` (it judges and stores each round's
+    queries and pools their scores; the rounds import the run's summary, which holds this
+    module's report, so it is not named here)."""
+    staged, agreement = settings.judges.staged, settings.agreement
+    rule = stop_rule(agreement, staged, len(planned))
+    report = StagingReport(rule.floor, rule.confidence, staged.seed, rule.looks,
+                           queries=len(planned))
+    order = sample_order(planned, staged.seed)
+    done = 0
+    for size in sample_sizes(len(order), first=staged.first_queries, step=staged.step_queries):
+        await rounds.judge_round(order[done:size], with_judge2=True)
+        done = size
+        if session.pipeline.stopped:
+            break
+        step = sample_agreement(*rounds.pooled, agreement, done,
+                                confidence=rule.confidence_at(done, len(order)))
+        report.steps.append(step)
+        if rule.clears(step):
+            report.cleared = True
+            break
+    report.sample_queries = done
+    rest = order[done:]
+    if rest and not session.pipeline.stopped:
+        await rounds.judge_round(rest, with_judge2=False)
+        report.skipped_queries = len(rest)
+        report.skipped_pairs = sum(len(p.doc_ids) for p in rest)
+        estimate_saved(conn, report, session.judge2, rest, documents,
+                       PriceTable(settings.judges.prices), batch=batch)
     return report

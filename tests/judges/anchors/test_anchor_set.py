@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from judge_runs import LLM, quiet, small_dataset
-from eval_harness.judges.dual.anchors import (
-    choose_anchors, compare_judge, drift_reasons, stored_comparisons)
+from eval_harness.judges.anchors.anchor_set import choose_anchors
+from eval_harness.judges.anchors.drift import compare_judge, drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from colliding_processes import beir
-from eval_harness.judges.dual import anchors as anchors_module
+from eval_harness.judges.anchors import anchor_set as anchors_module
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.local import relevance
 from eval_harness.settings.judges import AnchorSettings

@@ -12,7 +12,7 @@ import pytest
 
 from colliding_processes import beir
 from judge_runs import LLM
-from eval_harness.judges.dual.anchors import stored_comparisons
+from eval_harness.judges.anchors.drift import stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from eval_harness.store.ingest import ingest_beir

@@ -12,8 +12,8 @@ import threading
 
 from colliding_processes import beir, fake, fake_keys, two_judges_config  # noqa: F401
 from colliding_processes import wait_until
-from eval_harness.judges.dual.anchor_sql import frozen_anchors, set_human_labels
-from eval_harness.judges.dual.anchors import stored_comparisons
+from eval_harness.judges.anchors.drift import stored_comparisons
+from eval_harness.judges.anchors.sql import frozen_anchors, set_human_labels
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.dual.shards import parse_shard

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from judge_runs import LLM, quiet, small_dataset
-from eval_harness.judges.dual.anchor_refreeze import frozen_judges
-from eval_harness.judges.dual.anchor_sql import frozen_anchors
+from eval_harness.judges.anchors.refreeze import frozen_judges
+from eval_harness.judges.anchors.sql import frozen_anchors
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings
 from eval_harness_pipelines import cli

@@ -16,6 +16,7 @@ import pytest
 
 from eval_harness.judges.client.providers import endpoint_of, provider
 from eval_harness.judges.client.providers.base import normalised_base_url
+from eval_harness.judges.client.reply_cache import cache_key, request_server
 from eval_harness.judges.protocol import ChatRequest, Message
 from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable
 from fake_llm_server import FakeLLMServer, FakeTime, default_reply, judge_settings
@@ -128,25 +129,50 @@ def test_no_base_url_is_the_providers_default_server():
 # The key
 
 
+def test_cache_key_covers_exactly_what_changes_the_output():
+    base = ChatRequest("openai", "gpt-4o", "relevance", "relevance-v1", "sys",
+                       (Message("user", "u"),), 0.0, 100)
+    same = ChatRequest("openai", "gpt-4o", "relevance", "relevance-v1", "sys",
+                       (Message("user", "u"),), 0.0, 100)
+    assert cache_key(base) == cache_key(same)
+    variants = [
+        ChatRequest("anthropic", "gpt-4o", "relevance", "relevance-v1", "sys",
+                    (Message("user", "u"),), 0.0, 100),
+        ChatRequest("openai", "gpt-4o-mini", "relevance", "relevance-v1", "sys",
+                    (Message("user", "u"),), 0.0, 100),
+        ChatRequest("openai", "gpt-4o", "relevance", "relevance-v2", "sys",
+                    (Message("user", "u"),), 0.0, 100),
+        ChatRequest("openai", "gpt-4o", "relevance", "relevance-v1", "sys",
+                    (Message("user", "u"),), 0.7, 100),
+        ChatRequest("openai", "gpt-4o", "relevance", "relevance-v1", "sys",
+                    (Message("user", "u"),), 0.0, 101),
+        ChatRequest("openai", "gpt-4o", "relevance", "relevance-v1", "sys2",
+                    (Message("user", "u"),), 0.0, 100),
+        base.followed_by("bad", "again"),
+    ]
+    keys = {cache_key(v) for v in variants}
+    assert len(keys) == len(variants) and cache_key(base) not in keys
+
+
 def test_the_key_names_the_server_and_nothing_about_how_its_url_is_spelled():
     default = _request()
-    assert _request(base_url="https://api.openai.com/v1/").cache_key() == default.cache_key()
-    assert _request(base_url="HTTPS://api.openai.com:443/v1").cache_key() == default.cache_key()
+    assert cache_key(_request(base_url="https://api.openai.com/v1/")) == cache_key(default)
+    assert cache_key(_request(base_url="HTTPS://api.openai.com:443/v1")) == cache_key(default)
     vllm = _request(base_url="http://127.0.0.1:8000/v1")
-    assert vllm.cache_key() != default.cache_key()
-    assert _request(base_url="http://127.0.0.1:8001/v1").cache_key() != vllm.cache_key()
-    assert _request(base_url="http://127.0.0.1:8000/v2").cache_key() != vllm.cache_key()
+    assert cache_key(vllm) != cache_key(default)
+    assert cache_key(_request(base_url="http://127.0.0.1:8001/v1")) != cache_key(vllm)
+    assert cache_key(_request(base_url="http://127.0.0.1:8000/v2")) != cache_key(vllm)
     # credentials or a query in the URL do not make another server, nor enter the key
-    assert _request(base_url="http://u:pw@127.0.0.1:8000/v1/?k=1").cache_key() \
-        == vllm.cache_key()
+    assert cache_key(_request(base_url="http://u:pw@127.0.0.1:8000/v1/?k=1")) \
+        == cache_key(vllm)
     # the default servers of two providers are two servers (the provider differs anyway)
-    assert replace(default, provider="anthropic").cache_key() != default.cache_key()
+    assert cache_key(replace(default, provider="anthropic")) != cache_key(default)
 
 
 def test_the_key_recipe_changed_so_old_rows_cannot_match():
     for request in (_request(), _request(base_url="http://127.0.0.1:8000/v1"),
                     _request(provider="anthropic", model="claude-haiku-4-5")):
-        assert request.cache_key() != _legacy_key(request)
+        assert cache_key(request) != _legacy_key(request)
 
 
 # ---------------------------------------------------------------------------------------
@@ -192,7 +218,7 @@ def test_a_row_written_under_the_old_key_is_not_served_and_is_paid_for_once(
             return session.judge1.relevance_request(query, document)
 
     request = asyncio.run(planned_request())
-    assert request.endpoint == _base_url(spec, fake)
+    assert request_server(request) == _base_url(spec, fake)
     # a reply cached before the upgrade, by whichever server: it does not say which
     conn.execute("INSERT INTO judge_cache (key, provider, model, operation, prompt_version, "
                  "reply) VALUES (%s, %s, %s, 'relevance', %s, '1.0')",
@@ -213,7 +239,7 @@ def test_a_request_addressed_to_another_server_than_its_providers_is_refused(set
     async def run():
         async with JudgeSession(config, conn) as session:
             planned = session.judge1.relevance_request("q", "d")
-            assert session.pipeline.cache_key(planned) == planned.cache_key()
+            assert session.pipeline.cache_key(planned) == cache_key(planned)
             stray = replace(planned, base_url=None)  # would be keyed as api.openai.com's
             with pytest.raises(ValueError, match="addressed to https://api.openai.com/v1"):
                 await session.pipeline.call(stray)

@@ -13,7 +13,7 @@ from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.data import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
-from eval_harness.judges.dual.retest import retest_sample, stored_retests
+from eval_harness.judges.retest.self_agreement import retest_sample, stored_retests
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import RetestSettings
 from eval_harness_pipelines import cli

@@ -1,7 +1,7 @@
 """Staged judging peeks honestly: judges whose true kappa is at or below the floor rarely stop
 judge 2 early, however many looks the plan has; judges well above it still stop early.
 
-A seeded simulation of the stop rule (:func:`eval_harness.judges.dual.staged.stop_rule`) over
+A seeded simulation of the stop rule (:func:`eval_harness.judges.staging.staged.stop_rule`) over
 its planned looks, vectorised over 1,000 repetitions: 100 queries of 5 pairs, judge 1 calls
 30% of the pairs relevant on average, with a query-level prevalence drawn from Beta(1.2, 2.8)
 (queries differ, so pairs of one query are dependent, as the query bootstrap assumes), and
@@ -10,7 +10,7 @@ the default-sized one: 20 queries first, 20 more per step (looks at 20, 40, 60, 
 can stop judge 2 early; the fifth, all 100, skips nothing), floor 0.70, 95% intervals from
 2,000 query-bootstrap resamples with the production seed. Every look's bound is the
 production bound: :func:`test_the_simulated_bound_is_the_stop_rules_bound` checks it against
-:func:`~eval_harness.judges.dual.staged.sample_agreement` on the same data.
+:func:`~eval_harness.judges.staging.staged.sample_agreement` on the same data.
 
 Measured (seeded; ``pytest -s`` prints this table):
 
@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from eval_harness.judges.dual.staged import sample_agreement, sample_sizes, stop_rule
+from eval_harness.judges.staging.staged import sample_agreement, sample_sizes, stop_rule
 from eval_harness.settings import AgreementSettings
 from eval_harness.settings.judges import StagedSettings
 
