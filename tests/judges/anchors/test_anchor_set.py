@@ -4,13 +4,11 @@ anchors first, and nothing outside the anchors paid twice (provider requests cou
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.anchors.anchor_set import choose_anchors
-from eval_harness.judges.anchors.drift import compare_judge, drift_reasons, stored_comparisons
+from eval_harness.judges.anchors.drift import drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
@@ -86,21 +84,6 @@ def test_a_changed_judge_is_compared_on_the_anchors_before_its_labels(
     line = judge1.line()
     assert line.startswith("judge 1 changed openai:gpt-4o -> openai:gpt-4o-mini: flips ")
     assert "of the anchors' labels, scores " in line and line in run.format()
-
-
-def test_compare_judge_counts_flips_shift_and_human_agreement():
-    frozen = [(0.8, True), (0.2, False), (0.9, None), (0.1, None), (None, True)]
-    now = [0.7, 0.6, 0.9, None, 0.9]
-    c = compare_judge(1, frozen, now, spec="openai:a", prompt_version="v1",
-                      frozen_spec="openai:a", frozen_prompt_version="v1", threshold=0.5)
-    # scored both times: the first three; one flip (0.2 -> 0.6); shifts -0.1, +0.4, 0
-    assert (c.pairs, c.flips, c.flip_rate) == (3, 1, pytest.approx(1 / 3))
-    assert c.score_shift == pytest.approx(0.1)
-    # human verdicts on the first two: relevant/0.7 agrees, not relevant/0.6 does not
-    assert (c.human_pairs, c.human_agreement) == (2, 0.5)
-    assert not c.changed and replace(c, prompt_version="v2").changed
-    reasons = drift_reasons(c, DriftSettings(max_flip_rate=0.0, min_human_agreement=0.7))
-    assert len(reasons) == 2 and "min_human_agreement" in reasons[1]
 
 
 def test_choose_anchors_is_seeded_and_order_free():
