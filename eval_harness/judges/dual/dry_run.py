@@ -226,7 +226,7 @@ class DryRunReport:
         return sum((j.at_least or j).to_pay for j in self.judges) + self._retest_to_pay
 
     @property
-    def costusd(self) -> float:
+    def cost_usd(self) -> float:
         return sum(j.cost_usd for j in self.judges) + sum(r.cost_usd for r in self._extra)
 
     @property
@@ -235,7 +235,7 @@ class DryRunReport:
                 + sum(r.cost_usd for r in self._extra))
 
     @property
-    def max_costusd(self) -> float:
+    def max_cost_usd(self) -> float:
         return (sum(j.max_cost_usd for j in self.judges)
                 + sum(r.max_cost_usd for r in self._extra))
 
