@@ -38,7 +38,7 @@ from eval_harness.agreement.review import adjudicated_labels
 from eval_harness.judges.dual import anchor_sql
 from eval_harness.judges.dual.record import load_record, record_people
 from eval_harness.metrics.agreement import AgreementInputError, JudgeHumanReport, judge_vs_human
-from eval_harness.store.ground_truth import query_external_ids
+from eval_harness.datasets.ground_truth import query_external_ids
 
 PairKey = tuple[int, int]  # (ground_truth.id, doc id)
 

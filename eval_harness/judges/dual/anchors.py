@@ -47,7 +47,7 @@ from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.drift import drift_alarm, paired_shift
 from eval_harness.metrics.proportions import wilson_interval
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from eval_harness.store.judge_review import adjudicated_labels
+from eval_harness.datasets.judge_review import adjudicated_labels
 
 PURPOSE = "anchor"  # api_cost_log.purpose of an anchor scoring
 

@@ -58,7 +58,7 @@ from eval_harness.judges.client import sql
 from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
 from eval_harness.judges.dual.plan import (PlannedQuery, interim_looks,  # noqa: F401
                                            sample_order, sample_sizes)  # (re-exported)
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.metrics.agreement import (AgreementInputError, agreement_report,
