@@ -36,7 +36,7 @@ from eval_harness.judges.dual.run import judge_dataset  # noqa: E402
 from eval_harness.settings import load_settings  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
-from eval_harness.store.ingest import ingest_beir  # noqa: E402
+from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
 from fake_llm_server import FakeLLMServer, default_reply  # noqa: E402
 
 import psycopg  # noqa: E402

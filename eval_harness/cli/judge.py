@@ -34,7 +34,7 @@ cached, how many would be paid for, the estimated tokens and cost (see
 :mod:`eval_harness.judges.dual.dry_run`; with ``judges.staged``, judge 2's figures are a range:
 at least its first sample, at most every query); it sends nothing and writes nothing: a live
 dataset is not attached again (its mapping is checked and the ground truth as last attached is
-planned; :func:`eval_harness.store.datasets.check_attached_dataset`), so a role that may only
+planned; :func:`eval_harness.datasets.prepare.check_attached_dataset`), so a role that may only
 SELECT can run it. Exit code 0, or 2 when the run could not start either.
 
 The judge pipeline (scipy and some 600 modules, about a second) is imported inside the
@@ -114,8 +114,8 @@ def _positive(text: str) -> int:
 def cmd_judge(args, settings: Settings) -> int:
     # the judge pipeline, imported when the command runs (module docstring)
     from eval_harness.judges.client.session import JudgeUnavailable
+    from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
     from eval_harness.judges.dual.run import judge_dataset
-    from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
 
     dataset = args.dataset or settings.default_dataset
     if args.grid_pool:  # one run's override of judges.grid_pool

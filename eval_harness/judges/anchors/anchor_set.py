@@ -20,6 +20,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import psycopg
 
+from eval_harness.datasets.ground_truth import query_external_ids
+from eval_harness.datasets.judge_review import adjudicated_labels
 from eval_harness.judges.anchors import sql
 from eval_harness.judges.anchors.drift import AnchorComparison, compare_judge
 from eval_harness.judges.client.budget import BudgetLineExhausted
@@ -28,8 +30,6 @@ from eval_harness.judges.dual.scores import judgement_score
 from eval_harness.judges.local.relevance import LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import Passage
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from eval_harness.store.ground_truth import query_external_ids
-from eval_harness.store.judge_review import adjudicated_labels
 
 PURPOSE = "anchor"  # api_cost_log.purpose of an anchor scoring
 

@@ -2,7 +2,7 @@
 ``api_cache_hit_log``; written by :class:`~eval_harness.judges.client.ledger.JudgeLedger`, the
 cost reads are the run report's) and on the register of provider batches (``judge_batches``).
 The reply cache's table (``judge_cache``) is :mod:`.reply_cache`'s; the dual-judge run's reads
-and writes of ``ground_truth`` are :mod:`eval_harness.store.ground_truth`'s.
+and writes of ``ground_truth`` are :mod:`eval_harness.datasets.ground_truth`'s.
 
 Each function runs in the caller's transaction: committing, rolling back and the advisory
 locks (their statements too) stay with the callers (:mod:`.ledger`, :mod:`.batch`,
@@ -17,7 +17,7 @@ from datetime import datetime
 import psycopg
 from psycopg.types.json import Jsonb
 
-from eval_harness.store.ground_truth import EXISTING_QUERY_ID
+from eval_harness.datasets.ground_truth import EXISTING_QUERY_ID
 
 # ------------------------------------------------------------------------------ call logs
 

@@ -58,7 +58,7 @@ Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 Which pairs are judged is :mod:`.plan`; judging and storing them, :mod:`.rounds`;
 one query's kappa and its write, :mod:`.scores`; what a run did, :mod:`.summary`;
-the statements, :mod:`eval_harness.store.ground_truth`.
+the statements, :mod:`eval_harness.datasets.ground_truth`.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ from typing import Any, Coroutine, Iterator, Sequence, TypeVar
 import psycopg
 
 from eval_harness import stopping
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.live import write_back_judge_scores
 from eval_harness.judges.anchors.anchor_set import freeze_from_run
 from eval_harness.judges.anchors.nightly import anchors_of_the_night, freeze_once, run_passages
 from eval_harness.judges.anchors.refreeze import refreeze
@@ -91,8 +93,6 @@ from eval_harness.judges.staging.staged import judge_staged
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
-from eval_harness.store import ground_truth
-from eval_harness.store.live import write_back_judge_scores
 from eval_harness.store.locks import session_lock
 
 T = TypeVar("T")
@@ -163,7 +163,7 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
 
     One run per dataset at a time (:func:`judge_run_lock`). A live dataset configured with
     ``live.write_judge_scores: true`` then gets the stored scores written back into its own
-    ground-truth rows (:func:`eval_harness.store.live.write_back_judge_scores`; the CLI and
+    ground-truth rows (:func:`eval_harness.datasets.live.write_back_judge_scores`; the CLI and
     the Dagster asset both come through here). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from eval_harness.store.ground_truth import EXISTING_QUERY_ID
+from eval_harness.datasets.ground_truth import EXISTING_QUERY_ID
 
 _INSERT = (
     "INSERT INTO judge_retests (run_id, dataset, judge, judge_spec, model, prompt_version, "

@@ -54,6 +54,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import psycopg
 
+from eval_harness.datasets import ground_truth
 from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,
                                                 estimated_output_tokens)
 from eval_harness.judges.client.reply_cache import cache_key, cached_keys_among
@@ -64,7 +65,6 @@ from eval_harness.metrics.agreement import (AgreementInputError, agreement_repor
                                             spent_confidence)
 from eval_harness.settings import AgreementSettings, Settings
 from eval_harness.settings.judges import LOCAL, StagedSettings
-from eval_harness.store import ground_truth
 
 
 # ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from eval_harness.reporting.judge_trend import HISTORY, judge_trend_blocks
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Details, Metric, Paragraph,
                                            Section, Table, no_data)
-from eval_harness.store.ground_truth import last_judged_at
+from eval_harness.datasets.ground_truth import last_judged_at
 from eval_harness.settings import Settings
 
 CHECK_NAME = "Judge agreement gate"

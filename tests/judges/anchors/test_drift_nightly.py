@@ -15,7 +15,7 @@ from judge_runs import LLM
 from eval_harness.judges.anchors.drift import stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines.assets.judging import drift_result
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import default_reply, judge_settings

@@ -19,7 +19,7 @@ from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.dual.shards import parse_shard
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.settings import load_settings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 PAIRS = 12  # judges.anchors.pairs; a shard with fewer judged pairs freezes all of its own
 

@@ -20,7 +20,7 @@ from eval_harness.judges.dual.run import (judge_dataset, judge_dataset_async,
                                           store_dual_judge_scores)
 from eval_harness.judges.dual.scores import pair_kappa
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
 from fake_llm_server import default_reply as _default_responder
 from judge_corpus import DOCS, LLM, QRELS, QUERIES

@@ -21,7 +21,7 @@ from eval_harness.judges.staging.staged import (interim_looks, sample_order, sam
                                                stop_rule, stored_saving)
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings import AgreementSettings, ConfigError
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import default_reply, judge_settings
 
 N_QUERIES = 12
