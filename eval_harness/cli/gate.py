@@ -107,7 +107,7 @@ def run_gate_window(settings: Settings, day: date, gates):
     """Gate partition ``day`` through the library (the same gates and stored results as the
     Dagster job; ``eval-harness`` as installed runs the Dagster job instead, see
     :mod:`eval_harness_pipelines.gate`, so the run lands in the UI's history)."""
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.runner import run_quality_gates
 
@@ -138,7 +138,7 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
 
 def gate_report(args, settings: Settings):
     """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates

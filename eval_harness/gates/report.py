@@ -30,8 +30,8 @@ from datetime import date
 from typing import Any
 
 from eval_harness.escaping.visible import visible
-from eval_harness.gates.answers import TimeWindow
-from eval_harness.gates.registry import ANSWER_REWARD
+from eval_harness.gates.gate import ANSWER_REWARD
+from eval_harness.gates.window import TimeWindow
 from eval_harness.metrics.proportions import wilson_interval
 
 WORST_LISTED = 10     # worst answer ids shown per gate

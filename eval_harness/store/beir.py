@@ -110,7 +110,7 @@ def document_content(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of a UTF-8 file; a line that is not UTF-8 stops with
     ``file:line``, naming the first bad byte and where it is in the line."""
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:
@@ -156,7 +156,7 @@ def _read_jsonl(path: Path, required: tuple[str, ...]):
     if not path.is_file():
         raise DatasetError(f"{path}: file not found (a BEIR folder needs corpus.jsonl, "
                            "queries.jsonl and qrels/<split>.tsv)")
-    for line_no, line in _text_lines(path):
+    for line_no, line in utf8_lines(path):
         if not line.strip():
             continue
         try:
@@ -230,7 +230,7 @@ def read_qrels(path: Path, query_ids: set[str], doc_ids: set[str], *,
     header = False
     negative: list[int] = []  # line numbers
     first_line = None
-    for line_no, line in _text_lines(path):
+    for line_no, line in utf8_lines(path):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue

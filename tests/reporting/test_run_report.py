@@ -23,7 +23,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from beir_factory import write_beir
-from eval_harness.gates.answers import TimeWindow, import_answers
+from eval_harness.gates.answers import import_answers
+from eval_harness.gates.window import TimeWindow
 from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
 from eval_harness.gates.registry import configured_gates
