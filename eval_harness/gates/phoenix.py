@@ -26,6 +26,7 @@ from eval_harness.gates.answer_formats.phoenix import span_from_phoenix
 from eval_harness.gates.outcomes import GateOutcome
 from eval_harness.gates.traces import Span, TracedAnswer, TraceProblem, answers_from_spans
 
+DEFAULT_URL = "http://localhost:6006"  # where a Phoenix started with its defaults listens
 ANNOTATION_IDENTIFIER = "eval-harness"
 ANNOTATOR_KIND = "CODE"
 SPANS_PER_PULL = 10_000_000  # the client pages through them 100 at a time
