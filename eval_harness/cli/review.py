@@ -103,7 +103,7 @@ def cmd_review_import(args, settings: Settings) -> int:
 
 def cmd_agreement(args, settings: Settings) -> int:
     # heavy: see the top
-    from eval_harness.agreement.data import dataset_agreement
+    from eval_harness.agreement.dataset_agreement import dataset_agreement
     from eval_harness.agreement.people import recorded_agreement
     from eval_harness.agreement.report import format_agreement_markdown
 

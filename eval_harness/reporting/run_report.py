@@ -5,7 +5,7 @@ DuckDB history hold now (nothing is re-computed or re-evaluated here; a section 
 is missing says what to run instead of failing the report):
 
 1. summary: one line per verdict, with the time its data is from ("as of");
-2. dual-judge agreement (:func:`eval_harness.agreement.data.dataset_agreement`);
+2. dual-judge agreement (:func:`eval_harness.agreement.dataset_agreement.dataset_agreement`);
 3. the latest calibration grid in the history and its P@5 verdict;
 4. quality gates: each enabled gate's figures per day from the stored results, and the
    worst answers with the reason the gate recorded;
