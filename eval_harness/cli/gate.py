@@ -44,7 +44,6 @@ from eval_harness.gates.otel_events import OtlpError, emit_evaluation_events
 from eval_harness.gates.outcomes import window_outcomes
 from eval_harness.gates.phoenix import DEFAULT_URL as PHOENIX_URL
 from eval_harness.gates.phoenix import PhoenixError, post_annotations
-from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.window import TimeWindow
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.progress import progress_bar
@@ -52,8 +51,9 @@ from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 from eval_harness.store.connection import server_failure
 
-# The gate runner, its report and the CI files import scipy.stats (Wilson intervals), seconds
-# at start-up that only this command needs: they are imported where the command runs.
+# Only this command needs the gate runner, its report and the CI files (they import
+# scipy.stats, for Wilson intervals: seconds at start-up) and the gates' registry (it brings
+# the judge layer behind the LLM gates): they are imported where the command runs.
 
 
 def _partition_day(text: str | None, settings: Settings) -> date:
@@ -106,7 +106,8 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
 
 def gate_report(args, settings: Settings):
     """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
-    from eval_harness.gates.runner import run_quality_gates  # heavy: see the imports
+    from eval_harness.gates.registry import configured_gates  # heavy: see the imports
+    from eval_harness.gates.runner import run_quality_gates
 
     gates = configured_gates(settings)  # a configuration error stops here, exit 2
     if not gates:
@@ -202,6 +203,8 @@ def _publish_results(args, settings: Settings, report) -> None:
     to_phoenix, otlp = getattr(args, "to_phoenix", None), getattr(args, "otlp", None)
     if not (to_phoenix or otlp):
         return
+    from eval_harness.gates.registry import configured_gates  # heavy: see the imports
+
     outcomes = window_outcomes(open_store(settings), report.window, configured_gates(settings),
                                relation=settings.quality_gates.answers_relation)
     if to_phoenix:

@@ -11,6 +11,7 @@ import psycopg
 from eval_harness.agreement.dataset_agreement import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, load_record, record_table
+from eval_harness.judges.dual.staged import stop_rule, stored_saving
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.judge_trend import HISTORY, judge_trend_blocks
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
@@ -87,8 +88,6 @@ def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str
                       n_queries: int) -> str:
     """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)
     and the stop rule it read (as ``judges.staged`` plans ``n_queries`` queries)."""
-    from eval_harness.judges.dual.staged import stop_rule, stored_saving
-
     saving = stored_saving(conn, settings, dataset)
     rule = stop_rule(settings.agreement, settings.judges.staged, n_queries)
     return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "
