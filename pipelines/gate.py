@@ -37,7 +37,7 @@ def root_cause(error) -> str:
 
 def run_gate_job(settings: Settings, day: date, gates):
     """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
-    import dagster as dg
+    import dagster as dg  # these: only where the job runs (see the imports)
 
     from eval_harness.gates.runner import stored_gate_report
     from eval_harness_pipelines.assets.quality_gates import (QUALITY_GATE_JOB,

@@ -98,6 +98,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) -> int:
     prepare_dagster_home(settings)
+    # Dagster and its definitions: only where it runs (see the imports)
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.assets.reporting import REPORT_JOB
     from eval_harness_pipelines.definitions import build_defs
@@ -215,7 +216,7 @@ def _gateable(day: date, first: date, today: date) -> bool:
 
 
 def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
-    import dagster as dg
+    import dagster as dg  # only where it runs: see the imports
 
     for evaluation in result.get_asset_check_evaluations():
         outcome.checks.append(CheckLine(

@@ -30,7 +30,6 @@ import numpy as np
 from eval_harness.judges.client.providers import endpoint_of
 
 
-Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
 T = TypeVar("T")
 
