@@ -13,8 +13,8 @@ is missing says what to run instead of failing the report):
    (saved = the batch calls' tokens at list price - what was paid) and the judge reply cache
    (``api_cache_hit_log``: hits and the list price of the replies they served);
 6. trends: the run's headline numbers are recorded in the DuckDB history
-   (:mod:`eval_harness.reporting.history`; a re-rendered run replaces its rows) and plotted over
-   the earlier runs.
+   (:mod:`eval_harness.reporting.run_history`; a re-rendered run replaces its rows) and
+   plotted over the earlier runs.
 
 The HTML is one self-contained file (the PNGs are inlined as data URIs, so a CI artifact or
 ``reports/latest.html`` shows them anywhere); the PNGs are also written beside it for the
