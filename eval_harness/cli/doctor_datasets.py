@@ -43,7 +43,7 @@ from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
 from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
                                            local_embedder_installed,
                                            local_embeddings_install_command)
-from eval_harness.store import keyword_index
+from eval_harness.datasets import keyword_index
 from eval_harness.datasets.live_indexes import index_report
 from eval_harness.datasets.live_mapping import KNOWN_DIMENSIONS
 
