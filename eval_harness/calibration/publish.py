@@ -25,7 +25,7 @@ import psycopg
 
 from eval_harness.calibration import sql
 from eval_harness.calibration.decision import WeightDecision
-from eval_harness.calibration.weights import (DatasetNotInConfig, WeightsWritten,
+from eval_harness.calibration.config_writeback import (DatasetNotInConfig, WeightsWritten,
                                               write_calibrated_weights)
 from eval_harness.retrieval.weights import keyword_weight_for
 

@@ -1,6 +1,6 @@
 """Calibration on a real store (eval_harness.calibration.run): the sweep vs SQL hybrid
 search at every weight, the result's figures, and the verdict sentence.
-The other parts: test_trec_runs.py, test_weights.py, test_history.py here,
+The other parts: test_trec_runs.py, test_config_writeback.py, test_history.py here,
 tests/cli/test_calibrate.py and tests/assets/test_calibration.py.
 Several datasets side by side: tests/cli/test_calibrate_per_dataset.py."""
 
