@@ -19,7 +19,7 @@ import pandas as pd
 from eval_harness.calibration.intervals import interval_level
 from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
 
 __all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "draw_series",
            "plot_kappa_trend", "kappa_trend_figure", "plot_p_at_5_trend", "p_at_5_trend_figure",
