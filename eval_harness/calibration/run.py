@@ -13,13 +13,16 @@ Stories 2.8 and 2.9, in the steps of :func:`calibrate_dataset`:
    grid point is better: it replaces the weights in force only when its gain over them
    survives a max-statistic permutation test over the grid (``calibration.decision``; on
    judge labels also the human sample's PPI-corrected gain), else they are kept;
-6. the verdict (:mod:`.verdict`) at the weights in force after the decision, on the complete
-   ground truth or, on judge labels with a labelled human sample, the PPI-corrected P@5
-   (:mod:`.ppi_p_at_5`);
-7. figures that describe the grid and decide nothing: the uplift of the best grid point over
+6. figures that describe the grid and decide nothing: the uplift of the best grid point over
    the default 0.7 (absolute, relative, paired bootstrap interval, paired randomization
    p-value), the k-fold cross-validated P@5 (how much is overfitting), and reciprocal rank
-   fusion on the same candidates, as a reference method.
+   fusion on the same candidates, as a reference method;
+7. the verdict (:mod:`.verdict`) at the weights in force after the decision, on the complete
+   ground truth or, on judge labels with a labelled human sample, the PPI-corrected P@5
+   (:mod:`.ppi_p_at_5`).
+
+The result's ``seconds`` time steps 1 to 6 (fetching the labels and candidates, the sweep,
+the statistics); step 7's correction of the P@5 by the human sample is not counted in them.
 
 The keyword weight at semantic weight ``w`` is ``round(1 - w, 10)``: the value written to
 config.yaml, so the calibrated P@5 is exactly what hybrid search at the configured weights
@@ -119,14 +122,14 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                       bootstrap_resamples=bootstrap_resamples, seed=seed,
                       label_source=label_source)
     in_force_point = grid_point(in_force_swept, in_force_row)
-    corrected, figure = _verdict(  # 6. the verdict
+    uplift, cross_validation, rrf = _descriptive(  # 6. figures that decide nothing
+        candidates, sweep, best, default_weight=default_weight, current_weight=current_weight,
+        cv_folds=cv_folds, rrf_k=rrf_k, bootstrap_resamples=bootstrap_resamples, seed=seed)
+    total = time.perf_counter() - started  # step 7 is not timed (module docstring)
+    corrected, figure = _verdict(  # 7. the verdict
         conn, dataset, candidates, decided, best=best, default=default, kept=in_force_point,
         bands=bands, label_source=label_source, human_sample=human_sample,
         relevance_threshold=agreement.relevance_threshold)
-    uplift, cross_validation, rrf = _descriptive(  # 7. figures that decide nothing
-        candidates, sweep, best, default_weight=default_weight, current_weight=current_weight,
-        cv_folds=cv_folds, rrf_k=rrf_k, bootstrap_resamples=bootstrap_resamples, seed=seed)
-    total = time.perf_counter() - started
     return CalibrationResult(
         dataset=dataset, n_queries=candidates.n_queries, n_documents=info.documents,
         candidate_depth=candidate_depth, grid=points,
