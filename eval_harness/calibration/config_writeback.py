@@ -338,8 +338,12 @@ def _position(mapping: CommentedMap, key: str) -> tuple[int, int] | None:
 
 
 def _value_text(lines: list[str], mapping: CommentedMap, key: str) -> str:
-    """The text of ``key``'s plain value as the file has it ("" for an empty value)."""
-    line, column = _position(mapping, key)
+    """The text of ``key``'s plain value as the file has it ("" for an empty value, or for
+    a key the mapping does not hold itself)."""
+    position = _position(mapping, key)
+    if position is None:
+        return ""
+    line, column = position
     after_key = lines[line][column:].split(":", 1)[1]
     return re.match(r"[^,}#]*", after_key).group().strip()
 
@@ -399,9 +403,11 @@ def _keep_comment_distance(line: int, growth: int, holders: list) -> None:
 def _changed_lines_only(original: str, before: str, after: str) -> str:
     """``original`` with only the lines that differ between ``before`` and ``after`` (ruamel's
     renderings of it before and after the edit) replaced, indented as the file indents their
-    neighbours; ``after`` itself when such a line has no counterpart in ``original``."""
+    neighbours; ``after`` itself (with the file's line ends) when such a line has no
+    counterpart in ``original``."""
     lines = original.splitlines(keepends=True)
     newline = "\r\n" if "\r\n" in original else "\n"
+    whole = after.replace("\n", newline)
     plain = [line.rstrip("\r\n") for line in lines]
     old, new = before.splitlines(), after.splitlines()
     at: dict[int, int] = {}  # line of ``before`` -> the same line of ``original``
@@ -420,7 +426,7 @@ def _changed_lines_only(original: str, before: str, after: str) -> str:
             continue
         if i1 < i2:  # lines replaced or removed: each must be one of the file's, in a row
             if any(i not in at for i in range(i1, i2)) or at[i2 - 1] - at[i1] != i2 - i1 - 1:
-                return after
+                return whole
             start, end, by = at[i1], at[i2 - 1] + 1, shift(i1)
         elif i1 - 1 in at:  # inserted after the line before
             start = end = at[i1 - 1] + 1
@@ -428,8 +434,11 @@ def _changed_lines_only(original: str, before: str, after: str) -> str:
         elif i1 in at:  # ... or before the line after
             start = end = at[i1]
             by = shift(i1)
+        elif i1 == len(old) and any(i < i1 for i in at):  # ... or at the end of the file
+            start = end = len(lines)
+            by = shift(max(i for i in at if i < i1))
         else:
-            return after
+            return whole
         edits.append((start, end, [_indented(line, by) + newline for line in new[j1:j2]]))
     for start, end, replacement in reversed(edits):
         if end == len(lines) and lines and not lines[-1].endswith("\n"):

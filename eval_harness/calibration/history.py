@@ -102,7 +102,7 @@ def calibrated_row(frame: pd.DataFrame) -> pd.Series:
 def figure_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> VerdictFigure:
     """The P@5 the grid's verdict is given on, with its label source (and interval, when
     corrected by a human sample), and the verdict under ``bands``
-    (:func:`eval_harness.calibration.verdict.figure_from_row`)."""
+    (:func:`figure_from_row`)."""
     return figure_from_row(calibrated_row(frame), bands)
 
 

@@ -141,6 +141,19 @@ def test_writer_keeps_the_shipped_configs_layout(tmp_path):
         last, last + "    hybrid_search:\n      semantic: 0.65\n      keyword: 0.35\n")
 
 
+@pytest.mark.parametrize("end", ["", "\n"])
+def test_writer_appends_after_a_flow_mapping_over_two_lines_at_the_end(tmp_path, end):
+    """The README's own-store config ends with its entry's two-line flow mapping: the block
+    goes after it, the file's last line break (or its absence) kept."""
+    path = tmp_path / "config.yaml"
+    text = ("datasets:\n  prod:\n    live:\n      ground_truth: {relation: public.ground_truth, "
+            "id: id, query: query,\n                     expected_docs: expected_docs}" + end)
+    path.write_text(text)
+    write_calibrated_weights(path, "prod", 0.6)
+    assert path.read_text() == (text.removesuffix(end) + "\n    hybrid_search:\n      semantic: "
+                                "0.6\n      keyword: 0.4" + end)
+
+
 def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"datasets:\r\n  a:\r\n    path: x  # here\r\n  b:\r\n    path: y\r\n")
