@@ -16,7 +16,7 @@ runs of different shards go side by side, each paying only for its own pairs.
 
 ``--grid-pool`` (or ``judges.grid_pool: true``) adds, for a dataset with human labels, every
 calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
-documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
+documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged_at_5`).
 
 ``--retest`` (or ``judges.retest``) has each judge re-score a seeded sample of queries past
 the reply cache after the run (:mod:`eval_harness.judges.retest`): the summary says how

@@ -19,7 +19,7 @@ import pandas as pd
 from eval_harness.calibration.intervals import interval_level
 from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
 
 # matplotlib takes over a second to import, and the Dagster definitions load this module
 # through the report asset: it is imported where a figure is drawn, not here.

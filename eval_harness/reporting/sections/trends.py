@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
 from eval_harness.gates.registry import enabled_gate_names
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (NO_DATA, SECTION_TITLES, Block, BuiltSection, Figure,
