@@ -2,17 +2,16 @@
 
 
 from collections.abc import Iterator
-from typing import Optional
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.data import dataset_agreement, kappa_gate, kappa_verdict
 from eval_harness.agreement.people import recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.files import write_report
 from eval_harness.agreement.review import queue_disagreements
+from eval_harness.files import write_report
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "agreement"
 REPORT_NAME = "agreement.md"
@@ -20,7 +19,7 @@ GATE_INPUTS = "kappa_gate_inputs"  # exact figures for the check; the others are
 
 
 class AgreementConfig(dg.Config):
-    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
+    dataset: str | None = None  # a key of `datasets` in config.yaml; default_dataset if unset
 
 
 @dg.asset(

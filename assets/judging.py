@@ -13,22 +13,21 @@ main jobs (a job's assets share one partitioning).
 
 
 from collections.abc import Iterator
-from typing import Optional
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import check_outcome, readable
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.people import give_anchors_verdicts
 from eval_harness.judges.dual.anchors import drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
+from eval_harness_pipelines.check_outcomes import check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "judging"
 
 
 class JudgingConfig(dg.Config):
-    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
-    limit: Optional[int] = None    # judge only the first N ground-truth queries
+    dataset: str | None = None  # a key of `datasets` in config.yaml; default_dataset if unset
+    limit: int | None = None    # judge only the first N ground-truth queries
     batch: bool = False            # providers' batch APIs (nightly: cheaper, slower)
 
 

@@ -1,22 +1,19 @@
 """Validation domain: hybrid-search quality at the configured weights (the retrieval report)."""
 
 
-from typing import Optional
 
 import dagster as dg
 
+from eval_harness.files import write_report
+from eval_harness.retrieval.report import METRIC_LABELS, configured_retrieval_report, format_report
 from eval_harness_pipelines.check_outcomes import readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.retrieval.report import (METRIC_LABELS, configured_retrieval_report,
-                                           format_report)
-from eval_harness.files import write_report
-
 
 GROUP = "validation"
 
 
 class RetrievalReportConfig(dg.Config):
-    dataset: Optional[str] = None
+    dataset: str | None = None
 
 
 @dg.asset(group_name=GROUP, deps=["ground_truth"],

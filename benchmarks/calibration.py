@@ -22,8 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_harness.metrics.calibration import best_weight, weight_grid  # noqa: E402
-from eval_harness.retrieval.sweep import (  # noqa: E402
-    CandidateSet, reciprocal_rank_fusion, sweep_weights)
+from eval_harness.retrieval.sweep import CandidateSet, reciprocal_rank_fusion, sweep_weights  # noqa: E402
 
 N_QUERIES = 1_000
 POOL_SIZE = 400

@@ -13,8 +13,8 @@ import argparse
 import platform
 import statistics
 import sys
-import threading
 import tempfile
+import threading
 import time
 from pathlib import Path
 

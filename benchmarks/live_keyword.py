@@ -33,8 +33,13 @@ from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.retrieval.keyword_cost import _ranking, or_tsquery_text
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 from eval_harness.store import StoreLocation, keyword_index, migrate
 from eval_harness.store.connection import start_embedded
 from eval_harness.store.demo_rag import build_rag_store

@@ -30,13 +30,16 @@ def run_gate_job(settings: Settings, day: date, gates):
     """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
     import dagster as dg
 
-    from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
-    from eval_harness_pipelines.in_process import execute_job
-    from eval_harness_pipelines.resources import default_resources
     from eval_harness.gates.answers import TimeWindow
     from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.runner import stored_gate_report
     from eval_harness.store import locate_store
+    from eval_harness_pipelines.assets.quality_gates import (
+        QUALITY_GATE_JOB,
+        quality_gate_definitions,
+    )
+    from eval_harness_pipelines.in_process import execute_job
+    from eval_harness_pipelines.resources import default_resources
 
     location = locate_store(settings)
     relation = answers_relation_of(location, settings)  # a bad mapping: one sentence, no run

@@ -16,10 +16,9 @@ import signal
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from eval_harness_pipelines.dagster_home import open_instance
-
 from eval_harness import stopping
 from eval_harness.settings import Settings
+from eval_harness_pipelines.dagster_home import open_instance
 
 if TYPE_CHECKING:
     import dagster as dg

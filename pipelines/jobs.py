@@ -19,8 +19,7 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_harness.settings import Settings
-from eval_harness_pipelines.assets import (agreement, calibration, judging, quality_gates,
-                                           reporting)
+from eval_harness_pipelines.assets import agreement, calibration, judging, quality_gates, reporting
 
 MAIN_JOB = "main_job"
 

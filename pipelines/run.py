@@ -22,17 +22,17 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from eval_harness import stopping
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
-from eval_harness_pipelines.dagster_home import prepare_dagster_home
-from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness.escaping.terminal import say
-from eval_harness_pipelines.in_process import execute_job
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
+from eval_harness_pipelines.in_process import execute_job
 
 DEFINITIONS_MODULE = "eval_harness_pipelines.definitions"  # its `defs` is the code location
 # Answers gated in place (quality_gates.answers): the main job gates the days with answers
@@ -130,7 +130,7 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
 
     days = _answer_days(location, settings)
     first = settings.quality_gates.partition_start
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     days = [day for day in days if _gateable(day, first, today)]
     for day in days:
         gates = execute(QUALITY_GATE_JOB, f"[2/3] quality gates for the answers of {day}", {},
@@ -185,9 +185,13 @@ def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured)
     corpus asset attaches the live dataset mapped onto it (and say where it is). On a
     DATABASE_URL store it is never built: a mapping onto it that finds nothing stops the run
     here, in one sentence, before any step."""
-    from eval_harness.store.datasets import (demo_store_wanted, describe_demo_store,
-                                             prepare_demo_store,
-                                             refuse_missing_demo_relations, uses_demo_schema)
+    from eval_harness.store.datasets import (
+        demo_store_wanted,
+        describe_demo_store,
+        prepare_demo_store,
+        refuse_missing_demo_relations,
+        uses_demo_schema,
+    )
 
     if not uses_demo_schema(configured, settings):
         return

@@ -19,8 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_harness.store.beir import read_corpus, read_queries  # noqa: E402
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LocalEmbedder,  # noqa: E402
-                                     PrecomputedEmbeddings, save_precomputed)
+from eval_harness.store.embeddings import (  # noqa: E402
+    EMBEDDINGS_FILE,
+    LocalEmbedder,
+    PrecomputedEmbeddings,
+    save_precomputed,
+)
 
 
 def main() -> int:

@@ -79,9 +79,12 @@ def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, reques
     from ranx import Qrels, Run, evaluate
 
     from eval_harness.calibration.trec_runs import run_file_name
-
-    from rag_library_stores import (LANGCHAIN_COLLECTION, LLAMAINDEX_TABLE, answers_lines,
-                                    rag_checksum)
+    from rag_library_stores import (
+        LANGCHAIN_COLLECTION,
+        LLAMAINDEX_TABLE,
+        answers_lines,
+        rag_checksum,
+    )
 
     made = request.getfixturevalue(f"{library}_store")
     name = LANGCHAIN_COLLECTION if library == "langchain" else f"data_{LLAMAINDEX_TABLE}"

@@ -14,12 +14,32 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (CLI, beir, child_env, cli,  # noqa: F401 (fake)
-                                 dagster_run_statuses, fake, fake_keys, finish, ledger_counts,
-                                 python, scalar, shipped_judge_limits, spawn,
-                                 two_judges_config, wait_until)
-from signal_runs import (EXIT_CODE, GATE_DAY, gate_config, interrupted_line, judge_config,
-                         kept_of, library_settings)
+from colliding_processes import (  # noqa: F401 (fake)
+    CLI,
+    beir,
+    child_env,
+    cli,
+    dagster_run_statuses,
+    fake,
+    fake_keys,
+    finish,
+    ledger_counts,
+    python,
+    scalar,
+    shipped_judge_limits,
+    spawn,
+    two_judges_config,
+    wait_until,
+)
+from signal_runs import (
+    EXIT_CODE,
+    GATE_DAY,
+    gate_config,
+    interrupted_line,
+    judge_config,
+    kept_of,
+    library_settings,
+)
 
 
 def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(

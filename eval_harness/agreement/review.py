@@ -32,10 +32,19 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFileError,
-                                                check_row, echo, escape_formula, file_dataset,
-                                                one_line, read_review_file, snippet,
-                                                wrong_rows)
+from eval_harness.agreement.review_file import (
+    CSV_COLUMNS,
+    VERDICTS,
+    ReviewFileError,
+    check_row,
+    echo,
+    escape_formula,
+    file_dataset,
+    one_line,
+    read_review_file,
+    snippet,
+    wrong_rows,
+)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
 from eval_harness.store import ground_truth, judge_review
@@ -84,7 +93,7 @@ class ImportCounts:
                 f"{self.blank} row(s) without a verdict left as they are{notes}")
 
     @classmethod
-    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> "ImportCounts":
+    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> ImportCounts:
         """From the rows stored (``changed`` of ``updates``) and the blank rows (True:
         carrying a note)."""
         return cls(changed, len(updates) - changed, len(blank), dataset, sum(blank))

@@ -11,8 +11,8 @@ Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with =
 tab or a carriage return is run as a formula by spreadsheet programs. Export prefixes such
 cells with one apostrophe, as OWASP recommends. So that a text which really starts with
 apostrophes followed by one of those characters (``'=x``) also comes back unchanged, the
-rule is: a text matching ``'*[=+\-@\t\r].*`` is written with one more leading apostrophe,
-and import removes one apostrophe from every cell matching ``'+[=+\-@\t\r].*``. Export
+rule is: a text matching ``'*[=+\\-@\t\r].*`` is written with one more leading apostrophe,
+and import removes one apostrophe from every cell matching ``'+[=+\\-@\t\r].*``. Export
 then import gives back every text byte for byte.
 """
 

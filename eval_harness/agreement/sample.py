@@ -48,9 +48,18 @@ import psycopg
 
 from eval_harness.agreement import sql
 from eval_harness.agreement.review import ImportCounts, imported_corpus
-from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, check_row, echo,
-                                                escape_formula, file_dataset, one_line,
-                                                read_review_file, snippet, wrong_rows)
+from eval_harness.agreement.review_file import (
+    CSV_COLUMNS,
+    ReviewFileError,
+    check_row,
+    echo,
+    escape_formula,
+    file_dataset,
+    one_line,
+    read_review_file,
+    snippet,
+    wrong_rows,
+)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store import ground_truth

@@ -16,7 +16,6 @@ from psycopg import sql
 from eval_harness.store import ground_truth
 from eval_harness.store.corpus import Corpus
 
-
 # ------------------------------------------------------------------------------ human sample
 
 

@@ -44,11 +44,11 @@ import psycopg
 
 from eval_harness.agreement import sql as agreement_sql
 from eval_harness.agreement.review import VERDICTS
-from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.calibration.verdict import verdict_figure
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import rank_top_k
+from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.store import ground_truth
 
 if TYPE_CHECKING:

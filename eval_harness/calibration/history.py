@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from eval_harness.calibration.decision import (WeightDecision, decision_columns,
-                                               decision_from_row)
-from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
-from eval_harness.calibration.run import CalibrationResult
-from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
-                                              figure_from_row)
 from eval_harness import stopping
+from eval_harness.calibration.decision import WeightDecision, decision_columns, decision_from_row
+from eval_harness.calibration.run import CalibrationResult
+from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
+from eval_harness.calibration.verdict import (
+    VerdictBands,
+    VerdictFigure,
+    figure_columns,
+    figure_from_row,
+)
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 # numeric columns an older history file may lack

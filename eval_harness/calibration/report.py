@@ -15,8 +15,14 @@ import re
 from pathlib import Path
 
 from eval_harness.calibration.intervals import interval_level, interval_note, p_at_5_interval
-from eval_harness.calibration.run import (CalibrationResult, GridPoint, decision_line,
-                                          label_source_line, summary_lines, weight_label)
+from eval_harness.calibration.run import (
+    CalibrationResult,
+    GridPoint,
+    decision_line,
+    label_source_line,
+    summary_lines,
+    weight_label,
+)
 from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results-{dataset}.md"

@@ -33,34 +33,65 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
-from datetime import datetime, timezone
 
 import numpy as np
 import psycopg
 
 from eval_harness.agreement import labels as judge_labels
+from eval_harness.calibration.decision import (
+    JUDGES_UNCORRECTED,
+    WeightDecision,
+    decide_weights,
+    with_judged_gain,
+)
 from eval_harness.calibration.judged import JudgedSummary, judged_summary
-from eval_harness.calibration.decision import (JUDGES_UNCORRECTED, WeightDecision,
-                                               decide_weights, with_judged_gain)
-from eval_harness.calibration.verdict import (VERDICT_LABELS, VERDICT_MEANING,  # noqa: F401
-                                              VerdictBands, VerdictFigure, verdict_figure,
-                                              verdict_sentence)  # (re-exported)
+from eval_harness.calibration.text import (  # noqa: F401
+    decision_line,
+    format_table,
+    label_source_line,
+    summary_lines,
+    weight_label,  # (re-exported)
+)
+from eval_harness.calibration.verdict import (  # noqa: F401
+    VERDICT_LABELS,
+    VERDICT_MEANING,
+    VerdictBands,
+    VerdictFigure,
+    verdict_figure,
+    verdict_sentence,  # (re-exported)
+)
 from eval_harness.metrics.calibration import (
-    DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift, Verdict, cross_validated_p_at_5,
-    grid_p_at_5_intervals, precision_verdict, uplift_over_default)
+    DEFAULT_SEMANTIC_WEIGHT,
+    CrossValidation,
+    Uplift,
+    Verdict,
+    cross_validated_p_at_5,
+    grid_p_at_5_intervals,
+    precision_verdict,
+    uplift_over_default,
+)
+from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
-from eval_harness.metrics.ranking import PRECISION_CUTOFF
-from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
-                                          reciprocal_rank_fusion, sweep_weights)
-from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
-                                            keyword_weight_for)
+from eval_harness.retrieval.sweep import (
+    CandidateSet,
+    MethodResult,
+    SweepResult,
+    rank_top_k,
+    reciprocal_rank_fusion,
+    sweep_weights,
+)
+from eval_harness.retrieval.weights import (
+    grid_from_range,
+    grid_or_default,
+    grid_with_default,
+    keyword_weight_for,
+)
 from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
 from eval_harness.store import ground_truth
-from eval_harness.calibration.text import (decision_line, format_table,  # noqa: F401
-                                           label_source_line, summary_lines,
-                                           weight_label)  # (re-exported)
+
 
 @dataclass(frozen=True)
 class GridPoint:
@@ -287,7 +318,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
         default=points[sweep.index_of(default_weight)], uplift=uplift,
         bootstrap_resamples=bootstrap_resamples, cross_validation=cross_validation,
         rrf_k=rrf_k, rrf=rrf, verdict=verdict, bands=bands,
-        calibrated_at=datetime.now(timezone.utc),
+        calibrated_at=datetime.now(UTC),
         seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         label_source=label_source, judge_labels=None if derived is None else derived.to_dict(),

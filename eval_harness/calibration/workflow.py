@@ -24,8 +24,12 @@ import duckdb
 import pandas as pd
 
 from eval_harness.calibration.decision import WeightDecision
-from eval_harness.calibration.history import (append_grid_history, calibrated_row,
-                                              decision_from_grid, figure_from_grid)
+from eval_harness.calibration.history import (
+    append_grid_history,
+    calibrated_row,
+    decision_from_grid,
+    figure_from_grid,
+)
 from eval_harness.calibration.publish import WeightsPublished, publish_calibrated_weights
 from eval_harness.calibration.report import write_calibration_report
 from eval_harness.calibration.run import CalibrationResult

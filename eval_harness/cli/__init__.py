@@ -11,16 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psycopg
 
-from eval_harness.cli.calibrate import add_calibrate_command
 from eval_harness import stopping
-from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
-                                     internal_error, quiet_psycopg_warnings,
-                                     store_lost_message)
+from eval_harness.cli.calibrate import add_calibrate_command
+from eval_harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    config_notice,
+    internal_error,
+    quiet_psycopg_warnings,
+    store_lost_message,
+)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
@@ -29,6 +35,7 @@ from eval_harness.cli.review import add_review_commands
 from eval_harness.escaping.terminal import say, say_error
 from eval_harness.escaping.visible import visible
 from eval_harness.judges.client.notice_scope import said_once_per_command
+from eval_harness.judges.client.stops import StoreLost
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
@@ -36,7 +43,7 @@ from eval_harness.store.beir import DatasetError
 from eval_harness.store.connection import redact_conninfo, server_failure
 from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.store.live import LiveMappingError
-from eval_harness.judges.client.stops import StoreLost
+
 
 def cmd_migrate(args, settings: Settings) -> int:
     from eval_harness.store import locate_store, migrate
@@ -104,8 +111,8 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
     (a configured live dataset's own, ``local:``/``openai:``)."""
     from eval_harness.retrieval.hybrid import dataset_info
-    from eval_harness.store.ground_truth import stored_query_embedding
     from eval_harness.store.datasets import dataset_embedder_factory
+    from eval_harness.store.ground_truth import stored_query_embedding
 
     row = stored_query_embedding(conn, dataset, text)
     if row is not None:
@@ -188,9 +195,8 @@ def cmd_search(args, settings: Settings) -> int:
 
 
 def cmd_report(args, settings: Settings) -> int:
-    from eval_harness.retrieval.report import configured_retrieval_report, format_report
-
     from eval_harness.reporting.run_report import build_run_report
+    from eval_harness.retrieval.report import configured_retrieval_report, format_report
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings, read_only=True)

@@ -83,7 +83,7 @@ def quiet_psycopg_warnings() -> None:
             logger.addFilter(_IGNORED_ERRORS)
 
 
-def describe_config(settings: "Settings") -> str:
+def describe_config(settings: Settings) -> str:
     """Which config file was read and why, or that none was and what the defaults mean for
     the store: the file's absolute path, or "none (...): defaults apply; ...". A command
     started in the wrong folder must say so, not quietly start a new embedded store there."""
@@ -98,7 +98,7 @@ def describe_config(settings: "Settings") -> str:
             f"apply, with {store}")
 
 
-def config_notice(settings: "Settings") -> str | None:
+def config_notice(settings: Settings) -> str | None:
     """The one line a command prints on stderr about its config, unless the file was named
     on the command line (``--config``): then the person already knows which one."""
     if settings.config_origin == "option":

@@ -30,7 +30,7 @@ every error to one sanitised line.
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import psycopg
 
@@ -40,17 +40,32 @@ from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyw
 from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store.catalog import (SchemaPrivileges, available_extension_version,
-                                        installed_extension_version, live_datasets,
-                                        live_relations, make_session_read_only,
-                                        relation_exists, schema_privileges, select_refusal,
-                                        server_version)
-from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
-                                           redact_conninfo)
+from eval_harness.store.catalog import (
+    SchemaPrivileges,
+    available_extension_version,
+    installed_extension_version,
+    live_datasets,
+    live_relations,
+    make_session_read_only,
+    relation_exists,
+    schema_privileges,
+    select_refusal,
+    server_version,
+)
+from eval_harness.store.connection import (
+    StoreLocation,
+    StoreUnavailable,
+    locate_store,
+    redact_conninfo,
+)
 from eval_harness.store.dataset_register import live_dataset_names
 from eval_harness.store.ingest import documents_per_dataset
-from eval_harness.store.migrate import (MigrationError, applied_migrations,
-                                        available_migrations, pending_migrations)
+from eval_harness.store.migrate import (
+    MigrationError,
+    applied_migrations,
+    available_migrations,
+    pending_migrations,
+)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1

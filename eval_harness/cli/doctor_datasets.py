@@ -25,24 +25,32 @@ that is rolled back); the statements are printed for the owner of the relation t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import psycopg
 from psycopg import sql
 
 from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
-from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
-from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, FetchCost, KeywordCost,
-                                                 measure_fetch_cost, measure_index_cost,
-                                                 measure_keyword_cost)
+from eval_harness.retrieval.keyword_cost import (
+    MEASURED_QUERIES,
+    FetchCost,
+    KeywordCost,
+    measure_fetch_cost,
+    measure_index_cost,
+    measure_keyword_cost,
+)
 from eval_harness.settings import Settings
-from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncached_query_count
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
-                                           local_embedder_installed,
-                                           local_embeddings_install_command)
+from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.store import keyword_index
+from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncached_query_count
+from eval_harness.store.embeddings import (
+    EMBEDDINGS_FILE,
+    LOCAL_MODEL,
+    local_embedder_installed,
+    local_embeddings_install_command,
+)
 from eval_harness.store.indexes import index_report
 from eval_harness.store.live_mapping import KNOWN_DIMENSIONS
 

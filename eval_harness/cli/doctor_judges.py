@@ -9,15 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
-from eval_harness.settings.judges import LOCAL, JudgeSettings
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import Provider
 from eval_harness.settings import Settings
+from eval_harness.settings.judges import LOCAL, JudgeSettings
 from eval_harness.store.connection import redact_url
 
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -46,7 +46,10 @@ def _quiet_judge_notices() -> Iterator[None]:
 def effective_judges(settings: Settings) -> dict[str, str | None]:
     """The judge each slot will use, by the session's own fallback rules; ``None`` for a
     slot that cannot be built (its key is missing and fallback is off)."""
-    from eval_harness.judges.client.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
+    from eval_harness.judges.client.session import (  # SDKs: late
+        JudgeUnavailable,
+        resolve_judge_specs,
+    )
 
     config: JudgeSettings = settings.judges
     try:

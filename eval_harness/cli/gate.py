@@ -23,7 +23,7 @@ loads its own settings for that reason: a bad config is one of the reasons repor
 from __future__ import annotations
 
 import argparse
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from time import perf_counter
 
@@ -31,8 +31,7 @@ import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
-from eval_harness.cli.gate_outputs import (add_publish_arguments, add_pull_command,
-                                           publish_results)
+from eval_harness.cli.gate_outputs import add_publish_arguments, add_pull_command, publish_results
 from eval_harness.escaping.terminal import say
 from eval_harness.escaping.visible import visible
 from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
@@ -73,7 +72,7 @@ def cmd_answers_import(args, settings: Settings) -> int:
 def parse_since(text: str) -> datetime:
     """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
     try:
-        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
+        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=UTC)
     except ValueError:
         pass
     try:
@@ -87,7 +86,7 @@ def parse_since(text: str) -> datetime:
 
 
 def _partition_day(text: str | None, settings: Settings) -> date:
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     if text is None:
         return today
     try:
@@ -119,7 +118,7 @@ def run_gate_window(settings: Settings, day: date, gates):
 def cmd_gate(args, settings: Settings | None = None) -> int:
     from eval_harness.gates.report import format_gate_table
 
-    started, clock = datetime.now(timezone.utc), perf_counter()
+    started, clock = datetime.now(UTC), perf_counter()
     try:
         settings = settings or load_settings(args.config)
         report = gate_report(args, settings)

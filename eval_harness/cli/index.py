@@ -22,11 +22,16 @@ import psycopg
 from eval_harness.cli.common import EXIT_OK, CliError
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
+from eval_harness.store.catalog import live_datasets
 from eval_harness.store.connection import locate_store
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.catalog import live_datasets
-from eval_harness.store.indexes import (RELATION_KINDS, IndexAssessment, assess_indexes,
-                                        drop_statement, index_busy)
+from eval_harness.store.indexes import (
+    RELATION_KINDS,
+    IndexAssessment,
+    assess_indexes,
+    drop_statement,
+    index_busy,
+)
 from eval_harness.store.migrate import MigrationError, pending_migrations
 
 

@@ -104,9 +104,9 @@ def _positive(text: str) -> int:
 
 
 def cmd_judge(args, settings: Settings) -> int:
-    from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.judges.client.pricing import MissingPrice
     from eval_harness.judges.client.session import JudgeUnavailable
+    from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.progress import progress_bar
     from eval_harness.store import open_store
     from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
@@ -186,9 +186,9 @@ def _refreeze_notice(conn, settings: Settings, dataset: str, *, dry_run: bool) -
 
 
 def _dry_run(args, settings: Settings, location, dataset: str) -> int:
-    from eval_harness.judges.dual.dry_run import estimate_judge_run
     from eval_harness.judges.client.pricing import MissingPrice
     from eval_harness.judges.client.session import JudgeUnavailable
+    from eval_harness.judges.dual.dry_run import estimate_judge_run
 
     if args.retry_unscored:
         raise CliError("--dry-run does not estimate --retry-unscored re-asks; run the dry run "

@@ -18,7 +18,6 @@ from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
 
-
 def cmd_review_export(args, settings: Settings) -> int:
     from eval_harness.agreement.review import refresh_and_export
 

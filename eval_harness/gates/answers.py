@@ -37,18 +37,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from eval_harness.gates import sql
-from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
-                                              check_created_at, check_text, checked_id,
-                                              parse_json)
+from eval_harness.gates.answer_checks import (
+    FUTURE_TOLERANCE,
+    AnswersFileError,
+    check_created_at,
+    check_text,
+    checked_id,
+    parse_json,
+)
 from eval_harness.settings import Settings
-from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
+from eval_harness.store.beir import DatasetError
+from eval_harness.store.beir import _text_lines as utf8_lines
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
@@ -90,7 +96,7 @@ class TimeWindow:
                 day = date.fromisoformat(day)
             except ValueError:
                 raise ValueError(f"'{day}' is not a date YYYY-MM-DD.") from None
-        start = datetime.combine(day, time(0), tzinfo=timezone.utc)
+        start = datetime.combine(day, time(0), tzinfo=UTC)
         return cls(start, start + timedelta(days=1), partition=day.isoformat())
 
     @classmethod
@@ -190,7 +196,7 @@ def read_answers_file(path: Path | str) -> Iterator[_Record]:
     if not path.is_file():
         raise AnswersFileError(f"{path}: file not found")
     seen: dict[str, int] = {}
-    latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
     # bytes that are not UTF-8 are named with their own line, as for a BEIR file
     with closing(utf8_lines(path)) as lines:
         while True:

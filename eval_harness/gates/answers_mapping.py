@@ -35,8 +35,14 @@ from eval_harness.settings.gates_answers import WHERE, AnswersMapping
 from eval_harness.store import dataset_register
 from eval_harness.store.connection import StoreLocation
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
-                                             check_mapping, relation_columns)
+from eval_harness.store.live_mapping import (
+    ID_ARRAY_TYPES,
+    ID_TYPES,
+    TEXT_TYPES,
+    UUID_TYPES,
+    check_mapping,
+    relation_columns,
+)
 from eval_harness.store.live_rows import EXAMPLES, LiveMappingError, has_unique_index
 
 TIMESTAMP_TYPES = ("timestamp with time zone",)

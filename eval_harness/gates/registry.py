@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
 
-from eval_harness.gates.answers import Answer
 from eval_harness.gates import citations, format_compliance
+from eval_harness.gates.answers import Answer
 from eval_harness.gates.result import GateResult
 from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, Settings
 

@@ -16,7 +16,7 @@ in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -87,11 +87,10 @@ def _stream(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    with conn.transaction():
-        with conn.cursor(name="eval_harness_answers") as cursor:
-            cursor.itersize = batch_size
-            cursor.execute(query, params)
-            yield from cursor
+    with conn.transaction(), conn.cursor(name="eval_harness_answers") as cursor:
+        cursor.itersize = batch_size
+        cursor.execute(query, params)
+        yield from cursor
 
 
 def window_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWindow, *,
@@ -178,8 +177,8 @@ def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, 
     latest = latest_answer_at(conn, relation)
     if latest is None:
         return []
-    last_day = latest.astimezone(timezone.utc).date()
-    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
+    last_day = latest.astimezone(UTC).date()
+    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=UTC)
     return [row[0] for row in conn.execute(sql.SQL(
         "SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {} AS a "
         "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]

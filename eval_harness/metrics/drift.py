@@ -12,10 +12,11 @@ Two figures, each with an interval, and the decision rule of the ``judge_drift``
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 
 def wilson_lower_bound(flips, n, *, confidence: float = 0.95) -> np.ndarray:

@@ -23,8 +23,12 @@ from pathlib import Path
 import pandas as pd
 
 from eval_harness.calibration.history import HistoryUnavailable, open_history
-from eval_harness.reporting.sql import (RUN_HISTORY_COLUMNS, RUN_HISTORY_TABLE,
-                                            replace_run_rows, run_history_rows)
+from eval_harness.reporting.sql import (
+    RUN_HISTORY_COLUMNS,
+    RUN_HISTORY_TABLE,
+    replace_run_rows,
+    run_history_rows,
+)
 
 __all__ = ["RUN_HISTORY_TABLE", "HistoryUnavailable", "history_values", "record_run",
            "read_run_history", "runs_table"]
@@ -34,9 +38,7 @@ def history_values(metrics: Mapping[str, object]) -> dict[str, float]:
     """The metrics worth a trend point: finite numbers, flags as 0/1; the rest is dropped."""
     values = {}
     for name, value in metrics.items():
-        if isinstance(value, bool):
-            values[name] = float(value)
-        elif isinstance(value, (int, float)) and math.isfinite(value):
+        if isinstance(value, bool) or isinstance(value, (int, float)) and math.isfinite(value):
             values[name] = float(value)
     return values
 

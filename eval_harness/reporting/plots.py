@@ -17,8 +17,12 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from eval_harness.calibration.intervals import interval_level
-from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
-                                             zoomed_limits)
+from eval_harness.calibration.report import (
+    axis_label,
+    draw_reference,
+    legend_outside,
+    zoomed_limits,
+)
 from eval_harness.calibration.run import VerdictBands
 
 __all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "draw_series",

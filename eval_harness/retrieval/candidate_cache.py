@@ -43,7 +43,7 @@ and ``judge --dry-run`` read the cache and keep nothing
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 

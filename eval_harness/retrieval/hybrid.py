@@ -37,11 +37,18 @@ import psycopg
 
 from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores, fuse_scores
-from eval_harness.retrieval.keyword_candidates import (indexed_candidate_rows,
-                                                       indexed_search_candidates)
+from eval_harness.retrieval.keyword_candidates import (
+    indexed_candidate_rows,
+    indexed_search_candidates,
+)
 from eval_harness.store import dataset_register, ground_truth
-from eval_harness.store.corpus import (Corpus, count_documents, document_external_ids,
-                                       document_rows, on_this_server)
+from eval_harness.store.corpus import (
+    Corpus,
+    count_documents,
+    document_external_ids,
+    document_rows,
+    on_this_server,
+)
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 

@@ -39,11 +39,22 @@ from typing import Literal
 
 import numpy as np
 
-from eval_harness.metrics.ranking import (PRECISION_CUTOFF, RANKING_CUTOFF, QueryScores,
-                                          ideal_dcg_at_k, judged_share, mean_p_at_k_ceiling,
-                                          relevance_gains, score_top_gains)
-from eval_harness.retrieval.fusion import (NonFiniteScores, fuse_normalised, min_max_normalise,
-                                           reciprocal_rank_fusion_scores)
+from eval_harness.metrics.ranking import (
+    PRECISION_CUTOFF,
+    RANKING_CUTOFF,
+    QueryScores,
+    ideal_dcg_at_k,
+    judged_share,
+    mean_p_at_k_ceiling,
+    relevance_gains,
+    score_top_gains,
+)
+from eval_harness.retrieval.fusion import (
+    NonFiniteScores,
+    fuse_normalised,
+    min_max_normalise,
+    reciprocal_rank_fusion_scores,
+)
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 
 RANX_MIN_SPAN = 1e-9  # ranx min-max divides by max(max - min, 1e-9)

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from eval_harness.settings.agreement import (DISAGREEMENT_RULES, AgreementSettings,
-                                             parse_agreement)
-from eval_harness.settings.calibration import (CalibrationSettings, DecisionSettings,
-                                               HybridWeights, parse_calibration, parse_hybrid)
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
-from eval_harness.settings.file import (DEFAULT_CONFIG_NAME, locate_config,
-                                      read_config)
+from eval_harness.settings.agreement import DISAGREEMENT_RULES, AgreementSettings, parse_agreement
+from eval_harness.settings.calibration import (
+    CalibrationSettings,
+    DecisionSettings,
+    HybridWeights,
+    parse_calibration,
+    parse_hybrid,
+)
 from eval_harness.settings.datasets import DatasetConfig, DatasetConfigError, parse_datasets
+from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.file import DEFAULT_CONFIG_NAME, locate_config, read_config
 from eval_harness.settings.gates import GateSettings, QualityGateSettings, parse_quality_gates
 from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 from eval_harness.settings.values import mapping_of
@@ -104,7 +108,7 @@ class Settings:
             return self.hybrid
         return HybridWeights(own.semantic, own.keyword, self.hybrid.candidate_depth)
 
-    def with_overrides(self, **changes: Any) -> "Settings":
+    def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
 

@@ -48,9 +48,10 @@ whether they exist is checked against the store before any work
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 DATASET_KEYS = ("path", "language", "split", "embeddings", "embedder", "live", "hybrid_search")
 LIVE_KEYS = ("corpus", "ground_truth", "queries", "write_judge_scores")

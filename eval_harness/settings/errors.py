@@ -7,7 +7,8 @@ section parser (datasets, judges, gates, calibration) can use it without a cycle
 from __future__ import annotations
 
 import difflib
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 class ConfigError(ValueError):

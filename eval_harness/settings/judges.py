@@ -16,13 +16,18 @@ in ``prices`` when it is used (checked when the judges are built, see
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 from eval_harness.settings.judges_anchors import (  # noqa: F401  (re-exported)
-    AnchorSettings, DriftSettings, parse_anchors, parse_drift)
+    AnchorSettings,
+    DriftSettings,
+    parse_anchors,
+    parse_drift,
+)
 
 # The chat providers a judge spec may name before the colon: each is served by the module of
 # the same name in eval_harness.judges.client.providers (its registry; settings stays below

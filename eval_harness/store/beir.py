@@ -37,9 +37,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 log = logging.getLogger("eval_harness.store.beir")
 

@@ -19,10 +19,10 @@ Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -68,12 +68,12 @@ class Corpus:
     # -------------------------------------------------------------------- construction
 
     @classmethod
-    def ingested(cls, dataset: str, language: str, dim: int) -> "Corpus":
+    def ingested(cls, dataset: str, language: str, dim: int) -> Corpus:
         return cls(dataset, language, dim)
 
     @classmethod
     def live(cls, dataset: str, language: str, dim: int,
-             mapping: Mapping[str, Any]) -> "Corpus":
+             mapping: Mapping[str, Any]) -> Corpus:
         """From a recorded corpus mapping (:meth:`mapping_record`)."""
         own_ids = mapping.get("own_ids")
         return cls(dataset, language, dim, relation=(mapping["schema"], mapping["relation"]),

@@ -16,8 +16,9 @@ every store module may call it. Each function runs in the caller's transaction.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql

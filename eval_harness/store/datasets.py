@@ -28,15 +28,20 @@ from dataclasses import dataclass, replace
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.settings import Settings
+from eval_harness.settings.datasets import DatasetConfig
 from eval_harness.store import dataset_register, ground_truth
 from eval_harness.store.catalog import relation_exists
 from eval_harness.store.demo_rag import DemoStore, build_rag_answers, build_rag_store
 from eval_harness.store.embeddings import embedder_factory
-from eval_harness.store.live import (AttachReport, LiveMappingError, attach_live_dataset,
-                                     live_ground_truth_rows)
+from eval_harness.store.live import (
+    AttachReport,
+    LiveMappingError,
+    attach_live_dataset,
+    live_ground_truth_rows,
+)
 from eval_harness.store.live_mapping import check_mapping
+
 
 @dataclass(frozen=True)
 class PreparedDataset:

@@ -30,8 +30,9 @@ read-only session); the statements it composes (:func:`create_statement`,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql

@@ -54,14 +54,20 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from eval_harness.progress import ProgressCallback
 from eval_harness.store import dataset_register, ground_truth, judge_review
 from eval_harness.store.beir import BeirDataset, DatasetError, read_beir
 from eval_harness.store.corpus import Corpus
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
-                                           PrecomputedEmbeddings, check_vectors,
-                                           embed_in_batches, load_precomputed,
-                                           warn_if_english_only)
-from eval_harness.progress import ProgressCallback
+from eval_harness.store.embeddings import (
+    EMBEDDINGS_FILE,
+    Embedder,
+    InvalidEmbedding,
+    PrecomputedEmbeddings,
+    check_vectors,
+    embed_in_batches,
+    load_precomputed,
+    warn_if_english_only,
+)
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 INGEST_LOCK = "eval_harness.ingest"  # advisory lock key (hashtext) held by every ingest

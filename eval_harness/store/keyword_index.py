@@ -198,7 +198,7 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                   ids: np.ndarray) -> None:
     """Parse the rows ``ids`` once: their postings into a new segment, their markers,
     segment and length normalisation into keyword_documents. One transaction."""
-    narrow = bool(ids.size) and INT4_MIN <= int(ids[0]) and int(ids[-1]) <= INT4_MAX
+    narrow = bool(ids.size) and int(ids[0]) >= INT4_MIN and int(ids[-1]) <= INT4_MAX
     with conn.transaction():
         segment = conn.execute(
             "UPDATE keyword_sources SET next_segment = next_segment + 1, "

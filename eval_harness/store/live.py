@@ -45,10 +45,16 @@ from eval_harness.store import dataset_register, document_ids, ground_truth, key
 from eval_harness.store.corpus import Corpus
 from eval_harness.store.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.store.ingest import INGEST_LOCK
-from eval_harness.store.live_mapping import (TEXT_TYPES, CheckedMapping, check_mapping,
-                                             embedder_model, ground_truth_key, relation_columns)
-from eval_harness.store.live_rows import LiveMappingError, row_notices
 from eval_harness.store.keyword_index import KeywordRefresh
+from eval_harness.store.live_mapping import (
+    TEXT_TYPES,
+    CheckedMapping,
+    check_mapping,
+    embedder_model,
+    ground_truth_key,
+    relation_columns,
+)
+from eval_harness.store.live_rows import LiveMappingError, row_notices
 from eval_harness.store.query_embeddings import cache_query_embeddings, cached_query_embeddings
 
 MAX_ID = 2**31 - 1  # the harness keeps document ids as integer

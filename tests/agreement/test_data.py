@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from eval_harness.agreement.data import (JudgeScoresError, dataset_agreement, final_labels,
-                                         kappa_gate, load_judge_pairs)
+from eval_harness.agreement.data import (
+    JudgeScoresError,
+    dataset_agreement,
+    final_labels,
+    kappa_gate,
+    load_judge_pairs,
+)
 from eval_harness.agreement.review import queue_disagreements
-from review_store import FAST_AGREEMENT as SETTINGS, N_QUERIES, set_scores
-
+from review_store import FAST_AGREEMENT as SETTINGS
+from review_store import N_QUERIES, set_scores
 
 # ---------------------------------------------------------------------------------------
 # Loading scores, final labels

@@ -13,11 +13,23 @@ import uuid
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.agreement.review import (ReviewFileError, export_review_csv, import_review_csv,
-                                           queue_disagreements)
+from eval_harness.agreement.review import (
+    ReviewFileError,
+    export_review_csv,
+    import_review_csv,
+    queue_disagreements,
+)
 from eval_harness_pipelines import cli
-from review_store import (DOCS, QRELS, QUERIES, disagreeing_scores, read_csv, review_rows,
-                          set_scores, write_csv)
+from review_store import (
+    DOCS,
+    QRELS,
+    QUERIES,
+    disagreeing_scores,
+    read_csv,
+    review_rows,
+    set_scores,
+    write_csv,
+)
 
 # Texts a spreadsheet would run as a formula (OWASP: = + - @, tab, carriage return), and
 # texts that really start with an apostrophe, which must survive the escaping too.

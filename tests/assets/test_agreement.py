@@ -27,9 +27,13 @@ from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources
-from review_store import N_QUERIES, agreeing_scores, agreement_project, disagreeing_scores, \
-    set_scores
-
+from review_store import (
+    N_QUERIES,
+    agreeing_scores,
+    agreement_project,
+    disagreeing_scores,
+    set_scores,
+)
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1",

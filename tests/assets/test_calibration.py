@@ -12,10 +12,18 @@ from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
 from eval_harness.calibration.history import read_grid_history
 from eval_harness.calibration.run import weight_label
 from eval_harness.settings import load_settings
-from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from eval_harness_pipelines.assets.calibration import (
+    calibrated_weights,
+    calibration_grid,
+    p_at_5_verdict,
+)
 from eval_harness_pipelines.check_outcomes import BlockingCheckFailed
-from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
-                              duckdb_io_manager)
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    EvalSettings,
+    default_resources,
+    duckdb_io_manager,
+)
 
 
 # ------------------------------------------------------------------------- Dagster assets
@@ -157,7 +165,10 @@ def test_definitions_hold_the_calibration_job():
 def materialize_judged_calibration(config, store, tmp_path):
     """judging -> agreement (+ kappa check) -> calibration (+ verdict) on ``config``: the
     result, the materialized asset names and the kappa check's evaluation."""
-    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.assets.agreement import (
+        judge_agreement,
+        kappa_lower_bound_above_floor,
+    )
     from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     resources = dict(default_resources(config_path=str(config), database_url=store.url),

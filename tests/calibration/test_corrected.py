@@ -209,10 +209,16 @@ def test_the_cli_the_stored_row_dagster_and_the_report_give_one_figure_and_verdi
     import dagster as dg
 
     from eval_harness.reporting.sections.calibration import calibration_section
-    from eval_harness_pipelines.assets.calibration import (calibrated_weights, calibration_grid,
-                                                         p_at_5_verdict)
-    from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,
-                                                  duckdb_io_manager)
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
+    from eval_harness_pipelines.resources import (
+        DUCKDB_IO_MANAGER_KEY,
+        default_resources,
+        duckdb_io_manager,
+    )
 
     _label_sample(db, scenario)
     config = scenario["tmp"] / "writes.yaml"  # calibrate writes its history beside the test

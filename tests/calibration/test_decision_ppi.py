@@ -15,15 +15,18 @@ import json
 import numpy as np
 import pytest
 
-from eval_harness.calibration.decision import (WeightDecision, decide_weights, decision_columns,
-                                               decision_from_row, with_judged_gain)
+from eval_harness.calibration.decision import (
+    WeightDecision,
+    decide_weights,
+    decision_columns,
+    decision_from_row,
+    with_judged_gain,
+)
 from eval_harness.calibration.history import decision_from_grid, figure_from_grid, grid_frame
 from eval_harness.calibration.judged_gain import UNCORRECTED, judged_gain
-from eval_harness.calibration.run import (_in_force_p_at_5, calibrate_with_settings,
-                                          format_table)
+from eval_harness.calibration.run import _in_force_p_at_5, calibrate_with_settings, format_table
 from eval_harness.settings import load_settings
-from judged_gain_corpus import (gain_scenario, honest_gain_scenario,  # noqa: F401
-                                label_sample)
+from judged_gain_corpus import gain_scenario, honest_gain_scenario, label_sample  # noqa: F401
 
 N_SAMPLE = 25
 

@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
-from eval_harness.calibration.history import (append_grid_history, grid_frame,
-                                              read_grid_history)
+from eval_harness.calibration.history import append_grid_history, grid_frame, read_grid_history
 from eval_harness.calibration.run import calibrate_dataset
 
 
@@ -45,8 +44,8 @@ def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn
     """A history file written before the verdict_* columns gets them added on the next
     append; its old rows give their verdict on their own P@5, label source not recorded."""
     from eval_harness.calibration.history import figure_from_grid
-    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
     from eval_harness.calibration.run import VerdictBands
+    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
 
     result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
     frame = grid_frame(result)

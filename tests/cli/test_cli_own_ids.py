@@ -20,8 +20,13 @@ from ranx import Qrels, Run, evaluate
 
 from cli_runs import run_cli
 from eval_harness.store.demo_rag import build_rag_store
-from own_id_store import (build_own_id_store, own_doc_id, own_query_id, own_store_checksum,
-                          own_store_config)
+from own_id_store import (
+    build_own_id_store,
+    own_doc_id,
+    own_query_id,
+    own_store_checksum,
+    own_store_config,
+)
 
 GATES = """quality_gates:
   partition_start: 2025-01-01

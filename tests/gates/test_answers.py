@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import date, timezone
+from datetime import UTC, date
 
 import pytest
 
-from eval_harness.gates.answers import AnswersFileError, TimeWindow, import_answers, stream_answers
 from answer_files import answer_row, write_jsonl
-
+from eval_harness.gates.answers import AnswersFileError, TimeWindow, import_answers, stream_answers
 
 # --- import ----------------------------------------------------------------------------------
 
@@ -29,7 +28,7 @@ def test_import_is_idempotent_by_id_and_reports_changes(conn, tmp_path):
                            (f"{tag}-3",)).fetchone()[0]
     # the UTC days the file's answers fall on (the run command gates exactly these)
     assert first.days == tuple(sorted({date(2024, 6, 1),
-                                       stamped.astimezone(timezone.utc).date()}))
+                                       stamped.astimezone(UTC).date()}))
     again = import_answers(conn, path)
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
     rows[1]["answer"] = "Statins lower LDL cholesterol in most adults [1]."

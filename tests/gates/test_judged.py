@@ -8,7 +8,6 @@ gate results nor the shared judge cache of other tests can answer for them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from datetime import date, timedelta
 
@@ -16,14 +15,19 @@ import dagster as dg
 import pytest
 from psycopg.types.json import Jsonb
 
+from eval_harness.gates.answers import TimeWindow, import_configured_answers
+from eval_harness.gates.registry import (
+    ANSWER_REWARD,
+    GROUNDING,
+    build_gates,
+    judged_gates,
+    reward_to_score,
+)
+from eval_harness.gates.runner import run_quality_gates
+from eval_harness.settings import GateSettings
+from eval_harness.settings.judges import RetrySettings
 from eval_harness_pipelines.assets.quality_gates import quality_gate_assets
 from eval_harness_pipelines.resources import default_resources
-from eval_harness.gates.answers import TimeWindow, import_configured_answers
-from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, build_gates, judged_gates,
-                                         reward_to_score)
-from eval_harness.gates.runner import run_quality_gates
-from eval_harness.settings.judges import RetrySettings
-from eval_harness.settings import GateSettings
 from fake_llm_server import default_reply, judge_settings, poor_verdicts_for
 
 POOR = "POOR-ANSWER"

@@ -20,13 +20,21 @@ import numpy as np
 import pytest
 from dagster._core.definitions.dependency import NodeHandle
 
-from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
-from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
-from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
+from answer_files import harness_answers_config_text
 from beir_factory import write_beir
 from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
-from answer_files import harness_answers_config_text
+from eval_harness_pipelines.assets.quality_gates import (
+    QUALITY_GATE_JOB,
+    quality_gate_assets,
+    quality_gate_definitions,
+)
+from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    default_resources,
+    duckdb_io_manager,
+)
 from paths import REPO
 
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
@@ -146,7 +154,11 @@ def serving_weights() -> None:
 
 def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
         tmp_path, store, dataset):
-    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
 
     config = write_config(tmp_path / "config.yaml", dataset, full=1.0, partial=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -206,8 +218,15 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
 
 
 def test_a_failed_kappa_gate_stops_calibration_with_its_figure(tmp_path, store, dataset):
-    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.agreement import (
+        judge_agreement,
+        kappa_lower_bound_above_floor,
+    )
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
     from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     config = write_config(tmp_path / "config.yaml", dataset, full=0.0, partial=0.0, floor=1.0)

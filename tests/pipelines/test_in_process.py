@@ -12,6 +12,7 @@ import uuid
 
 import dagster as dg
 import pytest
+
 from eval_harness_pipelines.in_process import (
     FAILURE_REASON_TAG,
     INTERRUPTED_REASON,

@@ -18,14 +18,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 import pytest
+from dagster._core.instance.ref import InstanceRef
 
 from colliding_processes import dagster_run_statuses
-from scratch_databases import scratch_database
 from eval_harness.store import migrate
 from eval_harness.store.demo_rag import build_rag_answers, build_rag_store
 from paths import REPO as ROOT
+from scratch_databases import scratch_database
 
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",

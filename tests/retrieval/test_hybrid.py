@@ -10,8 +10,12 @@ from ranx import Qrels, Run, evaluate
 
 from beir_factory import write_beir
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
-from eval_harness.retrieval.hybrid import (UnknownDataset, candidate_scores, dataset_info,
-                                           hybrid_search)
+from eval_harness.retrieval.hybrid import (
+    UnknownDataset,
+    candidate_scores,
+    dataset_info,
+    hybrid_search,
+)
 from eval_harness.retrieval.report import fused_runs, load_qrels, retrieval_report
 from eval_harness.store.ingest import ingest_beir
 

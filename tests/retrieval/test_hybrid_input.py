@@ -12,7 +12,6 @@ from beir_factory import write_beir
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness_pipelines import cli
 
-
 # --- 5b/6b: search --k and --candidate-depth -------------------------------------------------
 
 DOCS = {f"d{n}": f"heart health note number {n}" for n in range(1, 9)}

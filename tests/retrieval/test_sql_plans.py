@@ -36,9 +36,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from beir_factory import write_beir
 import second_server
-from scratch_databases import scratch_database
+from beir_factory import write_beir
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store.corpus import INCREMENTAL_KNN_SORT, candidate_ids
@@ -48,6 +47,7 @@ from eval_harness.store.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
 from live_store import WORDS, live_config, no_embedder
 from own_id_store import build_own_id_store
+from scratch_databases import scratch_database
 
 DOCUMENTS = 3000
 QUERIES = 20
@@ -94,6 +94,7 @@ def planned_store(request, server_url, corpus_folder):
 def own_id_config():
     """The uuid-id store of tests/support/own_id_store.py as live dataset ``own``."""
     from dataclasses import replace
+
     from eval_harness.settings.datasets import GroundTruthMapping, Relation
     cfg = live_config("own", "own")
     return replace(cfg, live=replace(

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_harness_pipelines import cli
-from eval_harness.settings.judges import parse_judge_settings
 from eval_harness.settings import ConfigError, load_settings
+from eval_harness.settings.judges import parse_judge_settings
+from eval_harness_pipelines import cli
 from paths import REPO
 
 SHIPPED = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))

@@ -10,7 +10,6 @@ from eval_harness.gates.registry import build_gates, reward_to_score
 from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, load_settings
 from paths import REPO
 
-
 # --- settings --------------------------------------------------------------------------------
 
 def test_quality_gate_settings_from_the_repository_config():

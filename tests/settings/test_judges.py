@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from eval_harness.settings import ConfigError, load_settings
 from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 from eval_harness.settings.judges_anchors import AnchorSettings
-from eval_harness.settings import ConfigError, load_settings
 from paths import REPO
 
 REPO_CONFIG = REPO / "config.yaml"

@@ -19,11 +19,17 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.store import embeddings
-from eval_harness.store.embeddings import (LOCAL_EMBEDDINGS_LOCK, LOCAL_MODEL, LocalEmbedder,
-                                     english_only_notice, load_precomputed,
-                                     local_embeddings_install_command, save_precomputed)
 from eval_harness.progress import draws_bars
+from eval_harness.store import embeddings
+from eval_harness.store.embeddings import (
+    LOCAL_EMBEDDINGS_LOCK,
+    LOCAL_MODEL,
+    LocalEmbedder,
+    english_only_notice,
+    load_precomputed,
+    local_embeddings_install_command,
+    save_precomputed,
+)
 from eval_harness.store.ingest import ingest_beir
 from paths import REPO
 

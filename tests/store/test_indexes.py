@@ -17,10 +17,10 @@ import pytest
 from psycopg import sql
 
 from eval_harness.cli import main
-from eval_harness.settings.datasets import Relation
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.settings.datasets import Relation
 from eval_harness.store.catalog import live_datasets, probe_query
+from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.indexes import explain_candidates
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import attach_live_dataset

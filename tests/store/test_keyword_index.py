@@ -5,7 +5,6 @@ very values the search's own SQL gives. The RAG relations are never written."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from eval_harness.retrieval import sql as search_sql

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from eval_harness.calibration.run import calibrate_dataset as calibrate
-from eval_harness.settings.datasets import DatasetConfig, Relation
 from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
+from eval_harness.settings.datasets import DatasetConfig, Relation
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.ingest import ingest_beir
 from eval_harness.store.live import LiveMappingError, attach_live_dataset

@@ -11,8 +11,13 @@ import pytest
 
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.live import LiveMappingError, attach_live_dataset, write_back_judge_scores
 from eval_harness.store.live_mapping import check_mapping

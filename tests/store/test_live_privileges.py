@@ -35,13 +35,13 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from beir_factory import write_beir
-from scratch_databases import scratch_database
 from eval_harness.cli import main
 from eval_harness.store import StoreLocation
 from eval_harness.store.demo_rag import build_rag_store
 from eval_harness.store.embeddings import load_precomputed
 from eval_harness.store.live import attach_live_dataset
 from live_store import WORDS, live_config
+from scratch_databases import scratch_database
 
 HARNESS = "eval_harness"
 # Settings the environment could carry into the CLI from the developer's shell.

@@ -26,8 +26,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, judges_yaml, wait_until)
+from colliding_processes import (  # noqa: F401 (fixture)
+    beir,
+    child_env,
+    cli,
+    fake,
+    fake_keys,
+    finish,
+    judges_yaml,
+    wait_until,
+)
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import embedded_server_log, start_embedded
 from eval_harness.store.ingest import ingest_beir

@@ -10,8 +10,11 @@ import pytest
 from psycopg import sql
 
 from eval_harness.store import MigrationError, StoreLocation, migrate
-from eval_harness.store.migrate import (PUBLIC_LAYOUT_TABLES, available_migrations,
-                                        check_schema_current)
+from eval_harness.store.migrate import (
+    PUBLIC_LAYOUT_TABLES,
+    available_migrations,
+    check_schema_current,
+)
 
 
 def _objects_outside(conn, schema: str) -> set[tuple[str, str]]:

@@ -34,7 +34,7 @@ class QuotaSharer:
         self.base_url, self.rpm = anthropic_base_url, rpm
         self._process: subprocess.Popen | None = None
 
-    def __enter__(self) -> "QuotaSharer":
+    def __enter__(self) -> QuotaSharer:
         self._process = subprocess.Popen(
             [sys.executable, __file__, self.base_url, str(self.rpm)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from eval_harness.judges.client.ledger import BatchedRequest, BatchReply
-from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.client.limiter import Clock, Sleep
-from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers.base import BatchState, ChatClient
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import CallPipeline, auth_message, quota_message
 from eval_harness.judges.client.stops import wait_unless
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.settings.judges import BatchSettings
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has

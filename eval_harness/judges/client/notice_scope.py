@@ -15,8 +15,8 @@ importing the provider SDKs at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # The notices said in the command running in this process; None: no command scope open.
 _said_in_command: set[str] | None = None

@@ -9,10 +9,10 @@ configured name it starts with (so ``claude-haiku-4-5-20251001`` uses ``claude-h
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from eval_harness.settings.judges import Price
 from eval_harness.judges.protocol import ChatRequest, Usage
+from eval_harness.settings.judges import Price
 
 
 class MissingPrice(LookupError):

@@ -66,26 +66,37 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Awaitable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 import psycopg
 
-from eval_harness.judges.client.budget import (  # noqa: F401 (importable from here)
-    Budget, BudgetLine, BudgetLineExhausted)
-from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
-from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
+from eval_harness.judges.client.budget import Budget, BudgetLine, BudgetLineExhausted  # noqa: F401 (importable from here)
+from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import ChatClient
 from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
 from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
-    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPPED, STOPS, AuthenticationRejected,
-    BudgetExhausted, QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message,
-    quota_message, wait_unless)
+    INTERRUPT_GRACE_SECONDS,
+    REFUSING_STOPS,
+    STOPPED,
+    STOPS,
+    AuthenticationRejected,
+    BudgetExhausted,
+    QuotaExhausted,
+    RunInterrupted,
+    RunStopped,
+    StoreLost,
+    auth_message,
+    quota_message,
+    wait_unless,
+)
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.settings.judges import RateLimit
 
 T = TypeVar("T")
 

@@ -6,8 +6,8 @@ each step's total against its own budget line (``judges.retest.budget_usd``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import psycopg
 
@@ -55,9 +55,12 @@ class AnchorEstimate:
 def anchor_estimates(conn: psycopg.Connection, settings: Settings, prices: PriceTable,
                      specs: Sequence[str], dataset: str) -> list[AnchorEstimate]:
     """Each judge's anchor requests for ``dataset`` (frozen anchors in ``judge_anchors``)."""
-    from eval_harness.judges.dual.dry_run import (
-        _server, estimated_input_tokens, estimated_output_tokens)
     from eval_harness.judges.dual.anchors import human_fingerprint
+    from eval_harness.judges.dual.dry_run import (
+        _server,
+        estimated_input_tokens,
+        estimated_output_tokens,
+    )
     from eval_harness.judges.llm import LLMJudge
     from eval_harness.judges.local.relevance import LOCAL_PROMPT_VERSION
 
@@ -168,7 +171,11 @@ def retest_estimates(settings: Settings, prices: PriceTable, specs: Sequence[str
                       planned: Sequence[PlannedQuery],
                       documents: dict[int, Passage]) -> list[RetestEstimate]:
     from eval_harness.judges.dual.dry_run import (
-        _requests, _server, estimated_input_tokens, estimated_output_tokens)
+        _requests,
+        _server,
+        estimated_input_tokens,
+        estimated_output_tokens,
+    )
     from eval_harness.judges.dual.retest import retest_sample
     from eval_harness.judges.llm import LLMJudge
 

@@ -19,15 +19,20 @@ Freezing the set takes the same claim, so two shards never freeze two samples.
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import psycopg
 
 from eval_harness.judges.dual import anchor_sql
-from eval_harness.judges.dual.anchors import (AnchorComparison, _prompt_version,
-                                              comparison_from_row, freeze_from_run,
-                                              human_fingerprint, rejudge_anchors,
-                                              stored_comparisons)
+from eval_harness.judges.dual.anchors import (
+    AnchorComparison,
+    _prompt_version,
+    comparison_from_row,
+    freeze_from_run,
+    human_fingerprint,
+    rejudge_anchors,
+    stored_comparisons,
+)
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import Passage

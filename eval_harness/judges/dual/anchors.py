@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg

@@ -55,20 +55,29 @@ request per anchor and LLM judge, on lines ``anchors judge1 ...`` (none before t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import psycopg
 
 from eval_harness.judges.client import sql
-from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
-                                           sample_order, sample_sizes)
-from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import ChatRequest, Passage, Usage
-from eval_harness.judges.client.session import (FallbackNotices, JudgeUnavailable,  # noqa: F401
-                                               resolve_judge_specs, server_of)
+from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.session import (  # noqa: F401
+    FallbackNotices,
+    JudgeUnavailable,
+    resolve_judge_specs,
+    server_of,
+)
+from eval_harness.judges.dual.plan import (
+    PlannedQuery,
+    load_documents,
+    plan_queries,
+    sample_order,
+    sample_sizes,
+)
 from eval_harness.judges.dual.shards import queries_of_shard
+from eval_harness.judges.protocol import ChatRequest, Passage, Usage
 from eval_harness.settings import Settings
 
 CHARS_PER_TOKEN = 4
@@ -109,7 +118,7 @@ class JudgeEstimate:
     max_cost_usd: float = 0.0
     # judge 2 under judges.staged: the same figures for its first sample, the least it asks
     # (the fields above are the most: every query, when kappa's bound never clears the floor)
-    at_least: "JudgeEstimate | None" = None
+    at_least: JudgeEstimate | None = None
     sample_queries: tuple[int, int] | None = None  # (first sample, every query) with at_least
 
     @property
@@ -299,8 +308,11 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
                           staged=None if not staged.enabled else _staged_plan(
                               settings, len(planned)))
     report.by_provider = _by_provider(estimates)
-    from eval_harness.judges.dual.anchor_cost import (anchor_estimates, budget_lines,
-                                                      retest_estimates)
+    from eval_harness.judges.dual.anchor_cost import (
+        anchor_estimates,
+        budget_lines,
+        retest_estimates,
+    )
     if settings.judges.retest.enabled:
         report.retest = retest_estimates(settings, prices, (spec1, spec2), planned, documents)
     if settings.judges.anchors.enabled:

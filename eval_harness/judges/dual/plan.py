@@ -29,23 +29,23 @@ judged before (without the option) are cache hits, so only the new documents are
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.store import ground_truth
-from eval_harness.store.ground_truth import dataset_has_labels
+from eval_harness import stopping
 from eval_harness.judges.protocol import Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
 from eval_harness.retrieval.report import fused_runs
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
-from eval_harness.store.corpus import document_rows
+from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.settings import Settings
-from eval_harness import stopping
+from eval_harness.store import ground_truth
+from eval_harness.store.corpus import document_rows
+from eval_harness.store.ground_truth import dataset_has_labels
 
 
 @dataclass(frozen=True)

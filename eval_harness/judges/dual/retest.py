@@ -22,8 +22,9 @@ re-scored too (its figures show flip rate 0), which costs nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg

@@ -64,38 +64,48 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
-from eval_harness.store.live import write_back_judge_scores
-from eval_harness.store.locks import session_lock
-from eval_harness.store import ground_truth
+from eval_harness import stopping
 from eval_harness.judges.client.batch import prefill_cache_by_batch
-from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
-                                           pool_sizes, sample_order, sample_sizes)
-from eval_harness.judges.dual.claims import QueryClaims
-from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
-from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
-from eval_harness.judges.dual.anchor_nights import (anchors_of_the_night, freeze_once,
-                                                    run_passages)
+from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import StoreLost
+from eval_harness.judges.dual.anchor_nights import anchors_of_the_night, freeze_once, run_passages
 from eval_harness.judges.dual.anchor_refreeze import refreeze
 from eval_harness.judges.dual.anchors import freeze_from_run
+from eval_harness.judges.dual.claims import QueryClaims
+from eval_harness.judges.dual.plan import (
+    PlannedQuery,
+    load_documents,
+    plan_queries,
+    pool_sizes,
+    sample_order,
+    sample_sizes,
+)
 from eval_harness.judges.dual.record import write_record
 from eval_harness.judges.dual.retest import retest_sample, run_retest
-from eval_harness.judges.dual.summary import JudgeRunSummary
-from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import Passage
-from eval_harness.judges.client.stops import StoreLost
-from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
+from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
 from eval_harness.judges.dual.shards import queries_of_shard
-from eval_harness.judges.dual.staged import (StagingReport, estimate_saved, sample_agreement,
-                                            stop_rule)
+from eval_harness.judges.dual.staged import (
+    StagingReport,
+    estimate_saved,
+    sample_agreement,
+    stop_rule,
+)
+from eval_harness.judges.dual.summary import JudgeRunSummary
+from eval_harness.judges.protocol import Passage
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
-from eval_harness import stopping
+from eval_harness.store import ground_truth
+from eval_harness.store.live import write_back_judge_scores
+from eval_harness.store.locks import session_lock
 
 T = TypeVar("T")
 log = logging.getLogger("eval_harness.judges")

@@ -5,7 +5,7 @@ and the prompt versions)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import psycopg
 

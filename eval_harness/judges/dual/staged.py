@@ -49,24 +49,25 @@ here). The sample's order and sizes are planning (:mod:`.plan`, re-exported here
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import psycopg
 
 from eval_harness.judges.client import sql
-from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
-from eval_harness.judges.dual.plan import (PlannedQuery, interim_looks,  # noqa: F401
-                                           sample_order, sample_sizes)  # (re-exported)
-from eval_harness.store import ground_truth
 from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.dual.dry_run import estimated_input_tokens, estimated_output_tokens
+from eval_harness.judges.dual.plan import (  # noqa: F401
+    PlannedQuery,
+    interim_looks,
+    sample_order,  # (re-exported)
+    sample_sizes,
+)
 from eval_harness.judges.protocol import Passage, Usage
-from eval_harness.metrics.agreement import (AgreementInputError, agreement_report,
-                                            spent_confidence)
+from eval_harness.metrics.agreement import AgreementInputError, agreement_report, spent_confidence
 from eval_harness.settings import AgreementSettings
 from eval_harness.settings.judges import LOCAL, StagedSettings
-
-
+from eval_harness.store import ground_truth
 
 # ---------------------------------------------------------------------------------------
 # The stop rule and the sample
@@ -92,7 +93,7 @@ class StopRule:
         early look, the gate's own at the last (every query: nothing is skipped)."""
         return self.confidence if queries_in_sample >= n_queries else self.look_confidence
 
-    def clears(self, step: "StageStep") -> bool:
+    def clears(self, step: StageStep) -> bool:
         return step.lower_bound is not None and step.lower_bound >= self.floor
 
     def describe(self) -> str:

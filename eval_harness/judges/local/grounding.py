@@ -42,12 +42,18 @@ embedding signal was measured and none is used.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
-from eval_harness.judges.local.text import (WORD, STOPWORDS, claim_sentences,
-                                           sentence_bounds, stem, words)
+from eval_harness.judges.local.text import (
+    STOPWORDS,
+    WORD,
+    claim_sentences,
+    sentence_bounds,
+    stem,
+    words,
+)
 
 SIGNALS = ("word coverage", "figures", "negation", "names")
 

@@ -39,17 +39,33 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 import numpy as np
 
 from eval_harness.judges import prompts
+from eval_harness.judges.local.text import (
+    STOPWORDS,
+    WORD,
+    content_terms,
+    content_words,
+    numbers,
+    sentences,
+    simple_claim_sentences,
+    stem,
+)
+from eval_harness.judges.protocol import (
+    AnswerEvaluation,
+    ClaimCheck,
+    Grounding,
+    JudgeResult,
+    Outcome,
+    Passage,
+    Reflexion,
+    as_passage,
+)
 from eval_harness.settings.judges import LocalJudgeSettings
-from eval_harness.judges.local.text import (WORD, STOPWORDS, content_terms, content_words,
-                                           numbers, sentences, simple_claim_sentences, stem)
-from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
-                                          Outcome, Passage, Reflexion, as_passage)
 
 LOCAL_PROMPT_VERSION = "local-v3"  # the heuristics' version, stored like a prompt version
 # local:lexical answer evaluation: a claim's claim_support must reach it (chosen for it on BEGIN
@@ -287,8 +303,7 @@ class LexicalJudge(_LocalJudge):
         """Claims aligned with the best span of the sources (grounding_verdicts); a source
         ending in ``[...]`` was cut, and what it may hold is "cannot tell", never unsupported."""
         # imported here: grounding_local builds on this module's stemmer and stopwords
-        from eval_harness.judges.local.verdicts import (GROUNDING_VERSION,
-                                                            check_grounding_aligned)
+        from eval_harness.judges.local.verdicts import GROUNDING_VERSION, check_grounding_aligned
 
         started = time.monotonic()
         value = check_grounding_aligned(answer, sources, self.threshold)

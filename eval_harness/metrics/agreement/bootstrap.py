@@ -10,8 +10,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _label_array,
-                                                   _query_index)
+from eval_harness.metrics.agreement.inputs import AgreementInputError, _label_array, _query_index
 from eval_harness.metrics.agreement.kappa import _cell_codes, _kappa_values, _per_query_counts
 from eval_harness.metrics.agreement.results import BootstrapInterval
 

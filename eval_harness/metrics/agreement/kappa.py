@@ -13,8 +13,12 @@ from typing import Literal
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _category_array,
-                                                   _check_same_length, _label_array)
+from eval_harness.metrics.agreement.inputs import (
+    AgreementInputError,
+    _category_array,
+    _check_same_length,
+    _label_array,
+)
 from eval_harness.metrics.agreement.results import BinaryTable, KappaResult
 
 Weights = Literal["quadratic", "linear"]

@@ -8,10 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _check_pairs,
-                                                   _score_array)
-from eval_harness.metrics.agreement.results import (AlphaResult, OffsetTest, RankCorrelation,
-                                                    _finite_or_none)
+from eval_harness.metrics.agreement.inputs import AgreementInputError, _check_pairs, _score_array
+from eval_harness.metrics.agreement.results import (
+    AlphaResult,
+    OffsetTest,
+    RankCorrelation,
+    _finite_or_none,
+)
 
 
 def krippendorff_alpha_interval(scores1: Sequence[float | None] | np.ndarray,

@@ -6,22 +6,42 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_harness.metrics.agreement.bootstrap import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES,
-                                                      DEFAULT_SEED, _bootstrap_kappa)
-from eval_harness.metrics.agreement.inputs import (DEFAULT_ANCHORS, DEFAULT_THRESHOLD,
-                                                   AgreementInputError, _anchor_edges,
-                                                   _check_pairs, _check_threshold,
-                                                   _human_label_array, _query_index,
-                                                   _score_array)
-from eval_harness.metrics.agreement.kappa import (Weights, _cell_codes, _gwet_ac1_from_table,
-                                                  _per_query_counts, _table_from_counts,
-                                                  kappa_from_table, landis_koch_label,
-                                                  weighted_kappa)
-from eval_harness.metrics.agreement.raw_scores import (_alpha_interval, _spearman,
-                                                       score_offset_test)
-from eval_harness.metrics.agreement.results import (AgreementReport, BinaryTable,
-                                                    BootstrapInterval, JudgeHumanReport,
-                                                    KappaResult, QueryKappa)
+from eval_harness.metrics.agreement.bootstrap import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    _bootstrap_kappa,
+)
+from eval_harness.metrics.agreement.inputs import (
+    DEFAULT_ANCHORS,
+    DEFAULT_THRESHOLD,
+    AgreementInputError,
+    _anchor_edges,
+    _check_pairs,
+    _check_threshold,
+    _human_label_array,
+    _query_index,
+    _score_array,
+)
+from eval_harness.metrics.agreement.kappa import (
+    Weights,
+    _cell_codes,
+    _gwet_ac1_from_table,
+    _per_query_counts,
+    _table_from_counts,
+    kappa_from_table,
+    landis_koch_label,
+    weighted_kappa,
+)
+from eval_harness.metrics.agreement.raw_scores import _alpha_interval, _spearman, score_offset_test
+from eval_harness.metrics.agreement.results import (
+    AgreementReport,
+    BinaryTable,
+    BootstrapInterval,
+    JudgeHumanReport,
+    KappaResult,
+    QueryKappa,
+)
 
 
 def agreement_report(scores1: Sequence[float | None] | np.ndarray,

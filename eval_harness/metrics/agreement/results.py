@@ -8,9 +8,9 @@ non-finite float into ``None``, so a report never contains NaN.
 from __future__ import annotations
 
 import math
-from datetime import date, datetime, timezone  # noqa: F401  (timezone: the doctests)
 from collections.abc import Hashable
 from dataclasses import dataclass, fields, is_dataclass
+from datetime import date, datetime, timezone  # noqa: F401  (timezone: the doctests)
 from typing import Any
 
 import numpy as np

@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import math
 
-from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
-                                              figure_from_grid, read_grid_history)
+from eval_harness.calibration.history import (
+    calibrated_row,
+    decision_from_grid,
+    figure_from_grid,
+    read_grid_history,
+)
 from eval_harness.calibration.intervals import format_interval, interval_level
 from eval_harness.calibration.judged import judged_summary
 from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
-                                           Check, Figure, Metric, Paragraph, Section, Table,
-                                           no_data)
+from eval_harness.reporting.blocks import (
+    FAIL,
+    PASS,
+    SECTION_TITLES,
+    WARN,
+    BuiltSection,
+    Check,
+    Figure,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+    no_data,
+)
 from eval_harness.reporting.plots import plot_calibration_grid
 from eval_harness.settings import Settings
 

@@ -11,11 +11,19 @@ from datetime import datetime, timedelta
 import psycopg
 
 from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.sql import billed_call_rows, billed_calls_ever, cache_hit_rows
 from eval_harness.judges.protocol import Usage
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (SECTION_TITLES, Block, BuiltSection, Check, Metric,
-                                           Paragraph, Section, Table)
-from eval_harness.judges.client.sql import billed_call_rows, billed_calls_ever, cache_hit_rows
+from eval_harness.reporting.blocks import (
+    SECTION_TITLES,
+    Block,
+    BuiltSection,
+    Check,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+)
 from eval_harness.settings import Settings
 
 COST_WINDOW_DAYS = 30

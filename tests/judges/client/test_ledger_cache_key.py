@@ -16,8 +16,8 @@ import pytest
 
 from eval_harness.judges.client.providers import endpoint_of, provider
 from eval_harness.judges.client.providers.base import normalised_base_url
-from eval_harness.judges.protocol import ChatRequest, Message
 from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable
+from eval_harness.judges.protocol import ChatRequest, Message
 from fake_llm_server import FakeLLMServer, FakeTime, default_reply, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]

@@ -14,9 +14,9 @@ import bisect
 import math
 
 import pytest
-from fake_llm_client import FakeTime
 
 from eval_harness.judges.client.limiter import RateLimiter
+from fake_llm_client import FakeTime
 
 EPS = 1e-6  # seconds: the fake clock adds up float waits
 

@@ -18,10 +18,10 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import QuotaExhausted, RunStopped
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.dual.run import judge_dataset
 from fake_llm_server import QUOTA_FAULTS, FakeTime, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]

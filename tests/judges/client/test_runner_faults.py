@@ -24,14 +24,13 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.dual.run import judge_dataset
 from fake_llm_server import FakeTime, default_reply, judge_settings
-from paths import REPO
 from judge_cli_env import judge_cli_environment
+from paths import REPO
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 KEY = "sk-test-secret-0123456789"
@@ -242,8 +241,8 @@ judges:
 
 
 def _judge(config: str, *extra: str) -> tuple[int, str]:
-    from eval_harness_pipelines import cli  # noqa: F401 (the CLI as users run it)
     from eval_harness.cli import main
+    from eval_harness_pipelines import cli  # noqa: F401 (the CLI as users run it)
 
     return main(["--config", config, "judge", *extra]), ""
 

@@ -5,13 +5,10 @@ twice (provider requests counted against the fake LLM server)."""
 
 from __future__ import annotations
 
-import json
-
 import asyncio
 import threading
 
-from colliding_processes import beir, fake, fake_keys, two_judges_config  # noqa: F401
-from colliding_processes import wait_until
+from colliding_processes import beir, fake, fake_keys, two_judges_config, wait_until  # noqa: F401
 from eval_harness.judges.dual.anchor_sql import frozen_anchors, set_human_labels
 from eval_harness.judges.dual.anchors import stored_comparisons
 from eval_harness.judges.dual.dry_run import estimate_judge_run

@@ -8,14 +8,17 @@ from dataclasses import replace
 
 import pytest
 
-from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.dual.anchors import (
-    choose_anchors, compare_judge, drift_reasons, stored_comparisons)
+    choose_anchors,
+    compare_judge,
+    drift_reasons,
+    stored_comparisons,
+)
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
-
+from judge_runs import LLM, quiet, small_dataset
 
 
 @pytest.fixture

@@ -12,15 +12,20 @@ import pytest
 
 from colliding_processes import beir
 from eval_harness.agreement.data import dataset_agreement, load_final_labels
-from eval_harness.agreement.review import queue_disagreements
 from eval_harness.agreement.labels import load_judge_labels
-from eval_harness.settings.judges import StagedSettings, parse_judge_settings
+from eval_harness.agreement.review import queue_disagreements
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.dual.staged import (interim_looks, sample_order, sample_sizes,
-                                            stop_rule, stored_saving)
+from eval_harness.judges.dual.staged import (
+    interim_looks,
+    sample_order,
+    sample_sizes,
+    stop_rule,
+    stored_saving,
+)
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings import AgreementSettings, ConfigError
+from eval_harness.settings.judges import StagedSettings, parse_judge_settings
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import default_reply, judge_settings
 

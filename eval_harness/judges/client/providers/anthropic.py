@@ -12,14 +12,22 @@ spend limit, or a 400 whose message says the credit balance is too low (see
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import anthropic
 
-from eval_harness.judges.client.providers.base import (BadProviderResponse, BatchState,
-                                                       Provider, RetryDecision, decide_status,
-                                                       error_code_of, parsed, quota_code)
+from eval_harness.judges.client.providers.base import (
+    BadProviderResponse,
+    BatchState,
+    Provider,
+    RetryDecision,
+    decide_status,
+    error_code_of,
+    parsed,
+    quota_code,
+)
 from eval_harness.judges.client.rate_headers import RateSignal, read_rate_signal
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
