@@ -120,7 +120,8 @@ def main() -> int:
     parser.add_argument("--scifact", default=str(ROOT / "datasets" / "scifact"))
     parser.add_argument("--nfcorpus", default=str(ROOT.parent / "shared" / "datasets" / "nfcorpus"))
     parser.add_argument("--nfcorpus-embeddings",
-                        default=str(ROOT / ".eval-harness" / "cache" / "nfcorpus" / "embeddings.npz"),
+                        default=str(ROOT / ".eval-harness" / "cache" / "nfcorpus"
+                                    / "embeddings.npz"),
                         help="precomputed vectors for the read-only NFCorpus folder, made with "
                              "scripts/compute_embeddings.py ... --output FILE")
     args = parser.parse_args()

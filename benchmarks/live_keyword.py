@@ -128,12 +128,13 @@ def measure(location: StoreLocation, schema: str, *, before: bool, copy: bool) -
             tsquery = or_tsquery_text(conn, "english", text)
             if tsquery is None:
                 continue
-            _, seconds = _timed(lambda: conn.execute(statement, (tsquery,)).fetchall())
+            _, seconds = _timed(lambda tsquery=tsquery: conn.execute(statement,
+                                                                     (tsquery,)).fetchall())
             sql_ms.append(1000 * seconds)
             lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))",
                                    (text,)).fetchone()[0]
 
-            def ranked():
+            def ranked(lexemes=lexemes):
                 items = query_items(lexemes)
                 return rank_query(documents, items, keyword_index.postings(conn, source, items)
                                   ).top(DEPTH)

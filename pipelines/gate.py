@@ -13,7 +13,8 @@ from eval_harness import stopping
 from eval_harness.errors import UserError
 from eval_harness.settings import Settings
 
-# a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
+# a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1,
+# not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 

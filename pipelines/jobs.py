@@ -31,7 +31,8 @@ main_job = dg.define_asset_job(
     - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
     - dg.AssetSelection.groups(judging.SHARD_GROUP)
     - dg.AssetSelection.groups(reporting.GROUP),
-    description="Ingest the default dataset and report retrieval quality at the configured weights.")
+    description=("Ingest the default dataset and report retrieval quality at the configured "
+                 "weights."))
 
 NIGHTLY_JOB = "nightly_job"
 

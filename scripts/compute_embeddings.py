@@ -2,7 +2,8 @@
 
 This is how ``datasets/scifact/embeddings.npz`` was made:
 
-    .venv/bin/python -m pip install torch==2.13.0 -c requirements-local-embeddings.lock -e '.[local-embeddings]'
+    .venv/bin/python -m pip install torch==2.13.0 -c requirements-local-embeddings.lock \\
+        -e '.[local-embeddings]'
     python scripts/compute_embeddings.py datasets/scifact
 
 It embeds every corpus document (``eval_harness.store.beir.document_content``: title, newline,

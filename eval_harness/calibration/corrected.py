@@ -26,10 +26,10 @@ equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_correct
 
 With such an estimate at the weights in force after the decision (the best weight when the
 decision changed them, else the weights kept: ``kept``) and the judges' labels calibrated
-on, the P@5 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled
-P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the ``calibrated_weights``
-row, the Dagster check). Complete human labels keep the verdict; the corrected lines are
-shown beside it.
+on, the P@5 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the
+judge-labelled P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the
+``calibrated_weights`` row, the Dagster check). Complete human labels keep the verdict; the
+corrected lines are shown beside it.
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ def human_sample_verdicts(conn: psycopg.Connection, dataset: str) -> dict[int, d
 def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[int, int]]:
     """{query id: {doc id: 1 relevant / 0 not}} of the judged queries that have at least one
     pair both judges scored (the frame the human sample is drawn from); rule in the module
-    docstring. ``judged_rows`` as :func:`eval_harness.store.ground_truth.judged_query_rows` returns them."""
+    docstring. ``judged_rows`` as :func:`eval_harness.store.ground_truth.judged_query_rows` returns
+    them."""
     labels: dict[int, dict[int, int]] = {}
     for qid, _ext, _text, docs, scores1, scores2, *_ in judged_rows:
         pairs = [(doc, s1, s2) for doc, s1, s2 in zip(docs, scores1 or (), scores2 or ())

@@ -105,7 +105,8 @@ def lower_bound_sentence(point: LowerBound, min_judged: float, dataset: str) -> 
     judged ...", with what to run to label the rest."""
     roles = f" ({', '.join(point.roles)})" if point.roles else ""
     return (f"P@5 at {_weights(point)}{roles} is a lower bound: only "
-            f"{share_text(point.judged_at_5, min_judged)} of its top-5 documents are judged (calibration.min_judged {min_judged:g}); run "
+            f"{share_text(point.judged_at_5, min_judged)} of its top-5 documents are judged "
+            f"(calibration.min_judged {min_judged:g}); run "
             f"`eval-harness judge --dataset {dataset} --grid-pool` to judge the rest, then "
             f"`eval-harness calibrate --dataset {dataset} --labels judges` to calibrate on "
             f"labels that cover every top 5")

@@ -46,13 +46,6 @@ def insert_calibrated_weights(conn: psycopg.Connection, *, dataset: str, semanti
          calibrated_at, *evidence)).fetchone()[0]
 
 
-def latest_calibrated_weights(conn: psycopg.Connection) -> dict[str, dict]:
-    """Every dataset's newest row of ``calibrated_weights``: {dataset: row as a dict}."""
-    cursor = conn.execute(LATEST_WEIGHTS_SQL)
-    names = [column.name for column in cursor.description]
-    return {row[0]: dict(zip(names, row)) for row in cursor.fetchall()}
-
-
 # ------------------------------------------------------------------------------ grid history
 
 HISTORY_TABLE = "calibration_grid_history"  # in the DuckDB history file

@@ -126,7 +126,8 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     try:
         embedder = factory()
     except EmbedderUnavailable as exc:
-        raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
+        raise CliError(
+            f"{exc} (or search with --semantic-weight 0 for keyword-only results)") from exc
     return embedder.embed([text])[0]
 
 

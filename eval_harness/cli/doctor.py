@@ -2,7 +2,7 @@
 
     ok    config       /work/main/config.yaml
     ok    store        embedded PostgreSQL with pgvector in ... (PostgreSQL 18.3)
-    ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index build work
+    ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index ...
     warn  migrations   schema 'eval_harness' is behind: 7 of 8 applied; pending: 0008_...: run ...
     ok    privileges   role 'rag' owns the harness schema 'eval_harness'
     ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact

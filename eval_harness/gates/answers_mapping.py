@@ -6,8 +6,8 @@ checks it against the store, reading only the catalog (and, for a relation witho
 index on its id, the id column once): the relation exists and this role may SELECT it, each
 mapped column exists with a usable type, the ids are unique, and for ``sources.kind: ids``
 the array holds ids of the kind the corpus has (integer, text or uuid) and the dataset
-exists, live (its corpus mapping in config.yaml) or ingested (its copy in the harness schema). Each problem is one sentence naming the key
-(:class:`AnswersMappingError`).
+exists, live (its corpus mapping in config.yaml) or ingested (its copy in the harness schema). Each
+problem is one sentence naming the key (:class:`AnswersMappingError`).
 
 The checked mapping (:class:`MappedAnswers`) then stands wherever the gates read the
 answers relation: :func:`eval_harness.gates.sql.relation_sql` composes it as a subquery with

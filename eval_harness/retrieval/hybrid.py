@@ -136,7 +136,8 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
 
 def _check_depth(depth: int) -> None:
     if not 1 <= depth <= MAX_CANDIDATE_DEPTH:
-        raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, got {depth}")
+        raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, "
+                         f"got {depth}")
 
 
 def ef_search_for(depth: int) -> int:

@@ -283,7 +283,8 @@ def locate_store(settings: Settings) -> StoreLocation:
         if malformed:  # before any line prints it (redaction cannot tell its parts apart)
             raise StoreUnavailable(malformed[0].upper() + malformed[1:])
         return StoreLocation(settings.database_url,
-                             f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)",
+                             f"PostgreSQL at {redact_conninfo(settings.database_url)} "
+                             "(DATABASE_URL)",
                              schema=settings.schema)
     url = start_embedded(settings.embedded_pgdata)
     log = embedded_server_log(settings.embedded_pgdata)

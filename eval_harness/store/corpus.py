@@ -19,7 +19,6 @@ Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), v
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -243,32 +242,6 @@ def document_external_ids(conn: psycopg.Connection, corpus: Corpus,
         corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
         corpus.rows_of_dataset("d"), corpus.id_of("d")),
         ([int(i) for i in doc_ids],)).fetchall())
-
-
-def document_ids_by_external_id(conn: psycopg.Connection, corpus: Corpus,
-                                external_ids: Sequence[str]) -> dict[str, int]:
-    """The ids of the documents whose own ids are ``external_ids``: {own id: id}, as given
-    (a uuid is found in any spelling ``uuid`` reads: upper case, braces); one statement.
-    An own id that is no document is not in the result."""
-    spelled = {own: canonical_own_id(corpus, own) for own in external_ids}
-    found = {own: int(i) for i, own in conn.execute(
-        sql.SQL("SELECT {}, {} FROM {} WHERE {} AND {} = ANY(%s::text[])").format(
-            corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
-            corpus.rows_of_dataset("d"), corpus.external_id_of("d")),
-        (sorted(set(spelled.values())),))}
-    return {own: found[canonical] for own, canonical in spelled.items() if canonical in found}
-
-
-def canonical_own_id(corpus: Corpus, own: str) -> str:
-    """``own`` as the corpus writes its own ids as text: a uuid in its canonical form
-    (lower case, hyphenated); anything else as it is."""
-    own = str(own)
-    if corpus.own_ids == "uuid":
-        try:
-            return str(uuid.UUID(own.strip()))
-        except ValueError:
-            return own
-    return own
 
 
 def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:

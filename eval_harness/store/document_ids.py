@@ -93,7 +93,8 @@ def assign_document_ids(conn: psycopg.Connection, dataset: str, relation: Sequen
     own = sql.Identifier("r", id_column)
     given = conn.execute(sql.SQL("""
         INSERT INTO document_ids (dataset, own_id, own_uuid, doc_id)
-        SELECT %(dataset)s, n.own_id, {uuid}, b.base + row_number() OVER (ORDER BY n.own_id COLLATE "C")
+        SELECT %(dataset)s, n.own_id, {uuid},
+               b.base + row_number() OVER (ORDER BY n.own_id COLLATE "C")
         FROM (SELECT {own}::text AS own_id FROM {rel} AS r WHERE {own} IS NOT NULL AND {rows}
               EXCEPT
               SELECT own_id FROM document_ids WHERE dataset = %(dataset)s) n,

@@ -7,8 +7,8 @@ things, and each is fast only with an index the RAG system owns:
 * **embedding**: ``ORDER BY <embedding> <=> query, id LIMIT depth`` (the index orders by the
   distance, an Incremental Sort puts equal distances in id order); served by an HNSW or IVFFlat
   index on exactly :meth:`Corpus.embedding_of` (the column itself when it is ``vector(n)``,
-  the cast ``(col::vector(n))`` when it is an untyped ``vector``) with ``vector_cosine_ops``. An index with the
-  L2 or inner-product operator class does not serve a cosine ``ORDER BY``;
+  the cast ``(col::vector(n))`` when it is an untyped ``vector``) with ``vector_cosine_ops``. An
+  index with the L2 or inner-product operator class does not serve a cosine ``ORDER BY``;
 * **text**: ``<tsvector> @@ tsquery``; served by a GIN index on exactly
   :meth:`Corpus.tsvector_of` (the mapped tsvector column, or
   ``to_tsvector('<language>'::regconfig, content)``);

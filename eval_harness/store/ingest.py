@@ -33,7 +33,8 @@ An empty document (no title, no text; see :mod:`eval_harness.store.beir`) is sto
 embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: ground truth
 points at it and it is findable by id, but neither side of hybrid search can return it. The
 report counts such documents. A dataset in another language than English embedded with the
-English-only local model gets one warning (:func:`eval_harness.store.embeddings.warn_if_english_only`).
+English-only local model gets one warning
+(:func:`eval_harness.store.embeddings.warn_if_english_only`).
 
 A vector cosine similarity cannot use (NaN or infinite values, an overflowing length, or all
 zeros), read from ``embeddings.npz`` or computed by the embedder, stops the ingest with one

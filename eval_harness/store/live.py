@@ -147,7 +147,8 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     missing = conn.execute("SELECT count(*), min(external_id) FROM _live_gt "
                            "WHERE query IS NULL OR btrim(query) = ''").fetchone()
     if missing[0]:
-        raise LiveMappingError(f"'{key}.query': {missing[0]} rows of {gt.relation} have no query text "
+        raise LiveMappingError(f"'{key}.query': {missing[0]} rows of {gt.relation} have no "
+                               "query text "
                                f"(e.g. id {missing[1]}).")
     if not gt.labelled:
         return

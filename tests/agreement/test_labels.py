@@ -263,7 +263,8 @@ def test_calibrate_on_judge_labels_end_to_end_names_the_source(project, conn, se
     row = conn.execute("SELECT label_source FROM calibrated_weights WHERE dataset = %s "
                        "ORDER BY id DESC LIMIT 1", (name,)).fetchone()
     assert row == ("judges",)
-    report = open(result["written"]["report"], encoding="utf-8").read()
+    with open(result["written"]["report"], encoding="utf-8") as written:
+        report = written.read()
     assert "Labels: judges (disagreement rule exclude" in report
     code, out, err = run(capsys, project, "--labels", "judges", "--no-write")
     assert "Labels: judges (disagreement rule exclude" in out

@@ -207,8 +207,10 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
         monkeypatch.delenv(variable, raising=False)
     config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
     config.write_text(config.read_text().replace("kappa_floor: 0.70", "kappa_floor: 1.0")
-                      .replace("agreement:\n", f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
-                      + "\njudges:\n  judge1: openai:gpt-4o\n  judge2: anthropic:claude-haiku-4-5\n")
+                      .replace("agreement:\n",
+                               f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
+                      + "\njudges:\n  judge1: openai:gpt-4o\n"
+                      "  judge2: anthropic:claude-haiku-4-5\n")
     _, materialized, kappa_check = materialize_judged_calibration(config, store, tmp_path)
     assert kappa_check.passed is False
     assert "local:lexical for openai:gpt-4o" in kappa_check.metadata["stand_in_judges"].value

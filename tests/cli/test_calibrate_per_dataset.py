@@ -98,11 +98,12 @@ calibration:
   cv_folds: 2
   bootstrap_resamples: 200
   verdict: {{full_success: 0.75, partial_success: 0.70}}
-  decision: {{alpha: 0.5}}   # 4 queries reach p = 1/16 at best: a permissive rule, so the writes run
+  # 4 queries reach p = 1/16 at best: a permissive rule, so the writes run
+  decision: {{alpha: 0.5}}
 
 history:
   duckdb_path: state/history.duckdb
-"""
+"""  # noqa: E501 (dataset b's flow-style entry is one line on purpose)
 
 
 @pytest.fixture

@@ -62,10 +62,11 @@ def project(request, tmp_path, fresh, beir_folder, monkeypatch):
         build_own_id_store(conn, kind, schema="own")
         with conn.transaction():  # two served answers citing own ids, one of them unknown
             conn.execute(
-                "INSERT INTO own.answers VALUES ('a1', 'q', 'Aspirin lowers the risk of a heart attack [1] and of a stroke [2].', "
-                "ARRAY[%s, %s]::{t}, '2025-03-01T10:00:00Z'), "
-                "('a2', 'q', 'Vitamin intake is discussed in this study [1].', ARRAY[%s]::{t}, '2025-03-01T11:00:00Z')".replace(
-                    "{t}", "varchar[]" if kind == "text" else "uuid[]"),
+                "INSERT INTO own.answers VALUES ('a1', 'q', 'Aspirin lowers the risk of a heart "
+                "attack [1] and of a stroke [2].', ARRAY[%s, %s]::{t}, '2025-03-01T10:00:00Z'), "
+                "('a2', 'q', 'Vitamin intake is discussed in this study [1].', ARRAY[%s]::{t}, "
+                "'2025-03-01T11:00:00Z')".replace("{t}",
+                                                  "varchar[]" if kind == "text" else "uuid[]"),
                 (own_doc_id(kind, 1), own_doc_id(kind, 2), UNKNOWN[kind]))
     monkeypatch.setenv("DATABASE_URL", fresh.url)
     for variable in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY",

@@ -78,7 +78,8 @@ def test_gate_command_exit_codes_and_json(project, capsys):
     (["gate", "--partition", "03/04/2025"], "not a date YYYY-MM-DD"),
     (["gate", "--since", "2025-03-04T10:00"], "has no timezone"),
     (["answers", "import", "missing.jsonl"], "missing.jsonl: file not found"),
-    (["answers", "import", "--format", "otlp-json", "missing.json"], "missing.json: file not found"),
+    (["answers", "import", "--format", "otlp-json", "missing.json"],
+     "missing.json: file not found"),
     (["answers", "import", "/"], "/: cannot be read (Is a directory)"),
 ])
 def test_gate_command_exits_2_on_bad_input(project, capsys, args, message):

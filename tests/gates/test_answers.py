@@ -57,7 +57,8 @@ def test_import_is_idempotent_by_id_and_reports_changes(conn, tmp_path):
     ('{"id": "x", "query": "q", "answer": "a\\u0000", "sources": []}', "contains a NUL character"),
     ('{"id": "x", "query": "q", "answer": "a", "sources": [{"id": 1, "text": "t \\udc00"}]}',
      "contains an unpaired surrogate (\\udc00)"),
-    ('{"id": "DUP", "query": "q", "answer": "a", "sources": []}', "duplicate id 'DUP' (first on line 1)"),
+    ('{"id": "DUP", "query": "q", "answer": "a", "sources": []}',
+     "duplicate id 'DUP' (first on line 1)"),
 ])
 def test_bad_line_names_file_and_line_and_imports_nothing(conn, tmp_path, bad_line, message):
     tag = uuid.uuid4().hex[:8]

@@ -181,7 +181,8 @@ def test_local_judges_gate_the_sample_answers_through_dagster(settings, fresh, t
         import_configured_answers(conn, settings)
         config = tmp_path / "config.yaml"
         config.write_text((settings.config_path.read_text())
-            .replace("answers_file: datasets/", f"answers_file: {settings.config_path.parent}/datasets/")
+            .replace("answers_file: datasets/",
+                     f"answers_file: {settings.config_path.parent}/datasets/")
             .replace("path: datasets/", f"path: {settings.config_path.parent}/datasets/"))
         answers_asset, checks = quality_gate_assets(settings)
         resources = default_resources(config_path=str(config), database_url=fresh.url)

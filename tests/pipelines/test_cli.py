@@ -128,7 +128,8 @@ def test_assets_materialize_on_the_real_store(project, store):
 
 def test_run_command_runs_the_main_job(project, capsys):
     answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
-              "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
+              "sources": [{"id": "d1", "text": "aspirin"}],
+              "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
     (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
     with project["config"].open("a") as config:
         config.write("quality_gates:\n  answers_file: answers.jsonl\n")

@@ -189,7 +189,8 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
     # ... which is also the error message the UI shows first, for the step and for the run
     assert data.error.cls_name == BlockingCheckFailed.__name__
     assert data.error.message.startswith(
-        "eval_harness_pipelines.check_outcomes.BlockingCheckFailed: Blocking check p_at_5_verdict failed: P@5")
+        "eval_harness_pipelines.check_outcomes.BlockingCheckFailed: "
+        "Blocking check p_at_5_verdict failed: P@5")
     assert "DagsterAssetCheckFailedError" not in data.error.to_string()
     (run_failure,) = events["PIPELINE_FAILURE"]
     assert "Blocking check p_at_5_verdict failed" in run_failure.event_specific_data.error.message

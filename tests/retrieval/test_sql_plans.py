@@ -311,7 +311,6 @@ def test_union_plan_with_the_keyword_index_is_linear(planned_store):
     semantic top and the union's semantic scores, each corpus row reached by id."""
     location, _ = planned_store
     with location.connection() as conn:
-        corpus = dataset_info(conn, "live", with_counts=False).corpus
         qids = [i for (i,) in conn.execute(
             "SELECT id FROM eval_harness.ground_truth WHERE dataset = 'live' ORDER BY id")]
     params = {"qids": qids, "kw": ["{1,2,3,4,5}"] * len(qids)}

@@ -188,7 +188,9 @@ def test_judges_section_parsed_alone_names_its_source():
     ("judges: {concurrency: 0}\n", "'judges.concurrency' must be an integer >= 1, got 0."),
     ("dagster: {nightly: {cron: '0 2 *'}}\n",
      "'dagster.nightly.cron' must have five fields, got '0 2 *'."),
-    ("datasets: {mine: {language: german}}\n", "'datasets.mine' needs a 'path' (an ingested BEIR folder) or a 'live' mapping onto your own tables."),
+    ("datasets: {mine: {language: german}}\n",
+     "'datasets.mine' needs a 'path' (an ingested BEIR folder) or a 'live' mapping onto your "
+     "own tables."),
     ("- a list\n", "the top level must be a mapping of keys."),
 ])
 def test_every_message_starts_with_the_file_that_was_read(other, content, rest):

@@ -73,7 +73,8 @@ def test_store_location_and_store_unavailable_never_carry_the_password():
         location.connect()
     for shown in (location.description, repr(location), str(caught.value)):
         assert not any(fragment in shown for fragment in FRAGMENTS), shown
-    assert str(StoreUnavailable(f"cannot use {url}")) == "cannot use host=127.0.0.1 port=1 password=***"
+    assert (str(StoreUnavailable(f"cannot use {url}"))
+            == "cannot use host=127.0.0.1 port=1 password=***")
 
 
 # --- the commands --------------------------------------------------------------------------

@@ -416,7 +416,7 @@ def test_dry_runs_write_nothing_and_a_refused_write_names_role_relation_and_gran
         assert ("the live one changed since: 0 new, 1 changed, 0 removed queries, which "
                 "`eval-harness attach --dataset live` takes in") in err, (name, err)
     assert json.loads(no_write[1])["queries"] == 15
-    for name, (code, out, err) in (("judge", judge), ("answers import", imported)):
+    for name, (code, _out, err) in (("judge", judge), ("answers import", imported)):
         line = err.splitlines()[-1]  # judge prints its store line first
         assert code == 2 and f"role '{role}' lacks " in line, (name, line)
         assert re.search(rf"GRANT [A-Z, ]+ ON {HARNESS}\.\w+ TO {role}", line), (name, line)

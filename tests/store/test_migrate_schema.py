@@ -97,7 +97,8 @@ def test_an_earlier_public_layout_moves_forward_without_losing_rows(empty_databa
     _old_layout(empty_database)
     with empty_database.connection() as conn:
         applied = migrate(conn)
-        assert applied[0] == f"moved {len(PUBLIC_LAYOUT_TABLES)} tables from public into eval_harness"
+        assert applied[0] == (f"moved {len(PUBLIC_LAYOUT_TABLES)} tables from public into "
+                              "eval_harness")
         assert applied[1:] == [m.name for m in available_migrations() if m.version > 7]
         for table, expected in (("judge_cache", 1), ("api_cost_log", 1), ("gate_results", 1),
                                 ("l2_insights", 1)):

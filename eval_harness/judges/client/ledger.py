@@ -5,8 +5,8 @@ the register of submitted batches (the statements are in :mod:`.sql`).
   :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
   and writes no cost row. The key names the server (the normalised base URL, see
   :func:`~eval_harness.judges.client.providers.base.normalised_base_url`), so two servers
-  serving a model of the same name (OpenAI and a vLLM server) never answer for each other, and a rerun against the same server, however its URL
-  is spelled, is answered from here.
+  serving a model of the same name (OpenAI and a vLLM server) never answer for each other, and a
+  rerun against the same server, however its URL is spelled, is answered from here.
 
   Rows written before the server was part of the key (key version 1) are never read again:
   they do not say which server wrote them, and one written by another server behind

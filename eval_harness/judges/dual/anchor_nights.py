@@ -9,9 +9,10 @@ the run's event loop stays free): the first run re-judges, the others wait for i
 find its comparison. A judge whose comparison was measured today (UTC, by the store's
 clock), with the same spec and prompt version, since the set was last frozen and with the
 same human verdicts on the anchors (people labelling since would make its human agreement
-stale), and not cut short by its budget line, is not re-judged: this run stores a copy of that comparison under its own run id (requests and
-cost 0, ``reused_from`` naming the run that measured it), so its drift check and its record
-read it like their own. A judge changed in config has no comparison today and is re-judged.
+stale), and not cut short by its budget line, is not re-judged: this run stores a copy of that
+comparison under its own run id (requests and cost 0, ``reused_from`` naming the run that measured
+it), so its drift check and its record read it like their own. A judge changed in config has no
+comparison today and is re-judged.
 
 Freezing the set takes the same claim, so two shards never freeze two samples.
 """

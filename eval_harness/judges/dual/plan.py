@@ -8,7 +8,8 @@ are ranked on the candidates ``report`` and ``calibrate`` rank
 the keyword index on a ``tsvector: null`` corpus, the candidate cache on a rerun) by the one
 fusion rule (:func:`eval_harness.retrieval.report.fused_runs`), so they are the top k that
 ``search`` and ``report`` rank at the same weights. Only a query without an embedding (its
-search is keyword-only) is searched on its own (:func:`eval_harness.retrieval.hybrid.hybrid_search`).
+search is keyword-only) is searched on its own
+(:func:`eval_harness.retrieval.hybrid.hybrid_search`).
 
 A dataset without labels (no query has ``expected_docs``: a live ``queries`` mapping, a BEIR
 folder without qrels): the judges make its ground truth, and calibration will score the top 5

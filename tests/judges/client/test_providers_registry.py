@@ -1,9 +1,9 @@
 """The provider registry: a third provider is one module and one registry line.
 
 ``vllm_provider`` (tests/support/) is an OpenAI-compatible local server with its own key
-variable and no key required; registered with one line, it is accepted by config validation, its requests
-go through the real pipeline to the fake server, its errors are classified by its own module
-and the doctor names its key variable. And an unused provider's SDK is never imported.
+variable and no key required; registered with one line, it is accepted by config validation, its
+requests go through the real pipeline to the fake server, its errors are classified by its own
+module and the doctor names its key variable. And an unused provider's SDK is never imported.
 """
 
 from __future__ import annotations

@@ -336,7 +336,7 @@ def test_cost_rows_equal_billed_calls_under_faults(settings, conn, fake, time_):
     assert len(costs) == stats.billed_calls == sum(r.calls for r in results)
     assert sum(c[5] for c in costs) == pytest.approx(stats.cost_usd)
     prices = PriceTable(config.judges.prices)
-    for api, model, tokens_in, tokens_out, cached, cost in costs:
+    for _api, model, tokens_in, tokens_out, _cached, cost in costs:
         price = prices.lookup(model)
         assert cost == pytest.approx((tokens_in * price.input + tokens_out * price.output) / 1e6)
     retries = _rows(conn, "api_retry_log", session.run_id)

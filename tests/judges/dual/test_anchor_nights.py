@@ -1,7 +1,7 @@
 """Anchors are paid once per dataset, judge spec and UTC day: two shard runs at once
 freeze one set and re-judge it once (anchor requests == anchors x LLM judges), a backfill
-run the same day pays nothing, a new human verdict on an anchor or the next day pays again; nothing outside the anchors is paid
-twice (provider requests counted against the fake LLM server)."""
+run the same day pays nothing, a new human verdict on an anchor or the next day pays again; nothing
+outside the anchors is paid twice (provider requests counted against the fake LLM server)."""
 
 from __future__ import annotations
 

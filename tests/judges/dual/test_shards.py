@@ -142,8 +142,8 @@ def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, 
                 gate.execute("SELECT pg_advisory_unlock(hashtext(%s))",
                              (f"{JUDGE_LOCK_PREFIX}jd#{shard}",))
                 name = shard.replace("/", "of")
-                wait_until(lambda: free <= {_question(r) for r in fake.chat_records()
-                                            if _asker(r) == name},
+                wait_until(lambda free=free, name=name: free <= {
+                               _question(r) for r in fake.chat_records() if _asker(r) == name},
                            what=f"shard {shard} to ask", processes=list(runs.values()),
                            timeout=90)
         finally:
