@@ -63,7 +63,7 @@ def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,
 # agreement.stand_in_judges: warn) is known only when the check reads them, long after the
 # definitions were loaded; such a failure is a WARN result, which Dagster does not block on,
 # and its metadata says blocks_downstream: false.
-@dg.asset_check(
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
     asset=judge_agreement, blocking=True,
     description="Blocking: the lower confidence bound of pooled kappa must reach "
                 "agreement.kappa_floor, else calibration does not run on these labels. When "
@@ -86,10 +86,10 @@ def kappa_lower_bound_above_floor(context: dg.AssetCheckExecutionContext,
                       floor=inputs["kappa_floor"], n_scored=inputs.get("n_scored", 0),
                       confidence=inputs.get("confidence", 0.95))
     cfg = settings.load()
-    used = tuple(tuple(m for m in str(seen.get(key) or "").split(", ") if m)
-                 for key in ("judge1_models", "judge2_models"))
+    judge1, judge2 = (tuple(m for m in str(seen.get(key) or "").split(", ") if m)
+                      for key in ("judge1_models", "judge2_models"))
     verdict = kappa_verdict(gate, configured=(cfg.judges.judge1, cfg.judges.judge2),
-                            used=used, stand_in_judges=cfg.agreement.stand_in_judges)
+                            used=(judge1, judge2), stand_in_judges=cfg.agreement.stand_in_judges)
     # WARN severity does not block: calibration still runs, the failure stays visible
     severity = (dg.AssetCheckSeverity.WARN if verdict.status == "WARN"
                 else dg.AssetCheckSeverity.ERROR)

@@ -126,7 +126,8 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
         if change.previous_semantic is not None else dg.MetadataValue.null())))
 
 
-@dg.asset_check(asset=calibrated_weights, blocking=True,
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
+                asset=calibrated_weights, blocking=True,
                 additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
                 description="Blocking: P@5 at the weights in force after the decision (the "
                             "new weights, or those kept) on the complete ground "

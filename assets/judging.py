@@ -68,7 +68,7 @@ def _result(context, summary) -> dg.MaterializeResult:
 
 # Declared blocking like the kappa check; judges.drift.blocking: false makes a failure a WARN
 # result, which Dagster does not block on (its metadata says blocks_downstream: false).
-@dg.asset_check(
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
     asset=dual_judge_scores, blocking=True,
     description="Blocking: each judge re-judged the frozen anchor set (judges.anchors) past "
                 "the cache; fails when the lower bound of its label flip rate exceeds "

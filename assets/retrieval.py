@@ -2,6 +2,8 @@
 
 
 
+from typing import Any
+
 import dagster as dg
 
 from eval_harness.files import write_report
@@ -29,8 +31,8 @@ def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportC
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")
     context.log.info(text)
-    metadata = {label: dg.MetadataValue.float(report.metrics[key])
-                for key, label in METRIC_LABELS.items()}
+    metadata: dict[str, Any] = {label: dg.MetadataValue.float(report.metrics[key])
+                                for key, label in METRIC_LABELS.items()}
     metadata.update({"dataset": dataset, "queries": report.queries,
                      "semantic_weight": report.semantic_weight,
                      "keyword_weight": report.keyword_weight,

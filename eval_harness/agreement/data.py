@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -230,7 +231,8 @@ def load_judge_pairs(conn: psycopg.Connection, dataset: str) -> JudgePairs:
     columns: dict[str, list] = {k: [] for k in ("query_ids", "doc_ids", "scores1", "scores2",
                                                 "human", "skipped2")}
     queries: dict[int, QueryText] = {}
-    models1, models2 = set(), set()
+    models1: set[str] = set()
+    models2: set[str] = set()
     for qid, external_id, text, docs, s1, s2, m1, m2, expected, status2 in rows:
         where = f"ground_truth query '{external_id}' (id {qid}) of dataset '{dataset}'"
         if len(set(docs)) != len(docs):
@@ -341,7 +343,7 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
     pairs = load_judge_pairs(conn, dataset)
     adjudicated = adjudicated_labels(conn, dataset)
     pending, done = review_counts(conn, dataset)
-    options = {"threshold": settings.relevance_threshold,
+    options: dict[str, Any] = {"threshold": settings.relevance_threshold,
                "n_resamples": settings.bootstrap_resamples, "confidence": settings.confidence}
     report, reason = None, None
     if len(pairs) == 0:

@@ -219,7 +219,7 @@ def corrected_at_weight(result: CalibrationResult, weight: float,
                 incomplete += 1
     if len(y) < 2:
         return None
-    vectors = {"y_labeled": np.asarray(y), "yhat_labeled": np.asarray(yhat),
+    vectors: dict[str, Any] = {"y_labeled": np.asarray(y), "yhat_labeled": np.asarray(yhat),
                "yhat_unlabeled": np.asarray(yhat_all)}
     return CorrectedP5(semantic_weight=float(weight), judge_p_at_5=float(np.mean(yhat_all)),
                        ppi=prediction_powered_mean(**vectors, alpha=1.0 - LEVEL),

@@ -88,7 +88,8 @@ def judged_summary(dataset: str, points: Iterable[tuple[float, float, float]], *
     "in force") to its semantic weight (a weight not on the grid is not named)."""
     points = [(float(s), float(k), float(j)) for s, k, j in points]
     recorded = [j for _, _, j in points if not math.isnan(j)]
-    low, others = [], []
+    low: list[LowerBound] = []
+    others: list[LowerBound] = []
     for semantic, keyword, judged in points:
         if math.isnan(judged) or judged >= min_judged:
             continue

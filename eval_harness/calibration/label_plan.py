@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -132,7 +133,8 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
         human = human_sample_verdicts(conn, dataset)
         frame = sample_frame(conn, dataset)
     in_force = settings.weights_for(dataset).semantic
-    base = dict(dataset=dataset, alpha=alpha, in_force=in_force, sampled_queries=len(human))
+    base: dict[str, Any] = dict(dataset=dataset, alpha=alpha, in_force=in_force,
+                                sampled_queries=len(human))
     if not any(human.values()):
         return HumanLabelPlan(**base, first_sample=True)
     result = calibrate_with_settings(conn, settings, dataset, labels="judges")
@@ -143,7 +145,7 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
     complete = [q for q in figures.judge if q in figures.human]
     if len(complete) < 2:
         return HumanLabelPlan(**base, too_few=True)
-    plan = dict(base, target_width=target_width, target_gain=gain, power=power)
+    plan: dict[str, Any] = dict(base, target_width=target_width, target_gain=gain, power=power)
     if target_width is not None:
         plan["width"] = plan_for_width(
             y_labeled=[figures.human[q] for q in complete],

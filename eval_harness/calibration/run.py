@@ -263,6 +263,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     info = dataset_info(conn, dataset)
     label_source = label_source_for(conn, dataset, labels)
     derived = None
+    qrels: dict[int, dict[int, int]]
     if label_source == "judges":
         derived = judge_labels.load_judge_labels(conn, dataset, agreement)
         qrels = {q: {} for q in load_qrels(conn, dataset)} | derived.qrels()
@@ -343,9 +344,11 @@ def _judges_decision(conn: psycopg.Connection, dataset: str, decided: WeightDeci
             f"{JUDGES_UNCORRECTED} (the PPI gain covers weights whose keyword weight is "
             "1 - semantic only)"))
     probe = _JudgedProbe(dataset=dataset, candidates=candidates, sweep=sweep)
-    gain = judged_gain(conn, probe, decided.best[0], in_force_semantic, alpha=alpha)
+    # the probe has what judged_gain and bias_note read of a CalibrationResult
+    gain = judged_gain(conn, probe, decided.best[0], in_force_semantic,  # type: ignore[arg-type]
+                       alpha=alpha)
     if gain is None:
-        return dataclasses.replace(decided, note=bias_note(probe))
+        return dataclasses.replace(decided, note=bias_note(probe))  # type: ignore[arg-type]
     note = (f"{gain.incomplete_queries} sampled queries left out because a top-5 document is "
             "unlabelled: label them" if gain.incomplete_queries else None)
     return with_judged_gain(decided, estimate=gain.estimate, low=gain.low, high=gain.high,

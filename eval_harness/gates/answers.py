@@ -246,7 +246,8 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
         records = list(records) if records is not None else None
         traced = records is not None and any(getattr(r, "trace_id", None) for r in records)
     rows = (((r.id, r.query, r.answer, r.sources, r.created_at)
-             + ((r.trace_id, r.span_id) if traced else ()))
+             # traced: records were given, and they carry trace ids
+             + ((r.trace_id, r.span_id) if traced else ()))  # type: ignore[union-attr]
             for r in (records if records is not None else read_answers_file(path)))
     try:
         with conn.transaction():
@@ -282,7 +283,7 @@ def import_configured_answers(conn: psycopg.Connection,
 
 # --- streaming a window ---------------------------------------------------------------------
 
-def readable_rows(rows: Iterator[tuple], relation: str) -> Iterator[tuple]:
+def readable_rows(rows: Iterator[tuple], relation: sql.AnswersRelation) -> Iterator[tuple]:
     """``rows`` read from ``relation``; a relation without the answers columns raises
     :class:`AnswersRelationError`. A role that may not read it gets the store's "permission
     denied", which the CLI turns into the GRANT it lacks (migrating would not help)."""

@@ -247,22 +247,23 @@ def _corpus(conn: psycopg.Connection, settings: Settings,
     key = f"{WHERE}.dataset"
     configured = settings.datasets.get(name or "")
     if configured is not None and configured.live is not None:
-        corpus = configured.live.corpus
-        if corpus.preset is not None:  # the library's layout, resolved as attach resolves it
+        mapping = configured.live.corpus
+        if mapping.preset is not None:  # the library's layout, resolved as attach resolves it
             try:
-                return check_mapping(conn, configured).corpus
+                checked = check_mapping(conn, configured).corpus
             except LiveMappingError as exc:
                 raise AnswersMappingError(f"'{key}': {exc}") from None
+            return checked, (ID_TYPES if checked.has_own_ids else _ID_FAMILIES[0])
         where = f"datasets.{name}.live.corpus"
-        columns = relation_columns(conn, _readable(conn, corpus.relation, f"{where}.relation"))
-        _typed(columns, corpus.id, ID_TYPES, f"{where}.id", corpus.relation)
-        _typed(columns, corpus.content, TEXT_TYPES, f"{where}.content", corpus.relation)
+        columns = relation_columns(conn, _readable(conn, mapping.relation, f"{where}.relation"))
+        _typed(columns, mapping.id, ID_TYPES, f"{where}.id", mapping.relation)
+        _typed(columns, mapping.content, TEXT_TYPES, f"{where}.content", mapping.relation)
         # no own_ids: the relation itself, its id column compared with the sources' ids
-        record = Corpus.mapping_record(corpus.relation.schema, corpus.relation.name, corpus.id,
-                                       corpus.content, corpus.embedding, corpus.tsvector,
+        record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
+                                       mapping.content, mapping.embedding, mapping.tsvector,
                                        typed=False)
         return (Corpus.live(configured.name, configured.language, 0, record),
-                _id_family(columns[corpus.id][0]))
+                _id_family(columns[mapping.id][0]))
     row = dataset_register.dataset_row(conn, name or "")
     if row is None:
         hint = (f"ingest it first (`eval-harness ingest PATH --name {name}`)"

@@ -73,7 +73,7 @@ def drift_alarm(flips, n, *, max_flip_rate: float, confidence: float = 0.95):
     return bool(alarm) if np.ndim(alarm) == 0 else alarm
 
 
-def paired_shift(before: Sequence[float], after: Sequence[float], *,
+def paired_shift(before: Sequence[float] | np.ndarray, after: Sequence[float] | np.ndarray, *,
                  confidence: float = 0.95) -> tuple[float, float | None, float | None]:
     """Mean of ``after - before`` over paired scores with its Student t interval::
 

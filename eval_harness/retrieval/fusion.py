@@ -92,7 +92,8 @@ def require_numbers(fused: np.ndarray, *, query: Hashable | Sequence[Hashable] |
     if fused.ndim >= 2:
         row = int(np.flatnonzero(nan.reshape(fused.shape[0], -1).any(axis=1))[0])
         count = int(nan[row].sum())
-        name = f"query {query[row]!r}" if query is not None else f"query row {row}"
+        name = (f"query {query[row]!r}"  # type: ignore[index]  # 2-D: one id per row
+                if query is not None else f"query row {row}")
     else:
         count = int(nan.sum())
         name = f"query {query!r}" if query is not None else "a query"

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class CandidateSet:
     it with :meth:`from_queries` or :meth:`from_runs`.
     """
 
-    query_ids: tuple[Hashable, ...]
+    query_ids: tuple[Any, ...]  # hashable, as given (the store's query ids in the harness)
     doc_ids: np.ndarray  # (n_queries, width) int64
     semantic: np.ndarray  # (n_queries, width) float64 raw semantic scores
     keyword: np.ndarray  # (n_queries, width) float64 raw keyword scores

@@ -136,6 +136,7 @@ def load_settings(config_path: Path | str | None = None,
     """
     env = os.environ if environ is None else environ
     path, origin = locate_config(config_path, env)
+    raw: Mapping[str, Any]
     if origin == "none":
         raw, source = {}, f"{path} (not found, defaults apply)"
     else:

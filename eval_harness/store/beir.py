@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,7 +110,7 @@ def document_content(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _text_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     """``(line number, text)`` of a UTF-8 file; a line that is not UTF-8 stops with
     ``file:line``, naming the first bad byte and where it is in the line."""
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:

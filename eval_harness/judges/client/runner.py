@@ -273,7 +273,7 @@ class CallPipeline:
                                "requests were sent")
             self.halted.set()
             self._abandon_requests()
-        return self._stopped_error()
+        return StoreLost(self.stop_reason, self.store_error)
 
     def _abandon_requests(self) -> None:
         for task in list(self._sending):

@@ -390,7 +390,7 @@ def _requests(judge, planned: Sequence[PlannedQuery],
 def _in_open_batches(conn: psycopg.Connection, provider: str, keys: set[str]) -> set[str]:
     if not keys:
         return set()
-    held = set()
+    held: set[str] = set()
     for _, requests, _ in sql.open_batch_rows(conn, provider, sorted(keys)):
         held.update(k for k in requests if k in keys)
     return held

@@ -63,7 +63,7 @@ from eval_harness.judges.dual.plan import (  # noqa: F401
     sample_order,  # (re-exported)
     sample_sizes,
 )
-from eval_harness.judges.protocol import Passage, Usage
+from eval_harness.judges.protocol import ChatRequest, Passage, Usage
 from eval_harness.metrics.agreement import AgreementInputError, agreement_report, spent_confidence
 from eval_harness.settings import AgreementSettings
 from eval_harness.settings.judges import LOCAL, StagedSettings
@@ -216,7 +216,7 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
     sends nothing: nothing saved in money."""
     if not hasattr(judge2, "relevance_request"):
         return
-    requests = {}
+    requests: dict[str, ChatRequest] = {}
     for plan in skipped:
         for doc_id in plan.doc_ids:
             request = judge2.relevance_request(plan.text, documents.get(doc_id)

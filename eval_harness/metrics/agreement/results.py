@@ -8,7 +8,6 @@ non-finite float into ``None``, so a report never contains NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import date, datetime, timezone  # noqa: F401  (timezone: the doctests)
 from typing import Any
@@ -116,7 +115,7 @@ class OffsetTest(_JsonResult):
 
 @dataclass(frozen=True)
 class QueryKappa:
-    query_id: Hashable
+    query_id: Any  # hashable, as given
     n_pairs: int
     n_scored: int
     kappa: KappaResult

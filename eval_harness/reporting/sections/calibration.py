@@ -19,6 +19,7 @@ from eval_harness.reporting.blocks import (
     PASS,
     SECTION_TITLES,
     WARN,
+    Block,
     BuiltSection,
     Check,
     Figure,
@@ -66,7 +67,7 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     alpha = None if decision is None else decision.alpha
     decided = ("Weights: no decision recorded (a calibration from before the decision rule)"
                if decision is None else f"Weights: {decision.sentence}")
-    blocks = (
+    blocks: tuple[Block, ...] = (
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"**{decided}** (max-statistic paired permutation test over the grid "
                   f"against the weights in force; the weights change only when the "
@@ -88,7 +89,8 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
                   f"min(5, relevant) / 5): **{ceiling:.4f}**."),
         *(Paragraph(f"**{line}.**") for line in judged.lines()))
     default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
-    metrics = {"p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
+    metrics: dict[str, Metric] = {
+               "p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
                "best_semantic_weight": float(best["semantic_weight"]),
                "p_at_5_default": default_p, "p_at_5_ceiling": ceiling,
                "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat(),

@@ -83,9 +83,10 @@ class AnthropicClient:
         return _completion(message), raw.headers
 
     async def submit_batch(self, items: Sequence[tuple[str, ChatRequest]]) -> str:
-        batch = await self._client.messages.batches.create(
-            requests=[{"custom_id": custom_id, "params": self.params(request)}
-                      for custom_id, request in items])
+        # params() builds the Messages API's arguments as a plain dict
+        batch = await self._client.messages.batches.create(requests=[
+            {"custom_id": cid, "params": self.params(request)}  # type: ignore[typeddict-item]
+            for cid, request in items])
         return batch.id
 
     async def batch_state(self, batch_id: str) -> BatchState:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import openai
 
@@ -30,7 +30,7 @@ from eval_harness.judges.client.providers.base import (
 from eval_harness.judges.client.rate_headers import RateSignal, read_rate_signal
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
-CHAT_ENDPOINT = "/v1/chat/completions"
+CHAT_ENDPOINT: Final = "/v1/chat/completions"
 FINAL_BATCH_STATUSES = ("completed", "failed", "expired", "cancelled")
 
 
