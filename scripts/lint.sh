@@ -2,6 +2,7 @@
 # ruff and mypy over the project (configured in pyproject.toml); scripts/test.sh runs this
 # before the tests. Needs the venv test.sh sets up.
 set -euo pipefail
+shopt -s nullglob
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
 # mypy checks the Dagster layer as the package it installs as (pyproject's [tool.mypy]):
