@@ -33,6 +33,7 @@ import psycopg
 
 from eval_harness.agreement.people import JudgeWithPeople, human_verdicts, judges_with_people
 from eval_harness.agreement.review import adjudicated_labels, review_counts
+from eval_harness.errors import InvalidInput
 from eval_harness.judges.dual.record import RecordRow, load_record
 from eval_harness.judges.dual.retest import StoredRetest, stored_retests
 from eval_harness.metrics.agreement import (
@@ -50,7 +51,7 @@ from eval_harness.store.ground_truth import SKIPPED, count_queries, judged_query
 PairKey = tuple[int, int]  # (ground_truth.id, l2_insights.id)
 
 
-class JudgeScoresError(ValueError):
+class JudgeScoresError(InvalidInput):
     """Stored judge scores are malformed; the message names the query and what to do."""
 
 

@@ -45,6 +45,7 @@ from eval_harness.agreement.review_file import (
     snippet,
     wrong_rows,
 )
+from eval_harness.errors import InvalidInput
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
 from eval_harness.store import ground_truth, judge_review
@@ -263,8 +264,8 @@ class _QueuedPair:
 def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None:
     external_id = ground_truth.first_query_repeating_a_document(conn, dataset)
     if external_id is not None:
-        raise ValueError(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
-                         "document twice in judged_docs; re-run the judges for this query.")
+        raise InvalidInput(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
+                           "document twice in judged_docs; re-run the judges for this query.")
 
 
 def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _QueuedPair]:

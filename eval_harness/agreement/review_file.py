@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from eval_harness.errors import InvalidInput
+
 VERDICTS = {"relevant": 1, "not relevant": 0}
 CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
                "doc_external_id", "doc_snippet", "judge1_model", "judge1_score",
@@ -37,7 +39,7 @@ _MAX_RANGES_SHOWN = 20     # row ranges a list spells out
 ECHO_CHARS = 80            # the longest text of the file a message quotes
 
 
-class ReviewFileError(ValueError):
+class ReviewFileError(InvalidInput):
     """A review file cannot be read, written or imported; an import wrote nothing.
 
     ``problems`` holds (row number, what is wrong) for each wrong row of an import.

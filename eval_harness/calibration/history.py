@@ -34,13 +34,14 @@ from eval_harness.calibration.verdict import (
     figure_columns,
     figure_from_row,
 )
+from eval_harness.errors import UserError
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 # numeric columns an older history file may lack
 LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")
 
 
-class HistoryUnavailable(RuntimeError):
+class HistoryUnavailable(UserError, RuntimeError):
     """The DuckDB history file could not be written (locked too long, or not writable)."""
 
 

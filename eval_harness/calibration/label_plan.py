@@ -29,6 +29,7 @@ import psycopg
 
 from eval_harness.calibration.corrected import human_sample_verdicts
 from eval_harness.calibration.judged_gain import paired_differences, query_figures, sample_frame
+from eval_harness.errors import InvalidInput
 from eval_harness.metrics.ppi_plan import LabelPlan, plan_for_power, plan_for_width
 from eval_harness.settings import Settings
 
@@ -164,22 +165,22 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
 
 def _check_options(target_width, gain, power, alpha) -> None:
     if target_width is None and gain is None:
-        raise ValueError("--plan needs --target-width W (the wanted P@5 interval width) or "
-                         "--gain G (the gain to detect); give one or both.")
+        raise InvalidInput("--plan needs --target-width W (the wanted P@5 interval width) or "
+                           "--gain G (the gain to detect); give one or both.")
     if target_width is not None and not 0.0 < target_width <= 2.0:
-        raise ValueError(f"--target-width must be a width of P@5 in (0, 2], got {target_width}.")
+        raise InvalidInput(f"--target-width must be a width of P@5 in (0, 2], got {target_width}.")
     if gain is not None and not (0.0 < abs(gain) <= 1.0):
-        raise ValueError(f"--gain must be a non-zero gain in P@5 between -1 and 1, got {gain}.")
+        raise InvalidInput(f"--gain must be a non-zero gain in P@5 between -1 and 1, got {gain}.")
     if not 0.0 < power < 1.0:
-        raise ValueError(f"--power must lie in (0, 1), got {power}.")
+        raise InvalidInput(f"--power must lie in (0, 1), got {power}.")
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"--alpha must lie in (0, 1), got {alpha}.")
+        raise InvalidInput(f"--alpha must lie in (0, 1), got {alpha}.")
 
 
 def _best_other_point(result, in_force: float) -> float:
     others = [p for p in result.grid if not math.isclose(p.semantic_weight, in_force,
                                                          abs_tol=1e-9)]
     if not others:
-        raise ValueError(f"the calibration grid of '{result.dataset}' holds only the weights in "
-                         "force, so there is no gain to plan for; widen calibration.grid.")
+        raise InvalidInput(f"the calibration grid of '{result.dataset}' holds only the weights in "
+                           "force, so there is no gain to plan for; widen calibration.grid.")
     return max(others, key=lambda p: p.p_at_5).semantic_weight

@@ -62,6 +62,7 @@ from eval_harness.calibration.verdict import (  # noqa: F401
     verdict_figure,
     verdict_sentence,  # (re-exported)
 )
+from eval_harness.errors import InvalidInput
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT,
     CrossValidation,
@@ -270,8 +271,8 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
     else:
         qrels = load_qrels(conn, dataset)
     if not qrels:
-        raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
-                         f"ingest it with its qrels first.")
+        raise InvalidInput(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
+                           f"ingest it with its qrels first.")
     fetched = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
     candidates = CandidateSet.from_queries(
         [c.doc_ids for c in fetched], [c.semantic for c in fetched],

@@ -38,13 +38,14 @@ from pathlib import Path
 import yaml
 
 from eval_harness import stopping
+from eval_harness.errors import InvalidInput
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.weights import WEIGHT_DECIMALS, keyword_weight_for
 
 WEIGHTS_KEY = "hybrid_search"
 
 
-class ConfigWriteError(ValueError):
+class ConfigWriteError(InvalidInput):
     """config.yaml could not be updated; the message names the file and what to do."""
 
 

@@ -32,12 +32,13 @@ import psycopg
 from eval_harness import stopping
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
 from eval_harness.cli.gate_outputs import add_publish_arguments, add_pull_command, publish_results
+from eval_harness.errors import UserError
 from eval_harness.escaping.terminal import say
 from eval_harness.escaping.visible import visible
 from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.settings import Settings, load_settings
-from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store import open_store
 from eval_harness.store.connection import server_failure
 
 
@@ -166,20 +167,14 @@ def gate_report(args, settings: Settings):
                                f"{str(exc).strip().splitlines()[0]}") from None
 
 
-_USER_ERRORS = (CliError, ValueError, LookupError, StoreUnavailable, MigrationError)
-
-
 def _reason(exc: Exception) -> str:
-    """The one-line reason the gates could not run, as the command prints it."""
+    """The one-line reason the gates could not run, as the command prints it: a user error's
+    sentence, else the exception's type and first line."""
     if isinstance(exc, psycopg.Error):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         return f"the store reported: {lines[0]}"
-    if isinstance(exc, LookupError) and exc.args:
-        text = str(exc.args[0])
-    else:
-        text = str(exc)
-    line = (text.strip().splitlines() or [""])[0]
-    if isinstance(exc, _USER_ERRORS) and line:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    if isinstance(exc, UserError) and line:
         return line
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 

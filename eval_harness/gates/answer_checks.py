@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from eval_harness.errors import InvalidInput
+
 MAX_NESTING = 100
 MAX_ID_LENGTH = 512
 EARLIEST_CREATED_AT = datetime(1970, 1, 1, tzinfo=UTC)
@@ -38,7 +40,7 @@ _FIX_DATE = ("fix the date in the system that exported the file, or leave the fi
 _LATEST_EPOCH_SECONDS = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 
 
-class AnswersFileError(ValueError):
+class AnswersFileError(InvalidInput):
     """An answers file is missing or malformed; the message names the file and the line."""
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import psycopg
 
+from eval_harness.errors import InvalidInput
 from eval_harness.gates import sql
 from eval_harness.gates.answer_checks import (
     FUTURE_TOLERANCE,
@@ -60,7 +61,7 @@ DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
 _IMPORT_LOCK = "eval_harness.answers_import:"
 
-class AnswersRelationError(ValueError):
+class AnswersRelationError(InvalidInput):
     """The answers relation cannot be read or written; the message says what to do."""
 
 
@@ -95,7 +96,7 @@ class TimeWindow:
             try:
                 day = date.fromisoformat(day)
             except ValueError:
-                raise ValueError(f"'{day}' is not a date YYYY-MM-DD.") from None
+                raise InvalidInput(f"'{day}' is not a date YYYY-MM-DD.") from None
         start = datetime.combine(day, time(0), tzinfo=UTC)
         return cls(start, start + timedelta(days=1), partition=day.isoformat())
 

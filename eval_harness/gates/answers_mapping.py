@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from eval_harness.errors import InvalidInput
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation, sql_name
 from eval_harness.settings.gates_answers import WHERE, AnswersMapping
@@ -49,7 +50,7 @@ TIMESTAMP_TYPES = ("timestamp with time zone",)
 JSON_TYPES = ("jsonb", "json")
 
 
-class AnswersMappingError(ValueError):
+class AnswersMappingError(InvalidInput):
     """``quality_gates.answers`` does not fit the store; one sentence naming the key."""
 
 

@@ -33,6 +33,7 @@ from time import time_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from eval_harness.errors import UserError
 from eval_harness.escaping.visible import encodable
 from eval_harness.gates.outcomes import GateOutcome
 
@@ -42,7 +43,7 @@ SERVICE_NAME = "eval-harness"
 EXPORT_TIMEOUT_SECONDS = 30
 
 
-class OtlpError(RuntimeError):
+class OtlpError(UserError, RuntimeError):
     """The events could not be written or delivered; the message says where and why."""
 
 

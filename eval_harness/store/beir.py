@@ -41,6 +41,8 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval_harness.errors import InvalidInput
+
 log = logging.getLogger("eval_harness.store.beir")
 
 # Bytes that are not UTF-8 come out of the "surrogateescape" decoder as U+DC80..U+DCFF, which
@@ -51,7 +53,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 QRELS_HEADER = ["query-id", "corpus-id"]
 
 
-class DatasetError(ValueError):
+class DatasetError(InvalidInput):
     """A dataset file is missing or malformed; the message names the file and line."""
 
 

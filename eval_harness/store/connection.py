@@ -25,12 +25,13 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from eval_harness.errors import UserError
 from eval_harness.settings import DEFAULT_SCHEMA, Settings
 from eval_harness.stopping import at_exit_unstoppable, at_hard_exit
 from eval_harness.store.dsn import malformed_dsn, unquoted
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(UserError, RuntimeError):
     """The store cannot be reached or started; the message says which and what to try.
 
     The message is passed through :func:`redact_conninfo`, so it never shows a password,

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from eval_harness.errors import InvalidInput, UserError
 from eval_harness.progress import draws_bars
 
 if TYPE_CHECKING:
@@ -60,11 +61,11 @@ log = logging.getLogger("eval_harness.store.embeddings")
 _announced: set[str] = set()
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(UserError, RuntimeError):
     """No embedder can produce vectors for this model here; the message says how to get one."""
 
 
-class InvalidEmbedding(ValueError):
+class InvalidEmbedding(InvalidInput):
     """A vector cosine similarity cannot use; the message names the item and the source."""
 
 

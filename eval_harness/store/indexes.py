@@ -37,6 +37,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from eval_harness.errors import UnknownName
 from eval_harness.store.catalog import LiveDataset, probe_query
 from eval_harness.store.corpus import Corpus, candidate_ids, on_this_server
 
@@ -244,7 +245,7 @@ def assess_indexes(conn: psycopg.Connection, corpus: Corpus) -> IndexAssessment:
     row = conn.execute("SELECT c.oid, c.relkind, c.reltuples, pg_has_role(c.relowner, 'USAGE') "
                        "FROM pg_class c WHERE c.oid = to_regclass(%s)", (name,)).fetchone()
     if row is None:
-        raise LookupError(f"The relation {corpus.relation_name} of dataset '{corpus.dataset}' "
+        raise UnknownName(f"The relation {corpus.relation_name} of dataset '{corpus.dataset}' "
                           "does not exist (or this role cannot see its schema).")
     oid, relkind, rows, owned = row
     existing = relation_indexes(conn, oid) if relkind in ("r", "m") else []

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from eval_harness.errors import UnknownName
 from eval_harness.judges.protocol import ChatRequest, Usage
 from eval_harness.settings.judges import Price
 
 
-class MissingPrice(LookupError):
+class MissingPrice(UnknownName):
     """A paid model has no entry in ``judges.prices``; the message says what to add."""
 
 

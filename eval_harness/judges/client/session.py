@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from eval_harness import stopping
+from eval_harness.errors import UnknownName
 from eval_harness.judges.client.ledger import JudgeLedger
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.notice_scope import first_in_command
@@ -65,7 +66,7 @@ log = logging.getLogger("eval_harness.judges")
 _announced: set[str] = set()
 
 
-class JudgeUnavailable(LookupError):
+class JudgeUnavailable(UnknownName):
     """A judge cannot be built (missing key, missing price); the message says what to set."""
 
 

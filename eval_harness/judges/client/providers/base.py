@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from eval_harness.errors import InvalidInput
 from eval_harness.judges.client.rate_headers import RateSignal, retry_after_seconds
 from eval_harness.settings.judges import RateLimit
 
@@ -109,7 +110,7 @@ def normalised_base_url(url: str) -> str:
     except ValueError:  # a port that is not a number
         host, port = None, None
     if scheme not in _DEFAULT_PORTS or not host:
-        raise ValueError("a base URL must look like https://host[:port]/path")
+        raise InvalidInput("a base URL must look like https://host[:port]/path")
     if ":" in host:  # an IPv6 address keeps its brackets
         host = f"[{host}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
