@@ -37,8 +37,6 @@ __all__ = ["AgreementSettings", "CalibrationSettings", "ConfigError", "DEFAULT_S
            "DISAGREEMENT_RULES", "GateSettings", "HybridWeights", "QualityGateSettings",
            "Settings", "load_settings"]
 
-TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-search configuration)"
-
 
 # Every key config.yaml may hold, section by section: any other key is an error (a typo must
 # not silently keep a default). Sections parsed from a dataclass list its fields instead.
@@ -59,7 +57,7 @@ NIGHTLY_KEYS = ("cron", "timezone")
 class Settings:
     config_path: Path | None
     root: Path
-    config_origin: str = "option"  # config_file.ORIGINS: how config_path was found (or not)
+    config_origin: str = "option"  # settings.file.ConfigOrigin: how config_path was found (or not)
     database_url: str | None = None
     embedded_pgdata: Path = Path(".eval-harness/pgdata")
     schema: str = DEFAULT_SCHEMA          # store.schema: every table the harness owns

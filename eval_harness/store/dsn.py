@@ -23,7 +23,6 @@ _SCHEMES = ("postgresql://", "postgres://")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _KEYWORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=?)")
 _QUOTED_TOKEN = re.compile(r"\"[^\"]*\"|'[^']*'")
-SECRET_KEYS = frozenset({"password", "sslpassword"})
 
 
 def malformed_dsn(dsn: str, source: str = "DATABASE_URL") -> str | None:

@@ -38,8 +38,6 @@ from typing import Any
 SPAN_KIND = "openinference.span.kind"
 INPUT_VALUE = "input.value"
 OUTPUT_VALUE = "output.value"
-RETRIEVAL_DOCUMENTS = "retrieval.documents"
-OUTPUT_MESSAGES = "llm.output_messages"
 
 _DOCUMENT_KEY = re.compile(r"retrieval\.documents\.(\d+)\.document\.(\w+)$")
 _MESSAGE_KEY = re.compile(r"llm\.output_messages\.(\d+)\.message\.content$")
