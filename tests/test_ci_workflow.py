@@ -1,4 +1,4 @@
-"""The GitHub Actions quality gate is a workflow a team can copy as it is (issue #20): it runs
+"""The GitHub Actions quality gate is a workflow a team can copy as it is: it runs
 on pull requests, nightly and by hand, caches pip's downloads, and its one input means what
 its description says. The step that picks the day is run here with bash, as the runner runs
 it."""

@@ -2,8 +2,8 @@
 folder of its own, on a store made by LangChain and one made by LlamaIndex (the real
 libraries, tests/support/rag_library_stores.py: text and UUID ids), through the commands it
 lists in that order; P@5 equals ranx's on the harness's TREC runs against qrels in the
-store's own ids, and the RAG rows are checksum-identical after. (Issue #20's walkthrough on a
-store laid out like the seeds stays below.)"""
+store's own ids, and the RAG rows are checksum-identical after. (The walkthrough on a store
+laid out like the seeds is below.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """At the shipped rate limits (config.yaml's own), 25 s into the run, a signal ends `judge`,
-`gate`, `run` and `calibrate` within 3 s (issue #31): every wait (the rate limiter's slots,
+`gate`, `run` and `calibrate` within 3 s: every wait (the rate limiter's slots,
 the history file another process holds) gives up at the signal instead of sleeping it out
 (70-180 s at anthropic's 50/min before). Apart from tests/test_stopping_signals.py, whose
 commands run at rates that let them finish in seconds, so the two files run side by side
@@ -76,7 +76,7 @@ def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
 
 
 # ---------------------------------------------------------------------------------------
-# At the shipped rate limits, 25 s in (issue #31): the calls queued at the rate limiter
+# At the shipped rate limits, 25 s in: the calls queued at the rate limiter
 # give up at the signal instead of sleeping out their slots one by one (70-180 s at
 # anthropic's 50/min before)
 

@@ -1,5 +1,5 @@
 """A run the user stops stops: SIGINT / SIGTERM to `judge`, `gate`, `ingest`, `calibrate` and
-`run` (issue #20).
+`run`.
 
 Each test starts the real command in its own process against the real store and the fake
 LLM provider, waits until a known number of replies were delivered while every slot the

@@ -1,4 +1,4 @@
-"""Ground truth the judges make (issue #14): queries without labels, the grid pool, the
+"""Ground truth the judges make: queries without labels, the grid pool, the
 labels' rules, and ``calibrate --labels``. Local judges, no API key, a real store."""
 
 from __future__ import annotations

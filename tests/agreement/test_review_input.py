@@ -1,4 +1,4 @@
-"""Issue #16, review queue: spreadsheet formula injection in `review export` (OWASP CSV
+"""Review queue: spreadsheet formula injection in `review export` (OWASP CSV
 injection) and `review import` taking its dataset from the file's own `dataset` column.
 
 Stores, scores and CSV helpers are those of tests/agreement/test_review.py:

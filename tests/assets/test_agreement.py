@@ -1,7 +1,7 @@
 """The judge_agreement asset and its blocking kappa check (assets/agreement.py), on the real
 store, and the agreement job.
 
-One verdict for the kappa gate everywhere (issue #20, "Honest in one voice"): labels from
+One verdict for the kappa gate everywhere: labels from
 local stand-ins for API judges whose keys are unset fail the gate with WARN, and every place
 that shows the gate says WARN with the same sentence: the `agreement` command (exit 0, and it
 names the stand-ins), its JSON, reports/agreement.md, the run report's summary, its agreement

@@ -200,10 +200,9 @@ def test_labels_to_halve_width_is_reported_when_labelling_can_halve_it(db, scena
 
 def test_the_cli_the_stored_row_dagster_and_the_report_give_one_figure_and_verdict(
         db, scenario, capsys, store):
-    """Issue #26.5: with a labelled human sample, `calibrate` printed the verdict on the
-    PPI-corrected P@5 while its calibrated_weights row and Dagster's p_at_5_verdict carried
-    the judges' uncorrected P@5. One figure (the corrected one), one verdict, one label
-    source, with its interval, everywhere."""
+    """With a labelled human sample, `calibrate`, its calibrated_weights row and Dagster's
+    p_at_5_verdict carry one figure (the PPI-corrected P@5), one verdict, one label source,
+    with its interval."""
     import re
 
     import dagster as dg

@@ -1,4 +1,4 @@
-"""Live stores whose ids are text or uuid (issue #32 item 1), through the CLI: attach, report,
+"""Live stores whose ids are text or uuid, through the CLI: attach, report,
 judge with the local judges, review export and import, calibrate with its TREC runs, the
 gate on answers citing own ids, the write-back of judge scores.
 

@@ -1,4 +1,4 @@
-"""Issue #16: answers files with bad bytes or far-future dates."""
+"""Answers files with bad bytes or far-future dates."""
 
 from __future__ import annotations
 

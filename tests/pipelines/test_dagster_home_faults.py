@@ -1,5 +1,5 @@
 """`eval-harness gate --partition DAY` on a new DAGSTER_HOME, from two processes at once, and
-what `gate` says when something inside it breaks (issue #16, item 2).
+what `gate` says when something inside it breaks.
 
 Exit 1 from `gate` means "a blocking gate failed" to CI; anything else that stops it is exit 2
 with one sentence. Two real processes are started on the same fresh, not yet existing

@@ -1,4 +1,4 @@
-"""What the Dagster UI shows matches what the pipeline does (issue #11), on a real store.
+"""What the Dagster UI shows matches what the pipeline does, on a real store.
 
 - every step carries the name of the asset it materializes;
 - each check is declared blocking exactly when it can stop the run (gates: config.yaml);

@@ -247,8 +247,8 @@ def test_run_with_an_unknown_dataset_exits_2_in_one_sentence(project):
 
 def test_the_dagster_ui_command_works_from_any_folder(tmp_path):
     """What `run` prints to open the UI: absolute paths and the config file in use, so it
-    loads the definitions from wherever the person is (it used to say `.venv/bin/dagster dev
-    -w workspace.yaml`, which only the project folder has: exit 127 anywhere else)."""
+    loads the definitions from wherever the person is (a bare `.venv/bin/dagster dev -w
+    workspace.yaml` works only in the project folder: exit 127 anywhere else)."""
     import shlex
 
     from eval_harness.settings import load_settings

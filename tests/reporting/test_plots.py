@@ -300,7 +300,7 @@ def marker_centres(axes, artist) -> np.ndarray:
 
 
 def test_p_at_5_best_equal_to_default_is_drawn_beside_it_not_under_it():
-    """Issue #20: "P@5 best" hid under "P@5 default" (same values, same places)."""
+    """ "P@5 best" does not hide under "P@5 default" where they have the same values."""
     from eval_harness.reporting.plots import p_at_5_trend_figure
 
     figure = p_at_5_trend_figure(trend_runs(), bands=BANDS)
@@ -314,8 +314,8 @@ def test_p_at_5_best_equal_to_default_is_drawn_beside_it_not_under_it():
 
 
 def test_each_gate_has_a_panel_of_its_own_and_the_pooling_is_said():
-    """Issue #20: one gate line hid under another (same values); a run's pass rate pools
-    the answers of every day it gated, and the plot says so."""
+    """No gate line hides under another with the same values; a run's pass rate pools the
+    answers of every day it gated, and the plot says so."""
     from eval_harness.reporting.plots import gate_trend_figure, plot_gate_trend
 
     figure = gate_trend_figure(trend_runs(), min_pass_rates=GATES)

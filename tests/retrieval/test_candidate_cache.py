@@ -128,7 +128,7 @@ def test_a_view_is_never_cached(live, fetches):
 
 def test_a_second_connection_never_waits_for_an_uncommitted_writer(fresh, beir_folder, fetches):
     """Two connections of one process: the first has written entries and not committed; the
-    second fetches the same queries and must neither wait nor cache (it used to block)."""
+    second fetches the same queries and must neither wait nor cache (nor block)."""
     with fresh.connection(autocommit=True) as setup:
         build_rag_store(setup, beir_folder, schema="rag")
         attach_live_dataset(setup, live_config(), embedder_factory=no_embedder)

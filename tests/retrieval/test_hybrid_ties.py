@@ -1,4 +1,4 @@
-"""Documents tied at the semantic cut-off are kept by id, not by row order (issue #32 item 7).
+"""Documents tied at the semantic cut-off are kept by id, not by row order.
 
 Six documents share one embedding, at ranks 48 to 53 of the query's semantic ranking; the
 candidate depth is 50, so three of them are candidates and three are not. The same BEIR

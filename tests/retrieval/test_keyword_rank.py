@@ -1,4 +1,4 @@
-"""The exactness test of issue #25: the keyword top 50 the harness computes from its keyword
+"""The keyword index is exact: the keyword top 50 the harness computes from its keyword
 index equals, ids and float4 scores, ties included, the RAG system's own SQL
 (``ORDER BY ts_rank(to_tsvector(language, content), q, 1) DESC, id``) on every query.
 

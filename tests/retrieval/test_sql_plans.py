@@ -1,4 +1,4 @@
-"""The hybrid search's plan stays linear on every supported PostgreSQL (issue #13).
+"""The hybrid search's plan stays linear on every supported PostgreSQL.
 
 On PostgreSQL 15 one hybrid search took 54 s against 0.02 s on 18: the earlier
 ``d.id IN (<vector candidates> UNION <keyword candidates>)`` filter references the query row,
@@ -15,7 +15,7 @@ seed-layout live relation, and look at the plan's shape:
   a hash (or merge) join with the candidate set; never all rows per candidate;
 * the vector side is an Index Scan on the HNSW index ordered by distance (from PostgreSQL
   17 on under an Incremental Sort that orders its equal distances by id: ties at the
-  cut-off are broken by id, issue #32; before 17 the index alone orders them, as a second
+  cut-off are broken by id; before 17 the index alone orders them, as a second
   sort key would cost the index), and the keyword side reaches the GIN index: with
   ``enable_seqscan = off``
   (the test corpus is small, the point is that the indexes are *usable* by these
@@ -278,7 +278,7 @@ def test_bulk_candidate_plan_is_linear(planned_store, dataset):
 
 
 def in_form_statement(corpus) -> sql.Composed:
-    """The candidate filter as it was before issue #13: ``d.id IN (...)``."""
+    """The candidate filter written as ``d.id IN (...)``, the shape whose plan is compared."""
     return sql.SQL("""
         WITH q AS MATERIALIZED (SELECT %(emb)s::vector({dim}) AS emb,
                                        eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq)
@@ -307,7 +307,7 @@ def test_the_old_in_form_is_caught_before_postgresql_17(planned_store):
 
 
 def test_union_plan_with_the_keyword_index_is_linear(planned_store):
-    """Issue #25: the keyword side given as ids (from the keyword index), the server does the
+    """The keyword side given as ids (from the keyword index), the server does the
     semantic top and the union's semantic scores, each corpus row reached by id."""
     location, _ = planned_store
     with location.connection() as conn:

@@ -1,4 +1,4 @@
-"""The candidate union of a live corpus with its vectors read once per statement (issue #25):
+"""The candidate union of a live corpus with its vectors read once per statement:
 when the planner would sort the whole relation for each query's semantic top, ``union_rows``
 reads the vectors once instead, and must return exactly the rows of the statement run as it
 is, ties at the cut included; when a vector index orders the semantic top, it runs the

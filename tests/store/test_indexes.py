@@ -1,5 +1,5 @@
 """The RAG system's indexes: what ``doctor`` reports for a live dataset and what
-``eval-harness index`` builds (issue #13, "Indexes are the RAG system's").
+``eval-harness index`` builds.
 
 A seed-layout store (HNSW with the cosine operator class and GIN on
 ``to_tsvector('english', content)``, id primary key) is attached as a live dataset; indexes are

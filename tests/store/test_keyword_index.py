@@ -1,4 +1,4 @@
-"""The keyword index of a live dataset with ``tsvector: null`` (issue #25): built at the
+"""The keyword index of a live dataset with ``tsvector: null``: built at the
 first attach, refreshed at every later one with only the changed, added and removed rows,
 built again when the language or mapping changes, and read by the candidate fetch with the
 very values the search's own SQL gives. The RAG relations are never written."""

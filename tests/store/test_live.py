@@ -1,4 +1,4 @@
-"""Live datasets: a store laid out like the seeds, evaluated in place (issue #13).
+"""Live datasets: a store laid out like the seeds, evaluated in place.
 
 The same BEIR folder is reached two ways, ingested as a copy and laid out in a ``rag`` schema
 like a RAG system's own store and attached as a live dataset; every figure must agree, and

@@ -1,4 +1,4 @@
-"""Live corpora whose ids are text or uuid (issue #32 item 1): accepted, given the harness's
+"""Live corpora whose ids are text or uuid: accepted, given the harness's
 integer ids once (eval_harness.store.document_ids), unknown expected ids named in the
 store's own ids, write-back by own id; a column of another type refused in one sentence.
 The CLI walk is tests/cli/test_cli_own_ids.py."""
@@ -151,7 +151,7 @@ def test_text_ids_need_expected_ids_the_corpus_can_hold(fresh, own_store):
     """A text or uuid corpus takes its expected ids as text (any id array); an integer corpus
     still needs integer arrays, and another type is refused in one sentence."""
     with fresh.connection() as conn:
-        check_mapping(conn, own_config())  # the old refusal is gone: text and uuid ids pass
+        check_mapping(conn, own_config())  # text and uuid ids pass
         with conn.transaction():
             conn.execute("ALTER TABLE own.questions ADD COLUMN wrong jsonb")
         with pytest.raises(LiveMappingError, match=(

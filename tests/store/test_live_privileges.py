@@ -1,4 +1,4 @@
-"""Least privilege (issue #13): the harness runs with a role that may only SELECT the RAG
+"""Least privilege: the harness runs with a role that may only SELECT the RAG
 system's relations and owns its own schema, and its read-only commands run with a role that
 may only SELECT.
 
@@ -389,7 +389,7 @@ def test_read_only_commands_on_an_unmigrated_store_say_to_migrate(server_url, tm
 
 
 def test_dry_runs_write_nothing_and_a_refused_write_names_role_relation_and_grant(pipeline):
-    """Issue #26: `judge --dry-run` and `calibrate --no-write` are documented as writing
+    """`judge --dry-run` and `calibrate --no-write` are documented as writing
     nothing, so a SELECT-only role runs them (they read the live dataset as last attached);
     a command that must write says which role lacks which GRANT on which relation, and
     `answers import` does not send a privilege problem to `migrate`."""

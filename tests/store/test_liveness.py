@@ -1,5 +1,5 @@
 """A store stopped under a paying run: the run stops buying at once and says so in one
-sentence (issue #26, items 2 and 10).
+sentence.
 
 `judge` and `gate --since` run in their own processes on an embedded server of this module's
 own (never the shared test server), with judges on the fake provider. Once a known number of

@@ -1,4 +1,4 @@
-"""The harness's own schema (issue #13): everything it owns lives in ``store.schema``; a store
+"""The harness's own schema: everything it owns lives in ``store.schema``; a store
 laid out by an earlier version (every table in ``public``) is moved forward without losing a
 row; a RAG system's own ``public`` tables of the same names are never touched.
 """
@@ -45,8 +45,9 @@ def test_migrations_create_everything_inside_the_harness_schema(empty_database):
 
 
 def test_a_seed_layout_public_store_is_left_alone(empty_database):
-    """The issue's new user: public.l2_insights / ground_truth / api_cost_log of the RAG
-    system exist; migrate used to fail with 'relation "l2_insights" already exists'."""
+    """A new user's store: public.l2_insights / ground_truth / api_cost_log of the RAG
+    system exist, and migrate leaves them alone (no 'relation "l2_insights" already
+    exists')."""
     with empty_database.connection() as conn:
         conn.execute("""
             CREATE EXTENSION vector SCHEMA public;

@@ -1,4 +1,4 @@
-"""A text-search configuration that changes under a live dataset (issue #32 item 6).
+"""A text-search configuration that changes under a live dataset.
 
 ``ALTER TEXT SEARCH CONFIGURATION public.eng_custom ALTER MAPPING ... WITH simple`` keeps the
 name and changes every English word's lexeme. What the harness derived from parsed text is

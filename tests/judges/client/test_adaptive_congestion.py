@@ -1,5 +1,5 @@
 """Telling a stray 429 from congestion, easing on a low ``remaining``, and a quota shared with
-another client (issue #20): the controller and limiter on a fake clock, a simulated shared
+another client: the controller and limiter on a fake clock, a simulated shared
 bucket, and real SDK requests against the fake server under random refusals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reply cache key names the server (issue #12): two servers speaking one API with a model
+"""The reply cache key names the server: two servers speaking one API with a model
 of the same name never answer for each other, a rerun against the same server (however its
 URL is spelled) is served from the cache, and rows written under the old key recipe (no
 server in it) are never read. Real SDKs against two fake servers, on a real store."""

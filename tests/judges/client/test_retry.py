@@ -1,4 +1,4 @@
-"""Error classes of the judge pipeline, quota exhaustion above all (issue #12): an account
+"""Error classes of the judge pipeline, quota exhaustion above all: an account
 without quota or credit is not a rate limit. It is not retried, says so in one sentence
 naming the provider (never the key), and stops the run instead of failing every pair alike.
 

@@ -133,7 +133,7 @@ def test_gives_up_after_four_retries(spec, settings, conn, fake, time_):
     assert session.stats.failed_calls == 1 and session.stats.billed_calls == 0
 
 
-# 401 / 403 are not client errors that fail one pair: they stop the run (issue #16, see
+# 401 / 403 are not client errors that fail one pair: they stop the run (see
 # tests/judges/client/test_runner_faults.py)
 @pytest.mark.parametrize("status", ["400", "404"])
 @pytest.mark.parametrize("spec", SPECS)

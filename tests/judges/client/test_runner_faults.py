@@ -1,4 +1,4 @@
-"""Issue #16, judges: a rejected key stops the run naming the provider (never the key), retry
+"""Judges: a rejected key stops the run naming the provider (never the key), retry
 rows survive a kill, and pairs left unscored can be re-asked (``judge --retry-unscored``).
 
 Real store, real SDKs against the fake server (tests/support/fake_llm_server.py).

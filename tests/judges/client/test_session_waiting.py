@@ -1,6 +1,6 @@
 """A slow run explains itself: the judge summary counts the requests a provider refused and
-the time spent waiting (issue #20), and a server that asks to wait far longer than calls wait
-is said once, with the figure (issue #26). Real SDKs against the fake server, fake time."""
+the time spent waiting, and a server that asks to wait far longer than calls wait
+is said once, with the figure. Real SDKs against the fake server, fake time."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def test_input_estimate_counts_characters_and_messages(settings, fake):
 
 
 # ---------------------------------------------------------------------------------------
-# Shards and staged judging: the dry run plans what that run does (issue #26.6)
+# Shards and staged judging: the dry run plans what that run does
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ def _question(record) -> int:
 
 
 def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, fake):
-    """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3` (issue #26.1): four processes
+    """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3`: four processes
     with requests in flight at the same time, the layouts' shards overlapping. Every distinct
     request is sent (and paid) once, one cost row per cache row; a process reaching a query
     that another is judging judges its other queries first, says it waits, then answers that
