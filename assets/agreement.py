@@ -81,7 +81,7 @@ def kappa_lower_bound_above_floor(context: dg.AssetCheckExecutionContext,
             name="kappa_lower_bound_above_floor", blocking=True, figure=description)
         return
     seen = {key: value.value for key, value in event.asset_materialization.metadata.items()}
-    inputs = seen.get(GATE_INPUTS) or seen  # materializations from before the exact inputs
+    inputs = seen[GATE_INPUTS]
     gate = kappa_gate(lower_bound=inputs.get("kappa_ci_low"), kappa=inputs.get("kappa"),
                       floor=inputs["kappa_floor"], n_scored=inputs.get("n_scored", 0),
                       confidence=inputs.get("confidence", 0.95))

@@ -7,8 +7,8 @@ backfill of ``judging_shards_job`` launches one run per shard, each in its own p
 the shards run side by side (each holds its own shard's judge lock). ``dual_judge_scores``
 depends on every partition of it: after a backfill it finds every reply in the cache, pays
 nothing and brings the dataset-wide figures (pooled kappa, write-back) up to date; downstream
-agreement and calibration read it as before. The shard asset is kept out of the nightly and
-main jobs (a job's assets share one partitioning).
+agreement and calibration read it as they read an unsharded run's. The shard asset is kept out of
+the nightly and main jobs (a job's assets share one partitioning).
 """
 
 

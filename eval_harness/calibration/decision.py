@@ -301,8 +301,8 @@ def decision_columns(decision: WeightDecision | None) -> dict[str, Any]:
 
 
 def decision_from_row(best: pd.Series) -> WeightDecision | None:
-    """The decision the best row of a grid frame carries (:func:`decision_columns`); None for
-    a grid from before the decision rule."""
+    """The decision the best row of a grid frame carries (:func:`decision_columns`); None when
+    it carries none."""
     kind = best.get("decision")
     if not isinstance(kind, str) or kind not in ("changed", "kept"):
         return None
@@ -321,8 +321,8 @@ def decision_from_row(best: pd.Series) -> WeightDecision | None:
 
 
 def _ppi_fields(best: pd.Series) -> dict[str, Any]:
-    """The PPI fields of a decision row; none for a row without them (a history written
-    before them, or a decision on human labels or without a human sample)."""
+    """The PPI fields of a decision row; none for a row without them (a decision on human
+    labels or without a human sample)."""
     gain = best.get("decision_ppi_gain")
     if gain is None or _is_nan(gain):
         return {}

@@ -37,8 +37,6 @@ from eval_harness.calibration.verdict import (
 from eval_harness.errors import UserError
 
 MAX_LOCK_WAIT_SECONDS = 15.0
-# numeric columns an older history file may lack
-LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")
 
 
 class HistoryUnavailable(UserError, RuntimeError):
@@ -73,7 +71,7 @@ def _same_pair(point, pair: tuple[float, float]) -> bool:
 
 
 def decision_from_grid(frame: pd.DataFrame) -> WeightDecision | None:
-    """The decision the grid's calibrated row carries; None for a grid from before it."""
+    """The decision the grid's calibrated row carries; None when none was made."""
     return decision_from_row(calibrated_row(frame))
 
 
@@ -113,9 +111,7 @@ def _append(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
 
 
 def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFrame:
-    """The recorded grids, oldest first (an empty frame when nothing was recorded yet).
-    A file no grid was appended to since a column was added lacks it; it reads as NaN
-    (not recorded), so readers need not know the file's age."""
+    """The recorded grids, oldest first (an empty frame when nothing was recorded yet)."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=list(GRID_COLUMNS))
@@ -123,9 +119,6 @@ def read_grid_history(path: Path | str, dataset: str | None = None) -> pd.DataFr
         rows = grid_history_rows(con, dataset)
     if rows is None:
         return pd.DataFrame(columns=list(GRID_COLUMNS))
-    for column in LATER_COLUMNS:
-        if column not in rows.columns:
-            rows[column] = float("nan")
     return rows
 
 

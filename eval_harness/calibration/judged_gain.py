@@ -1,4 +1,4 @@
-"""The gain between two weights on judge labels, corrected by the human sample (issue #22).
+"""The gain between two weights on judge labels, corrected by the human sample.
 
 On judge labels the calibration sweep's per-query P@5 carries the judges' bias, and a bias
 need not be the same at two weights: a judge that over-rates documents sharing words with the

@@ -47,7 +47,7 @@ class WeightsPublished:
     config: WeightsWritten | None  # None: config.yaml was not written (``config_note`` says why)
     config_note: str | None
     label_source: str = LABEL_SOURCE
-    decision: WeightDecision | None = None  # None: a grid from before the decision rule
+    decision: WeightDecision | None = None  # None: no decision was made
 
     def to_dict(self) -> dict:
         config = None if self.config is None else {
@@ -75,7 +75,7 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
     raised and nothing is written. ``label_source`` (human or judges) is what the
     calibration scored; the row keeps it. With a ``kept`` ``decision`` the row records the
     weights in force (``semantic_weight`` is then ignored) and config.yaml is not touched;
-    ``decision`` None (a grid from before the rule) publishes ``semantic_weight`` as before.
+    ``decision`` None (none was made) publishes ``semantic_weight``.
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("publish_calibrated_weights needs a connection without an open "

@@ -55,26 +55,23 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     "ndcg_at_10": "DOUBLE", "mrr_at_10": "DOUBLE", "p_at_5_ceiling": "DOUBLE",
     "is_best": "BOOLEAN", "is_default": "BOOLEAN", "n_queries": "INTEGER",
     "candidate_depth": "INTEGER", "verdict": "VARCHAR",
-    # the figure the verdict is given on (eval_harness.calibration.verdict); added later, so
-    # a history written before them has them added, NULL on its old rows
+    # the figure the verdict is given on (eval_harness.calibration.verdict)
     "verdict_p_at_5": "DOUBLE", "verdict_label_source": "VARCHAR",
     "verdict_interval_low": "DOUBLE", "verdict_interval_high": "DOUBLE",
     "verdict_judges_p_at_5": "DOUBLE", "verdict_n_human": "INTEGER",
     "verdict_n_judged": "INTEGER",
-    # the weights the verdict is given at (those in force after the decision), added later:
-    # NULL on older rows, which gave it at the best grid point
+    # the weights the verdict is given at (those in force after the decision)
     "verdict_semantic_weight": "DOUBLE", "verdict_keyword_weight": "DOUBLE",
     "verdict_weights": "VARCHAR",
-    # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
-    # added later too: NULL on the rows of a history written before it
+    # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged)
     "judged_at_5": "DOUBLE",
-    # the decision on the weights (eval_harness.calibration.decision), added later like the above
+    # the decision on the weights (eval_harness.calibration.decision)
     "is_in_force": "BOOLEAN", "decision": "VARCHAR", "in_force_semantic": "DOUBLE",
     "in_force_keyword": "DOUBLE", "decision_gain": "DOUBLE", "decision_ci_low": "DOUBLE",
     "decision_ci_high": "DOUBLE", "decision_adjusted_p": "DOUBLE", "decision_alpha": "DOUBLE",
     "decision_min_gain": "DOUBLE", "decision_permutations": "INTEGER",
     "decision_label_source": "VARCHAR", "decision_note": "VARCHAR",
-    # each weight's P@5 query bootstrap interval (level 1 - decision_alpha), added later too
+    # each weight's P@5 query bootstrap interval (level 1 - decision_alpha)
     "p_at_5_low": "DOUBLE", "p_at_5_high": "DOUBLE",
     # judge labels with a human sample: the PPI-corrected gain the decision rested on too
     "decision_ppi_gain": "DOUBLE", "decision_ppi_ci_low": "DOUBLE",
@@ -82,12 +79,10 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
 
 
 def insert_grid_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
-    """Create ``calibration_grid_history`` when missing (add the columns an older one lacks)
-    and insert ``frame``'s :data:`GRID_COLUMNS` (by name)."""
+    """Create ``calibration_grid_history`` when missing and insert ``frame``'s
+    :data:`GRID_COLUMNS` (by name)."""
     columns = ", ".join(f"{name} {kind}" for name, kind in GRID_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ({columns})")
-    for name, kind in GRID_COLUMNS.items():
-        con.execute(f"ALTER TABLE {HISTORY_TABLE} ADD COLUMN IF NOT EXISTS {name} {kind}")
     con.register("grid_rows", frame[list(GRID_COLUMNS)])
     con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM grid_rows")
 

@@ -63,7 +63,7 @@ class VerdictFigure:
     judges_p_at_5: float | None = None  # PPI: the judges' own P@5, uncorrected
     n_human: int | None = None          # PPI: human-labelled queries
     n_judged: int | None = None         # PPI: judged queries
-    keyword_weight: float | None = None  # None: not recorded (a history from before it)
+    keyword_weight: float | None = None  # None: not recorded
     weights: str | None = None          # the decision: changed / kept (None: none recorded)
 
     @property
@@ -158,17 +158,11 @@ def figure_columns(figure: VerdictFigure) -> dict[str, Any]:
 
 def figure_from_row(best: pd.Series, bands: VerdictBands) -> VerdictFigure:
     """The verdict figure the calibrated row of a grid frame carries (:func:`figure_columns`)
-    and the verdict under ``bands``. A row without those columns (a history written before
-    them) gives its P@5, the label source unrecorded."""
-    recorded = _number(best.get("verdict_semantic_weight"))
-    at = ({"semantic_weight": float(best["semantic_weight"])} if recorded is None  # older
-          else {"semantic_weight": recorded,
-                "keyword_weight": _number(best.get("verdict_keyword_weight")),
-                "weights": _text(best.get("verdict_weights"))})
-    figure = _number(best.get("verdict_p_at_5"))
-    if figure is None:
-        return _graded(float(best["p_at_5"]), bands, **at,
-                       label_source=_text(best.get("label_source")))
+    and the verdict under ``bands``."""
+    at = {"semantic_weight": float(best["verdict_semantic_weight"]),
+          "keyword_weight": _number(best.get("verdict_keyword_weight")),
+          "weights": _text(best.get("verdict_weights"))}
+    figure = float(best["verdict_p_at_5"])
     lo, hi = _number(best.get("verdict_interval_low")), _number(best.get("verdict_interval_high"))
     ppi = lo is not None and hi is not None
     return _graded(figure, bands, label_source=_text(best.get("verdict_label_source")),

@@ -74,7 +74,7 @@ def publish_calibration(location: StoreLocation, settings: Settings, grid: pd.Da
     a new connection to ``location``. A ``kept`` decision leaves config.yaml untouched.
 
     The verdict and its label source are those the grid's calibrated row carries, graded
-    under ``settings``' bands; a grid from before those columns falls back to its
+    under ``settings``' bands; a label source not recorded falls back to the row's
     ``label_source`` column, else "human".
     """
     best = calibrated_row(grid)

@@ -286,7 +286,7 @@ def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
             label += " (above the axis)" if start >= high else " (below the axis)"
         axes.axhspan(start, stop, color=colour, alpha=alpha, label=label)
     axes.set_ylim(low, high)  # the spans must not widen the view
-    if not all(map(math.isnan, [*lows, *highs])):  # a history from before them has none
+    if not all(map(math.isnan, [*lows, *highs])):  # none when not computed
         axes.fill_between(weights, lows, highs, color="tab:blue", alpha=0.18, linewidth=0,
                           label=_interval_label(grid))
     axes.plot(weights, p_at_5, marker="o", color="tab:blue", label="P@5")
@@ -300,7 +300,7 @@ def _p_at_5_panel(axes, grid, bands: VerdictBands) -> None:
         in_force = grid[grid["is_in_force"].fillna(False).astype(bool)]
         axes.scatter(in_force["semantic_weight"], in_force["p_at_5"], s=70, marker="s",
                      facecolors="none", edgecolors="tab:purple", zorder=3, label="in force")
-    if decision is None:  # a grid from before the decision rule: its best, as then
+    if decision is None:  # no decision recorded: the best is all there is to mark
         axes.scatter(best["semantic_weight"], best["p_at_5"], s=140, marker="*",
                      color="tab:red", zorder=4, label="best")
     elif decision == "changed":  # the star marks a change that was made, nothing else

@@ -5,7 +5,7 @@ With ``tsvector: null`` the search ranks keyword matches by ``ts_rank(to_tsvecto
 content), q)``: a GIN index on that expression finds the matches, but nothing stores their
 tsvectors, so every matching document is parsed again for every query it matches. On a
 store of 1,400 documents that made ``calibrate`` spend 39 of its 43 s fetching candidates,
-while every index was in place (issue #20). The doctor runs :func:`measure_keyword_cost` to
+while every index was in place. The doctor runs :func:`measure_keyword_cost` to
 put a figure on it:
 
 * **as the search runs it**: the search's own keyword candidate subquery

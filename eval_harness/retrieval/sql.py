@@ -229,8 +229,8 @@ def union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, query_ids: 
 
     When the planner would find each query's semantic top by a sequential scan and a sort
     (a small relation, or no vector index: an exact search), every query would read every
-    vector again from TOAST (issue #25: about 4.5 of 5.4 ms per query on NFCorpus's 3,633
-    rows, benchmarks/RESULTS.md); the statement then reads them once (``vectors_once``),
+    vector again from TOAST (about 4.5 of 5.4 ms per query on NFCorpus's 3,633 rows,
+    benchmarks/RESULTS.md); the statement then reads them once (``vectors_once``),
     with enough ``work_mem`` to hold them and the scan kept sequential from the first
     block, for this statement only. When the planner uses the vector index, the statement
     is run as it is."""

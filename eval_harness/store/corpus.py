@@ -92,7 +92,7 @@ class Corpus:
         a text or uuid id column (:func:`eval_harness.store.document_ids.own_id_kind`), whose
         documents are read through the harness's integer ids; ``versioned``: whether the
         relation's rows have ``xmin`` (a table; not a view). An integer-id corpus's record
-        has neither key (as before they existed); ``subset``: the rows that are the corpus
+        has neither key; ``subset``: the rows that are the corpus
         (a LangChain collection), none when all are."""
         record = {"schema": schema, "relation": relation, "id": id, "content": content,
                   "embedding": embedding, "tsvector": tsvector, "typed": typed}

@@ -1,7 +1,7 @@
 """The keyword index of a live dataset mapped with ``tsvector: null``: what the harness
 derives from the RAG system's rows, in its own schema, so that the keyword side of the
 search is ranked exactly as ``ts_rank(to_tsvector(language, content), q, 1)`` without
-parsing every matching document again for every query (issue #25).
+parsing every matching document again for every query.
 
 Owner of ``keyword_sources``, ``keyword_documents`` and ``keyword_postings`` (migrations
 0021 and 0024). What is kept, per dataset (one *source*, keyed by the dataset's language,

@@ -17,7 +17,7 @@ Which notices were said is the state of a :class:`FallbackNotices`, not of the p
 session makes its own unless given one (``notices=``), so two runs in one process (tests,
 Dagster's in-process executor) each say theirs. A caller that opens several sessions for one
 run passes them the same :class:`FallbackNotices`. :func:`resolve_judge_specs` called without
-one (the doctor, gate versions) keeps one process-wide record, as before.
+one (the doctor, gate versions) keeps one process-wide record.
 
 **Stopping.** Entered with ``async with``, a session stops its pipeline when the user stops
 the run (:mod:`eval_harness.stopping`: SIGINT / SIGTERM; see

@@ -130,10 +130,10 @@ def _grid_table(grid) -> Table:
 
 
 def _share(value) -> str:
-    """Judged@5 of a grid row; "n/a" on rows of a history written before it."""
+    """Judged@5 of a grid row; "n/a" where it was not recorded."""
     return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
 
 def _flag(value) -> bool:
-    """A history cell as a bool: NULL (a row from before the column) is False."""
+    """A history cell as a bool: NULL (not recorded) is False."""
     return value is not None and value == value and bool(value)

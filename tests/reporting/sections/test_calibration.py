@@ -1,20 +1,17 @@
 """The run report's calibration section (eval_harness.reporting.sections.calibration): the
 Judged@5 column of its grid, and the lower-bound sentence when Judged@5 at the best weight
-or the weights in force falls below calibration.min_judged (and its absence above it), also
-on a history written before Judged@5 was recorded; each weight's P@5 interval ("n/a" in such
-an old history)."""
+or the weights in force falls below calibration.min_judged (and its absence above it); each
+weight's P@5 interval."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import duckdb
 import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
 from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import calibrate_dataset, weight_label
-from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
 from eval_harness.reporting.blocks import Paragraph, Table
 from eval_harness.reporting.sections.calibration import calibration_section
 
@@ -63,16 +60,3 @@ def test_each_weight_shows_its_p_at_5_interval(settings, tmp_path, calibration):
     assert any("P@5 interval: 95% percentile bootstrap over the queries" in p
                for p in paragraphs)
 
-
-def test_a_history_written_before_judged_at_5_still_reads(settings, tmp_path, calibration):
-    old = [c for c in GRID_COLUMNS if c not in ("judged_at_5", "p_at_5_low", "p_at_5_high")]
-    with duckdb.connect(str(tmp_path / "history.duckdb")) as con:
-        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
-                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
-        con.register("rows", grid_frame(calibration)[old])
-        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
-    paragraphs, table = _section(settings, tmp_path, calibration.dataset, 1.0)
-    for name in ("Judged@5", "P@5 interval"):
-        column = table.columns.index(name)
-        assert [row[column] for row in table.rows] == ["n/a"] * len(calibration.grid)
-    assert not any("lower bound" in p for p in paragraphs)  # unknown is not "below"
