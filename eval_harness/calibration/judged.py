@@ -84,7 +84,8 @@ def judged_summary(dataset: str, points: Iterable[tuple[float, float, float]], *
                    min_judged: float, named: Mapping[str, float]) -> JudgedSummary:
     """Which grid weights fall below ``min_judged``. ``points`` are (semantic weight, keyword
     weight, Judged@5) per grid weight, Judged@5 NaN where it was not recorded (never a
-    lower bound then); ``named`` maps a role ("best", "in force") to its semantic weight (a weight not on the grid is not named)."""
+    lower bound then); ``named`` maps a role ("best", "in force") to its semantic weight (a weight
+    not on the grid is not named)."""
     points = [(float(s), float(k), float(j)) for s, k, j in points]
     recorded = [j for _, _, j in points if not math.isnan(j)]
     low: list[LowerBound] = []
