@@ -28,6 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
@@ -40,11 +44,8 @@ from eval_harness.settings.datasets import (
     LiveMapping,
     Relation,
 )
-from eval_harness.store import StoreLocation, keyword_index, migrate
+from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import start_embedded
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import attach_live_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPTH = 50

@@ -62,6 +62,7 @@ from eval_harness.calibration.verdict import (  # noqa: F401
     verdict_figure,
     verdict_sentence,  # (re-exported)
 )
+from eval_harness.datasets import ground_truth
 from eval_harness.errors import InvalidInput
 from eval_harness.metrics.calibration import (
     DEFAULT_SEMANTIC_WEIGHT,
@@ -91,7 +92,6 @@ from eval_harness.retrieval.weights import (
     keyword_weight_for,
 )
 from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
-from eval_harness.store import ground_truth
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from typing import Any
 
 import psycopg
 
+from eval_harness.datasets.beir import DatasetError, utf8_lines
 from eval_harness.errors import InvalidInput
 from eval_harness.gates import sql
 from eval_harness.gates.answer_checks import (
@@ -54,8 +55,6 @@ from eval_harness.gates.answer_checks import (
     parse_json,
 )
 from eval_harness.settings import Settings
-from eval_harness.store.beir import DatasetError
-from eval_harness.store.beir import _text_lines as utf8_lines
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000

@@ -41,12 +41,12 @@ answer_reward
 
 A run the user stops (SIGINT / SIGTERM) or a store that goes away stops the judge at once
 (nothing more is sent): an answer not judged by then gets no result (None; the runner stores
-only the others), and a lost store is raised
-(:class:`~eval_harness.judges.client.runner.StoreLost`). A judge that fails (outcome failed or
-unscored, an exception, the budget used up) gives a failed result: not passed, score None, the error
-in ``details["error"]``; the run itself goes on. When no usable reply was obtained (provider down,
-budget, exception) ``details["retry"]`` is true and the next run asks again; a reply that did not
-parse even after the re-ask (unscored) is kept as it is: the cache would give the same reply again.
+only the others), and a lost store is raised (:class:`~eval_harness.judges.client.stops.StoreLost`).
+A judge that fails (outcome failed or unscored, an exception, the budget used up) gives a
+failed result: not passed, score None, the error in ``details["error"]``; the run itself goes
+on. When no usable reply was obtained (provider down, budget, exception) ``details["retry"]``
+is true and the next run asks again; a reply that did not parse even after the re-ask
+(unscored) is kept as it is: the cache would give the same reply again.
 
 Every output of a judged gate names the judge that decides it (:func:`gate_judge_line`:
 ``judge 1 openai:gpt-4o``, or ``judge 1 local:lexical, the offline stand-in (...)``).

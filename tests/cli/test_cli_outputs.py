@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 
 from answer_files import SAMPLE
 from beir_factory import write_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.gates.report import GateSummary
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.store.ingest import ingest_beir

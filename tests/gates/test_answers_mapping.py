@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from answer_files import answer_row, write_jsonl
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.gates.answers import (
     AnswersRelationError,
     TimeWindow,
@@ -29,8 +31,6 @@ from eval_harness.gates.answers_mapping import (
 from eval_harness.gates.runner import evaluate_window, run_quality_gates
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
 from gate_sources import rule_gates
 from live_store import live_config
 from served_answers import DAY, MAPPING, lay_out_served_answers, served_checksum, settings_for

@@ -26,6 +26,7 @@ from answer_files import SAMPLE, harness_answers_config
 from beir_factory import write_beir
 from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.gates.answers import TimeWindow, import_answers
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
@@ -35,7 +36,6 @@ from eval_harness.reporting.history import read_run_history, runs_table
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
-from eval_harness.store.ingest import ingest_beir
 
 DAYS = [date(2025, 3, 3), date(2025, 3, 4)]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,6 +9,7 @@ import pytest
 from ranx import Qrels, Run, evaluate
 
 from beir_factory import write_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import (
     UnknownDataset,
@@ -17,7 +18,6 @@ from eval_harness.retrieval.hybrid import (
     hybrid_search,
 )
 from eval_harness.retrieval.report import fused_runs, load_qrels, retrieval_report
-from eval_harness.store.ingest import ingest_beir
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose "
          "mouse human virus vaccine immune response tumor growth signal pathway drug "

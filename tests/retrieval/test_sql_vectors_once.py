@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 import second_server
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store import migrate
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.live import attach_live_dataset
 from live_store import live_config, no_embedder
 from scratch_databases import scratch_database
 

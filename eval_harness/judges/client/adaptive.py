@@ -82,7 +82,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from eval_harness.judges.client.limiter import Clock, RateLimiter, Sleep
-from eval_harness.judges.client.rate_headers import RateSignal, parse_reset, read_retry_after  # noqa: F401
+from eval_harness.judges.client.rate_headers import RateSignal, read_retry_after
 
 Wall = Callable[[], datetime]
 HeaderReader = Callable[..., RateSignal]  # (headers, *, now) -> what they say (a provider's)

@@ -55,6 +55,7 @@ from eval_harness.judges.local.text import (
     simple_claim_sentences,
     stem,
 )
+from eval_harness.judges.local.verdicts import GROUNDING_VERSION, check_grounding_aligned
 from eval_harness.judges.protocol import (
     AnswerEvaluation,
     ClaimCheck,
@@ -302,9 +303,6 @@ class LexicalJudge(_LocalJudge):
                         query_id: int | None = None) -> JudgeResult[Grounding]:
         """Claims aligned with the best span of the sources (grounding_verdicts); a source
         ending in ``[...]`` was cut, and what it may hold is "cannot tell", never unsupported."""
-        # imported here: grounding_local builds on this module's stemmer and stopwords
-        from eval_harness.judges.local.verdicts import GROUNDING_VERSION, check_grounding_aligned
-
         started = time.monotonic()
         value = check_grounding_aligned(answer, sources, self.threshold)
         result = self._result("grounding", value, started)

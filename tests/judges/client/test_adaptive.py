@@ -15,13 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from eval_harness.judges.client.adaptive import (
-    AdaptiveRateLimiter,
-    RateController,
-    RateSignal,
-    parse_reset,
-)
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter, RateController, RateSignal
 from eval_harness.judges.client.providers import provider
+from eval_harness.judges.client.rate_headers import parse_reset
 from eval_harness.judges.client.session import JudgeSession
 from eval_harness.judges.protocol import Outcome
 from eval_harness.settings.judges import RateLimit
