@@ -29,7 +29,9 @@ from eval_harness_pipelines.resources import (
 # ------------------------------------------------------------------------- Dagster assets
 def _grid(p_at_5: float) -> pd.DataFrame:
     return pd.DataFrame({"semantic_weight": [0.7, 0.8], "p_at_5": [0.1, p_at_5],
-                         "is_best": [False, True], "dataset": ["d", "d"]})
+                         "is_best": [False, True], "dataset": ["d", "d"],
+                         "verdict_p_at_5": [p_at_5, p_at_5],
+                         "verdict_semantic_weight": [0.8, 0.8]})
 
 
 @pytest.mark.parametrize("p_at_5, passed, severity, verdict", [

@@ -1,6 +1,6 @@
 """The calibration grids' DuckDB history (eval_harness.calibration.history): a writer waits
-for another process holding the file, an old history takes new grids, and the decision
-round-trips through the grid frame and the history."""
+for another process holding the file, and the decision round-trips through the grid frame
+and the history."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import duckdb
-import pandas as pd
 import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
@@ -40,62 +39,10 @@ def test_history_writer_waits_for_another_process_holding_the_file(tmp_path, con
     assert history["verdict"].iloc[0] == result.verdict
 
 
-def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn, corpus):
-    """A history file written before the verdict_* columns gets them added on the next
-    append; its old rows give their verdict on their own P@5, label source not recorded."""
-    from eval_harness.calibration.history import figure_from_grid
-    from eval_harness.calibration.run import VerdictBands
-    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
-
-    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
-    frame = grid_frame(result)
-    old = [c for c in GRID_COLUMNS if not c.startswith("verdict_")]
-    database = tmp_path / "old-history.duckdb"
-    with duckdb.connect(str(database)) as con:
-        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
-                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
-        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
-        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
-    assert append_grid_history(database, frame) == len(frame)
-    history = read_grid_history(database)
-    before, now = (history[history["run_at"] == t] for t in sorted(set(history["run_at"])))
-    bands = VerdictBands()
-    figure = figure_from_grid(before, bands)
-    assert (figure.p_at_5, figure.label_source) == (result.best.p_at_5, None)
-    assert figure_from_grid(now, bands) == result.figure
-    assert result.figure.label_source == "human" and result.figure.basis == "p_at_5"
-
-
-@pytest.mark.parametrize("column", ["judged_at_5", "p_at_5_low", "p_at_5_high"])
-def test_a_history_from_before_a_later_column_reads_it_as_not_recorded(tmp_path, conn, corpus,
-                                                                         column):
-    """Without a later column (never appended to since), the read adds it as NaN;
-    the next append adds it to the table, NULL (NaN) on the old rows."""
-    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
-
-    result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
-    frame = grid_frame(result)
-    old = [c for c in GRID_COLUMNS if c not in ("judged_at_5", "p_at_5_low", "p_at_5_high")]
-    database = tmp_path / "old-history.duckdb"
-    with duckdb.connect(str(database)) as con:
-        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
-                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
-        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
-        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
-    history = read_grid_history(database)
-    assert len(history) == len(frame) and history[column].isna().all()
-    assert append_grid_history(database, frame) == len(frame)
-    history = read_grid_history(database)
-    assert history[column].isna().sum() == len(frame)
-    assert history[column].dropna().tolist() == [getattr(p, column) for p in result.grid]
-
-
 def test_the_decision_travels_through_the_grid_and_the_history(tmp_path, conn, corpus):
     """What Dagster's publishing asset and the run report read back is the decision the
-    calibration made; a history from before the decision columns has none, and the run
-    report's section says so."""
+    calibration made."""
     from eval_harness.calibration.history import decision_from_grid
-    from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
     from eval_harness.reporting.sections.calibration import calibration_section
     from eval_harness.settings import load_settings
 
@@ -106,19 +53,9 @@ def test_the_decision_travels_through_the_grid_and_the_history(tmp_path, conn, c
     assert frame["is_in_force"].sum() == 1
     assert frame.loc[frame["is_in_force"], "semantic_weight"].item() == 0.9
     database = tmp_path / "history.duckdb"
-    old = [c for c in GRID_COLUMNS if c != "is_in_force" and not c.startswith(
-        ("decision", "in_force_"))]
-    with duckdb.connect(str(database)) as con:  # a history from before the decision
-        con.execute(f"CREATE TABLE {HISTORY_TABLE} ("
-                    + ", ".join(f"{c} {GRID_COLUMNS[c]}" for c in old) + ")")
-        con.register("rows", frame[old].assign(run_at=frame["run_at"] - pd.Timedelta("1D")))
-        con.execute(f"INSERT INTO {HISTORY_TABLE} BY NAME SELECT * FROM rows")
     config = tmp_path / "config.yaml"
     config.write_text(f"history:\n  duckdb_path: {database}\n")
     settings = load_settings(config, environ={})
-    text = " ".join(b.text for b in calibration_section(settings, corpus["name"]).section.blocks
-                    if hasattr(b, "text"))
-    assert "Weights: no decision recorded" in text
     append_grid_history(database, frame)
     history = read_grid_history(database)
     now = history[history["run_at"] == history["run_at"].max()]

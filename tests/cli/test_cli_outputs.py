@@ -23,7 +23,6 @@ from beir_factory import write_beir
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.gates.report import GateSummary
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines import run as run_cli
 from eval_harness_pipelines.assets.judging import dual_judge_scores

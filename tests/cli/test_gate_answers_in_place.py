@@ -12,7 +12,6 @@ import pytest
 from answer_files import SAMPLE
 from cli_runs import run_cli
 from eval_harness.datasets.demo_store import build_rag_store
-from eval_harness.store.demo_rag import build_rag_store
 from served_answers import DAY, lay_out_served_answers, served_checksum
 
 CONFIG = """

@@ -22,7 +22,6 @@ from eval_harness.judges.dual.run import (
     store_dual_judge_scores,
 )
 from eval_harness.judges.dual.scores import pair_kappa
-from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.judging import dual_judge_scores
 from eval_harness_pipelines.resources import default_resources
