@@ -43,7 +43,7 @@ import numpy as np
 import psycopg
 
 from eval_harness.agreement import sql as agreement_sql
-from eval_harness.agreement.review import VERDICTS
+from eval_harness.agreement.review_file import VERDICTS
 from eval_harness.calibration.verdict import verdict_figure
 from eval_harness.datasets import ground_truth
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean

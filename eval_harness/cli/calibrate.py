@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 
 from eval_harness import stopping
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 

@@ -46,6 +46,7 @@ from eval_harness.datasets.live_catalog import (
 )
 from eval_harness.datasets.live_indexes import index_report
 from eval_harness.datasets.live_mapping import KNOWN_DIMENSIONS
+from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
 from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
 from eval_harness.retrieval.keyword_cost import (
     MEASURED_QUERIES,
@@ -135,8 +136,6 @@ def _queries_to_embed(conn: psycopg.Connection, settings: Settings, cfg: Dataset
                       dataset: LiveDataset | None) -> int | None:
     """How many ground-truth queries attaching ``cfg`` must embed (None: unknown). The demo
     store brings its own query vectors (embeddings.npz), so it needs none."""
-    from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
-
     if uses_demo_schema(cfg, settings) and demo_store_wanted(settings):
         return 0
     if dataset is None or dataset.ground_truth is None:

@@ -50,7 +50,8 @@ import json
 import sys
 from dataclasses import replace
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.judges.client.pricing import MissingPrice
 from eval_harness.progress import progress_bar

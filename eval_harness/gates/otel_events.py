@@ -37,6 +37,9 @@ from eval_harness.errors import UserError
 from eval_harness.escaping.visible import encodable
 from eval_harness.gates.outcomes import GateOutcome
 
+# The OpenTelemetry SDK and its exporters are an optional extra (``otel``): imported where an
+# event is written, so that without them ``gate --otlp`` says so in one sentence.
+
 EVENT_NAME = "gen_ai.evaluation.result"
 INSTRUMENTATION_SCOPE = "eval_harness.gates"
 SERVICE_NAME = "eval-harness"

@@ -11,7 +11,8 @@ import json
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from eval_harness.agreement.data import dataset_agreement, load_judge_pairs
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.people import human_verdicts, recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements

@@ -10,7 +10,9 @@ from datetime import UTC, date
 import pytest
 
 from answer_files import answer_row, write_jsonl
-from eval_harness.gates.answers import AnswersFileError, TimeWindow, import_answers, stream_answers
+from eval_harness.gates.answer_checks import AnswersFileError
+from eval_harness.gates.answers import import_answers, stream_answers
+from eval_harness.gates.window import TimeWindow
 
 # --- import ----------------------------------------------------------------------------------
 

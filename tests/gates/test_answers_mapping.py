@@ -17,18 +17,14 @@ import pytest
 from answer_files import answer_row, write_jsonl
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
-from eval_harness.gates.answers import (
-    AnswersRelationError,
-    TimeWindow,
-    import_answers,
-    stream_answers,
-)
+from eval_harness.gates.answers import AnswersRelationError, import_answers, stream_answers
 from eval_harness.gates.answers_mapping import (
     AnswersMappingError,
     check_answers_mapping,
     import_refusal,
 )
 from eval_harness.gates.runner import evaluate_window, run_quality_gates
+from eval_harness.gates.window import TimeWindow
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation
 from gate_sources import rule_gates

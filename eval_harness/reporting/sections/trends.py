@@ -1,5 +1,5 @@
 """Section 6: trends. The run's headline numbers are recorded in the DuckDB history
-(:mod:`eval_harness.reporting.history`; a re-rendered run replaces its rows) and plotted
+(:mod:`eval_harness.reporting.run_history`; a re-rendered run replaces its rows) and plotted
 over the earlier runs."""
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from eval_harness.reporting.blocks import (
     Section,
     Table,
 )
-from eval_harness.reporting.history import read_run_history, record_run, runs_table
 from eval_harness.reporting.plots import (
     plot_cost_trend,
     plot_gate_trend,
@@ -29,6 +28,7 @@ from eval_harness.reporting.plots import (
     plot_p_at_5_trend,
     pooled_days,
 )
+from eval_harness.reporting.run_history import read_run_history, record_run, runs_table
 from eval_harness.settings import Settings
 
 TREND_PLOTS = ("trend-kappa.png", "trend-p-at-5.png", "trend-gates.png", "trend-cost.png")

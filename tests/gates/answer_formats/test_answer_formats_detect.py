@@ -15,12 +15,12 @@ from eval_dataset_files import (
     write_ragas_csv,
     write_ragas_jsonl,
 )
+from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answer_formats import (
     detect_format,
     import_answers_file,
     read_answer_records,
 )
-from eval_harness.gates.answers import AnswersFileError
 from traced_rag import otlp_json_lines, phoenix_dataframe_jsonl, phoenix_rest_spans, run_rag
 
 

@@ -18,8 +18,8 @@ from eval_dataset_files import (
     write_ragas_csv,
     write_ragas_jsonl,
 )
+from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answer_formats import import_answers_file, read_answer_records
-from eval_harness.gates.answers import AnswersFileError
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from eval_harness.agreement.data import dataset_agreement
+from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import load_record
 from eval_harness.judges.dual.run import judge_dataset

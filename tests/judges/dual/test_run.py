@@ -15,12 +15,7 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.dual.run import (
-    judge_dataset,
-    judge_dataset_async,
-    pair_kappa,
-    store_dual_judge_scores,
-)
+from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async, store_dual_judge_scores
 from eval_harness.judges.dual.scores import pair_kappa
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.judging import dual_judge_scores
