@@ -2,18 +2,17 @@
 
 
 from collections.abc import Iterator
-from typing import Optional
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.kappa_gate import kappa_gate, kappa_verdict
 from eval_harness.agreement.people import recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.files import write_report
 from eval_harness.agreement.review import queue_disagreements
+from eval_harness.files import write_report
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "agreement"
 REPORT_NAME = "agreement.md"
@@ -21,7 +20,7 @@ GATE_INPUTS = "kappa_gate_inputs"  # exact figures for the check; the others are
 
 
 class AgreementConfig(dg.Config):
-    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
+    dataset: str | None = None  # a key of `datasets` in config.yaml; default_dataset if unset
 
 
 @dg.asset(
@@ -65,7 +64,7 @@ def judge_agreement(context: dg.AssetExecutionContext, config: AgreementConfig,
 # agreement.stand_in_judges: warn) is known only when the check reads them, long after the
 # definitions were loaded; such a failure is a WARN result, which Dagster does not block on,
 # and its metadata says blocks_downstream: false.
-@dg.asset_check(
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
     asset=judge_agreement, blocking=True,
     description="Blocking: the lower confidence bound of pooled kappa must reach "
                 "agreement.kappa_floor, else calibration does not run on these labels. When "
@@ -83,15 +82,15 @@ def kappa_lower_bound_above_floor(context: dg.AssetCheckExecutionContext,
             name="kappa_lower_bound_above_floor", blocking=True, figure=description)
         return
     seen = {key: value.value for key, value in event.asset_materialization.metadata.items()}
-    inputs = seen.get(GATE_INPUTS) or seen  # materializations from before the exact inputs
+    inputs = seen[GATE_INPUTS]
     gate = kappa_gate(lower_bound=inputs.get("kappa_ci_low"), kappa=inputs.get("kappa"),
                       floor=inputs["kappa_floor"], n_scored=inputs.get("n_scored", 0),
                       confidence=inputs.get("confidence", 0.95))
     cfg = settings.load()
-    used = tuple(tuple(m for m in str(seen.get(key) or "").split(", ") if m)
-                 for key in ("judge1_models", "judge2_models"))
+    judge1, judge2 = (tuple(m for m in str(seen.get(key) or "").split(", ") if m)
+                      for key in ("judge1_models", "judge2_models"))
     verdict = kappa_verdict(gate, configured=(cfg.judges.judge1, cfg.judges.judge2),
-                            used=used, stand_in_judges=cfg.agreement.stand_in_judges)
+                            used=(judge1, judge2), stand_in_judges=cfg.agreement.stand_in_judges)
     # WARN severity does not block: calibration still runs, the failure stays visible
     severity = (dg.AssetCheckSeverity.WARN if verdict.status == "WARN"
                 else dg.AssetCheckSeverity.ERROR)

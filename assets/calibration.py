@@ -16,29 +16,31 @@ calibrated weights and fails the run with the verdict and its figure
 
 
 from collections.abc import Iterator
-from typing import Optional
 
 import dagster as dg
 import pandas as pd
 
-from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
-from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
-from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
-                                              figure_from_grid, outcome_from_grid)
+from eval_harness.calibration.history import (
+    calibrated_row,
+    decision_from_grid,
+    figure_from_grid,
+    outcome_from_grid,
+)
 from eval_harness.calibration.report import calibration_markdown
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.calibration.text import format_table
 from eval_harness.calibration.verdict import VERDICT_LABELS
-from eval_harness.calibration.workflow import (publish_calibration, record_calibration,
-                                               verdict_bands)
+from eval_harness.calibration.workflow import publish_calibration, record_calibration, verdict_bands
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
 
 GROUP = "calibration"
 
 
 class CalibrationConfig(dg.Config):
-    dataset: Optional[str] = None  # a dataset in the store; default_dataset if unset
-    grid_step: Optional[float] = None  # overrides calibration.grid.step (0.01 .. 1)
-    labels: Optional[str] = None  # human | judges; default human when expected_docs exist
+    dataset: str | None = None  # a dataset in the store; default_dataset if unset
+    grid_step: float | None = None  # overrides calibration.grid.step (0.01 .. 1)
+    labels: str | None = None  # human | judges; default human when expected_docs exist
 
 
 # Downstream of judge_agreement: its blocking kappa check stops calibration on untrustworthy
@@ -127,7 +129,8 @@ def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.D
         if change.previous_semantic is not None else dg.MetadataValue.null())))
 
 
-@dg.asset_check(asset=calibrated_weights, blocking=True,
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
+                asset=calibrated_weights, blocking=True,
                 additional_ins={"calibration_grid": dg.AssetIn("calibration_grid")},
                 description="Blocking: P@5 at the weights in force after the decision (the "
                             "new weights, or those kept) on the complete ground "
@@ -170,7 +173,7 @@ def _with_decision(sentence: str, grid: pd.DataFrame) -> str:
     return sentence if decision is None else f"{sentence}\nWeights: {decision.sentence}"
 
 
-def _ceiling(grid: pd.DataFrame) -> Optional[float]:
+def _ceiling(grid: pd.DataFrame) -> float | None:
     """The P@5 ceiling of the ground truth, when the grid carries it."""
     value = calibrated_row(grid).get("p_at_5_ceiling")
     return None if value is None or pd.isna(value) else float(value)

@@ -7,21 +7,21 @@ when the mapping points at ``store.demo_rag_schema`` on the embedded store.
 """
 
 
-from typing import Optional
+
 
 import dagster as dg
 
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.datasets.prepare import prepare_dataset
 from eval_harness.datasets.embeddings import embedder_factory
 from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.prepare import prepare_dataset
+from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "ground_truth"
 
 
 class IngestConfig(dg.Config):
-    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
+    dataset: str | None = None  # a key of `datasets` in config.yaml; default_dataset if unset
 
 
 # One step ingests (or attaches) both assets in one transaction, so there is one op; it

@@ -7,28 +7,27 @@ backfill of ``judging_shards_job`` launches one run per shard, each in its own p
 the shards run side by side (each holds its own shard's judge lock). ``dual_judge_scores``
 depends on every partition of it: after a backfill it finds every reply in the cache, pays
 nothing and brings the dataset-wide figures (pooled kappa, write-back) up to date; downstream
-agreement and calibration read it as before. The shard asset is kept out of the nightly and
-main jobs (a job's assets share one partitioning).
+agreement and calibration read it as they read an unsharded run's. The shard asset is kept out of
+the nightly and main jobs (a job's assets share one partitioning).
 """
 
 
 from collections.abc import Iterator
-from typing import Optional
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import check_outcome, readable
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.people import give_anchors_verdicts
 from eval_harness.judges.anchors.drift import drift_check, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
+from eval_harness_pipelines.check_outcomes import check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "judging"
 
 
 class JudgingConfig(dg.Config):
-    dataset: Optional[str] = None  # a key of `datasets` in config.yaml; default_dataset if unset
-    limit: Optional[int] = None    # judge only the first N ground-truth queries
+    dataset: str | None = None  # a key of `datasets` in config.yaml; default_dataset if unset
+    limit: int | None = None    # judge only the first N ground-truth queries
     batch: bool = False            # providers' batch APIs (nightly: cheaper, slower)
 
 
@@ -69,7 +68,7 @@ def _result(context, summary) -> dg.MaterializeResult:
 
 # Declared blocking like the kappa check; judges.drift.blocking: false makes a failure a WARN
 # result, which Dagster does not block on (its metadata says blocks_downstream: false).
-@dg.asset_check(
+@dg.asset_check(  # type: ignore[arg-type]  # a check may yield its result
     asset=dual_judge_scores, blocking=True,
     description="Blocking: each judge re-judged the frozen anchor set (judges.anchors) past "
                 "the cache; fails when the lower bound of its label flip rate exceeds "

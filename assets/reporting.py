@@ -10,23 +10,22 @@ every nightly_job run, successful or not, a sensor asks for ``report_job`` on th
 """
 
 from datetime import date
-from typing import Optional
 
 import dagster as dg
 
+from eval_harness.reporting.run_report import build_run_report
 from eval_harness_pipelines.check_outcomes import rounded
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.reporting.run_report import build_run_report
 
 GROUP = "reports"
 REPORT_JOB = "report_job"
 
 
 class RunReportConfig(dg.Config):
-    dataset: Optional[str] = None        # default_dataset if unset
-    days: Optional[list[str]] = None      # answers partitions (YYYY-MM-DD); default: latest
-    source_run_id: Optional[str] = None   # the run the report describes; default: this one
-    related_run_ids: Optional[list[str]] = None  # runs whose cost counts as the source run's
+    dataset: str | None = None        # default_dataset if unset
+    days: list[str] | None = None      # answers partitions (YYYY-MM-DD); default: latest
+    source_run_id: str | None = None   # the run the report describes; default: this one
+    related_run_ids: list[str] | None = None  # runs whose cost counts as the source run's
 
 
 def _metadata_value(value):

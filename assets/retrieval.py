@@ -1,22 +1,21 @@
 """Validation domain: hybrid-search quality at the configured weights (the retrieval report)."""
 
 
-from typing import Optional
+
+from typing import Any
 
 import dagster as dg
 
+from eval_harness.files import write_report
+from eval_harness.retrieval.report import METRIC_LABELS, configured_retrieval_report, format_report
 from eval_harness_pipelines.check_outcomes import readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.retrieval.report import (METRIC_LABELS, configured_retrieval_report,
-                                           format_report)
-from eval_harness.files import write_report
-
 
 GROUP = "validation"
 
 
 class RetrievalReportConfig(dg.Config):
-    dataset: Optional[str] = None
+    dataset: str | None = None
 
 
 @dg.asset(group_name=GROUP, deps=["ground_truth"],
@@ -32,8 +31,8 @@ def retrieval_report(context: dg.AssetExecutionContext, config: RetrievalReportC
     path = write_report(cfg.root / "reports", "retrieval-report.md",
                         f"# Retrieval report\n\n```\n{text}\n```\n")
     context.log.info(text)
-    metadata = {label: dg.MetadataValue.float(report.metrics[key])
-                for key, label in METRIC_LABELS.items()}
+    metadata: dict[str, Any] = {label: dg.MetadataValue.float(report.metrics[key])
+                                for key, label in METRIC_LABELS.items()}
     metadata.update({"dataset": dataset, "queries": report.queries,
                      "semantic_weight": report.semantic_weight,
                      "keyword_weight": report.keyword_weight,

@@ -25,12 +25,12 @@ import random
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DAY = datetime(2025, 6, 2, tzinfo=timezone.utc)
+DAY = datetime(2025, 6, 2, tzinfo=UTC)
 
 
 def _generator():
@@ -84,9 +84,9 @@ def _load(store, answers: int, documents: int, sources: int, seed: int) -> float
 
 
 def _gate(store, relation) -> dict:
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import build_gates
     from eval_harness.gates.runner import evaluate_window, summarize_gates
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.settings import QualityGateSettings
 
     gates = build_gates(QualityGateSettings())
@@ -112,8 +112,13 @@ def main() -> None:
 
     from eval_harness.gates.answers_mapping import check_answers_mapping
     from eval_harness.settings import QualityGateSettings, Settings
-    from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig,
-                                                GroundTruthMapping, LiveMapping, Relation)
+    from eval_harness.settings.datasets import (
+        CorpusMapping,
+        DatasetConfig,
+        GroundTruthMapping,
+        LiveMapping,
+        Relation,
+    )
     from eval_harness.settings.gates_answers import AnswersMapping
     from eval_harness.store import StoreLocation, migrate
     from eval_harness.store.connection import start_embedded

@@ -22,8 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_harness.metrics.calibration import best_weight, weight_grid  # noqa: E402
-from eval_harness.retrieval.sweep import (  # noqa: E402
-    CandidateSet, reciprocal_rank_fusion, sweep_weights)
+from eval_harness.retrieval.sweep import CandidateSet, reciprocal_rank_fusion, sweep_weights  # noqa: E402
 
 N_QUERIES = 1_000
 POOL_SIZE = 400
@@ -186,7 +185,9 @@ def _time_fine_grid(per_retriever: CandidateSet, full_pool: CandidateSet) -> lis
     sweep_weights(full_pool, grid[:2])  # first call pays numpy's one-off set-up
     for label, candidates, mode in (("per_retriever", per_retriever, "per_retriever"),
                                     ("candidates (fusion.py rule)", full_pool, "candidates")):
-        seconds, result = _median_time(lambda: sweep_weights(candidates, grid, normalisation=mode))
+        seconds, result = _median_time(
+            lambda candidates=candidates, mode=mode: sweep_weights(candidates, grid,
+                                                                   normalisation=mode))
         chosen = best_weight(grid, result.p_at_5)
         lines.append(f"ours, 101-point grid 0..1 step 0.01, {label:27s}: {seconds:6.3f} s "
                      f"(best w={chosen}, P@5={result.p_at_5[result.index_of(chosen)]:.4f}, "

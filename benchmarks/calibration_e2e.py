@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_harness.store import StoreLocation, migrate  # noqa: E402
-from eval_harness.store.connection import start_embedded  # noqa: E402
 from eval_harness.datasets.embeddings import make_embedder  # noqa: E402
 from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
+from eval_harness.store import StoreLocation, migrate  # noqa: E402
+from eval_harness.store.connection import start_embedded  # noqa: E402
 
 CONFIG = """\
 default_dataset: {name}
@@ -120,7 +120,8 @@ def main() -> int:
     parser.add_argument("--scifact", default=str(ROOT / "datasets" / "scifact"))
     parser.add_argument("--nfcorpus", default=str(ROOT.parent / "shared" / "datasets" / "nfcorpus"))
     parser.add_argument("--nfcorpus-embeddings",
-                        default=str(ROOT / ".eval-harness" / "cache" / "nfcorpus" / "embeddings.npz"),
+                        default=str(ROOT / ".eval-harness" / "cache" / "nfcorpus"
+                                    / "embeddings.npz"),
                         help="precomputed vectors for the read-only NFCorpus folder, made with "
                              "scripts/compute_embeddings.py ... --output FILE")
     args = parser.parse_args()

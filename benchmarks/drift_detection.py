@@ -38,8 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eval_harness.judges.anchors.drift import compare_judge, drift_reasons  # noqa: E402
-from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,  # noqa: E402
-                                                estimated_output_tokens)
+from eval_harness.judges.client.pricing import (  # noqa: E402
+    PriceTable,
+    estimated_input_tokens,
+    estimated_output_tokens,
+)
 from eval_harness.judges.llm import LLMJudge  # noqa: E402
 from eval_harness.judges.protocol import Usage  # noqa: E402
 from eval_harness.metrics.agreement.retest import retest_agreement  # noqa: E402

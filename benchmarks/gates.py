@@ -26,7 +26,7 @@ import resource
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -127,7 +127,7 @@ def run_throughput(answer_count: int, seed: int) -> None:
 # Part 2: stream 1,000,000 answers from Postgres and gate them.
 # ---------------------------------------------------------------------------------------------
 
-STREAM_DAY = datetime(2025, 1, 15, tzinfo=timezone.utc)
+STREAM_DAY = datetime(2025, 1, 15, tzinfo=UTC)
 
 
 def _peak_rss_mb() -> float:
@@ -158,9 +158,9 @@ def _load_answers(store, answer_count: int, seed: int) -> float:
 
 def _stream_child(answer_count: int, seed: int, results) -> None:
     """Runs in a fresh process: embedded store, COPY, then the runner over the day."""
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import build_gates
     from eval_harness.gates.runner import evaluate_window, summarize_gates
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.settings import QualityGateSettings
     from eval_harness.store import StoreLocation, migrate
     from eval_harness.store.connection import start_embedded

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -43,13 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grounding_validation import SETS, load_begin, parse_args  # noqa: E402
 
 from eval_harness.gates.llm_gates import grounding_result  # noqa: E402
-from eval_harness.settings.judges import LocalJudgeSettings  # noqa: E402
 from eval_harness.judges.local.grounding import checkable_claims  # noqa: E402
+from eval_harness.judges.local.relevance import (  # noqa: E402
+    CLAIM_SUPPORT_THRESHOLD,
+    check_grounding_locally,
+    claim_support,
+)
 from eval_harness.judges.local.verdicts import check_grounding_aligned  # noqa: E402
-from eval_harness.judges.local.relevance import (CLAIM_SUPPORT_THRESHOLD,  # noqa: E402
-                                       check_grounding_locally, claim_support)
 from eval_harness.judges.prompts import truncate  # noqa: E402
 from eval_harness.metrics.proportions import wilson_interval  # noqa: E402
+from eval_harness.settings.judges import LocalJudgeSettings  # noqa: E402
 
 SEED, RESAMPLES, GATE_SHARE, OLD_CUT = 0, 2000, 0.8, 500
 LOW, HIGH = 3000, 4000

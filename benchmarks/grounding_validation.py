@@ -40,9 +40,9 @@ import csv
 import math
 import re
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score

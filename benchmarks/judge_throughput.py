@@ -54,11 +54,11 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 import anthropic  # noqa: E402
 import openai  # noqa: E402
 
-from eval_harness.settings.judges import RateLimit  # noqa: E402
+from eval_harness.judges.client.session import JudgeSession  # noqa: E402
 from eval_harness.judges.dual.summary import JudgeRunSummary  # noqa: E402
 from eval_harness.judges.protocol import Outcome  # noqa: E402
-from eval_harness.judges.client.session import JudgeSession  # noqa: E402
 from eval_harness.settings import load_settings  # noqa: E402
+from eval_harness.settings.judges import RateLimit  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
 from fake_llm_server import FakeLLMServer  # noqa: E402

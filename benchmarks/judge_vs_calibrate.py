@@ -124,8 +124,8 @@ def nfcorpus_folder(source: Path, docs: int, target: Path) -> tuple[int, int]:
 
 def build_nfcorpus(url: str, source: Path, docs: int, schema: str) -> str:
     """The NFCorpus store in ``schema`` (built once); the embedding model's name."""
-    from eval_harness.store import StoreLocation, migrate
     from eval_harness.datasets.demo_store import build_rag_store
+    from eval_harness.store import StoreLocation, migrate
 
     location = StoreLocation(url, "benchmark store")
     with location.connection() as conn, tempfile.TemporaryDirectory() as folder:

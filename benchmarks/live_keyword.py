@@ -28,19 +28,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.retrieval.keyword_cost import _ranking, or_tsquery_text
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
-from eval_harness.datasets import keyword_index
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import start_embedded
-from eval_harness.datasets.demo_store import build_rag_store
-from eval_harness.datasets.ingest import ingest_beir
-from eval_harness.datasets.live import attach_live_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPTH = 50
@@ -124,12 +129,13 @@ def measure(location: StoreLocation, schema: str, *, before: bool, copy: bool) -
             tsquery = or_tsquery_text(conn, "english", text)
             if tsquery is None:
                 continue
-            _, seconds = _timed(lambda: conn.execute(statement, (tsquery,)).fetchall())
+            _, seconds = _timed(lambda tsquery=tsquery: conn.execute(statement,
+                                                                     (tsquery,)).fetchall())
             sql_ms.append(1000 * seconds)
             lexemes = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))",
                                    (text,)).fetchone()[0]
 
-            def ranked():
+            def ranked(lexemes=lexemes):
                 items = query_items(lexemes)
                 return rank_query(documents, items, keyword_index.postings(conn, source, items)
                                   ).top(DEPTH)

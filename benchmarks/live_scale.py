@@ -31,7 +31,8 @@ name ``synthetic-<dim>``, so no embedder runs.
 
     .venv/bin/python benchmarks/live_scale.py --url postgresql:///postgres?host=... \\
         --schemas rag_5k rag_50k rag
-    .venv/bin/python benchmarks/live_scale.py --url 'postgresql:///postgres?host=/work/scratch&port=55432&user=postgres' \\
+    url='postgresql:///postgres?host=/work/scratch&port=55432&user=postgres'
+    .venv/bin/python benchmarks/live_scale.py --url "$url" \\
         --schemas rag_null_5k rag_null_50k rag_null_500k --connections 2 3 4
 """
 
@@ -47,21 +48,26 @@ import numpy as np
 from psycopg import sql
 
 from eval_harness.calibration.run import calibrate_dataset
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                         LiveMapping, Relation)
 from eval_harness.retrieval import hybrid
 from eval_harness.retrieval.candidate_cache import clear as clear_candidate_cache
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
+
 try:  # the keyword index (issue #25); absent when measuring the code before it
-    from eval_harness.retrieval.keyword_rank import query_items, rank_query
     from eval_harness.datasets import keyword_index
+    from eval_harness.retrieval.keyword_rank import query_items, rank_query
 except ImportError:
     keyword_index = None
 from eval_harness.datasets.corpus import candidate_ids
-from eval_harness.store import StoreLocation, migrate
 from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.datasets.query_embeddings import cache_query_embeddings
-
+from eval_harness.store import StoreLocation, migrate
 
 NAN = float("nan")
 
@@ -158,7 +164,7 @@ def split_ms(conn, dataset: str, queries: int, depth: int = 50) -> dict:
         documents = keyword_index.indexed_documents(conn, source)
         out["index_load_ms"] = 1000 * (time.perf_counter() - started)
         indexed = []
-        for qid, lexemes in hybrid.sql.query_lexemes(conn, corpus, None)[:queries]:
+        for _qid, lexemes in hybrid.sql.query_lexemes(conn, corpus, None)[:queries]:
             started = time.perf_counter()
             items = query_items(lexemes)
             ranked = rank_query(documents, items, keyword_index.postings(conn, source, items))
@@ -292,7 +298,8 @@ def main() -> None:
         print(f"{m['schema']}: attach {m['attach_s']:.2f} s, again unchanged "
               f"{m['attach_again_s']:.2f} s" + (f", after {m['changed']:,} rows changed "
               f"{m['refresh_s']:.2f} s" if m['refresh_s'] is not None else ""))
-        print(f"| {m['schema']} ({m['fetched']} queries) | {m['documents']:,} | {m['tsvector'] or 'null'} | "
+        print(f"| {m['schema']} ({m['fetched']} queries) | {m['documents']:,} | "
+              f"{m['tsvector'] or 'null'} | "
               f"{m['attach_s']:.2f} | {m['fetch_1conn_qps']:.1f} | {par} | {m['rerun_s']:.3f} | "
               f"{m['calibrate_fetch_s']:.2f} / {m['calibrate_fetch_rerun_s']:.3f} | "
               f"{m['sweep_s']:.3f} | {m['statistics_s']:.3f} | {m['p_at_5_best']:.3f} | "

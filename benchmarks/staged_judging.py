@@ -31,17 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from eval_harness.settings.judges import RateLimit, StagedSettings  # noqa: E402
-from eval_harness.judges.dual.run import judge_dataset  # noqa: E402
-from eval_harness.settings import load_settings  # noqa: E402
-from eval_harness.store import StoreLocation, migrate  # noqa: E402
-from eval_harness.store.connection import start_embedded  # noqa: E402
-from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
-from fake_llm_server import FakeLLMServer, default_reply  # noqa: E402
-
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
+
+from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
+from eval_harness.judges.dual.run import judge_dataset  # noqa: E402
+from eval_harness.settings import load_settings  # noqa: E402
+from eval_harness.settings.judges import RateLimit, StagedSettings  # noqa: E402
+from eval_harness.store import StoreLocation, migrate  # noqa: E402
+from eval_harness.store.connection import start_embedded  # noqa: E402
+from fake_llm_server import FakeLLMServer, default_reply  # noqa: E402
 
 
 def scratch_database(url: str, name: str) -> str:

@@ -20,9 +20,10 @@ serialised, not the runs.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from eval_harness.errors import UserError
 from eval_harness.files import write_report
@@ -98,7 +99,7 @@ def instance_lock(home: Path) -> Iterator[None]:
 
 
 @contextmanager
-def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
+def open_instance(settings: Settings) -> Iterator[dg.DagsterInstance]:
     """The Dagster instance of DAGSTER_HOME (prepared first), opened under its lock.
 
     A failure to open it (a damaged or unwritable storage) is a :class:`UserError` naming the

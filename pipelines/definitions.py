@@ -14,12 +14,23 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_harness_pipelines.assets import (agreement, calibration, datasets, judging,
-                                           quality_gates, reporting, retrieval)
-from eval_harness_pipelines.jobs import build_jobs, nightly_job
-from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
-from eval_harness_pipelines.schedules import build_schedules, report_sensors
 from eval_harness.settings import Settings, load_settings
+from eval_harness_pipelines.assets import (
+    agreement,
+    calibration,
+    datasets,
+    judging,
+    quality_gates,
+    reporting,
+    retrieval,
+)
+from eval_harness_pipelines.jobs import build_jobs, nightly_job
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    default_resources,
+    duckdb_io_manager,
+)
+from eval_harness_pipelines.schedules import build_schedules, report_sensors
 
 
 def build_defs(settings: Settings) -> dg.Definitions:

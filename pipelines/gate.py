@@ -40,8 +40,10 @@ def run_gate_job(settings: Settings, day: date, gates):
     import dagster as dg  # these: only where the job runs (see the imports)
 
     from eval_harness.gates.runner import stored_gate_report
-    from eval_harness_pipelines.assets.quality_gates import (QUALITY_GATE_JOB,
-                                                             quality_gate_definitions)
+    from eval_harness_pipelines.assets.quality_gates import (
+        QUALITY_GATE_JOB,
+        quality_gate_definitions,
+    )
     from eval_harness_pipelines.resources import default_resources
 
     location = locate_store(settings)

@@ -16,10 +16,9 @@ import signal
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from eval_harness_pipelines.dagster_home import open_instance
-
 from eval_harness import stopping
 from eval_harness.settings import Settings
+from eval_harness_pipelines.dagster_home import open_instance
 
 # Dagster takes seconds to import and only `run` and `gate --partition` need it, while the
 # console command imports this module for every command: it is imported where it runs.

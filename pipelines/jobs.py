@@ -19,8 +19,7 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_harness.settings import Settings
-from eval_harness_pipelines.assets import (agreement, calibration, judging, quality_gates,
-                                           reporting)
+from eval_harness_pipelines.assets import agreement, calibration, judging, quality_gates, reporting
 
 MAIN_JOB = "main_job"
 
@@ -32,7 +31,8 @@ main_job = dg.define_asset_job(
     - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
     - dg.AssetSelection.groups(judging.SHARD_GROUP)
     - dg.AssetSelection.groups(reporting.GROUP),
-    description="Ingest the default dataset and report retrieval quality at the configured weights.")
+    description=("Ingest the default dataset and report retrieval quality at the configured "
+                 "weights."))
 
 NIGHTLY_JOB = "nightly_job"
 

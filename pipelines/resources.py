@@ -2,7 +2,6 @@
 
 
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 import pandas as pd
@@ -15,9 +14,9 @@ from eval_harness.store import StoreLocation, open_store
 class EvalSettings(dg.ConfigurableResource):
     """config.yaml (+ environment) as typed settings. ``config_path`` None: ./config.yaml."""
 
-    config_path: Optional[str] = None
+    config_path: str | None = None
     # Overrides DATABASE_URL (e.g. dg.EnvVar("RAG_DATABASE_URL") or a test database).
-    database_url: Optional[str] = None
+    database_url: str | None = None
 
     def load(self) -> Settings:
         settings = load_settings(self.config_path)
@@ -35,8 +34,8 @@ class LiveStore(dg.ConfigurableResource):
         return open_store(self.settings.load())
 
 
-def default_resources(config_path: Optional[str] = None,
-                      database_url: Optional[str] = None) -> dict:
+def default_resources(config_path: str | None = None,
+                      database_url: str | None = None) -> dict:
     settings = EvalSettings(config_path=config_path, database_url=database_url)
     return {"settings": settings, "store": LiveStore(settings=settings)}
 
@@ -88,7 +87,7 @@ class HistoryDuckDBIOManager(DuckDBPandasIOManager):
         return [GrowingPandasTypeHandler()]
 
 
-def duckdb_io_manager(database: Optional[str] = None) -> HistoryDuckDBIOManager:
+def duckdb_io_manager(database: str | None = None) -> HistoryDuckDBIOManager:
     """The DuckDB I/O manager for analysis artefacts, on ``database`` (the definitions pass
     ``history.duckdb_path``; the default is its default, relative to the working directory).
     DuckDB allows one writing process at a time; the I/O manager retries while another

@@ -22,10 +22,17 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from eval_harness import stopping
+from eval_harness.datasets.prepare import (
+    demo_store_wanted,
+    describe_demo_store,
+    prepare_demo_store,
+    refuse_missing_demo_relations,
+    uses_demo_schema,
+)
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness.escaping.terminal import say
 from eval_harness.gates.answers import import_configured_answers
@@ -33,9 +40,6 @@ from eval_harness.gates.answers_mapping import answers_relation
 from eval_harness.gates.sql import latest_answer_day, recent_answer_days
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
-from eval_harness.datasets.prepare import (demo_store_wanted, describe_demo_store,
-                                         prepare_demo_store, refuse_missing_demo_relations,
-                                         uses_demo_schema)
 from eval_harness_pipelines.dagster_home import prepare_dagster_home
 from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness_pipelines.in_process import execute_job
@@ -140,7 +144,7 @@ def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) ->
 
     days = _answer_days(location, settings)
     first = settings.quality_gates.partition_start
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     days = [day for day in days if _gateable(day, first, today)]
     for day in days:
         gates = execute(QUALITY_GATE_JOB, f"[2/3] quality gates for the answers of {day}", {},

@@ -9,7 +9,7 @@ calibration must not stop the report that explains why.
 
 from __future__ import annotations
 
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import dagster as dg
 
@@ -33,7 +33,7 @@ def build_schedules(settings: Settings, nightly_job) -> list[dg.ScheduleDefiniti
                              "days).")
     def quality_gate_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
         # The answers partitions include today, which is still filling up: gate yesterday.
-        day = (context.scheduled_execution_time.astimezone(timezone.utc)
+        day = (context.scheduled_execution_time.astimezone(UTC)
                - timedelta(days=1)).date()
         return dg.RunRequest(partition_key=day.isoformat(), run_key=f"quality-gates-{day}")
 

@@ -2,7 +2,8 @@
 
 This is how ``datasets/scifact/embeddings.npz`` was made:
 
-    .venv/bin/python -m pip install torch==2.13.0 -c requirements-local-embeddings.lock -e '.[local-embeddings]'
+    .venv/bin/python -m pip install torch==2.13.0 -c requirements-local-embeddings.lock \\
+        -e '.[local-embeddings]'
     python scripts/compute_embeddings.py datasets/scifact
 
 It embeds every corpus document (``eval_harness.datasets.beir.document_content``: title, newline,
@@ -19,8 +20,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_harness.datasets.beir import read_corpus, read_queries  # noqa: E402
-from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LocalEmbedder,  # noqa: E402
-                                     PrecomputedEmbeddings, save_precomputed)
+from eval_harness.datasets.embeddings import (  # noqa: E402
+    EMBEDDINGS_FILE,
+    LocalEmbedder,
+    PrecomputedEmbeddings,
+    save_precomputed,
+)
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (first time) and run the test suite against a real embedded PostgreSQL.
+# Set up (first time), lint and type-check (scripts/lint.sh: ruff, mypy; a finding fails the
+# run before any test starts), and run the test suite against a real embedded PostgreSQL.
 # Tests run in EVAL_HARNESS_TEST_WORKERS processes (pytest-xdist, default 2; 0 runs them in
 # this process), each test file in one process: a worker starts its own embedded server, and
 # most of the suite waits on subprocesses and servers rather than the CPU.
@@ -10,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_bootstrap.sh
 bootstrap test
+scripts/lint.sh
 workers="${EVAL_HARNESS_TEST_WORKERS:-2}"
 basetemp="$(mktemp -d "${TMPDIR:-/tmp}/eval-harness-tests.XXXXXX")"
 status=0

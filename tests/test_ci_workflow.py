@@ -1,4 +1,4 @@
-"""The GitHub Actions quality gate is a workflow a team can copy as it is (issue #20): it runs
+"""The GitHub Actions quality gate is a workflow a team can copy as it is: it runs
 on pull requests, nightly and by hand, caches pip's downloads, and its one input means what
 its description says. The step that picks the day is run here with bash, as the runner runs
 it."""
@@ -6,7 +6,7 @@ it."""
 from __future__ import annotations
 
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -78,7 +78,7 @@ def test_the_input_does_what_its_description_says(workflow, tmp_path):
     assert "Empty: yesterday" in partition["description"]
     assert f"without a DATABASE_URL secret, the bundled sample's {sample_day}" in \
         partition["description"]
-    yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).date().isoformat()
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
     assert choose(workflow, tmp_path, asked="", secret=True) == yesterday
     assert choose(workflow, tmp_path, asked="", secret=False) == sample_day
     assert choose(workflow, tmp_path, asked="2025-03-04", secret=True) == "2025-03-04"

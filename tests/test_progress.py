@@ -26,14 +26,14 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from beir_factory import write_beir
-from eval_harness_pipelines import cli
-from eval_harness.gates.window import TimeWindow
 from eval_harness.datasets.embeddings import embed_in_batches
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window
+from eval_harness.gates.window import TimeWindow
 from eval_harness.progress import is_terminal, progress_bar
 from eval_harness.settings import QualityGateSettings
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness_pipelines import cli
 
 BAR_MARKS = ("%|", "\r", "\x1b[")  # tqdm's bar, its carriage returns, cursor movements
 

@@ -2,8 +2,8 @@
 folder of its own, on a store made by LangChain and one made by LlamaIndex (the real
 libraries, tests/support/rag_library_stores.py: text and UUID ids), through the commands it
 lists in that order; P@5 equals ranx's on the harness's TREC runs against qrels in the
-store's own ids, and the RAG rows are checksum-identical after. (Issue #20's walkthrough on a
-store laid out like the seeds stays below.)"""
+store's own ids, and the RAG rows are checksum-identical after. (The walkthrough on a store
+laid out like the seeds is below.)"""
 
 from __future__ import annotations
 
@@ -79,9 +79,12 @@ def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, reques
     from ranx import Qrels, Run, evaluate
 
     from eval_harness.calibration.trec_runs import run_file_name
-
-    from rag_library_stores import (LANGCHAIN_COLLECTION, LLAMAINDEX_TABLE, answers_lines,
-                                    rag_checksum)
+    from rag_library_stores import (
+        LANGCHAIN_COLLECTION,
+        LLAMAINDEX_TABLE,
+        answers_lines,
+        rag_checksum,
+    )
 
     made = request.getfixturevalue(f"{library}_store")
     name = LANGCHAIN_COLLECTION if library == "langchain" else f"data_{LLAMAINDEX_TABLE}"

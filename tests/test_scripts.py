@@ -1,10 +1,13 @@
-"""One venv serves `scripts/run.sh` and `scripts/test.sh` (issue #31): `scripts/_bootstrap.sh`
-installs when the lock or pyproject changed, or an extra is asked for that is not installed,
-and never drops an extra the venv has. Run with bash against a stand-in `.venv/bin/python`
-that records the pip commands it is given (the real install is what every test run does)."""
+"""One venv serves `scripts/run.sh` and `scripts/test.sh`: `scripts/_bootstrap.sh` installs
+when the lock or pyproject changed, or an extra is asked for that is not installed, and never
+drops an extra the venv has; and `scripts/test.sh` runs ruff and mypy (`scripts/lint.sh`)
+before the tests, which a finding stops. Run with bash against a stand-in `.venv/bin/python`
+(and ruff, mypy) that records the commands it is given (the real install is what every test
+run does)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -91,3 +94,42 @@ def test_a_test_install_compiles_the_ranx_kernels_once(project):
     bootstrap(project, "test")
     assert calls.read_text().count("from ranx import") == 1
     assert "evaluate(" in calls.read_text()
+
+
+@pytest.fixture
+def suite(project: Path) -> Path:
+    """``project`` with the test command (test.sh and lint.sh), and stand-ins for ruff and
+    mypy that record their calls beside python's and exit with $RUFF_EXIT / $MYPY_EXIT."""
+    for name in ("test.sh", "lint.sh"):
+        script = project / "scripts" / name
+        script.write_bytes((REPO / "scripts" / name).read_bytes())
+        script.chmod(0o755)
+    for tool in ("ruff", "mypy"):
+        stub = project / ".venv" / "bin" / tool
+        stub.write_text(f'#!/bin/sh\necho "{tool} $*" >> "$(dirname "$0")/../calls"\n'
+                        f'exit "${{{tool.upper()}_EXIT:-0}}"\n')
+        stub.chmod(0o755)
+    return project
+
+
+def run_test_command(project: Path, **env: str) -> tuple[int, list[str]]:
+    """Exit code of ``scripts/test.sh -k x`` and its ruff, mypy and pytest calls in order."""
+    done = subprocess.run(["bash", "scripts/test.sh", "-k", "x"], cwd=project,
+                          env={**os.environ, **env}, capture_output=True, text=True)
+    calls = (project / ".venv" / "calls").read_text().splitlines()
+    return done.returncode, [call for call in calls
+                             if call.startswith(("ruff ", "mypy", "-m pytest "))]
+
+
+def test_the_test_command_lints_and_type_checks_before_the_tests(suite):
+    code, calls = run_test_command(suite)
+    assert code == 0
+    assert calls[:2] == ["ruff check .", "mypy "]
+    assert len(calls) == 3 and calls[2].startswith("-m pytest ") and calls[2].endswith(" -k x")
+
+
+@pytest.mark.parametrize("tool", ["ruff", "mypy"])
+def test_a_lint_or_type_finding_fails_the_test_command_before_any_test(suite, tool):
+    code, calls = run_test_command(suite, **{f"{tool.upper()}_EXIT": "1"})
+    assert code == 1
+    assert not any(call.startswith("-m pytest ") for call in calls)

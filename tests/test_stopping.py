@@ -28,10 +28,10 @@ def _signal_self(signum: int) -> None:
 
 def test_a_cooperative_block_is_not_interrupted_inside_and_raises_at_its_end():
     heard, after_signal = [], []
-    with pytest.raises(stopping.Interrupted) as raised:
-        with stopping.cooperative(), stopping.on_stop(lambda: heard.append(True)):
-            _signal_self(signal.SIGTERM)
-            after_signal.append(stopping.requested())  # still running: it stops itself
+    with pytest.raises(stopping.Interrupted) as raised, stopping.cooperative(), \
+            stopping.on_stop(lambda: heard.append(True)):
+        _signal_self(signal.SIGTERM)
+        after_signal.append(stopping.requested())  # still running: it stops itself
     assert heard == [True] and after_signal == [signal.SIGTERM]
     assert raised.value.exit_code == 143
     assert str(raised.value) == ("interrupted: the work finished so far is kept; run the same "
@@ -41,10 +41,9 @@ def test_a_cooperative_block_is_not_interrupted_inside_and_raises_at_its_end():
 
 
 def test_what_stopped_work_kept_is_in_the_line():
-    with pytest.raises(stopping.Interrupted) as raised:
-        with stopping.cooperative():
-            _signal_self(signal.SIGINT)
-            stopping.note_kept("3 of 4 judgements kept")
+    with pytest.raises(stopping.Interrupted) as raised, stopping.cooperative():
+        _signal_self(signal.SIGINT)
+        stopping.note_kept("3 of 4 judgements kept")
     assert raised.value.exit_code == 130
     assert str(raised.value) == ("interrupted: 3 of 4 judgements kept; run the same command "
                                  "again to finish")
@@ -165,15 +164,14 @@ def test_an_interrupt_python_can_only_report_is_not_printed_once_a_stop_is_asked
         def __del__(self):
             raise self.error
 
-    with stopping.handle_stop_signals():
-        with pytest.raises(stopping.Interrupted):
-            with stopping.cooperative():
-                os.kill(os.getpid(), signals.SIGINT)
-                assert stopping.requested() == signals.SIGINT
-                RaisesOnCollect(KeyboardInterrupt())
-                gc.collect()
-                RaisesOnCollect(ValueError("not a stop"))
-                gc.collect()
+    with stopping.handle_stop_signals(), pytest.raises(stopping.Interrupted), \
+            stopping.cooperative():
+        os.kill(os.getpid(), signals.SIGINT)
+        assert stopping.requested() == signals.SIGINT
+        RaisesOnCollect(KeyboardInterrupt())
+        gc.collect()
+        RaisesOnCollect(ValueError("not a stop"))
+        gc.collect()
     assert reported == [ValueError]
 
 

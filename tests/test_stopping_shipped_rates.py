@@ -1,5 +1,5 @@
 """At the shipped rate limits (config.yaml's own), 25 s into the run, a signal ends `judge`,
-`gate`, `run` and `calibrate` within 3 s (issue #31): every wait (the rate limiter's slots,
+`gate`, `run` and `calibrate` within 3 s: every wait (the rate limiter's slots,
 the history file another process holds) gives up at the signal instead of sleeping it out
 (70-180 s at anthropic's 50/min before). Apart from tests/test_stopping_signals.py, whose
 commands run at rates that let them finish in seconds, so the two files run side by side
@@ -14,12 +14,32 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (CLI, beir, child_env, cli,  # noqa: F401 (fake)
-                                 dagster_run_statuses, fake, fake_keys, finish, ledger_counts,
-                                 python, scalar, shipped_judge_limits, spawn,
-                                 two_judges_config, wait_until)
-from signal_runs import (EXIT_CODE, GATE_DAY, gate_config, interrupted_line, judge_config,
-                         kept_of, library_settings)
+from colliding_processes import (  # noqa: F401 (fake)
+    CLI,
+    beir,
+    child_env,
+    cli,
+    dagster_run_statuses,
+    fake,
+    fake_keys,
+    finish,
+    ledger_counts,
+    python,
+    scalar,
+    shipped_judge_limits,
+    spawn,
+    two_judges_config,
+    wait_until,
+)
+from signal_runs import (
+    EXIT_CODE,
+    GATE_DAY,
+    gate_config,
+    interrupted_line,
+    judge_config,
+    kept_of,
+    library_settings,
+)
 
 
 def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
@@ -56,7 +76,7 @@ def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
 
 
 # ---------------------------------------------------------------------------------------
-# At the shipped rate limits, 25 s in (issue #31): the calls queued at the rate limiter
+# At the shipped rate limits, 25 s in: the calls queued at the rate limiter
 # give up at the signal instead of sleeping out their slots one by one (70-180 s at
 # anthropic's 50/min before)
 
@@ -97,9 +117,9 @@ def test_at_the_shipped_rates_a_signal_25_s_in_ends_the_command_within_3_s(
     """Both judges (judge) or judge 1's two LLM gates (gate) at config.yaml's own rate limits
     and concurrency, with far more work than 25 s allow at those rates. The signal 25 s in
     ends the command within 3 s with its one line, and the rerun asks only for the rest."""
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.judges.dual.run import judge_dataset
 
     rate_limits, concurrency = shipped_judge_limits()

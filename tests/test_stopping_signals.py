@@ -1,5 +1,5 @@
 """A run the user stops stops: SIGINT / SIGTERM to `judge`, `gate`, `ingest`, `calibrate` and
-`run` (issue #20).
+`run`.
 
 Each test starts the real command in its own process against the real store and the fake
 LLM provider, waits until a known number of replies were delivered while every slot the
@@ -19,13 +19,36 @@ from datetime import date
 
 import pytest
 
-from colliding_processes import (CLI, beir, child_env, cli,  # noqa: F401 (fake)
-                                 dagster_run_statuses, fake, fake_keys, finish, held,
-                                 ledger_counts, lock_waiters, python, scalar, spawn,
-                                 two_judges_config, wait_until)
-from signal_runs import (EXIT_CODE, GATE_DAY, STOPPED_WITHIN, gate_config, insert_answers,
-                         interrupted_line, judge_config, kept_of, library_settings,
-                         stop_after_replies)
+from colliding_processes import (  # noqa: F401 (fake)
+    CLI,
+    beir,
+    child_env,
+    cli,
+    dagster_run_statuses,
+    fake,
+    fake_keys,
+    finish,
+    held,
+    ledger_counts,
+    lock_waiters,
+    python,
+    scalar,
+    spawn,
+    two_judges_config,
+    wait_until,
+)
+from signal_runs import (
+    EXIT_CODE,
+    GATE_DAY,
+    STOPPED_WITHIN,
+    gate_config,
+    insert_answers,
+    interrupted_line,
+    judge_config,
+    kept_of,
+    library_settings,
+    stop_after_replies,
+)
 
 # ---------------------------------------------------------------------------------------
 # judge: judgements kept
@@ -109,9 +132,9 @@ def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path
                          ids=["since-SIGTERM", "partition-SIGINT"])
 def test_a_stopped_gate_run_stores_what_it_evaluated_and_the_rerun_does_the_rest(
         fresh, tmp_path, fake, window, signum):
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.gates.window import TimeWindow
 
     answers, before = 20, 5  # `before` answers were gated by an earlier run
     config = gate_config(fresh, tmp_path, before)

@@ -49,8 +49,8 @@ def _build_wheel(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_the_build_warns_of_nothing_and_ships_the_package_data(tmp_path):
-    """Issue #31: every install printed setuptools' "Package would be ignored" warning for
-    the templates folder; the templates and migrations must still be in the wheel."""
+    """No install prints setuptools' "Package would be ignored" warning for the templates
+    folder; the templates and migrations are still in the wheel."""
     wheel, printed = _build_wheel(tmp_path)
     assert "Warning" not in printed and "would be ignored" not in printed, printed
     with zipfile.ZipFile(wheel) as built:

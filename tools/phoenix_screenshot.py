@@ -24,9 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from phoenix_server import phoenix_server  # noqa: E402
-from traced_rag import run_rag  # noqa: E402
-
 from tools.ui_check.browser import headless_chromium  # noqa: E402
+from traced_rag import run_rag  # noqa: E402
 
 PROJECT = "default"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -28,9 +29,14 @@ from eval_harness.agreement.people import JudgeWithPeople, human_verdicts, judge
 from eval_harness.agreement.review import adjudicated_labels, review_counts
 from eval_harness.judges.dual.record import RecordRow, load_record
 from eval_harness.judges.retest.self_agreement import StoredRetest, stored_retests
-from eval_harness.metrics.agreement import (AgreementInputError, AgreementReport,
-                                            JudgeHumanReport, agreement_report,
-                                            judge_vs_human, to_jsonable)
+from eval_harness.metrics.agreement import (
+    AgreementInputError,
+    AgreementReport,
+    JudgeHumanReport,
+    agreement_report,
+    judge_vs_human,
+    to_jsonable,
+)
 from eval_harness.settings import AgreementSettings
 
 
@@ -105,7 +111,7 @@ def dataset_agreement(conn: psycopg.Connection, dataset: str, settings: Agreemen
     pairs = load_judge_pairs(conn, dataset)
     adjudicated = adjudicated_labels(conn, dataset)
     pending, done = review_counts(conn, dataset)
-    options = {"threshold": settings.relevance_threshold,
+    options: dict[str, Any] = {"threshold": settings.relevance_threshold,
                "n_resamples": settings.bootstrap_resamples, "confidence": settings.confidence}
     report, reason = None, None
     if len(pairs) == 0:

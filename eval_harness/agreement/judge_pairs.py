@@ -24,13 +24,14 @@ from dataclasses import dataclass
 import psycopg
 
 from eval_harness.agreement.review import adjudicated_labels
-from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.datasets.ground_truth import SKIPPED, count_queries, judged_query_rows
+from eval_harness.errors import InvalidInput
+from eval_harness.retrieval.hybrid import dataset_info
 
 PairKey = tuple[int, int]  # (ground_truth.id, l2_insights.id)
 
 
-class JudgeScoresError(ValueError):
+class JudgeScoresError(InvalidInput):
     """Stored judge scores are malformed; the message names the query and what to do."""
 
 
@@ -93,7 +94,8 @@ def load_judge_pairs(conn: psycopg.Connection, dataset: str) -> JudgePairs:
     columns: dict[str, list] = {k: [] for k in ("query_ids", "doc_ids", "scores1", "scores2",
                                                 "human", "skipped2")}
     queries: dict[int, QueryText] = {}
-    models1, models2 = set(), set()
+    models1: set[str] = set()
+    models2: set[str] = set()
     for qid, external_id, text, docs, s1, s2, m1, m2, expected, status2 in rows:
         where = f"ground_truth query '{external_id}' (id {qid}) of dataset '{dataset}'"
         if len(set(docs)) != len(docs):

@@ -37,13 +37,14 @@ import psycopg
 
 from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.review import adjudicated_labels
+from eval_harness.errors import InvalidInput
 from eval_harness.settings import DISAGREEMENT_RULES, AgreementSettings
 
 LABEL_SOURCES = ("human", "judges")
 JUDGE_FIRST = "run `eval-harness judge --dataset {dataset}` first (it judges the grid pool)"
 
 
-class LabelsMissing(ValueError):
+class LabelsMissing(InvalidInput):
     """The labels a calibration asked for do not exist (yet); one sentence saying what to run."""
 
 

@@ -32,15 +32,25 @@ from pathlib import Path
 
 import psycopg
 
-from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFileError,
-                                                check_row, echo, escape_formula, file_dataset,
-                                                one_line, read_review_file, snippet,
-                                                wrong_rows)
-from eval_harness.files import write_report
-from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
+from eval_harness.agreement.review_file import (
+    CSV_COLUMNS,
+    VERDICTS,
+    ReviewFileError,
+    check_row,
+    echo,
+    escape_formula,
+    file_dataset,
+    one_line,
+    read_review_file,
+    snippet,
+    wrong_rows,
+)
 from eval_harness.datasets import ground_truth, judge_review
 from eval_harness.datasets.beir import DatasetError
 from eval_harness.datasets.ingest import validate_dataset_name
+from eval_harness.errors import InvalidInput
+from eval_harness.files import write_report
+from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
 
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9
@@ -84,7 +94,7 @@ class ImportCounts:
                 f"{self.blank} row(s) without a verdict left as they are{notes}")
 
     @classmethod
-    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> "ImportCounts":
+    def of(cls, changed: int, updates: list, blank: list[bool], dataset: str) -> ImportCounts:
         """From the rows stored (``changed`` of ``updates``) and the blank rows (True:
         carrying a note)."""
         return cls(changed, len(updates) - changed, len(blank), dataset, sum(blank))
@@ -254,8 +264,8 @@ class _QueuedPair:
 def _check_no_repeated_documents(conn: psycopg.Connection, dataset: str) -> None:
     external_id = ground_truth.first_query_repeating_a_document(conn, dataset)
     if external_id is not None:
-        raise ValueError(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
-                         "document twice in judged_docs; re-run the judges for this query.")
+        raise InvalidInput(f"ground_truth query '{external_id}' of dataset '{dataset}' lists a "
+                           "document twice in judged_docs; re-run the judges for this query.")
 
 
 def _queue_state(conn: psycopg.Connection, corpus) -> dict[tuple[int, int], _QueuedPair]:

@@ -11,8 +11,8 @@ Spreadsheet formula injection (OWASP "CSV Injection"): a cell that starts with =
 tab or a carriage return is run as a formula by spreadsheet programs. Export prefixes such
 cells with one apostrophe, as OWASP recommends. So that a text which really starts with
 apostrophes followed by one of those characters (``'=x``) also comes back unchanged, the
-rule is: a text matching ``'*[=+\-@\t\r].*`` is written with one more leading apostrophe,
-and import removes one apostrophe from every cell matching ``'+[=+\-@\t\r].*``. Export
+rule is: a text matching ``'*[=+\\-@\t\r].*`` is written with one more leading apostrophe,
+and import removes one apostrophe from every cell matching ``'+[=+\\-@\t\r].*``. Export
 then import gives back every text byte for byte.
 """
 
@@ -23,6 +23,8 @@ import io
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from eval_harness.errors import InvalidInput
 
 VERDICTS = {"relevant": 1, "not relevant": 0}
 CSV_COLUMNS = ("dataset", "query_id", "query_external_id", "query", "doc_id",
@@ -37,7 +39,7 @@ _MAX_RANGES_SHOWN = 20     # row ranges a list spells out
 ECHO_CHARS = 80            # the longest text of the file a message quotes
 
 
-class ReviewFileError(ValueError):
+class ReviewFileError(InvalidInput):
     """A review file cannot be read, written or imported; an import wrote nothing.
 
     ``problems`` holds (row number, what is wrong) for each wrong row of an import.

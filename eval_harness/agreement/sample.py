@@ -48,12 +48,22 @@ import psycopg
 
 from eval_harness.agreement import sql
 from eval_harness.agreement.review import ImportCounts, imported_corpus
-from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, check_row, echo,
-                                                escape_formula, file_dataset, one_line,
-                                                read_review_file, snippet, wrong_rows)
+from eval_harness.agreement.review_file import (
+    CSV_COLUMNS,
+    ReviewFileError,
+    check_row,
+    echo,
+    escape_formula,
+    file_dataset,
+    one_line,
+    read_review_file,
+    snippet,
+    wrong_rows,
+)
+from eval_harness.datasets import ground_truth
+from eval_harness.errors import InvalidInput
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.datasets import ground_truth
 
 SAMPLE_STATUS = "sample"  # the status column of every row of a sample file
 DEFAULT_SEED = 0
@@ -88,15 +98,15 @@ def export_sample_csv(conn: psycopg.Connection, dataset: str, path: Path | str, 
     queries takes them all. One transaction; the file is written atomically after it.
     """
     if n < 1:
-        raise ValueError(f"--n must be at least 1 query, got {n}.")
+        raise InvalidInput(f"--n must be at least 1 query, got {n}.")
     with conn.transaction():
         corpus = dataset_info(conn, dataset, with_counts=False).corpus
         sql.lock_human_sample(conn, dataset)
         seed = _sample_seed(conn, dataset, seed)
         judged = ground_truth.scored_query_external_ids(conn, corpus)
         if not judged:
-            raise ValueError(f"dataset '{dataset}' has no pair scored by both judges to sample "
-                             "from; run `eval-harness judge` first.")
+            raise InvalidInput(f"dataset '{dataset}' has no pair scored by both judges to sample "
+                               "from; run `eval-harness judge` first.")
         id_of = {ext: qid for qid, ext in judged}
         drawn = [id_of[ext] for ext in sample_order(seed, list(id_of))[:n]]
         added = sql.add_to_human_sample(conn, corpus, drawn, seed)
@@ -151,9 +161,9 @@ def _sample_seed(conn: psycopg.Connection, dataset: str, seed: int | None) -> in
     if not seeds:
         return DEFAULT_SEED if seed is None else seed
     if seed is not None and seed != seeds[0]:
-        raise ValueError(f"the human sample of dataset '{dataset}' was drawn with seed "
-                         f"{seeds[0]}, not {seed}; sample again with --seed {seeds[0]} (a "
-                         "larger --n extends the sample).")
+        raise InvalidInput(f"the human sample of dataset '{dataset}' was drawn with seed "
+                           f"{seeds[0]}, not {seed}; sample again with --seed {seeds[0]} (a "
+                           "larger --n extends the sample).")
     return seeds[0]
 
 

@@ -16,7 +16,6 @@ from psycopg import sql
 from eval_harness.datasets import ground_truth
 from eval_harness.datasets.corpus import Corpus
 
-
 # ------------------------------------------------------------------------------ human sample
 
 
@@ -95,7 +94,8 @@ def store_sample_verdict(conn: psycopg.Connection, query_id: int, doc_id: int, *
                          "qid": query_id, "doc": doc_id}).rowcount
 
 
-def human_sample_labels(conn: psycopg.Connection, dataset: str) -> list[tuple[int, int, str | None]]:
+def human_sample_labels(conn: psycopg.Connection,
+                        dataset: str) -> list[tuple[int, int, str | None]]:
     """``(query id, doc id, verdict or None)`` of every sampled pair of ``dataset``."""
     return conn.execute("SELECT ground_truth_id, doc_id, verdict FROM human_sample "
                         "WHERE dataset = %s", (dataset,)).fetchall()

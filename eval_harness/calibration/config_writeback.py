@@ -57,13 +57,14 @@ from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
 from ruamel.yaml.tokens import CommentToken
 
 from eval_harness import stopping
+from eval_harness.errors import InvalidInput
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.weights import WEIGHT_DECIMALS, keyword_weight_for
 
 WEIGHTS_KEY = "hybrid_search"
 
 
-class ConfigWriteError(ValueError):
+class ConfigWriteError(InvalidInput):
     """config.yaml could not be updated; the message names the file and what to do."""
 
 

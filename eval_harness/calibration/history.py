@@ -35,13 +35,14 @@ from eval_harness.calibration.decision import CalibrationOutcome, WeightDecision
 from eval_harness.calibration.result import CalibrationResult
 from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
 from eval_harness.calibration.verdict import VerdictBands, VerdictFigure, graded_figure
+from eval_harness.errors import UserError
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 # numeric columns an older history file may lack
 LATER_COLUMNS = ("judged_at_5", "p_at_5_low", "p_at_5_high")
 
 
-class HistoryUnavailable(RuntimeError):
+class HistoryUnavailable(UserError, RuntimeError):
     """The DuckDB history file could not be written (locked too long, or not writable)."""
 
 

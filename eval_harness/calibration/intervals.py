@@ -15,12 +15,12 @@ from eval_harness.calibration.result import CalibrationResult
 
 
 def interval_level(alpha: float | None) -> str:
-    """``"95% "`` for alpha 0.05; empty when the level is unknown (a grid from before it)."""
+    """``"95% "`` for alpha 0.05; empty when the level is unknown (no decision recorded)."""
     return "" if alpha is None or math.isnan(alpha) else f"{1 - alpha:.0%} "
 
 
 def format_interval(low: float | None, high: float | None) -> str:
-    """``[low, high]`` to four decimals; "n/a" when not computed (an older history)."""
+    """``[low, high]`` to four decimals; "n/a" when not computed."""
     if any(value is None or math.isnan(value) for value in (low, high)):
         return "n/a"
     return f"[{low:.4f}, {high:.4f}]"

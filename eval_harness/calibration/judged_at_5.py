@@ -85,12 +85,13 @@ class JudgedSummary:
 def judged_summary(dataset: str, points: Iterable[tuple[float, float, float]], *,
                    min_judged: float, named: Mapping[str, float]) -> JudgedSummary:
     """Which grid weights fall below ``min_judged``. ``points`` are (semantic weight, keyword
-    weight, Judged@5) per grid weight, Judged@5 NaN where it was not recorded (a history
-    written before it: never a lower bound then); ``named`` maps a role ("best",
-    "in force") to its semantic weight (a weight not on the grid is not named)."""
+    weight, Judged@5) per grid weight, Judged@5 NaN where it was not recorded (never a
+    lower bound then); ``named`` maps a role ("best", "in force") to its semantic weight (a weight
+    not on the grid is not named)."""
     points = [(float(s), float(k), float(j)) for s, k, j in points]
     recorded = [j for _, _, j in points if not math.isnan(j)]
-    low, others = [], []
+    low: list[LowerBound] = []
+    others: list[LowerBound] = []
     for semantic, keyword, judged in points:
         if math.isnan(judged) or judged >= min_judged:
             continue
@@ -107,7 +108,8 @@ def lower_bound_sentence(point: LowerBound, min_judged: float, dataset: str) -> 
     judged ...", with what to run to label the rest."""
     roles = f" ({', '.join(point.roles)})" if point.roles else ""
     return (f"P@5 at {_weights(point)}{roles} is a lower bound: only "
-            f"{share_text(point.judged_at_5, min_judged)} of its top-5 documents are judged (calibration.min_judged {min_judged:g}); run "
+            f"{share_text(point.judged_at_5, min_judged)} of its top-5 documents are judged "
+            f"(calibration.min_judged {min_judged:g}); run "
             f"`eval-harness judge --dataset {dataset} --grid-pool` to judge the rest, then "
             f"`eval-harness calibrate --dataset {dataset} --labels judges` to calibrate on "
             f"labels that cover every top 5")

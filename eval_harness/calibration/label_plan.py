@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
-
 from scipy.stats import norm
 
 from eval_harness.calibration.grid import weight_label
@@ -33,6 +33,7 @@ from eval_harness.calibration.ppi_gain import paired_differences, query_figures,
 from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
 from eval_harness.calibration.result import CalibrationResult
 from eval_harness.calibration.run import calibrate_with_settings
+from eval_harness.errors import InvalidInput
 from eval_harness.metrics.ppi_plan import LabelPlan, plan_for_power, plan_for_width
 from eval_harness.settings import Settings
 
@@ -131,7 +132,8 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
         human = human_sample_verdicts(conn, dataset)
         frame = sample_frame(conn, dataset)
     in_force = settings.weights_for(dataset).semantic
-    base = dict(dataset=dataset, alpha=alpha, in_force=in_force, sampled_queries=len(human))
+    base: dict[str, Any] = dict(dataset=dataset, alpha=alpha, in_force=in_force,
+                                sampled_queries=len(human))
     if not any(human.values()):
         return HumanLabelPlan(**base, first_sample=True)
     result = calibrate_with_settings(conn, settings, dataset, labels="judges")
@@ -142,7 +144,7 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
     complete = [q for q in figures.judge if q in figures.human]
     if len(complete) < 2:
         return HumanLabelPlan(**base, too_few=True)
-    plan = dict(base, target_width=target_width, target_gain=gain, power=power)
+    plan: dict[str, Any] = dict(base, target_width=target_width, target_gain=gain, power=power)
     if target_width is not None:
         plan["width"] = plan_for_width(
             y_labeled=[figures.human[q] for q in complete],
@@ -162,22 +164,22 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
 
 def _check_options(target_width, gain, power, alpha) -> None:
     if target_width is None and gain is None:
-        raise ValueError("--plan needs --target-width W (the wanted P@5 interval width) or "
+        raise InvalidInput("--plan needs --target-width W (the wanted P@5 interval width) or "
                          "--gain G (the gain to detect); give one or both.")
     if target_width is not None and not 0.0 < target_width <= 2.0:
-        raise ValueError(f"--target-width must be a width of P@5 in (0, 2], got {target_width}.")
+        raise InvalidInput(f"--target-width must be a width of P@5 in (0, 2], got {target_width}.")
     if gain is not None and not (0.0 < abs(gain) <= 1.0):
-        raise ValueError(f"--gain must be a non-zero gain in P@5 between -1 and 1, got {gain}.")
+        raise InvalidInput(f"--gain must be a non-zero gain in P@5 between -1 and 1, got {gain}.")
     if not 0.0 < power < 1.0:
-        raise ValueError(f"--power must lie in (0, 1), got {power}.")
+        raise InvalidInput(f"--power must lie in (0, 1), got {power}.")
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"--alpha must lie in (0, 1), got {alpha}.")
+        raise InvalidInput(f"--alpha must lie in (0, 1), got {alpha}.")
 
 
 def _best_other_point(result: CalibrationResult, in_force: float) -> float:
     others = [p for p in result.grid if not math.isclose(p.semantic_weight, in_force,
                                                          abs_tol=1e-9)]
     if not others:
-        raise ValueError(f"the calibration grid of '{result.dataset}' holds only the weights in "
+        raise InvalidInput(f"the calibration grid of '{result.dataset}' holds only the weights in "
                          "force, so there is no gain to plan for; widen calibration.grid.")
     return max(others, key=lambda p: p.p_at_5).semantic_weight

@@ -40,12 +40,12 @@ import psycopg
 from eval_harness.calibration.grid import weight_label
 from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
 from eval_harness.calibration.result import CalibrationResult
+from eval_harness.datasets import ground_truth
 from eval_harness.metrics.ppi import prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import CandidateSet, SweepResult, rank_top_k
 from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.datasets import ground_truth
 
 METHOD = "prediction-powered inference (PPI++) over the per-query P@5 differences"
 UNCORRECTED = "judge labels without a human sample: the judges' bias is uncorrected"

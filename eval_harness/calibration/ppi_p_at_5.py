@@ -26,10 +26,10 @@ equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_ppi_p_a
 
 With such an estimate at the weights in force after the decision (the best weight when the
 decision changed them, else the weights kept: ``kept``) and the judges' labels calibrated
-on, the P@5 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the judge-labelled
-P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the ``calibrated_weights``
-row, the Dagster check). Complete human labels keep the verdict; the corrected lines are
-shown beside it.
+on, the P@5 verdict is given on the corrected estimate (clipped to [0, 1]) instead of the
+judge-labelled P@5, and every output says so (:mod:`.verdict`: the text, the JSON, the
+``calibrated_weights`` row, the Dagster check). Complete human labels keep the verdict;
+the corrected lines are shown beside it.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import psycopg
 from eval_harness.agreement import sql as agreement_sql
 from eval_harness.agreement.review_file import VERDICTS
 from eval_harness.calibration.grid import GridPoint, weight_label
+from eval_harness.datasets import ground_truth
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
 from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.datasets import ground_truth
 
 LEVEL = 0.95
 LABEL_SOURCE = "judges corrected by a human sample (prediction-powered inference)"
@@ -177,7 +177,8 @@ def human_sample_verdicts(conn: psycopg.Connection, dataset: str) -> dict[int, d
 def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[int, int]]:
     """{query id: {doc id: 1 relevant / 0 not}} of the judged queries that have at least one
     pair both judges scored (the frame the human sample is drawn from); rule in the module
-    docstring. ``judged_rows`` as :func:`eval_harness.datasets.ground_truth.judged_query_rows` returns them."""
+    docstring. ``judged_rows`` as
+    :func:`eval_harness.datasets.ground_truth.judged_query_rows` returns them."""
     labels: dict[int, dict[int, int]] = {}
     for qid, _ext, _text, docs, scores1, scores2, *_ in judged_rows:
         pairs = [(doc, s1, s2) for doc, s1, s2 in zip(docs, scores1 or (), scores2 or ())
@@ -210,7 +211,7 @@ def corrected_at_weight(candidates: CandidateSet, weight: float,
                 incomplete += 1
     if len(y) < 2:
         return None
-    vectors = {"y_labeled": np.asarray(y), "yhat_labeled": np.asarray(yhat),
+    vectors: dict[str, Any] = {"y_labeled": np.asarray(y), "yhat_labeled": np.asarray(yhat),
                "yhat_unlabeled": np.asarray(yhat_all)}
     return CorrectedP5(semantic_weight=float(weight), judge_p_at_5=float(np.mean(yhat_all)),
                        ppi=prediction_powered_mean(**vectors, alpha=1.0 - LEVEL),

@@ -24,9 +24,12 @@ from pathlib import Path
 import psycopg
 
 from eval_harness.calibration import sql
+from eval_harness.calibration.config_writeback import (
+    DatasetNotInConfig,
+    WeightsWritten,
+    write_calibrated_weights,
+)
 from eval_harness.calibration.decision import WeightDecision
-from eval_harness.calibration.config_writeback import (DatasetNotInConfig, WeightsWritten,
-                                              write_calibrated_weights)
 from eval_harness.retrieval.weights import keyword_weight_for
 
 # Calibration scores the ground truth's expected documents: labels people gave (BEIR qrels,

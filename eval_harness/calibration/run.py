@@ -41,31 +41,51 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import psycopg
 
 from eval_harness.agreement import labels as judge_labels
-from eval_harness.calibration.decision import (JUDGES_UNCORRECTED, WeightDecision,
-                                               decide_weights, with_judged_gain)
+from eval_harness.calibration.decision import (
+    JUDGES_UNCORRECTED,
+    WeightDecision,
+    decide_weights,
+    with_judged_gain,
+)
 from eval_harness.calibration.grid import GridPoint, grid_point, grid_points
 from eval_harness.calibration.ppi_gain import UNCORRECTED, gain_on_sweep
 from eval_harness.calibration.ppi_p_at_5 import CorrectedEstimates, corrected_estimates
 from eval_harness.calibration.result import CalibrationResult
 from eval_harness.calibration.verdict import VerdictBands, VerdictFigure, verdict_figure
-from eval_harness.metrics.calibration import (DEFAULT_SEMANTIC_WEIGHT, CrossValidation, Uplift,
-                                              best_weight, cross_validated_p_at_5,
-                                              uplift_over_default)
+from eval_harness.datasets import ground_truth
+from eval_harness.errors import InvalidInput
+from eval_harness.metrics.calibration import (
+    DEFAULT_SEMANTIC_WEIGHT,
+    CrossValidation,
+    Uplift,
+    best_weight,
+    cross_validated_p_at_5,
+    uplift_over_default,
+)
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.retrieval.report import load_qrels
-from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResult, rank_top_k,
-                                          reciprocal_rank_fusion, sweep_weights)
-from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
-                                            keyword_weight_for)
+from eval_harness.retrieval.sweep import (
+    CandidateSet,
+    MethodResult,
+    SweepResult,
+    rank_top_k,
+    reciprocal_rank_fusion,
+    sweep_weights,
+)
+from eval_harness.retrieval.weights import (
+    grid_from_range,
+    grid_or_default,
+    grid_with_default,
+    keyword_weight_for,
+)
 from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
-from eval_harness.datasets import ground_truth
 
 
 def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
@@ -143,7 +163,7 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
             grid_with_default(grid, default_weight), in_force[0], atol=1e-9)),
         decision=decided, figure=figure, bands=bands, uplift=uplift,
         bootstrap_resamples=bootstrap_resamples, cross_validation=cross_validation,
-        rrf_k=rrf_k, rrf=rrf, calibrated_at=datetime.now(timezone.utc),
+        rrf_k=rrf_k, rrf=rrf, calibrated_at=datetime.now(UTC),
         seconds={"fetch_candidates": fetch_seconds, "sweep": sweep_seconds,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         candidates=candidates, sweep=sweep, label_source=label_source,
@@ -196,13 +216,14 @@ def _qrels(conn: psycopg.Connection, dataset: str, label_source: str,
            agreement: AgreementSettings) -> tuple[dict, judge_labels.JudgeLabels | None]:
     """The ground truth's relevance labels per query from ``label_source``, and the judge
     labels they came from (None: human labels)."""
+    qrels: dict[int, dict[int, int]]
     if label_source == "judges":
         derived = judge_labels.load_judge_labels(conn, dataset, agreement)
         qrels = {q: {} for q in load_qrels(conn, dataset)} | derived.qrels()
     else:
         derived, qrels = None, load_qrels(conn, dataset)
     if not qrels:
-        raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
+        raise InvalidInput(f"Dataset '{dataset}' has no ground-truth queries to calibrate on; "
                          f"ingest it with its qrels first.")
     return qrels, derived
 

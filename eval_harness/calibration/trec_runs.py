@@ -24,12 +24,12 @@ import psycopg
 from eval_harness.calibration.grid import weight_label
 from eval_harness.calibration.report import dataset_file_stem
 from eval_harness.calibration.result import CalibrationResult
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import Corpus, document_external_ids
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import normalised_scores
-from eval_harness.datasets import ground_truth
-from eval_harness.datasets.corpus import Corpus, document_external_ids
 
 
 def run_file_name(dataset: str, semantic_weight: float) -> str:

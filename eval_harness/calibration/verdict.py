@@ -111,7 +111,7 @@ class VerdictFigure:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``verdict`` object of ``calibrate --json`` (without the bands)."""
-        data = {"verdict": self.verdict, "p_at_5": self.p_at_5,
+        data: dict[str, Any] = {"verdict": self.verdict, "p_at_5": self.p_at_5,
                 "label_source": self.label_source, "basis": self.basis,
                 "semantic_weight": self.semantic_weight,
                 "keyword_weight": self.keyword_weight, "weights": self.weights}

@@ -2,8 +2,10 @@
 
 Exit codes: 0 success, 1 the work ran and found a failure, 2 it could not run (bad input,
 bad configuration, store unreachable), 130 / 143 the user stopped it (SIGINT / SIGTERM; see
-:mod:`eval_harness.stopping`: one line says what was kept). Errors are one sentence on
-stderr, never a traceback.
+:mod:`eval_harness.stopping`: one line says what was kept). A user error
+(:class:`~eval_harness.errors.UserError`) is its one sentence on stderr; any other exception is
+a bug and is said as one: an "internal error" line naming the exception and the file that
+holds its traceback (exit 2 too). Never a traceback on the terminal.
 """
 
 from __future__ import annotations
@@ -11,41 +13,53 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.answers import add_answers_commands
 from eval_harness.cli.calibrate import add_calibrate_command
-from eval_harness.cli.common import (CliError, config_notice, internal_error,
-                                     quiet_psycopg_warnings, store_lost_message)
+from eval_harness.cli.common import (
+    CliError,
+    config_notice,
+    internal_error,
+    quiet_psycopg_warnings,
+    store_lost_message,
+)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
-from eval_harness.errors import EXIT_ERROR, EXIT_OK
+from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
+from eval_harness.datasets.ground_truth import stored_query_embedding
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.prepare import (
+    dataset_embedder_factory,
+    describe_demo_store,
+    missing_dataset_message,
+    prepare_dataset,
+)
+from eval_harness.errors import EXIT_ERROR, EXIT_OK, UserError
 from eval_harness.escaping.terminal import say, say_error
 from eval_harness.escaping.visible import visible
 from eval_harness.judges.client.notice_scope import said_once_per_command
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.progress import progress_bar
-from eval_harness.retrieval.hybrid import (MAX_CANDIDATE_DEPTH, UnknownDataset, dataset_info,
-                                           hybrid_search)
+from eval_harness.retrieval.hybrid import (
+    MAX_CANDIDATE_DEPTH,
+    UnknownDataset,
+    dataset_info,
+    hybrid_search,
+)
 from eval_harness.retrieval.report import configured_retrieval_report, format_report
-from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store import MigrationError, StoreUnavailable, locate_store, migrate, open_store
-from eval_harness.datasets.beir import DatasetError
+from eval_harness.settings import Settings, load_settings
+from eval_harness.store import StoreUnavailable, locate_store, migrate, open_store
 from eval_harness.store.catalog import privilege_refusal
 from eval_harness.store.connection import redact_conninfo, server_failure
-from eval_harness.datasets.prepare import (dataset_embedder_factory, describe_demo_store,
-                                         missing_dataset_message, prepare_dataset)
-from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
-from eval_harness.datasets.ground_truth import stored_query_embedding
-from eval_harness.datasets.ingest import ingest_beir
-from eval_harness.datasets.live import LiveMappingError
+
 
 def cmd_migrate(args, settings: Settings) -> int:
     location = locate_store(settings)
@@ -118,7 +132,8 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     try:
         embedder = factory()
     except EmbedderUnavailable as exc:
-        raise CliError(f"{exc} (or search with --semantic-weight 0 for keyword-only results)")
+        raise CliError(
+            f"{exc} (or search with --semantic-weight 0 for keyword-only results)") from exc
     return embedder.embed([text])[0]
 
 
@@ -299,11 +314,8 @@ def _run_command(args: argparse.Namespace) -> int:
     except StoreLost as exc:  # the store went away under paid work, which stopped at once
         say_error(store_lost_message(settings, exc))
         return EXIT_ERROR
-    except (CliError, ConfigError, DatasetError, LiveMappingError, EmbedderUnavailable,
-            StoreUnavailable, MigrationError, LookupError, ValueError) as exc:
-        message = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
-        message = _missing_dataset(exc, settings) or message
-        say_error(message)
+    except UserError as exc:  # one the user can fix (eval_harness.errors): its one sentence
+        say_error(_missing_dataset(exc, settings) or str(exc))
         return EXIT_ERROR
     except psycopg.Error as exc:  # the store refused or lost the work: one sentence, no trace
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
@@ -312,7 +324,7 @@ def _run_command(args: argparse.Namespace) -> int:
             "the store reported: " + lines[0]
         say_error(redact_conninfo(message))
         return EXIT_ERROR
-    except Exception as exc:  # not SystemExit: argparse's own exit codes stay
+    except Exception as exc:  # a bug, said as one; not SystemExit: argparse's exit codes stay
         say_error(internal_error(exc))
         return EXIT_ERROR
 

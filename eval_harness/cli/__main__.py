@@ -1,4 +1,5 @@
-"""`python -m eval_harness.cli`: the library's command line (without the Dagster-backed commands)."""
+"""`python -m eval_harness.cli`: the library's command line (without the Dagster-backed
+commands)."""
 
 import sys
 

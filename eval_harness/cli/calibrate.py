@@ -25,11 +25,11 @@ from pathlib import Path
 
 from eval_harness import stopping
 from eval_harness.cli.common import CliError
+from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
 from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
-from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
 
 
 def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
@@ -58,8 +58,7 @@ def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
 def cmd_calibrate(args, settings: Settings) -> int:
     # The calibration stack (pandas, DuckDB, matplotlib) costs every other command seconds
     # at start-up, and only this one needs it: imported when it runs.
-    from eval_harness.calibration.history import (MAX_LOCK_WAIT_SECONDS,
-                                                  HistoryUnavailable)
+    from eval_harness.calibration.history import MAX_LOCK_WAIT_SECONDS, HistoryUnavailable
     from eval_harness.calibration.run import calibrate_with_settings
     from eval_harness.calibration.text import format_table
     from eval_harness.calibration.trec_runs import write_trec_runs

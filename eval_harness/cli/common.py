@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import traceback
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING
 
 # the one-sentence error, shared with the Dagster-backed commands
@@ -82,7 +82,7 @@ def quiet_psycopg_warnings() -> None:
             logger.addFilter(_IGNORED_ERRORS)
 
 
-def describe_config(settings: "Settings") -> str:
+def describe_config(settings: Settings) -> str:
     """Which config file was read and why, or that none was and what the defaults mean for
     the store: the file's absolute path, or "none (...): defaults apply; ...". A command
     started in the wrong folder must say so, not quietly start a new embedded store there."""
@@ -97,7 +97,7 @@ def describe_config(settings: "Settings") -> str:
             f"apply, with {store}")
 
 
-def config_notice(settings: "Settings") -> str | None:
+def config_notice(settings: Settings) -> str | None:
     """The one line a command prints on stderr about its config, unless the file was named
     on the command line (``--config``): then the person already knows which one."""
     if settings.config_origin == "option":
@@ -108,7 +108,7 @@ def config_notice(settings: "Settings") -> str | None:
 def parse_since(text: str) -> datetime:
     """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
     try:
-        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
+        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=UTC)
     except ValueError:
         pass
     try:

@@ -2,7 +2,7 @@
 
     ok    config       /work/main/config.yaml
     ok    store        embedded PostgreSQL with pgvector in ... (PostgreSQL 18.3)
-    ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index build work
+    ok    pgvector     extension vector 0.8.6 installed; a distance query and an HNSW index ...
     warn  migrations   schema 'eval_harness' is behind: 7 of 8 applied; pending: 0008_...: run ...
     ok    privileges   role 'rag' owns the harness schema 'eval_harness'
     ok    datasets     default 'scifact' ingested (5183 documents); configured: scifact
@@ -30,7 +30,7 @@ every error to one sanitised line.
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import psycopg
 
@@ -38,19 +38,33 @@ from eval_harness.cli.common import describe_config
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
 from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyword_checks
 from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
+from eval_harness.datasets.ingest import documents_per_dataset
+from eval_harness.datasets.live_catalog import live_datasets, live_relations
+from eval_harness.datasets.register import live_dataset_names
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.datasets.live_catalog import live_datasets, live_relations
-from eval_harness.store.catalog import (SchemaPrivileges, available_extension_version,
-                                        installed_extension_version, make_session_read_only,
-                                        relation_exists, schema_privileges, select_refusal,
-                                        server_version)
-from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
-                                           redact_conninfo)
-from eval_harness.datasets.register import live_dataset_names
-from eval_harness.datasets.ingest import documents_per_dataset
-from eval_harness.store.migrate import (MigrationError, applied_migrations,
-                                        available_migrations, pending_migrations)
+from eval_harness.store.catalog import (
+    SchemaPrivileges,
+    available_extension_version,
+    installed_extension_version,
+    make_session_read_only,
+    relation_exists,
+    schema_privileges,
+    select_refusal,
+    server_version,
+)
+from eval_harness.store.connection import (
+    StoreLocation,
+    StoreUnavailable,
+    locate_store,
+    redact_conninfo,
+)
+from eval_harness.store.migrate import (
+    MigrationError,
+    applied_migrations,
+    available_migrations,
+    pending_migrations,
+)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector
 
 EXIT_HEALTHY, EXIT_UNHEALTHY = 0, 1

@@ -25,27 +25,39 @@ that is rolled back); the statements are printed for the owner of the relation t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 import psycopg
 from psycopg import sql
 
 from eval_harness.cli.doctor_check import FAIL, OK, WARN, Check
-from eval_harness.settings.datasets import DatasetConfig
-from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
-from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, FetchCost, KeywordCost,
-                                                 measure_fetch_cost, measure_index_cost,
-                                                 measure_keyword_cost)
-from eval_harness.settings import Settings
-from eval_harness.datasets.live_catalog import LiveDataset, ground_truth_queries, uncached_query_count
-from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
-from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
-                                           local_embedder_installed,
-                                           local_embeddings_install_command)
 from eval_harness.datasets import keyword_index
+from eval_harness.datasets.embeddings import (
+    EMBEDDINGS_FILE,
+    LOCAL_MODEL,
+    local_embedder_installed,
+    local_embeddings_install_command,
+)
+from eval_harness.datasets.live_catalog import (
+    LiveDataset,
+    ground_truth_queries,
+    uncached_query_count,
+)
 from eval_harness.datasets.live_indexes import index_report
 from eval_harness.datasets.live_mapping import KNOWN_DIMENSIONS
+from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
+from eval_harness.retrieval.hybrid import UnknownDataset, cached_candidate_queries
+from eval_harness.retrieval.keyword_cost import (
+    MEASURED_QUERIES,
+    FetchCost,
+    KeywordCost,
+    measure_fetch_cost,
+    measure_index_cost,
+    measure_keyword_cost,
+)
+from eval_harness.settings import Settings
+from eval_harness.settings.datasets import DatasetConfig
 
 KEYWORD_COST_WARN_MS = 20.0  # a keyword side slower than this per query is worth a warning
 STORED_COLUMN = "tsv"        # the column name the fix proposes

@@ -9,15 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from eval_harness.cli.doctor_check import FAIL, OK, SKIP, WARN, Check, first_line
-from eval_harness.settings.judges import LOCAL, JudgeSettings
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import Provider
 from eval_harness.settings import Settings
+from eval_harness.settings.judges import LOCAL, JudgeSettings
 from eval_harness.store.connection import redact_url
 
 # Only `doctor` needs the judges' request pipeline (the session and its retry rules, a dozen

@@ -28,7 +28,7 @@ gate results themselves are stored, and running the same command again sends the
 from __future__ import annotations
 
 import argparse
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from time import perf_counter
 
@@ -36,7 +36,7 @@ import psycopg
 
 from eval_harness import stopping
 from eval_harness.cli.common import CliError, parse_since, store_lost_message
-from eval_harness.errors import EXIT_FAILED, EXIT_OK
+from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness.escaping.terminal import say
 from eval_harness.files import write_report
 from eval_harness.gates.answers_mapping import answers_relation_of
@@ -48,7 +48,7 @@ from eval_harness.gates.window import TimeWindow
 from eval_harness.judges.client.stops import StoreLost
 from eval_harness.progress import progress_bar
 from eval_harness.settings import Settings, load_settings
-from eval_harness.store import MigrationError, StoreUnavailable, open_store
+from eval_harness.store import open_store
 from eval_harness.store.connection import server_failure
 
 # Only this command needs the gate runner, its report and the CI files (they import
@@ -57,7 +57,7 @@ from eval_harness.store.connection import server_failure
 
 
 def _partition_day(text: str | None, settings: Settings) -> date:
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     if text is None:
         return today
     try:
@@ -87,7 +87,7 @@ def run_gate_window(settings: Settings, day: date, gates):
 def cmd_gate(args, settings: Settings | None = None) -> int:
     from eval_harness.gates.report import format_gate_table  # heavy: see the imports
 
-    started, clock = datetime.now(timezone.utc), perf_counter()
+    started, clock = datetime.now(UTC), perf_counter()
     try:
         settings = settings or load_settings(args.config)
         report = gate_report(args, settings)
@@ -132,20 +132,14 @@ def gate_report(args, settings: Settings):
                                f"{str(exc).strip().splitlines()[0]}") from None
 
 
-_USER_ERRORS = (CliError, ValueError, LookupError, StoreUnavailable, MigrationError)
-
-
 def _reason(exc: Exception) -> str:
-    """The one-line reason the gates could not run, as the command prints it."""
+    """The one-line reason the gates could not run, as the command prints it: a user error's
+    sentence, else the exception's type and first line."""
     if isinstance(exc, psycopg.Error):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         return f"the store reported: {lines[0]}"
-    if isinstance(exc, LookupError) and exc.args:
-        text = str(exc.args[0])
-    else:
-        text = str(exc)
-    line = (text.strip().splitlines() or [""])[0]
-    if isinstance(exc, _USER_ERRORS) and line:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    if isinstance(exc, UserError) and line:
         return line
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
@@ -159,7 +153,9 @@ def _write_ci_outputs(report, args, started: datetime, seconds: float) -> None:
 
 def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> None:
     from eval_harness.gates.ci_output import (  # heavy: see the imports
-        junit_error_xml, markdown_error_summary)
+        junit_error_xml,
+        markdown_error_summary,
+    )
 
     window = args.partition or (f"since {args.since}" if args.since else None)
     _write(args.junit_xml, junit_error_xml(reason, window=window, seconds=seconds,

@@ -20,15 +20,20 @@ import time
 import psycopg
 
 from eval_harness.cli.common import CliError
+from eval_harness.datasets.corpus import Corpus
+from eval_harness.datasets.live_catalog import live_datasets
+from eval_harness.datasets.live_indexes import (
+    RELATION_KINDS,
+    IndexAssessment,
+    assess_indexes,
+    drop_statement,
+    index_busy,
+)
+from eval_harness.datasets.register import dataset_row
 from eval_harness.errors import EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
-from eval_harness.datasets.corpus import Corpus
-from eval_harness.datasets.register import dataset_row
-from eval_harness.datasets.live_catalog import live_datasets
-from eval_harness.datasets.live_indexes import (RELATION_KINDS, IndexAssessment, assess_indexes,
-                                        drop_statement, index_busy)
 from eval_harness.store.migrate import MigrationError, pending_migrations
 
 

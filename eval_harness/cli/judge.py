@@ -11,8 +11,9 @@ re-asks those), 2 when it could not run or the store went away under it (one sen
 was kept, the server's log), 130 / 143 when SIGINT / SIGTERM stopped it (one line: the
 judgements kept; see :mod:`eval_harness.stopping`).
 
-``--shard I/N`` judges only the queries of shard I (:func:`eval_harness.judges.dual.shards.shard_of`);
-runs of different shards go side by side, each paying only for its own pairs.
+``--shard I/N`` judges only the queries of shard I
+(:func:`eval_harness.judges.dual.shards.shard_of`); runs of different shards go side by side, each
+paying only for its own pairs.
 
 ``--grid-pool`` (or ``judges.grid_pool: true``) adds, for a dataset with human labels, every
 calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
@@ -114,8 +115,8 @@ def _positive(text: str) -> int:
 
 def cmd_judge(args, settings: Settings) -> int:
     # the judge pipeline, imported when the command runs (module docstring)
-    from eval_harness.judges.client.session import JudgeUnavailable
     from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
+    from eval_harness.judges.client.session import JudgeUnavailable
     from eval_harness.judges.dual.run import judge_dataset
 
     dataset = args.dataset or settings.default_dataset

@@ -23,7 +23,6 @@ from eval_harness.store import open_store
 # The label plan and the agreement report import scipy.stats: seconds at start-up that only
 # `review sample --plan` and `agreement` need, so they are imported where those run.
 
-
 def cmd_review_export(args, settings: Settings) -> int:
     dataset = args.dataset or settings.default_dataset
     with open_store(settings, read_only=True).connection() as conn:

@@ -37,9 +37,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+
+from eval_harness.errors import InvalidInput
 
 log = logging.getLogger("eval_harness.datasets.beir")
 
@@ -51,7 +53,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 QRELS_HEADER = ["query-id", "corpus-id"]
 
 
-class DatasetError(ValueError):
+class DatasetError(InvalidInput):
     """A dataset file is missing or malformed; the message names the file and line."""
 
 
@@ -110,7 +112,7 @@ def document_content(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+def utf8_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     """``(line number, text)`` of a UTF-8 file; a line that is not UTF-8 stops with
     ``file:line``, naming the first bad byte and where it is in the line."""
     with path.open(encoding="utf-8", errors="surrogateescape") as handle:

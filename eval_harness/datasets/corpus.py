@@ -19,16 +19,15 @@ Identifiers are always composed with :class:`psycopg.sql.Identifier` (quoted), v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import sql_name
 from eval_harness.datasets import document_ids
+from eval_harness.settings.datasets import sql_name
 
 INGESTED_TABLE = "l2_insights"  # in the harness schema (first on the search path)
 
@@ -68,12 +67,12 @@ class Corpus:
     # -------------------------------------------------------------------- construction
 
     @classmethod
-    def ingested(cls, dataset: str, language: str, dim: int) -> "Corpus":
+    def ingested(cls, dataset: str, language: str, dim: int) -> Corpus:
         return cls(dataset, language, dim)
 
     @classmethod
     def live(cls, dataset: str, language: str, dim: int,
-             mapping: Mapping[str, Any]) -> "Corpus":
+             mapping: Mapping[str, Any]) -> Corpus:
         """From a recorded corpus mapping (:meth:`mapping_record`)."""
         own_ids = mapping.get("own_ids")
         return cls(dataset, language, dim, relation=(mapping["schema"], mapping["relation"]),
@@ -243,32 +242,6 @@ def document_external_ids(conn: psycopg.Connection, corpus: Corpus,
         corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
         corpus.rows_of_dataset("d"), corpus.id_of("d")),
         ([int(i) for i in doc_ids],)).fetchall())
-
-
-def document_ids_by_external_id(conn: psycopg.Connection, corpus: Corpus,
-                                external_ids: Sequence[str]) -> dict[str, int]:
-    """The ids of the documents whose own ids are ``external_ids``: {own id: id}, as given
-    (a uuid is found in any spelling ``uuid`` reads: upper case, braces); one statement.
-    An own id that is no document is not in the result."""
-    spelled = {own: canonical_own_id(corpus, own) for own in external_ids}
-    found = {own: int(i) for i, own in conn.execute(
-        sql.SQL("SELECT {}, {} FROM {} WHERE {} AND {} = ANY(%s::text[])").format(
-            corpus.id_of("d"), corpus.external_id_of("d"), corpus.table("d"),
-            corpus.rows_of_dataset("d"), corpus.external_id_of("d")),
-        (sorted(set(spelled.values())),))}
-    return {own: found[canonical] for own, canonical in spelled.items() if canonical in found}
-
-
-def canonical_own_id(corpus: Corpus, own: str) -> str:
-    """``own`` as the corpus writes its own ids as text: a uuid in its canonical form
-    (lower case, hyphenated); anything else as it is."""
-    own = str(own)
-    if corpus.own_ids == "uuid":
-        try:
-            return str(uuid.UUID(own.strip()))
-        except ValueError:
-            return own
-    return own
 
 
 def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:

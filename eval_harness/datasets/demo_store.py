@@ -158,7 +158,7 @@ def build_rag_answers(conn: psycopg.Connection, path: Path | str, *,
             rows = [json.loads(line) for line in
                     Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
             beir_ids = sorted({str(src["id"]) for row in rows for src in row["sources"]})
-            l2_id = dict(conn.execute(sql.SQL(
+            l2_id: dict[str, int] = dict(conn.execute(sql.SQL(
                 "SELECT metadata->>'beir_id', id FROM {}.l2_insights "
                 "WHERE metadata->>'beir_id' = ANY(%s)").format(ident), (beir_ids,)).fetchall())
             unknown = sorted(set(beir_ids) - set(l2_id))

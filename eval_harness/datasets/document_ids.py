@@ -8,10 +8,10 @@ text (``text``, ``varchar``, ``char``) or ``uuid`` (LangChain's ``langchain_pg_e
 LlamaIndex's ``node_id``), :func:`assign_document_ids` gives every document it has not seen an
 integer (per dataset, from 1 up, new ones in the byte order of their own ids), at attach; an id
 is never given again nor taken back, so a document that leaves the corpus and comes back has
-its judge labels still. :func:`joined_relation` is what :class:`~eval_harness.datasets.corpus.Corpus`
-reads in place of the relation: the relation joined to its ids, so every statement of the
-harness runs on integer ids; the documents are those the last attach saw (a row added since
-has no id yet and is not read).
+its judge labels still. :func:`joined_relation` is what
+:class:`~eval_harness.datasets.corpus.Corpus` reads in place of the relation: the relation joined to
+its ids, so every statement of the harness runs on integer ids; the documents are those the last
+attach saw (a row added since has no id yet and is not read).
 
 The join compares the ids in the relation's own type (``own_id`` for text, ``own_uuid`` for
 uuid), so both directions use an index: from an id here to the relation's id index (a lookup
@@ -60,7 +60,7 @@ def joined_relation(relation: Sequence[str], alias: str, *, dataset: str, id_col
     one) the row's ``xmin``. The planner flattens it into a join, so the relation's own
     indexes serve it."""
     inner = sql.Identifier(alias + "_ids")
-    carried = [sql.Identifier(alias, c) for c in dict.fromkeys(columns)]
+    carried: list[sql.Composable] = [sql.Identifier(alias, c) for c in dict.fromkeys(columns)]
     if versioned:
         carried.append(sql.SQL("{}.xmin AS xmin").format(sql.Identifier(alias)))
     return sql.SQL(
@@ -93,7 +93,8 @@ def assign_document_ids(conn: psycopg.Connection, dataset: str, relation: Sequen
     own = sql.Identifier("r", id_column)
     given = conn.execute(sql.SQL("""
         INSERT INTO document_ids (dataset, own_id, own_uuid, doc_id)
-        SELECT %(dataset)s, n.own_id, {uuid}, b.base + row_number() OVER (ORDER BY n.own_id COLLATE "C")
+        SELECT %(dataset)s, n.own_id, {uuid},
+               b.base + row_number() OVER (ORDER BY n.own_id COLLATE "C")
         FROM (SELECT {own}::text AS own_id FROM {rel} AS r WHERE {own} IS NOT NULL AND {rows}
               EXCEPT
               SELECT own_id FROM document_ids WHERE dataset = %(dataset)s) n,

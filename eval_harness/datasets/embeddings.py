@@ -34,12 +34,14 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from eval_harness.errors import InvalidInput, UserError
 from eval_harness.progress import draws_bars
 
 if TYPE_CHECKING:
@@ -59,11 +61,11 @@ log = logging.getLogger("eval_harness.datasets.embeddings")
 _announced: set[str] = set()
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(UserError, RuntimeError):
     """No embedder can produce vectors for this model here; the message says how to get one."""
 
 
-class InvalidEmbedding(ValueError):
+class InvalidEmbedding(InvalidInput):
     """A vector cosine similarity cannot use; the message names the item and the source."""
 
 
@@ -287,7 +289,7 @@ class OpenAIEmbedder:
 
 
 def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, batch_size: int = 256,
-                     progress: "ProgressCallback | None" = None) -> np.ndarray:
+                     progress: ProgressCallback | None = None) -> np.ndarray:
     """``embedder.embed(texts)`` one batch at a time, calling ``progress(done, total)`` after
     each (see :mod:`eval_harness.progress`); the rows are aligned with ``texts``."""
     if batch_size < 1:
@@ -324,7 +326,7 @@ def make_embedder(model: str, *, provider: str = "auto", openai_api_key: str | N
     raise EmbedderUnavailable(f"Unknown embedder '{provider}' (use local, openai or auto).")
 
 
-def embedder_factory(settings: "Settings", model: str | None = None, *,
+def embedder_factory(settings: Settings, model: str | None = None, *,
                      provider: str | None = None) -> Callable[[], Embedder]:
     """A deferred :func:`make_embedder` (built only when needed) for ``provider``, else the
     configured ``embedder.provider``: a live dataset names its own (``local:``/``openai:``)."""

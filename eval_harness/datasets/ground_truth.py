@@ -257,7 +257,7 @@ def delete_queries_not_staged(conn: psycopg.Connection, dataset: str, staged: st
 
 
 
-# ------------------------------------------------------------------------------ judging (dual-judge runs)
+# ------------------------------------------------------------------------ judging (dual-judge runs)
 # The judge columns: the queries a dual-judge run plans, its writes, staged judging's reads.
 
 # The id of ground-truth query %s, or NULL once it is deleted: a cost row (api_cost_log, see

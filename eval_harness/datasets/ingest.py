@@ -33,7 +33,8 @@ An empty document (no title, no text; see :mod:`eval_harness.datasets.beir`) is 
 embedding, whatever ``embeddings.npz`` holds for it, and an empty tsvector: ground truth
 points at it and it is findable by id, but neither side of hybrid search can return it. The
 report counts such documents. A dataset in another language than English embedded with the
-English-only local model gets one warning (:func:`eval_harness.datasets.embeddings.warn_if_english_only`).
+English-only local model gets one warning
+(:func:`eval_harness.datasets.embeddings.warn_if_english_only`).
 
 A vector cosine similarity cannot use (NaN or infinite values, an overflowing length, or all
 zeros), read from ``embeddings.npz`` or computed by the embedder, stops the ingest with one
@@ -57,10 +58,16 @@ from psycopg.types.json import Jsonb
 from eval_harness.datasets import ground_truth, judge_review, register
 from eval_harness.datasets.beir import BeirDataset, DatasetError, read_beir
 from eval_harness.datasets.corpus import Corpus
-from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, Embedder, InvalidEmbedding,
-                                           PrecomputedEmbeddings, check_vectors,
-                                           embed_in_batches, load_precomputed,
-                                           warn_if_english_only)
+from eval_harness.datasets.embeddings import (
+    EMBEDDINGS_FILE,
+    Embedder,
+    InvalidEmbedding,
+    PrecomputedEmbeddings,
+    check_vectors,
+    embed_in_batches,
+    load_precomputed,
+    warn_if_english_only,
+)
 from eval_harness.progress import ProgressCallback
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -400,8 +407,8 @@ def _ensure_hnsw_index(conn: psycopg.Connection, name: str, dim: int) -> None:
 
 def _merge_queries(conn: psycopg.Connection, name: str, data: BeirDataset,
                    vectors: list[np.ndarray | None]) -> MergeCounts:
-    doc_ids = dict(conn.execute("SELECT external_id, id FROM l2_insights WHERE dataset = %s",
-                                (name,)).fetchall())
+    doc_ids: dict[str, int] = dict(conn.execute(
+        "SELECT external_id, id FROM l2_insights WHERE dataset = %s", (name,)).fetchall())
     conn.execute("""CREATE TEMP TABLE _ingest_queries (
                         external_id text PRIMARY KEY, query text, query_embedding vector,
                         expected_docs integer[], relevance_grades integer[]) ON COMMIT DROP""")

@@ -32,8 +32,8 @@ def lock_review_queue(conn: psycopg.Connection, dataset: str) -> None:
 
 
 def stage_scored_pairs(conn: psycopg.Connection, corpus: Corpus, threshold: float) -> int:
-    """The scored pairs of the corpus's dataset into the temporary table ``_review_pairs`` (dropped at
-    commit), each marked disagreeing or not at ``threshold``; how many disagree."""
+    """The scored pairs of the corpus's dataset into the temporary table ``_review_pairs`` (dropped
+    at commit), each marked disagreeing or not at ``threshold``; how many disagree."""
     conn.execute("DROP TABLE IF EXISTS _review_pairs")
     conn.execute("""
         CREATE TEMP TABLE _review_pairs (

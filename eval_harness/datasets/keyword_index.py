@@ -18,8 +18,8 @@ no command ranks from it, :func:`current_source`):
   positions in its tsvector), computed by the server;
 * postings: per lexeme and segment, the documents that hold it (int4, or int8 when a
   segment's ids do not fit; in no particular order, aligned with the counts) and how many
-  positions the lexeme has in each (what ts_rank's per-lexeme term depends on when every position has
-  weight D, as ``to_tsvector`` makes them). A document without an embedding gets no
+  positions the lexeme has in each (what ts_rank's per-lexeme term depends on when every position
+  has weight D, as ``to_tsvector`` makes them). A document without an embedding gets no
   postings: it is never a keyword candidate (:func:`eval_harness.datasets.corpus.candidate_ids`).
 
 :func:`refresh_keyword_index` brings it up to date at attach: the markers of every row are
@@ -198,7 +198,7 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                   ids: np.ndarray) -> None:
     """Parse the rows ``ids`` once: their postings into a new segment, their markers,
     segment and length normalisation into keyword_documents. One transaction."""
-    narrow = bool(ids.size) and INT4_MIN <= int(ids[0]) and int(ids[-1]) <= INT4_MAX
+    narrow = bool(ids.size) and int(ids[0]) >= INT4_MIN and int(ids[-1]) <= INT4_MAX
     with conn.transaction():
         segment = conn.execute(
             "UPDATE keyword_sources SET next_segment = next_segment + 1, "
@@ -209,7 +209,8 @@ def _derive_batch(conn: psycopg.Connection, corpus: Corpus, source: int, kind: s
                 SELECT {id}::bigint AS doc_id, {marker} AS marker,
                        {emb} IS NOT NULL AS ranked, {tsv} AS tsv
                 FROM {rel}
-                WHERE {rows} AND {id} BETWEEN %(low)s AND %(high)s AND {id} = ANY(%(ids)s::bigint[])),
+                WHERE {rows} AND {id} BETWEEN %(low)s AND %(high)s
+                  AND {id} = ANY(%(ids)s::bigint[])),
             p AS MATERIALIZED (
                 SELECT t.doc_id, u.lexeme, coalesce(cardinality(u.positions), 1) AS n
                 FROM t CROSS JOIN LATERAL unnest(t.tsv) AS u WHERE t.ranked),

@@ -40,16 +40,22 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import DatasetConfig, GroundTruthMapping
 from eval_harness.datasets import document_ids, ground_truth, keyword_index, register
 from eval_harness.datasets.corpus import Corpus
 from eval_harness.datasets.embeddings import Embedder, check_vectors, embed_in_batches
 from eval_harness.datasets.ingest import INGEST_LOCK
-from eval_harness.datasets.live_mapping import (TEXT_TYPES, CheckedMapping, check_mapping,
-                                             embedder_model, ground_truth_key, relation_columns)
-from eval_harness.datasets.live_rows import LiveMappingError, row_notices
 from eval_harness.datasets.keyword_index import KeywordRefresh
+from eval_harness.datasets.live_mapping import (
+    TEXT_TYPES,
+    CheckedMapping,
+    check_mapping,
+    embedder_model,
+    ground_truth_key,
+    relation_columns,
+)
+from eval_harness.datasets.live_rows import LiveMappingError, row_notices
 from eval_harness.datasets.query_embeddings import cache_query_embeddings, cached_query_embeddings
+from eval_harness.settings.datasets import DatasetConfig, GroundTruthMapping
 
 MAX_ID = 2**31 - 1  # the harness keeps document ids as integer
 
@@ -141,7 +147,8 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
     missing = conn.execute("SELECT count(*), min(external_id) FROM _live_gt "
                            "WHERE query IS NULL OR btrim(query) = ''").fetchone()
     if missing[0]:
-        raise LiveMappingError(f"'{key}.query': {missing[0]} rows of {gt.relation} have no query text "
+        raise LiveMappingError(f"'{key}.query': {missing[0]} rows of {gt.relation} have no "
+                               "query text "
                                f"(e.g. id {missing[1]}).")
     if not gt.labelled:
         return

@@ -12,8 +12,9 @@ Reads only; each runs in the caller's transaction (the doctor's session is read-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import psycopg

@@ -7,8 +7,8 @@ things, and each is fast only with an index the RAG system owns:
 * **embedding**: ``ORDER BY <embedding> <=> query, id LIMIT depth`` (the index orders by the
   distance, an Incremental Sort puts equal distances in id order); served by an HNSW or IVFFlat
   index on exactly :meth:`Corpus.embedding_of` (the column itself when it is ``vector(n)``,
-  the cast ``(col::vector(n))`` when it is an untyped ``vector``) with ``vector_cosine_ops``. An index with the
-  L2 or inner-product operator class does not serve a cosine ``ORDER BY``;
+  the cast ``(col::vector(n))`` when it is an untyped ``vector``) with ``vector_cosine_ops``. An
+  index with the L2 or inner-product operator class does not serve a cosine ``ORDER BY``;
 * **text**: ``<tsvector> @@ tsquery``; served by a GIN index on exactly
   :meth:`Corpus.tsvector_of` (the mapped tsvector column, or
   ``to_tsvector('<language>'::regconfig, content)``);
@@ -30,14 +30,16 @@ read-only session); the statements it composes (:func:`create_statement`,
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from eval_harness.datasets.live_catalog import LiveDataset, probe_query
 from eval_harness.datasets.corpus import Corpus, candidate_ids, on_this_server
+from eval_harness.datasets.live_catalog import LiveDataset, probe_query
+from eval_harness.errors import UnknownName
 
 VECTOR_METHODS = ("hnsw", "ivfflat")
 COSINE_OPCLASS = "vector_cosine_ops"
@@ -178,7 +180,8 @@ def needed_indexes(conn: psycopg.Connection, corpus: Corpus, oid: int) -> list[N
             sql.Literal(corpus.language), sql.Identifier(corpus.content))
         text_wanted, text_column = text_key_, content
     id_key = _quote_ident(conn, corpus.id)
-    where, predicate, of_subset = sql.SQL(""), "", ""
+    where: sql.Composable = sql.SQL("")
+    predicate, of_subset = "", ""
     if corpus.subset is not None:
         subset = corpus.subset
         where = sql.SQL(" WHERE {} = {}").format(sql.Identifier(subset.column),
@@ -242,7 +245,7 @@ def assess_indexes(conn: psycopg.Connection, corpus: Corpus) -> IndexAssessment:
     row = conn.execute("SELECT c.oid, c.relkind, c.reltuples, pg_has_role(c.relowner, 'USAGE') "
                        "FROM pg_class c WHERE c.oid = to_regclass(%s)", (name,)).fetchone()
     if row is None:
-        raise LookupError(f"The relation {corpus.relation_name} of dataset '{corpus.dataset}' "
+        raise UnknownName(f"The relation {corpus.relation_name} of dataset '{corpus.dataset}' "
                           "does not exist (or this role cannot see its schema).")
     oid, relkind, rows, owned = row
     existing = relation_indexes(conn, oid) if relkind in ("r", "m") else []

@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
 from eval_harness.datasets.corpus import Corpus, Subset
 from eval_harness.datasets.document_ids import own_id_kind
 from eval_harness.datasets.live_rows import LiveMappingError, check_unique_ids, sampled_dimensions
+from eval_harness.settings.datasets import CorpusMapping, DatasetConfig, GroundTruthMapping
 
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 TEXT_TYPES = ("text", "character varying", "character")
@@ -159,7 +159,7 @@ def _collection(conn: psycopg.Connection, mapping: CorpusMapping, where: str) ->
     _relation(conn, collections, where)
     rows = conn.execute(sql.SQL("SELECT name, uuid::text FROM {} ORDER BY name").format(
         sql.Identifier(collections.schema, collections.name))).fetchall()
-    found = dict(rows)
+    found: dict[str, str] = dict(rows)
     if mapping.collection not in found:
         there = (f"collections: {', '.join(repr(name) for name in found)}" if found
                  else "it holds no collection yet")

@@ -26,13 +26,14 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import CorpusMapping
 from eval_harness.datasets.corpus import Subset
+from eval_harness.errors import InvalidInput
+from eval_harness.settings.datasets import CorpusMapping
 
 EXAMPLES = 5  # ids a message shows
 
 
-class LiveMappingError(ValueError):
+class LiveMappingError(InvalidInput):
     """A live mapping does not fit the store; one sentence naming the config key.
     (Defined here, the lowest module raising it; :mod:`eval_harness.datasets.live` exports it.)"""
 

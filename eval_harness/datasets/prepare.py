@@ -28,15 +28,20 @@ from dataclasses import dataclass, replace
 import psycopg
 from psycopg import sql
 
-from eval_harness.settings.datasets import DatasetConfig
-from eval_harness.settings import Settings
 from eval_harness.datasets import ground_truth, register
-from eval_harness.store.catalog import relation_exists
 from eval_harness.datasets.demo_store import DemoStore, build_rag_answers, build_rag_store
 from eval_harness.datasets.embeddings import embedder_factory
-from eval_harness.datasets.live import (AttachReport, LiveMappingError, attach_live_dataset,
-                                     live_ground_truth_rows)
+from eval_harness.datasets.live import (
+    AttachReport,
+    LiveMappingError,
+    attach_live_dataset,
+    live_ground_truth_rows,
+)
 from eval_harness.datasets.live_mapping import check_mapping
+from eval_harness.settings import Settings
+from eval_harness.settings.datasets import DatasetConfig
+from eval_harness.store.catalog import relation_exists
+
 
 @dataclass(frozen=True)
 class PreparedDataset:

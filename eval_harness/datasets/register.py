@@ -5,10 +5,11 @@ One row per dataset, ingested (a copy in ``l2_insights``) or live (read in place
 text-search language, embedding model and dimensions, where it came from, and for a live one
 the recorded corpus and ground-truth mappings. An ingest (:mod:`eval_harness.datasets.ingest`)
 and an attach (:mod:`eval_harness.datasets.live`) write it; the doctor, the store commands
-(:mod:`eval_harness.datasets.live_catalog`), dataset preparation (:mod:`eval_harness.datasets.prepare`)
-and the search (:mod:`eval_harness.retrieval.hybrid`) read it. They all call the functions
-here; no other module holds SQL that names the table (tests/test_layers.py checks it). A
-statement of another table's owner that joins the register takes it from :func:`table`.
+(:mod:`eval_harness.datasets.live_catalog`), dataset preparation
+(:mod:`eval_harness.datasets.prepare`) and the search (:mod:`eval_harness.retrieval.hybrid`) read
+it. They all call the functions here; no other module holds SQL that names the table
+(tests/test_layers.py checks it). A statement of another table's owner that joins the register takes
+it from :func:`table`.
 
 The lowest module of datasets/ that names a table: it imports no other harness module, so
 every datasets module may call it. Each function runs in the caller's transaction.
@@ -16,8 +17,9 @@ every datasets module may call it. Each function runs in the caller's transactio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql

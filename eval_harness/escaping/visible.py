@@ -60,8 +60,8 @@ def visible(value: object) -> str:
 
 def visible_lines(text: str) -> str:
     """Text the program composed of several lines: like :func:`visible`, but its own line
-    breaks (LF) and tabs stay as they are. A value from data inside it must already have gone through
-    :func:`visible`, or its newlines would start lines here."""
+    breaks (LF) and tabs stay as they are. A value from data inside it must already have gone
+    through :func:`visible`, or its newlines would start lines here."""
     return _UNSAFE_KEEPING_LINES.sub(lambda match: escape_character(match.group()), text)
 
 

@@ -25,20 +25,22 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from eval_harness.errors import InvalidInput
 
 MAX_NESTING = 100
 MAX_ID_LENGTH = 512
-EARLIEST_CREATED_AT = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EARLIEST_CREATED_AT = datetime(1970, 1, 1, tzinfo=UTC)
 # Clock skew between the exporting system and this one; anything later is a wrong date.
 FUTURE_TOLERANCE = timedelta(days=1)
 _FIX_DATE = ("fix the date in the system that exported the file, or leave the field out to "
              "stamp the import time.")
-_LATEST_EPOCH_SECONDS = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
+_LATEST_EPOCH_SECONDS = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 
 
-class AnswersFileError(ValueError):
+class AnswersFileError(InvalidInput):
     """An answers file is missing or malformed; the message names the file and the line."""
 
 
@@ -207,7 +209,7 @@ def epoch_time(seconds: float, field: str, shown: Any) -> datetime:
     datetime ends there; before, see :data:`EARLIEST_CREATED_AT`)."""
     if not 0 <= seconds <= _LATEST_EPOCH_SECONDS:  # False for NaN too
         raise ValueError(f"'{field}' {str(shown)[:40]} is not a time from 1970 to 9999")
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def check_text(value: Any, where: str) -> None:

@@ -37,19 +37,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from eval_harness.datasets.beir import DatasetError, utf8_lines
+from eval_harness.errors import InvalidInput
 from eval_harness.gates import sql
-from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
-                                              check_created_at, check_text, checked_id,
-                                              parse_json)
+from eval_harness.gates.answer_checks import (
+    FUTURE_TOLERANCE,
+    AnswersFileError,
+    check_created_at,
+    check_text,
+    checked_id,
+    parse_json,
+)
 from eval_harness.gates.window import Answer, TimeWindow
 from eval_harness.settings import Settings
-from eval_harness.datasets.beir import DatasetError, utf8_lines
 from eval_harness.store.catalog import privilege_refusal
 from eval_harness.store.migrate import harness_schema
 
@@ -57,7 +63,7 @@ DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
 _IMPORT_LOCK = "eval_harness.answers_import:"
 
-class AnswersRelationError(ValueError):
+class AnswersRelationError(InvalidInput):
     """The answers relation cannot be read or written; the message says what to do."""
 
 
@@ -143,7 +149,7 @@ def read_answers_file(path: Path | str) -> Iterator[_Record]:
     if not path.is_file():
         raise AnswersFileError(f"{path}: file not found")
     seen: dict[str, int] = {}
-    latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
     # bytes that are not UTF-8 are named with their own line, as for a BEIR file
     with closing(utf8_lines(path)) as lines:
         while True:
@@ -193,7 +199,8 @@ def import_answers(conn: psycopg.Connection, path: Path | str, *,
         records = list(records) if records is not None else None
         traced = records is not None and any(getattr(r, "trace_id", None) for r in records)
     rows = (((r.id, r.query, r.answer, r.sources, r.created_at)
-             + ((r.trace_id, r.span_id) if traced else ()))
+             # traced: records were given, and they carry trace ids
+             + ((r.trace_id, r.span_id) if traced else ()))  # type: ignore[union-attr]
             for r in (records if records is not None else read_answers_file(path)))
     try:
         with conn.transaction():
@@ -229,7 +236,7 @@ def import_configured_answers(conn: psycopg.Connection,
 
 # --- streaming a window ---------------------------------------------------------------------
 
-def readable_rows(rows: Iterator[tuple], relation: str) -> Iterator[tuple]:
+def readable_rows(rows: Iterator[tuple], relation: sql.AnswersRelation) -> Iterator[tuple]:
     """``rows`` read from ``relation``; a relation without the answers columns raises
     :class:`AnswersRelationError`. A role that may not read it gets the store's "permission
     denied", which the CLI turns into the GRANT it lacks (migrating would not help)."""

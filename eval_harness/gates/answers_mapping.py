@@ -6,8 +6,8 @@ checks it against the store, reading only the catalog (and, for a relation witho
 index on its id, the id column once): the relation exists and this role may SELECT it, each
 mapped column exists with a usable type, the ids are unique, and for ``sources.kind: ids``
 the array holds ids of the kind the corpus has (integer, text or uuid) and the dataset
-exists, live (its corpus mapping in config.yaml) or ingested (its copy in the harness schema). Each problem is one sentence naming the key
-(:class:`AnswersMappingError`).
+exists, live (its corpus mapping in config.yaml) or ingested (its copy in the harness schema). Each
+problem is one sentence naming the key (:class:`AnswersMappingError`).
 
 The checked mapping (:class:`MappedAnswers`) then stands wherever the gates read the
 answers relation: :func:`eval_harness.gates.sql.relation_sql` composes it as a subquery with
@@ -29,21 +29,28 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from eval_harness.datasets import register
+from eval_harness.datasets.corpus import Corpus
+from eval_harness.datasets.live_mapping import (
+    ID_ARRAY_TYPES,
+    ID_TYPES,
+    TEXT_TYPES,
+    UUID_TYPES,
+    check_mapping,
+    relation_columns,
+)
+from eval_harness.datasets.live_rows import EXAMPLES, LiveMappingError, has_unique_index
+from eval_harness.errors import InvalidInput
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation, sql_name
 from eval_harness.settings.gates_answers import WHERE, AnswersMapping
-from eval_harness.datasets import register
 from eval_harness.store.connection import StoreLocation
-from eval_harness.datasets.corpus import Corpus
-from eval_harness.datasets.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
-                                             check_mapping, relation_columns)
-from eval_harness.datasets.live_rows import EXAMPLES, LiveMappingError, has_unique_index
 
 TIMESTAMP_TYPES = ("timestamp with time zone",)
 JSON_TYPES = ("jsonb", "json")
 
 
-class AnswersMappingError(ValueError):
+class AnswersMappingError(InvalidInput):
     """``quality_gates.answers`` does not fit the store; one sentence naming the key."""
 
 
@@ -241,22 +248,23 @@ def _corpus(conn: psycopg.Connection, settings: Settings,
     key = f"{WHERE}.dataset"
     configured = settings.datasets.get(name or "")
     if configured is not None and configured.live is not None:
-        corpus = configured.live.corpus
-        if corpus.preset is not None:  # the library's layout, resolved as attach resolves it
+        mapping = configured.live.corpus
+        if mapping.preset is not None:  # the library's layout, resolved as attach resolves it
             try:
-                return check_mapping(conn, configured).corpus
+                checked = check_mapping(conn, configured).corpus
             except LiveMappingError as exc:
                 raise AnswersMappingError(f"'{key}': {exc}") from None
+            return checked, (ID_TYPES if checked.has_own_ids else _ID_FAMILIES[0])
         where = f"datasets.{name}.live.corpus"
-        columns = relation_columns(conn, _readable(conn, corpus.relation, f"{where}.relation"))
-        _typed(columns, corpus.id, ID_TYPES, f"{where}.id", corpus.relation)
-        _typed(columns, corpus.content, TEXT_TYPES, f"{where}.content", corpus.relation)
+        columns = relation_columns(conn, _readable(conn, mapping.relation, f"{where}.relation"))
+        _typed(columns, mapping.id, ID_TYPES, f"{where}.id", mapping.relation)
+        _typed(columns, mapping.content, TEXT_TYPES, f"{where}.content", mapping.relation)
         # no own_ids: the relation itself, its id column compared with the sources' ids
-        record = Corpus.mapping_record(corpus.relation.schema, corpus.relation.name, corpus.id,
-                                       corpus.content, corpus.embedding, corpus.tsvector,
+        record = Corpus.mapping_record(mapping.relation.schema, mapping.relation.name, mapping.id,
+                                       mapping.content, mapping.embedding, mapping.tsvector,
                                        typed=False)
         return (Corpus.live(configured.name, configured.language, 0, record),
-                _id_family(columns[corpus.id][0]))
+                _id_family(columns[mapping.id][0]))
     row = register.dataset_row(conn, name or "")
     if row is None:
         hint = (f"ingest it first (`eval-harness ingest PATH --name {name}`)"

@@ -46,8 +46,6 @@ EMPTY_LIST_ITEM = "empty_list_item"
 EMPTY_LINK = "empty_link"
 NON_SEQUENTIAL_CITATIONS = "non_sequential_citations"
 UNCLOSED_CODE_FENCE = "unclosed_code_fence"
-ISSUE_TYPES = (EMPTY_HEADING, EMPTY_LIST_ITEM, EMPTY_LINK, NON_SEQUENTIAL_CITATIONS,
-               UNCLOSED_CODE_FENCE)
 
 # Runs on "\n" + text: starting with a literal lets the regex engine skip ahead.
 _EMPTY_BLOCK = re.compile(

@@ -67,17 +67,23 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates import reflexion_sql
-from eval_harness.gates.gate import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
-                                     reward_to_score, score_threshold)
+from eval_harness.gates.gate import (
+    ANSWER_REWARD,
+    GROUNDING,
+    GateRun,
+    JudgedGate,
+    reward_to_score,
+    score_threshold,
+)
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.window import Answer
 from eval_harness.judges import prompts
-from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
-from eval_harness.judges.local.relevance import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
-from eval_harness.judges.protocol import JudgeResult, Outcome
-from eval_harness.judges.client.stops import BudgetExhausted, RunInterrupted, StoreLost
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.session import FallbackNotices, JudgeSession, resolve_judge_specs
+from eval_harness.judges.client.stops import BudgetExhausted, RunInterrupted, StoreLost
+from eval_harness.judges.local.relevance import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION
+from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
+from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
 

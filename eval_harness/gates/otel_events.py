@@ -33,6 +33,7 @@ from time import time_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from eval_harness.errors import UserError
 from eval_harness.escaping.visible import encodable
 from eval_harness.gates.outcomes import GateOutcome
 
@@ -45,7 +46,7 @@ SERVICE_NAME = "eval-harness"
 EXPORT_TIMEOUT_SECONDS = 30
 
 
-class OtlpError(RuntimeError):
+class OtlpError(UserError, RuntimeError):
     """The events could not be written or delivered; the message says where and why."""
 
 
@@ -97,7 +98,7 @@ def _json_lines_exporter(path: Path):
 
     _, export, _ = _sdk()
 
-    class OtlpJsonLinesExporter(export.LogRecordExporter):
+    class OtlpJsonLinesExporter(export.LogRecordExporter):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in shutdown
 
@@ -131,7 +132,7 @@ def _counting(inner, delivered: list[int], failures: list[str]):
     """``inner`` noting how many records it delivered, and why a batch failed."""
     _, export, _ = _sdk()
 
-    class Counting(export.LogRecordExporter):
+    class Counting(export.LogRecordExporter):  # type: ignore[name-defined]
         def export(self, batch):
             try:
                 result = inner.export(batch)
@@ -188,7 +189,8 @@ def emit_evaluation_events(target: str, outcomes: Sequence[GateOutcome], *,
         except OSError as exc:
             raise OtlpError(f"cannot write {path}: {exc.strerror or exc}") from None
         where = str(path)
-    delivered, failures = [0], []
+    delivered: list[int] = [0]
+    failures: list[str] = []
     provider = logs.LoggerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
     provider.add_log_record_processor(export.BatchLogRecordProcessor(
         _counting(inner, delivered, failures), max_export_batch_size=512))

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from eval_harness.errors import UserError
 from eval_harness.escaping.visible import encodable
 from eval_harness.gates.answer_formats.phoenix import span_from_phoenix
 from eval_harness.gates.outcomes import GateOutcome
@@ -37,7 +38,7 @@ ANNOTATIONS_PER_POST = 500
 TIMEOUT_SECONDS = 30
 
 
-class PhoenixError(RuntimeError):
+class PhoenixError(UserError, RuntimeError):
     """Phoenix could not be read or written; the message says what and what to do."""
 
 

@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eval_harness.gates import citation_coverage, format_compliance, llm_gates
-from eval_harness.gates.gate import (ANSWER_REWARD, CITATION_COVERAGE, FORMAT_COMPLIANCE,
-                                     GATE_NAMES, GROUNDING, Gate, JudgedGate, per_answer,
-                                     score_threshold)
+from eval_harness.gates.gate import (
+    ANSWER_REWARD,
+    CITATION_COVERAGE,
+    FORMAT_COMPLIANCE,
+    GATE_NAMES,
+    GROUNDING,
+    Gate,
+    JudgedGate,
+    per_answer,
+    score_threshold,
+)
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.window import Answer
 from eval_harness.judges.client.session import FallbackNotices

@@ -46,8 +46,13 @@ from eval_harness import stopping
 from eval_harness.gates import sql
 from eval_harness.gates.answers import DEFAULT_RELATION, readable_rows
 from eval_harness.gates.gate import Gate, GateRun, configured_scale, score_safely
-from eval_harness.gates.report import (FAILING_LISTED, WORST_LISTED, AnswersElsewhere,
-                                       GateReport, GateSummary)
+from eval_harness.gates.report import (
+    FAILING_LISTED,
+    WORST_LISTED,
+    AnswersElsewhere,
+    GateReport,
+    GateSummary,
+)
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.window import Answer, TimeWindow
 from eval_harness.judges.client.stops import StoreLost
@@ -98,7 +103,7 @@ def _evaluate_gate(gate: Gate, answers: Sequence[Answer],
 
 def _normalise(gate: Gate, results: list[GateResult | None]) -> list[GateResult | None]:
     """Every result names the gate and passes by ``score >= gate.threshold``."""
-    normalised = []
+    normalised: list[GateResult | None] = []
     for result in results:
         if result is None:
             normalised.append(None)
@@ -184,14 +189,15 @@ def _without_unevaluated(evaluated):
 
 
 def _rethreshold(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate],
-                 relation: str) -> None:
+                 relation: sql.AnswersRelation) -> None:
     """Re-derive ``passed`` of stored results whose gate threshold was changed in config."""
     with conn.transaction():
         for gate in gates:
             sql.rethreshold_results(conn, relation, window, gate.name, gate.threshold)
 
 
-def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) -> None:
+def _lock_window(conn: psycopg.Connection, window: TimeWindow,
+                 relation: sql.AnswersRelation) -> None:
     """Wait for (and then hold, until ``conn`` closes) the window's advisory lock."""
     key = (f"{WINDOW_LOCK_PREFIX}{relation}:{window.start.isoformat()}:"
            f"{window.end.isoformat() if window.end else ''}")
@@ -201,7 +207,7 @@ def _lock_window(conn: psycopg.Connection, window: TimeWindow, relation: str) ->
 
 
 def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
-                    relation: str = DEFAULT_RELATION, run_id: str | None = None,
+                    relation: sql.AnswersRelation = DEFAULT_RELATION, run_id: str | None = None,
                     batch_size: int = EVALUATION_BATCH_SIZE,
                     progress: ProgressCallback | None = None) -> EvaluationRun:
     """Evaluate every answer of ``window`` whose result for some gate is stale; store results.
@@ -226,13 +232,14 @@ def evaluate_window(store: StoreLocation, window: TimeWindow, gates: Sequence[Ga
 
 
 def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate],
-                      relation: str, run: GateRun, batch_size: int,
+                      relation: sql.AnswersRelation, run: GateRun, batch_size: int,
                       progress: ProgressCallback | None,
                       evaluation: dict[str, list[int]]) -> int:
     """:func:`evaluate_window`'s work; returns the answers read. Stops after the batch in
     which a stop signal came (noting what is gated, see :mod:`eval_harness.stopping`)."""
     names, versions = [g.name for g in gates], [g.version for g in gates]
     read = gated = results = 0
+    batch: list[tuple[Answer, list[str]]] = []
 
     def store_batch() -> None:
         nonlocal read, gated, results, batch
@@ -250,7 +257,7 @@ def _evaluate_pending(store: StoreLocation, window: TimeWindow, gates: Sequence[
         if progress is not None:
             total = sql.count_pending_answers(write_conn, relation, window, names, versions)
             progress(0, total)
-        batch: list[tuple[Answer, list[str]]] = []
+        batch = []
         pending = sql.pending_answer_rows(read_conn, relation, window, names, versions,
                                               batch_size=batch_size)
         try:
@@ -286,7 +293,7 @@ def _store_lost(error: BaseException, gated: int) -> StoreLost:
 
 
 def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequence[Gate], *,
-                    relation: str = DEFAULT_RELATION,
+                    relation: sql.AnswersRelation = DEFAULT_RELATION,
                     run_id: str | None = None) -> list[GateSummary]:
     """Each gate's figures over every answer of ``window``, from the current stored results."""
     summaries = []
@@ -308,7 +315,7 @@ def summarize_gates(conn: psycopg.Connection, window: TimeWindow, gates: Sequenc
 
 
 def run_quality_gates(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
-                      relation: str = DEFAULT_RELATION, run_id: str | None = None,
+                      relation: sql.AnswersRelation = DEFAULT_RELATION, run_id: str | None = None,
                       batch_size: int = EVALUATION_BATCH_SIZE,
                       progress: ProgressCallback | None = None) -> GateReport:
     """Evaluate the window (incrementally) and summarize every gate: the library's gate run."""
@@ -318,7 +325,7 @@ def run_quality_gates(store: StoreLocation, window: TimeWindow, gates: Sequence[
 
 
 def stored_gate_report(store: StoreLocation, window: TimeWindow, gates: Sequence[Gate], *,
-                       relation: str = DEFAULT_RELATION, run_id: str) -> GateReport:
+                       relation: sql.AnswersRelation = DEFAULT_RELATION, run_id: str) -> GateReport:
     """The report of run ``run_id`` over ``window``, read from the stored results: every
     gate's figures over all answers of the window, with what that run evaluated and the time
     it spent; when the window has no answer, how many the relation holds on which days. The

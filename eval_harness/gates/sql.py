@@ -16,7 +16,7 @@ in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -27,10 +27,12 @@ from eval_harness.gates.answers_mapping import MappedAnswers
 from eval_harness.gates.gate import Gate
 from eval_harness.gates.window import TimeWindow
 
+AnswersRelation = str | MappedAnswers  # the answers table's name, or a checked mapping
+
 # ------------------------------------------------------------------------------ fragments
 
 
-def relation_sql(relation: str | MappedAnswers) -> sql.Composable:
+def relation_sql(relation: AnswersRelation) -> sql.Composable:
     """``answers`` or ``schema.answers`` as a quoted SQL identifier; a checked
     ``quality_gates.answers`` mapping as the subquery that reads it in place
     (:mod:`eval_harness.gates.answers_mapping`)."""
@@ -76,7 +78,7 @@ CURRENT_RESULT_JOIN = sql.SQL("""LEFT JOIN gate_results AS r
 # ------------------------------------------------------------------------------ answers
 
 
-def _stream(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str, Any],
+def _stream(conn: psycopg.Connection, query: sql.Composed, params: Mapping[str, Any],
             batch_size: int) -> Iterator[tuple]:
     """Rows of ``query`` through a server-side cursor, fetched ``batch_size`` at a time.
 
@@ -86,14 +88,13 @@ def _stream(conn: psycopg.Connection, query: sql.Composable, params: Mapping[str
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    with conn.transaction():
-        with conn.cursor(name="eval_harness_answers") as cursor:
-            cursor.itersize = batch_size
-            cursor.execute(query, params)
-            yield from cursor
+    with conn.transaction(), conn.cursor(name="eval_harness_answers") as cursor:
+        cursor.itersize = batch_size
+        cursor.execute(query, params)
+        yield from cursor
 
 
-def window_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWindow, *,
+def window_answer_rows(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow, *,
                        batch_size: int) -> Iterator[tuple]:
     """``(id, query, answer, sources, created_at, content_hash)`` of every answer of
     ``window``, streamed (see :func:`_stream`)."""
@@ -109,7 +110,7 @@ def lock_answers_import(conn: psycopg.Connection, key: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
 
-def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple], *,
+def merge_answers(conn: psycopg.Connection, relation: AnswersRelation, rows: Iterable[tuple], *,
                   traced: bool = False) -> tuple[int, int, int, tuple[date, ...]]:
     """Merge ``rows`` ``(id, query, answer, sources, created_at or None)`` into ``relation`` by
     id, in the caller's transaction: ``(rows, updated, inserted, days)``, ``days`` the UTC
@@ -157,7 +158,7 @@ def merge_answers(conn: psycopg.Connection, relation: str, rows: Iterable[tuple]
     return total, updated, inserted, days
 
 
-def answer_trace_links(conn: psycopg.Connection, relation: str | MappedAnswers,
+def answer_trace_links(conn: psycopg.Connection, relation: AnswersRelation,
                        ids: Sequence[str]) -> dict[str, tuple[str, str]]:
     """``{answer id: (trace_id, span_id)}`` for those of ``ids`` imported from traces (a
     mapped relation of the RAG system's own has no trace columns: none)."""
@@ -169,7 +170,7 @@ def answer_trace_links(conn: psycopg.Connection, relation: str | MappedAnswers,
     return {answer_id: (trace_id, span_id) for answer_id, trace_id, span_id in rows}
 
 
-def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, *,
+def recent_answer_days(conn: psycopg.Connection, relation: AnswersRelation, *,
                        days: int) -> list[date]:
     """The UTC days with an answer in ``relation`` among the ``days`` days up to the latest
     one, oldest first (``max(created_at)``, then a ``created_at`` range: an index on the
@@ -177,14 +178,14 @@ def recent_answer_days(conn: psycopg.Connection, relation: str | MappedAnswers, 
     latest = latest_answer_at(conn, relation)
     if latest is None:
         return []
-    last_day = latest.astimezone(timezone.utc).date()
-    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=timezone.utc)
+    last_day = latest.astimezone(UTC).date()
+    start = datetime.combine(last_day - timedelta(days=days - 1), time(0), tzinfo=UTC)
     return [row[0] for row in conn.execute(sql.SQL(
         "SELECT DISTINCT (a.created_at AT TIME ZONE 'UTC')::date FROM {} AS a "
         "WHERE a.created_at >= %s ORDER BY 1").format(relation_sql(relation)), (start,))]
 
 
-def answer_days_span(conn: psycopg.Connection, relation: str | MappedAnswers
+def answer_days_span(conn: psycopg.Connection, relation: AnswersRelation
                      ) -> tuple[int, date | None, date | None]:
     """How many answers ``relation`` holds and the first and last UTC day they were created
     on (None, None when it holds none): where the answers are when a window has none."""
@@ -195,7 +196,7 @@ def answer_days_span(conn: psycopg.Connection, relation: str | MappedAnswers
     return count, first, last
 
 
-def latest_answer_day(conn: psycopg.Connection, relation: str | MappedAnswers) -> date | None:
+def latest_answer_day(conn: psycopg.Connection, relation: AnswersRelation) -> date | None:
     """The latest UTC day with an answer in ``relation``; None when it holds none."""
     return conn.execute(sql.SQL("SELECT max((created_at AT TIME ZONE 'UTC')::date) FROM {}")
                         .format(relation_sql(relation))).fetchone()[0]
@@ -204,7 +205,7 @@ def latest_answer_day(conn: psycopg.Connection, relation: str | MappedAnswers) -
 # ------------------------------------------------------------------------------ evaluation
 
 
-def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
+def _pending_query(relation: AnswersRelation, window: TimeWindow) -> sql.Composed:
     """Answers of the window with the names of the gates whose stored result is stale."""
     return sql.SQL("""
         SELECT p.id, p.query, p.answer, p.sources, p.created_at, p.content_hash, p.stale
@@ -212,7 +213,7 @@ def _pending_query(relation: str, window: TimeWindow) -> sql.Composable:
         WHERE cardinality(p.stale) > 0""").format(answers=_answers_with_stale(relation, window))
 
 
-def _answers_with_stale(relation: str, window: TimeWindow) -> sql.Composable:
+def _answers_with_stale(relation: AnswersRelation, window: TimeWindow) -> sql.Composed:
     """Every answer of the window with the names of the gates whose stored result is stale
     (none: every gate's result is current)."""
     return sql.SQL("""
@@ -237,7 +238,7 @@ def _pending_params(window: TimeWindow, gates: Sequence[str],
     return {**window_params(window), "gates": list(gates), "versions": list(versions)}
 
 
-def pending_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def pending_answer_rows(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
                         gates: Sequence[str], versions: Sequence[str], *,
                         batch_size: int) -> Iterator[tuple]:
     """The answers of ``window`` whose result of some gate (``gates[i]`` at
@@ -247,7 +248,7 @@ def pending_answer_rows(conn: psycopg.Connection, relation: str, window: TimeWin
                    _pending_params(window, gates, versions), batch_size)
 
 
-def count_pending_answers(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def count_pending_answers(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
                           gates: Sequence[str], versions: Sequence[str]) -> int:
     """How many rows :func:`pending_answer_rows` would give."""
     query = sql.SQL("SELECT count(*) FROM ({}) AS pending").format(
@@ -255,7 +256,7 @@ def count_pending_answers(conn: psycopg.Connection, relation: str, window: TimeW
     return conn.execute(query, _pending_params(window, gates, versions)).fetchone()[0]
 
 
-def stored_gate_progress(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def stored_gate_progress(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
                          gates: Sequence[str], versions: Sequence[str]) -> tuple[int, int, int]:
     """``(answers, answers gated, gate results)`` of ``window`` as stored: its answers, those
     with a current result of every gate (``gates[i]`` at ``versions[i]``), and the current
@@ -310,7 +311,7 @@ def upsert_gate_results(conn: psycopg.Connection, rows: Iterable[tuple]) -> set[
     return set(conn.execute(_UPSERT).fetchall())
 
 
-def rethreshold_results(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def rethreshold_results(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
                         gate: str, threshold: float) -> None:
     """Give the results of ``gate`` for answers of ``window`` stored under another threshold
     this one, and ``passed`` by it."""
@@ -325,7 +326,7 @@ def rethreshold_results(conn: psycopg.Connection, relation: str, window: TimeWin
     conn.execute(query, {**window_params(window), "gate": gate, "threshold": threshold})
 
 
-def gate_summary_row(conn: psycopg.Connection, relation: str, window: TimeWindow, *,
+def gate_summary_row(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow, *,
                      gate: str, version: str, threshold: float, run_id: str | None,
                      worst: int, listed: int) -> tuple:
     """One gate's figures over every answer of ``window``, from its current results:
@@ -367,13 +368,13 @@ def gate_summary_row(conn: psycopg.Connection, relation: str, window: TimeWindow
 
 # ------------------------------------------------------------------------------ run report
 
-def latest_answer_at(conn: psycopg.Connection, relation: str) -> datetime | None:
+def latest_answer_at(conn: psycopg.Connection, relation: AnswersRelation) -> datetime | None:
     """When the newest answer in ``relation`` was created (None: no answer)."""
     return conn.execute(sql.SQL("SELECT max(created_at) FROM {}").format(
         relation_sql(relation))).fetchone()[0]
 
 
-def gate_results_as_of(conn: psycopg.Connection, relation: str,
+def gate_results_as_of(conn: psycopg.Connection, relation: AnswersRelation,
                        window: TimeWindow) -> datetime | None:
     """When the newest gate result of an answer in ``window`` was stored."""
     return conn.execute(sql.SQL(
@@ -383,7 +384,7 @@ def gate_results_as_of(conn: psycopg.Connection, relation: str,
         window_params(window)).fetchone()[0]
 
 
-def answers_with_result(conn: psycopg.Connection, relation: str, gate: Gate,
+def answers_with_result(conn: psycopg.Connection, relation: AnswersRelation, gate: Gate,
                         ids: Sequence[str]) -> list[tuple[str, str, float | None, dict | None]]:
     """The answers ``ids`` (in that order) with their current result for ``gate``:
     ``(id, query, score, details)``, score and details None when no current result exists."""
@@ -410,7 +411,7 @@ def relation_has_trace_ids(conn: psycopg.Connection, relation: str) -> bool:
         (".".join(f'"{part}"' for part in relation.split(".")),)).fetchone()[0]
 
 
-def window_current_results(conn: psycopg.Connection, relation: str, window: TimeWindow,
+def window_current_results(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
                            gate: str, version: str, *, traced: bool) -> list[tuple]:
     """The current results of ``gate`` (at ``version``) for the answers of ``window``:
     ``(answer_id, score, passed, threshold, details, trace_id, span_id)`` by answer id; the

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+
+from eval_harness.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,8 @@ class TimeWindow:
             try:
                 day = date.fromisoformat(day)
             except ValueError:
-                raise ValueError(f"'{day}' is not a date YYYY-MM-DD.") from None
-        start = datetime.combine(day, time(0), tzinfo=timezone.utc)
+                raise InvalidInput(f"'{day}' is not a date YYYY-MM-DD.") from None
+        start = datetime.combine(day, time(0), tzinfo=UTC)
         return cls(start, start + timedelta(days=1), partition=day.isoformat())
 
     @classmethod

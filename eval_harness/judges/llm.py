@@ -21,16 +21,31 @@ replies are not cached, so the labels keep the reply they were read from.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from eval_harness.judges import prompts
-from eval_harness.settings.judges import JudgeSettings
-from eval_harness.judges.parsing import (ParseError, parse_evaluation, parse_grounding,
-                                         parse_reflexion, parse_relevance)
-from eval_harness.judges.protocol import (AnswerEvaluation, ChatRequest, Grounding, JudgeResult,
-                                          Message, Outcome, Passage, Reflexion, as_passage)
 from eval_harness.judges.client.runner import CallOutcome, CallPipeline
+from eval_harness.judges.parsing import (
+    ParseError,
+    parse_evaluation,
+    parse_grounding,
+    parse_reflexion,
+    parse_relevance,
+)
+from eval_harness.judges.protocol import (
+    AnswerEvaluation,
+    ChatRequest,
+    Grounding,
+    JudgeResult,
+    Message,
+    Outcome,
+    Passage,
+    Reflexion,
+    as_passage,
+)
+from eval_harness.settings.judges import JudgeSettings
 
 T = TypeVar("T")
 

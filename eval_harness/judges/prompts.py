@@ -10,8 +10,8 @@ feature 67.6; reflexion ("Problem" + "Lesson") from the epic 2 tech spec.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 RELEVANCE_VERSION = "relevance-v1"
 EVALUATION_VERSION = "evaluation-v1"

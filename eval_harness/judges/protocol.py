@@ -19,12 +19,12 @@ with the value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
-
 
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
 T = TypeVar("T")
@@ -167,7 +167,7 @@ class ChatRequest:
         chars = len(self.system) + sum(len(m.content) for m in self.messages)
         return chars // 3 + 8 * (len(self.messages) + 1)
 
-    def followed_by(self, reply: str, correction: str) -> "ChatRequest":
+    def followed_by(self, reply: str, correction: str) -> ChatRequest:
         """This conversation plus the judge's reply and our correction (the re-ask)."""
         shown = reply if reply.strip() else "(empty reply)"
         return replace(self, messages=self.messages + (Message("assistant", shown),

@@ -28,9 +28,17 @@ TIE_TOLERANCE = 1e-12  # mean P@5 values closer than this are treated as a tie
 class WeightSweep(Protocol):
     """What the statistics read of a weight sweep (``retrieval.sweep.SweepResult`` has it)."""
 
-    semantic_weights: np.ndarray  # the grid, (n_weights,)
-    p_at_5: np.ndarray  # mean P@5 per weight, (n_weights,)
-    per_query_p_at_5: np.ndarray  # (n_weights, n_queries)
+    @property
+    def semantic_weights(self) -> np.ndarray:
+        """The grid, (n_weights,)."""
+
+    @property
+    def p_at_5(self) -> np.ndarray:
+        """Mean P@5 per weight, (n_weights,)."""
+
+    @property
+    def per_query_p_at_5(self) -> np.ndarray:
+        """(n_weights, n_queries)."""
 
 
 # --------------------------------------------------------------------------- weight grid

@@ -12,10 +12,11 @@ Two figures, each with an interval, and the decision rule of the ``judge_drift``
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 
 def wilson_lower_bound(flips, n, *, confidence: float = 0.95) -> np.ndarray:
@@ -72,7 +73,7 @@ def drift_alarm(flips, n, *, max_flip_rate: float, confidence: float = 0.95):
     return bool(alarm) if np.ndim(alarm) == 0 else alarm
 
 
-def paired_shift(before: Sequence[float], after: Sequence[float], *,
+def paired_shift(before: Sequence[float] | np.ndarray, after: Sequence[float] | np.ndarray, *,
                  confidence: float = 0.95) -> tuple[float, float | None, float | None]:
     """Mean of ``after - before`` over paired scores with its Student t interval::
 

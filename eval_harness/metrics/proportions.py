@@ -25,9 +25,9 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
 
     Unlike the normal (Wald) interval it stays inside [0, 1] and is not degenerate at 0 or n
     successes: 0 of 20 gives (0, 0.1611), 20 of 20 gives (0.8389, 1); those end points are
-    returned exactly (0.0 and 1.0), not as the formula's rounding residue. Degenerate input: ``n == 0`` has no information and raises
-    ``ValueError`` (the caller reports "no answers" instead of an interval), as do counts
-    outside ``0 <= successes <= n`` and a confidence outside (0, 1).
+    returned exactly (0.0 and 1.0), not as the formula's rounding residue. Degenerate input:
+    ``n == 0`` has no information and raises ``ValueError`` (the caller reports "no answers" instead
+    of an interval), as do counts outside ``0 <= successes <= n`` and a confidence outside (0, 1).
 
     Examples
     --------

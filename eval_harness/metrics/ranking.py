@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -202,8 +203,8 @@ def count_relevant(relevant: Mapping[Hashable, int]) -> int:
     return sum(1 for grade in relevant.values() if grade >= RELEVANT_GRADE)
 
 
-def mean_metrics(runs: Mapping[Hashable, Sequence[Hashable]],
-                 qrels: Mapping[Hashable, Mapping[Hashable, int]]) -> dict[str, float]:
+def mean_metrics(runs: Mapping[Any, Sequence[Hashable]],
+                 qrels: Mapping[Any, Mapping[Any, int]]) -> dict[str, float]:
     """Mean P@5, Recall@5, nDCG@10 and MRR@10 over the queries of ``qrels``.
 
     ``runs`` maps query id -> ranked document ids. A query in ``qrels`` without a run

@@ -5,6 +5,7 @@ the summary's checks, and the statuses they carry. Sections build these; the ren
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -74,7 +75,7 @@ class BuiltSection:
     """What a section builder returns: the section, its flat metrics, its summary checks."""
 
     section: Section
-    metrics: dict[str, Metric]
+    metrics: Mapping[str, Metric]
     checks: tuple[Check, ...] = ()
 
 

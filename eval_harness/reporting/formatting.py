@@ -4,7 +4,7 @@ made-up number; times are UTC."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -37,8 +37,8 @@ def utc(moment: Any) -> datetime:
     if hasattr(moment, "to_pydatetime"):
         moment = moment.to_pydatetime()
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def shorten(text: str | None, limit: int) -> str:

@@ -17,8 +17,12 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from eval_harness.calibration.intervals import interval_level
-from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
-                                             zoomed_limits)
+from eval_harness.calibration.report import (
+    axis_label,
+    draw_reference,
+    legend_outside,
+    zoomed_limits,
+)
 from eval_harness.calibration.verdict import VerdictBands
 
 # matplotlib takes over a second to import, and the Dagster definitions load this module
@@ -197,7 +201,8 @@ def gate_trend_figure(runs: pd.DataFrame, *, min_pass_rates: Mapping[str, float]
     panels = figure.subplots(len(lines), 1, sharex=True, squeeze=False)[:, 0]
     figure.suptitle(f"Quality gate pass rates, pooled over {pooled_days(runs)}",
                     fontsize="medium")
-    colours = matplotlib.colormaps["tab10"].colors
+    # tab10 is a ListedColormap, which has colors
+    colours = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]
     for axes, colour, (gate, series) in zip(panels, colours, lines.items()):
         axes.plot(series.index, series.values, marker="o", color=colour, label=gate)
         minimum = min_pass_rates[gate]

@@ -32,9 +32,7 @@ def history_values(metrics: Mapping[str, object]) -> dict[str, float]:
     """The metrics worth a trend point: finite numbers, flags as 0/1; the rest is dropped."""
     values = {}
     for name, value in metrics.items():
-        if isinstance(value, bool):
-            values[name] = float(value)
-        elif isinstance(value, (int, float)) and math.isfinite(value):
+        if isinstance(value, bool) or isinstance(value, (int, float)) and math.isfinite(value):
             values[name] = float(value)
     return values
 

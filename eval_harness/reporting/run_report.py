@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
@@ -36,15 +36,22 @@ import psycopg
 
 from eval_harness.calibration.history import HistoryUnavailable
 from eval_harness.files import write_file_atomically, write_report
-from eval_harness.reporting.blocks import (SECTION_TITLES, BuiltSection, Check, Figure, Metric,
-                                           Section, no_data)
+from eval_harness.reporting.blocks import (
+    SECTION_TITLES,
+    BuiltSection,
+    Check,
+    Figure,
+    Metric,
+    Section,
+    no_data,
+)
 from eval_harness.reporting.render import render_html, render_markdown
 from eval_harness.reporting.sections.agreement import agreement_metric_keys, agreement_section
 from eval_harness.reporting.sections.calibration import CALIBRATION_KEYS, calibration_section
 from eval_harness.reporting.sections.cost import COST_KEYS, cost_section
 from eval_harness.reporting.sections.gates import gate_metric_keys, gates_section
-from eval_harness.reporting.sections.summary import summary_section
 from eval_harness.reporting.sections.retrieval import retrieval_section
+from eval_harness.reporting.sections.summary import summary_section
 from eval_harness.reporting.sections.trends import trends_section
 from eval_harness.retrieval.report import RetrievalReport
 from eval_harness.settings import Settings
@@ -85,7 +92,7 @@ def build_run_report(conn: psycopg.Connection, settings: Settings, *, run_id: st
     data is missing or unreadable shows a hint and its metrics are None; only an error
     writing the report files raises.
     """
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     dataset = dataset or settings.default_dataset
     reports = Path(out_dir) if out_dir is not None else settings.root / "reports"
     parts = {

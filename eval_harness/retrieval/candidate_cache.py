@@ -1,5 +1,5 @@
 """The owner of the ``candidate_cache`` table: a rerun on an unchanged corpus and unchanged
-queries answers the candidate fetch from what the last fetch returned (issue #25).
+queries answers the candidate fetch from what the last fetch returned.
 
 :func:`eval_harness.retrieval.hybrid.candidate_scores` fetches through
 :func:`fetch_through_cache`. An entry holds what the bulk candidate statement returned for
@@ -32,7 +32,7 @@ without their text) and one read of this table.
 Works the same for an ingested copy (its rows in the harness's ``l2_insights``) and a live
 relation; a live view or foreign table has no xmin, so its fetch is never cached. Writing an
 entry runs in a savepoint: a role that may not write the table, or a read-only transaction,
-fetches as before and caches nothing; so does a fetch while another transaction that has not
+fetches from the relation and caches nothing; so does a fetch while another transaction that has not
 committed yet is writing entries of the same dataset (a try-lock, never a wait). Each
 function runs in the caller's transaction, so the entries are kept when the caller commits:
 ``report``, ``calibrate`` and ``judge`` (and their Dagster assets) do; ``calibrate --no-write``
@@ -43,7 +43,7 @@ and ``judge --dry-run`` read the cache and keep nothing
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 

@@ -29,8 +29,10 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from eval_harness.errors import InvalidInput
 
-class NonFiniteScores(ValueError):
+
+class NonFiniteScores(InvalidInput):
     """A fused score is NaN; the message names the query (when known) and the likely cause."""
 
 
@@ -75,8 +77,8 @@ def fuse_normalised(semantic_norm: np.ndarray, keyword_norm: np.ndarray,
     of a 1-D row, or holds one name per row of a 2-D matrix, for that message.
     """
     if not (np.isfinite(semantic_weight) and np.isfinite(keyword_weight)):
-        raise ValueError(f"fusion weights must be finite numbers, got semantic "
-                         f"{semantic_weight} and keyword {keyword_weight}.")
+        raise InvalidInput(f"fusion weights must be finite numbers, got semantic "
+                           f"{semantic_weight} and keyword {keyword_weight}.")
     fused = semantic_weight * semantic_norm + keyword_weight * keyword_norm
     return require_numbers(fused, query=query)
 
@@ -92,7 +94,8 @@ def require_numbers(fused: np.ndarray, *, query: Hashable | Sequence[Hashable] |
     if fused.ndim >= 2:
         row = int(np.flatnonzero(nan.reshape(fused.shape[0], -1).any(axis=1))[0])
         count = int(nan[row].sum())
-        name = f"query {query[row]!r}" if query is not None else f"query row {row}"
+        name = (f"query {query[row]!r}"  # type: ignore[index]  # 2-D: one id per row
+                if query is not None else f"query row {row}")
     else:
         count = int(nan.sum())
         name = f"query {query!r}" if query is not None else "a query"

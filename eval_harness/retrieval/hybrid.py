@@ -35,13 +35,21 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
+from eval_harness.datasets import ground_truth, register
+from eval_harness.datasets.corpus import (
+    Corpus,
+    count_documents,
+    document_external_ids,
+    document_rows,
+    on_this_server,
+)
+from eval_harness.errors import InvalidInput, UnknownName
 from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores, fuse_scores
-from eval_harness.retrieval.keyword_candidates import (indexed_candidate_rows,
-                                                       indexed_search_candidates)
-from eval_harness.datasets import ground_truth, register
-from eval_harness.datasets.corpus import (Corpus, count_documents, document_external_ids,
-                                       document_rows, on_this_server)
+from eval_harness.retrieval.keyword_candidates import (
+    indexed_candidate_rows,
+    indexed_search_candidates,
+)
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
 
@@ -56,7 +64,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
     return shown if more <= 0 else f"{shown} and {more} more"
 
 
-class UnknownDataset(LookupError):
+class UnknownDataset(UnknownName):
     """A dataset the store does not hold; ``dataset`` names it, so a caller that knows the
     config can say what to run (:func:`eval_harness.datasets.prepare.missing_dataset_message`)."""
 
@@ -129,7 +137,8 @@ def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = Tru
 
 def _check_depth(depth: int) -> None:
     if not 1 <= depth <= MAX_CANDIDATE_DEPTH:
-        raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, got {depth}")
+        raise ValueError(f"candidate_depth must be between 1 and {MAX_CANDIDATE_DEPTH}, "
+                         f"got {depth}")
 
 
 def ef_search_for(depth: int) -> int:
@@ -165,8 +174,8 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     if not semantic and semantic_weight != 0:
         raise ValueError("A query embedding is needed unless semantic_weight is 0.")
     if semantic and len(query_embedding) != info.embedding_dim:
-        raise ValueError(f"The query embedding has {len(query_embedding)} dimensions; dataset "
-                         f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
+        raise InvalidInput(f"The query embedding has {len(query_embedding)} dimensions; dataset "
+                           f"'{dataset}' uses {info.embedding_dim} ({info.embedding_model}).")
     _set_ef_search(conn, candidate_depth)
     rows = _indexed_search_rows(conn, info.corpus, candidate_depth, query_text=query_text,
                                 query_embedding=query_embedding,
@@ -180,10 +189,10 @@ def hybrid_search(conn: psycopg.Connection, dataset: str, *, query_text: str,
     ids = [r[0] for r in rows]
     if len(set(ids)) < len(ids):  # a live corpus whose ids repeat since it was attached
         repeated = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"dataset '{dataset}': {info.corpus.relation_name} holds document id "
-                         f"{_shown_ids(repeated)} in more than one row: its {info.corpus.id} "
-                         "column is not unique any more; make it unique (one row per "
-                         "document) and attach again.")
+        raise InvalidInput(f"dataset '{dataset}': {info.corpus.relation_name} holds document id "
+                           f"{_shown_ids(repeated)} in more than one row: its {info.corpus.id} "
+                           "column is not unique any more; make it unique (one row per "
+                           "document) and attach again.")
     return [SearchHit(int(r[0]), r[1], float(r[2]), float(r[3]), float(r[4]), r[5]) for r in rows]
 
 
@@ -280,7 +289,7 @@ def refuse_unusable_candidates(conn: psycopg.Connection, corpus: Corpus,
         where = f"dataset '{corpus.dataset}': query '{query}'"
         if repeated.size:
             shown = _shown_ids(sorted(set(repeated.tolist())))
-            raise ValueError(
+            raise InvalidInput(
                 f"{where} finds document id {shown} in more than one row of "
                 f"{corpus.relation_name}, so no metric is computed: its {corpus.id} column is "
                 f"not unique any more; make it unique (one row per document) and attach "

@@ -1,12 +1,12 @@
 """The candidate fetch of a live dataset mapped with ``tsvector: null``, its keyword side
-answered from the keyword index (issue #25).
+answered from the keyword index.
 
 The bulk candidate statement (:func:`eval_harness.retrieval.sql.candidate_statement`) ranks
 ``ts_rank(to_tsvector(language, content), q, 1)`` over every document the query's OR
 matches, parsing each again: at 500,000 documents most of a query's time. Here the keyword
 side is computed from what attach derived (:mod:`eval_harness.datasets.keyword_index`) by
 :mod:`eval_harness.retrieval.keyword_rank`, exactly the server's values, and the server
-does the rest as before: the semantic top ``depth`` through the vector index and the
+does the rest: the semantic top ``depth`` through the vector index and the
 semantic score of every candidate (:func:`eval_harness.retrieval.sql.union_statement`).
 The result is the bulk statement's, row for row. :func:`indexed_search_candidates` does the
 same for one query's text (``search``), so every command that ranks takes its keyword side
@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval import sql
-from eval_harness.retrieval.keyword_rank import query_items, rank_query
 from eval_harness.datasets import keyword_index
 from eval_harness.datasets.corpus import Corpus
+from eval_harness.retrieval import sql
+from eval_harness.retrieval.keyword_rank import query_items, rank_query
 
 QUERIES_PER_ROUND = 64  # queries whose postings are held at once (bounds memory)
 

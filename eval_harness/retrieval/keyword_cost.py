@@ -5,7 +5,7 @@ With ``tsvector: null`` the search ranks keyword matches by ``ts_rank(to_tsvecto
 content), q)``: a GIN index on that expression finds the matches, but nothing stores their
 tsvectors, so every matching document is parsed again for every query it matches. On a
 store of 1,400 documents that made ``calibrate`` spend 39 of its 43 s fetching candidates,
-while every index was in place (issue #20). The doctor runs :func:`measure_keyword_cost` to
+while every index was in place. The doctor runs :func:`measure_keyword_cost` to
 put a figure on it:
 
 * **as the search runs it**: the search's own keyword candidate subquery
@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import psycopg
 from psycopg import sql
 
-from eval_harness.retrieval.hybrid import candidate_scores
-from eval_harness.retrieval.keyword_rank import query_items, rank_query
 from eval_harness.datasets import ground_truth, keyword_index
 from eval_harness.datasets.corpus import Corpus, candidate_ids
+from eval_harness.retrieval.hybrid import candidate_scores
+from eval_harness.retrieval.keyword_rank import query_items, rank_query
 
 MEASURED_QUERIES = 5           # ground-truth queries timed at most
 FETCH_SAMPLE = 40              # ground-truth queries of the candidate fetch timed at most

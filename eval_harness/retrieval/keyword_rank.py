@@ -1,6 +1,6 @@
 """PostgreSQL's ``ts_rank(tsvector, tsquery, 1)`` for the search's OR query, computed from
 the keyword index (:mod:`eval_harness.datasets.keyword_index`) to the float4 value the server
-returns, ties included (issue #25).
+returns, ties included.
 
 What the server computes (src/backend/utils/adt/tsrank.c, ``calc_rank_or`` and
 ``calc_rank``; the same in PostgreSQL 14 to 18) for a document ``t`` and a query of ``n``

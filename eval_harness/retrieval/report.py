@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
+from eval_harness.datasets import ground_truth
+from eval_harness.errors import InvalidInput
 from eval_harness.metrics.ranking import mean_metrics
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
-from eval_harness.datasets import ground_truth
 
 if TYPE_CHECKING:
     from eval_harness.settings import Settings
@@ -57,7 +58,7 @@ def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight:
     info = dataset_info(conn, dataset)
     qrels = load_qrels(conn, dataset)
     if not qrels:
-        raise ValueError(f"Dataset '{dataset}' has no ground-truth queries to evaluate.")
+        raise InvalidInput(f"Dataset '{dataset}' has no ground-truth queries to evaluate.")
     candidates = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
     runs = fused_runs(candidates, semantic_weight, keyword_weight)
     metrics = mean_metrics(runs, qrels)

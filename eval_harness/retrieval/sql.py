@@ -14,6 +14,8 @@ or passed as parameters; every statement runs in the caller's transaction.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -167,7 +169,7 @@ def search_union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,
                       ) -> tuple[list, list]:
     """``(doc_ids, semantic)`` of :func:`search_union_statement` (semantic when
     ``embedding`` is given; empty lists: no candidate)."""
-    params = {"kw": [int(i) for i in keyword_ids]}
+    params: dict[str, Any] = {"kw": [int(i) for i in keyword_ids]}
     if embedding is not None:
         params["emb"] = embedding
     statement = search_union_statement(corpus, depth, semantic=embedding is not None)
@@ -187,6 +189,8 @@ def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = No
     The same exact scan with the same sort (distance, then id), so the same rows, ties
     included; only for when the planner sorts the whole relation anyway (see
     :func:`union_rows`)."""
+    candidates: sql.Composable
+    vectors: sql.Composable
     if vectors_once is None:
         candidates = candidate_ids(corpus, depth, semantic=True, keyword=False)
         vectors = sql.SQL("")
@@ -220,13 +224,13 @@ def union_statement(corpus: Corpus, depth: int, *, vectors_once: str | None = No
 
 
 def union_rows(conn: psycopg.Connection, corpus: Corpus, depth: int, query_ids: list[int],
-               keyword_ids: list[list[int]]) -> list[tuple]:
+               keyword_ids: Sequence[Iterable[int]]) -> list[tuple]:
     """``(query id, doc_ids, semantic)`` of each query's candidate union (ids ascending).
 
     When the planner would find each query's semantic top by a sequential scan and a sort
     (a small relation, or no vector index: an exact search), every query would read every
-    vector again from TOAST (issue #25: about 4.5 of 5.4 ms per query on NFCorpus's 3,633
-    rows, benchmarks/RESULTS.md); the statement then reads them once (``vectors_once``),
+    vector again from TOAST (about 4.5 of 5.4 ms per query on NFCorpus's 3,633 rows,
+    benchmarks/RESULTS.md); the statement then reads them once (``vectors_once``),
     with enough ``work_mem`` to hold them and the scan kept sequential from the first
     block, for this statement only. When the planner uses the vector index, the statement
     is run as it is."""

@@ -35,15 +35,26 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from eval_harness.metrics.ranking import (PRECISION_CUTOFF, RANKING_CUTOFF, QueryScores,
-                                          ideal_dcg_at_k, judged_share, mean_p_at_k_ceiling,
-                                          relevance_gains, score_top_gains)
-from eval_harness.retrieval.fusion import (NonFiniteScores, fuse_normalised, min_max_normalise,
-                                           reciprocal_rank_fusion_scores)
+from eval_harness.metrics.ranking import (
+    PRECISION_CUTOFF,
+    RANKING_CUTOFF,
+    QueryScores,
+    ideal_dcg_at_k,
+    judged_share,
+    mean_p_at_k_ceiling,
+    relevance_gains,
+    score_top_gains,
+)
+from eval_harness.retrieval.fusion import (
+    NonFiniteScores,
+    fuse_normalised,
+    min_max_normalise,
+    reciprocal_rank_fusion_scores,
+)
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 
 RANX_MIN_SPAN = 1e-9  # ranx min-max divides by max(max - min, 1e-9)
@@ -66,7 +77,7 @@ class CandidateSet:
     it with :meth:`from_queries` or :meth:`from_runs`.
     """
 
-    query_ids: tuple[Hashable, ...]
+    query_ids: tuple[Any, ...]  # hashable, as given (the store's query ids in the harness)
     doc_ids: np.ndarray  # (n_queries, width) int64
     semantic: np.ndarray  # (n_queries, width) float64 raw semantic scores
     keyword: np.ndarray  # (n_queries, width) float64 raw keyword scores

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from eval_harness.errors import InvalidInput
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.settings import Settings
 
@@ -28,7 +29,7 @@ def keyword_weight_for(semantic_weight: float) -> float:
 def grid_from_range(start: float, stop: float, step: float) -> np.ndarray:
     """Semantic weights ``start..stop`` (inclusive) by ``step`` within [0, 1], step >= 0.01."""
     if not MIN_GRID_STEP - 1e-12 <= step <= 1.0:
-        raise ValueError(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
+        raise InvalidInput(f"the grid step must lie between {MIN_GRID_STEP} and 1, got {step}.")
     return weight_grid(start=start, stop=stop, step=step)
 
 

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from eval_harness.settings.agreement import (DISAGREEMENT_RULES, AgreementSettings,
-                                             parse_agreement)
-from eval_harness.settings.calibration import (CalibrationSettings, DecisionSettings,
-                                               HybridWeights, parse_calibration, parse_hybrid)
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
-from eval_harness.settings.file import (DEFAULT_CONFIG_NAME, locate_config,
-                                      read_config)
+from eval_harness.settings.agreement import DISAGREEMENT_RULES, AgreementSettings, parse_agreement
+from eval_harness.settings.calibration import (
+    CalibrationSettings,
+    DecisionSettings,
+    HybridWeights,
+    parse_calibration,
+    parse_hybrid,
+)
 from eval_harness.settings.datasets import DatasetConfig, DatasetConfigError, parse_datasets
+from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.file import DEFAULT_CONFIG_NAME, locate_config, read_config
 from eval_harness.settings.gates import GateSettings, QualityGateSettings, parse_quality_gates
 from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 from eval_harness.settings.values import mapping_of
@@ -32,8 +36,6 @@ __all__ = ["AgreementSettings", "CalibrationSettings", "ConfigError", "DEFAULT_S
            "DecisionSettings",
            "DISAGREEMENT_RULES", "GateSettings", "HybridWeights", "QualityGateSettings",
            "Settings", "load_settings"]
-
-TEXT_SEARCH_LANGUAGES_HINT = "english, german, simple (or any Postgres text-search configuration)"
 
 
 # Every key config.yaml may hold, section by section: any other key is an error (a typo must
@@ -55,7 +57,7 @@ NIGHTLY_KEYS = ("cron", "timezone")
 class Settings:
     config_path: Path | None
     root: Path
-    config_origin: str = "option"  # config_file.ORIGINS: how config_path was found (or not)
+    config_origin: str = "option"  # settings.file.ConfigOrigin: how config_path was found (or not)
     database_url: str | None = None
     embedded_pgdata: Path = Path(".eval-harness/pgdata")
     schema: str = DEFAULT_SCHEMA          # store.schema: every table the harness owns
@@ -104,7 +106,7 @@ class Settings:
             return self.hybrid
         return HybridWeights(own.semantic, own.keyword, self.hybrid.candidate_depth)
 
-    def with_overrides(self, **changes: Any) -> "Settings":
+    def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
 
@@ -132,6 +134,7 @@ def load_settings(config_path: Path | str | None = None,
     """
     env = os.environ if environ is None else environ
     path, origin = locate_config(config_path, env)
+    raw: Mapping[str, Any]
     if origin == "none":
         raw, source = {}, f"{path} (not found, defaults apply)"
     else:

@@ -3,12 +3,12 @@ and the label of a pair the judges disagree on (:class:`AgreementSettings`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.settings.errors import ConfigError
 from eval_harness.settings.values import mapping_of, number_of
-
 
 DISAGREEMENT_RULES = ("exclude", "judge1", "mean")
 

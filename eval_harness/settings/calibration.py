@@ -4,8 +4,9 @@ bands, :class:`CalibrationSettings`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.settings.errors import ConfigError

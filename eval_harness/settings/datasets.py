@@ -48,9 +48,12 @@ whether they exist is checked against the store before any work
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
+from eval_harness.errors import InvalidInput
 
 DATASET_KEYS = ("path", "language", "split", "embeddings", "embedder", "live", "hybrid_search")
 LIVE_KEYS = ("corpus", "ground_truth", "queries", "write_judge_scores")
@@ -72,7 +75,7 @@ _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_$]*$")  # prints without quotes
 MAX_NAME_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: a longer name would be cut short
 
 
-class DatasetConfigError(ValueError):
+class DatasetConfigError(InvalidInput):
     """A dataset entry is invalid; the message names the dotted key (the caller adds the file)."""
 
 

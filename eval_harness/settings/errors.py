@@ -1,16 +1,20 @@
 """What every part of the settings raises: one error type and the unknown-key check.
 
-The lowest module of :mod:`eval_harness.settings`; it imports nothing of the harness, so every
-section parser (datasets, judges, gates, calibration) can use it without a cycle.
+The lowest module of :mod:`eval_harness.settings`; it imports nothing of the harness but the
+error types (:mod:`eval_harness.errors`), so every section parser (datasets, judges, gates,
+calibration) can use it without a cycle.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eval_harness.errors import InvalidInput
 
 
-class ConfigError(ValueError):
+class ConfigError(InvalidInput):
     """The configuration is invalid; the message names the file, the key and what to do."""
 
 

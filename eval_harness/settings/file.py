@@ -3,15 +3,16 @@
 
 The file is the one given (``--config``, a caller's path), else ``EVAL_HARNESS_CONFIG``, else
 ``config.yaml`` in the working directory; with none of these, defaults apply. Where it came
-from is kept (:data:`ORIGINS`), so a command can say in one line which file it read, or that
+from is kept (:data:`ConfigOrigin`), so a command can say in one line which file it read, or that
 it read none: a command run in the wrong folder must not quietly start a new embedded store
 there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal
 
 import yaml
 
@@ -21,13 +22,14 @@ DEFAULT_CONFIG_NAME = "config.yaml"
 CONFIG_VARIABLE = "EVAL_HARNESS_CONFIG"
 # where the config file came from: given by the caller (--config), the environment variable,
 # found as ./config.yaml, or none at all (defaults apply)
-ORIGINS = ("option", "environment", "working directory", "none")
+ConfigOrigin = Literal["option", "environment", "working directory", "none"]
 
 
 def locate_config(config_path: Path | str | None,
-                  env: Mapping[str, str]) -> tuple[Path, str]:
-    """The config file to read and its origin (one of :data:`ORIGINS`). A file that was asked
+                  env: Mapping[str, str]) -> tuple[Path, ConfigOrigin]:
+    """The config file to read and its origin (a :data:`ConfigOrigin`). A file that was asked
     for and is missing is a :class:`ConfigError`; a missing ./config.yaml is origin "none"."""
+    origin: ConfigOrigin
     if config_path:
         path, origin = Path(config_path), "option"
     elif env.get(CONFIG_VARIABLE):

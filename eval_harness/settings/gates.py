@@ -4,10 +4,11 @@ partitions and the four gates (:class:`QualityGateSettings`, :class:`GateSetting
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 from eval_harness.settings.gates_answers import AnswersMapping, parse_answers_mapping

@@ -26,8 +26,9 @@ and may be read is checked against the store before any work
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.settings.datasets import Relation, parse_sql_name
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys

@@ -8,21 +8,26 @@ Environment overrides: ``EVAL_HARNESS_JUDGE1``, ``EVAL_HARNESS_JUDGE2`` (judge s
 A judge is named ``provider:model``: ``openai:<model>`` (OpenAI or any server speaking its
 Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` (the chat providers,
 :data:`CHAT_PROVIDERS`; one module each in :mod:`eval_harness.judges.client.providers`) or
-``local:lexical`` / ``local:embedding`` (offline, free). Any model name is accepted; a paid model needs an entry
-in ``prices`` when it is used (checked when the judges are built, see
+``local:lexical`` / ``local:embedding`` (offline, free). Any model name is accepted; a paid model
+needs an entry in ``prices`` when it is used (checked when the judges are built, see
 :mod:`eval_harness.judges.client.session`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 from eval_harness.settings.judges_anchors import (  # noqa: F401  (re-exported)
-    AnchorSettings, DriftSettings, parse_anchors, parse_drift)
+    AnchorSettings,
+    DriftSettings,
+    parse_anchors,
+    parse_drift,
+)
 
 # The chat providers a judge spec may name before the colon: each is served by the module of
 # the same name in eval_harness.judges.client.providers (its registry; settings stays below
@@ -363,7 +368,8 @@ def _retest(section: Mapping[str, Any]) -> RetestSettings:
 
 
 JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
-               "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens", "rate_limits",
+               "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens",
+               "rate_limits",
                "prices", "send_temperature", "retry", "batch", "local", "staged", "retest",
                "anchors", "drift", "shards")
 

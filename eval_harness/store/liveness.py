@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 
 import psycopg
 from psycopg import pq
@@ -67,7 +68,7 @@ def statements_cancelled_on_stop(*conns: psycopg.Connection) -> Iterator[None]:
     ``conns`` (it then fails with ``QueryCanceled``; its transaction rolls back)."""
     with ExitStack() as stack:
         for conn in conns:
-            stack.enter_context(stopping.on_stop(lambda conn=conn: _cancel_running(conn)))
+            stack.enter_context(stopping.on_stop(partial(_cancel_running, conn)))
         yield
 
 

@@ -7,8 +7,8 @@ Keyed locks (:func:`try_keyed_locks`) lock one key of a named space each, withou
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
 
 import psycopg
 

@@ -19,14 +19,15 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from eval_harness.errors import UserError
 from eval_harness.store.connection import set_search_path
 
 MIGRATION_LOCK_KEY = 0x6576616C  # "eval": any fixed bigint shared by all our processes
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-class MigrationError(RuntimeError):
-    pass
+class MigrationError(UserError, RuntimeError):
+    """The schema cannot be brought up to date here; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ REQUIRED_X86_64_FLAGS = frozenset({
     "cx16", "popcnt", "sse4_1", "sse4_2", "ssse3", "pni",      # x86-64-v2
     "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe",  # x86-64-v3
 })
-REQUIREMENT_NAME = "x86-64-v3 (AVX2, FMA, F16C, BMI1/2; Intel Haswell 2013 / AMD Excavator 2015 or newer)"
+REQUIREMENT_NAME = ("x86-64-v3 (AVX2, FMA, F16C, BMI1/2; Intel Haswell 2013 / AMD Excavator 2015 "
+                    "or newer)")
 
 # Functions a library calls only after asking the CPU (pgvector: *Avx512*, *F16c; PostgreSQL:
 # pg_popcount_avx512, pg_comp_crc32c_sse42, the popcount "fast" paths).

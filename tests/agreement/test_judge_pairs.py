@@ -11,8 +11,8 @@ import pytest
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.judge_pairs import JudgeScoresError, final_labels, load_judge_pairs
 from eval_harness.agreement.review import queue_disagreements
-from review_store import FAST_AGREEMENT as SETTINGS, N_QUERIES, set_scores
-
+from review_store import FAST_AGREEMENT as SETTINGS
+from review_store import N_QUERIES, set_scores
 
 # ---------------------------------------------------------------------------------------
 # Loading scores, final labels

@@ -1,4 +1,4 @@
-"""Ground truth the judges make (issue #14): queries without labels, the grid pool, the
+"""Ground truth the judges make: queries without labels, the grid pool, the
 labels' rules, and ``calibrate --labels``. Local judges, no API key, a real store."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.agreement.review import import_review_csv, refresh_and_export
 from eval_harness.agreement.labels import derive_labels, load_judge_labels, pair_label
-from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
-from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
+from eval_harness.agreement.review import import_review_csv, refresh_and_export
+from eval_harness.datasets.beir import DatasetError, read_beir
+from eval_harness.datasets.ground_truth import graded_expected_docs
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
-from eval_harness.datasets.ground_truth import graded_expected_docs
-from eval_harness.datasets.beir import DatasetError, read_beir
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
+from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness_pipelines import cli
 
 WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "
@@ -96,10 +96,15 @@ def test_live_queries_mapping_parses_and_exactly_one_source_is_required(tmp_path
 
 
 def test_live_dataset_mapped_by_queries_mirrors_every_query_without_labels(fresh, tmp_path):
-    from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                             LiveMapping, Relation)
     from eval_harness.datasets.demo_store import build_rag_store
     from eval_harness.datasets.live import attach_live_dataset
+    from eval_harness.settings.datasets import (
+        CorpusMapping,
+        DatasetConfig,
+        GroundTruthMapping,
+        LiveMapping,
+        Relation,
+    )
 
     folder = write_beir(tmp_path / "l", {f"d{i}": f"aspirin {i}" for i in range(6)},
                         {"q1": "aspirin", "q2": "heart"}, [("q1", "d1", 1)], seed=2)
@@ -258,7 +263,8 @@ def test_calibrate_on_judge_labels_end_to_end_names_the_source(project, conn, se
     row = conn.execute("SELECT label_source FROM calibrated_weights WHERE dataset = %s "
                        "ORDER BY id DESC LIMIT 1", (name,)).fetchone()
     assert row == ("judges",)
-    report = open(result["written"]["report"], encoding="utf-8").read()
+    with open(result["written"]["report"], encoding="utf-8") as written:
+        report = written.read()
     assert "Labels: judges (disagreement rule exclude" in report
     code, out, err = run(capsys, project, "--labels", "judges", "--no-write")
     assert "Labels: judges (disagreement rule exclude" in out

@@ -11,13 +11,11 @@ import json
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.people import human_verdicts, recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.agreement.review import export_review_csv, import_review_csv, \
-    queue_disagreements
+from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements
 from eval_harness.agreement.sample import export_sample_csv, import_sample_csv
 from eval_harness.judges.anchors.drift import drift_reasons
 from eval_harness.judges.anchors.sql import frozen_anchors
@@ -26,10 +24,11 @@ from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.blocks import Table
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
-from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from eval_harness_pipelines import cli
+from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
+from judge_runs import LLM, quiet, small_dataset
 from review_store import read_csv, write_csv
 
 THRESHOLD = 0.5

@@ -7,7 +7,8 @@ import re
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.agreement.review import queue_disagreements
-from review_store import FAST_AGREEMENT as SETTINGS, disagreeing_scores, set_scores
+from review_store import FAST_AGREEMENT as SETTINGS
+from review_store import disagreeing_scores, set_scores
 
 
 def test_markdown_report_has_every_section_and_no_nan(db, dataset):

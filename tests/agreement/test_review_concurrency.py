@@ -10,7 +10,8 @@ from colliding_processes import beir, child_env, finish, ingest, lock_step, pyth
 
 REVIEW = """
     import os, sys
-    from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements
+    from eval_harness.agreement.review import (export_review_csv, import_review_csv,
+                                               queue_disagreements)
     from eval_harness.store import StoreLocation
     with StoreLocation(os.environ["DATABASE_URL"]).connection() as conn:
         if sys.argv[1] == "export":

@@ -1,4 +1,4 @@
-"""Issue #16, review queue: spreadsheet formula injection in `review export` (OWASP CSV
+"""Review queue: spreadsheet formula injection in `review export` (OWASP CSV
 injection) and `review import` taking its dataset from the file's own `dataset` column.
 
 Stores, scores and CSV helpers are those of tests/agreement/test_review.py:
@@ -16,8 +16,16 @@ from beir_factory import write_beir
 from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements
 from eval_harness.agreement.review_file import ReviewFileError
 from eval_harness_pipelines import cli
-from review_store import (DOCS, QRELS, QUERIES, disagreeing_scores, read_csv, review_rows,
-                          set_scores, write_csv)
+from review_store import (
+    DOCS,
+    QRELS,
+    QUERIES,
+    disagreeing_scores,
+    read_csv,
+    review_rows,
+    set_scores,
+    write_csv,
+)
 
 # Texts a spreadsheet would run as a formula (OWASP: = + - @, tab, carriage return), and
 # texts that really start with an apostrophe, which must survive the escaping too.

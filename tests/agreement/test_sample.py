@@ -6,7 +6,6 @@ Judge scores are written straight into ground_truth with SQL, as the judge layer
 
 from __future__ import annotations
 
-import csv
 import uuid
 from collections import Counter
 
@@ -14,8 +13,12 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.agreement.review_file import CSV_COLUMNS, ReviewFileError
-from eval_harness.agreement.sample import (export_sample_csv, import_sample_csv,
-                                           is_sample_file, sample_order)
+from eval_harness.agreement.sample import (
+    export_sample_csv,
+    import_sample_csv,
+    is_sample_file,
+    sample_order,
+)
 from eval_harness_pipelines import cli
 from review_store import read_csv, review_rows, set_scores, write_csv
 

@@ -1,7 +1,7 @@
 """The judge_agreement asset and its blocking kappa check (assets/agreement.py), on the real
 store, and the agreement job.
 
-One verdict for the kappa gate everywhere (issue #20, "Honest in one voice"): labels from
+One verdict for the kappa gate everywhere: labels from
 local stand-ins for API judges whose keys are unset fail the gate with WARN, and every place
 that shows the gate says WARN with the same sentence: the `agreement` command (exit 0, and it
 names the stand-ins), its JSON, reports/agreement.md, the run report's summary, its agreement
@@ -20,16 +20,20 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
-from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources
-from review_store import N_QUERIES, agreeing_scores, agreement_project, disagreeing_scores, \
-    set_scores
-
+from review_store import (
+    N_QUERIES,
+    agreeing_scores,
+    agreement_project,
+    disagreeing_scores,
+    set_scores,
+)
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1",

@@ -9,19 +9,29 @@ import pandas as pd
 import pytest
 
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
-from eval_harness.calibration.history import read_grid_history
 from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.history import read_grid_history
 from eval_harness.settings import load_settings
-from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+from eval_harness_pipelines.assets.calibration import (
+    calibrated_weights,
+    calibration_grid,
+    p_at_5_verdict,
+)
 from eval_harness_pipelines.check_outcomes import BlockingCheckFailed
-from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, EvalSettings, default_resources,
-                              duckdb_io_manager)
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    EvalSettings,
+    default_resources,
+    duckdb_io_manager,
+)
 
 
 # ------------------------------------------------------------------------- Dagster assets
 def _grid(p_at_5: float) -> pd.DataFrame:
     return pd.DataFrame({"semantic_weight": [0.7, 0.8], "p_at_5": [0.1, p_at_5],
-                         "is_best": [False, True], "dataset": ["d", "d"]})
+                         "is_best": [False, True], "dataset": ["d", "d"],
+                         "verdict_p_at_5": [p_at_5, p_at_5],
+                         "verdict_semantic_weight": [0.8, 0.8]})
 
 
 @pytest.mark.parametrize("p_at_5, passed, severity, verdict", [
@@ -157,7 +167,10 @@ def test_definitions_hold_the_calibration_job():
 def materialize_judged_calibration(config, store, tmp_path):
     """judging -> agreement (+ kappa check) -> calibration (+ verdict) on ``config``: the
     result, the materialized asset names and the kappa check's evaluation."""
-    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
+    from eval_harness_pipelines.assets.agreement import (
+        judge_agreement,
+        kappa_lower_bound_above_floor,
+    )
     from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -196,8 +209,10 @@ def test_local_stand_ins_for_api_judges_warn_instead_of_blocking(
         monkeypatch.delenv(variable, raising=False)
     config = write_config(tmp_path / "config.yaml", corpus, full=0.0, partial=0.0)
     config.write_text(config.read_text().replace("kappa_floor: 0.70", "kappa_floor: 1.0")
-                      .replace("agreement:\n", f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
-                      + "\njudges:\n  judge1: openai:gpt-4o\n  judge2: anthropic:claude-haiku-4-5\n")
+                      .replace("agreement:\n",
+                               f"agreement:\n  stand_in_judges: {stand_in_judges}\n")
+                      + "\njudges:\n  judge1: openai:gpt-4o\n"
+                      "  judge2: anthropic:claude-haiku-4-5\n")
     _, materialized, kappa_check = materialize_judged_calibration(config, store, tmp_path)
     assert kappa_check.passed is False
     assert "local:lexical for openai:gpt-4o" in kappa_check.metadata["stand_in_judges"].value

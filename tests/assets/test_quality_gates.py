@@ -8,16 +8,15 @@ import json
 import dagster as dg
 import pytest
 
-from eval_harness_pipelines.check_outcomes import rounded
-from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
-from eval_harness_pipelines.resources import default_resources
+from answer_files import SAMPLE
 from eval_harness.gates.answers import import_configured_answers
 from eval_harness.gates.window import TimeWindow
 from eval_harness.metrics.proportions import wilson_interval
 from eval_harness.settings import load_settings
-from answer_files import SAMPLE
+from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
+from eval_harness_pipelines.check_outcomes import rounded
+from eval_harness_pipelines.resources import default_resources
 from paths import REPO
-
 
 # --- the bundled sample -----------------------------------------------------------------------
 

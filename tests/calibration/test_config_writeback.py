@@ -14,8 +14,11 @@ import pytest
 import yaml
 
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
-from eval_harness.calibration.config_writeback import (ConfigWriteError, DatasetNotInConfig,
-                                              write_calibrated_weights)
+from eval_harness.calibration.config_writeback import (
+    ConfigWriteError,
+    DatasetNotInConfig,
+    write_calibrated_weights,
+)
 from eval_harness.settings import load_settings
 from paths import REPO
 

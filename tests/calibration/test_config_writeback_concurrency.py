@@ -11,7 +11,6 @@ import time
 
 from colliding_processes import REPO, finish, python
 
-
 # ---------------------------------------------------------------------------------------
 # config.yaml: rewritten through a temporary file and a rename, under a file lock
 

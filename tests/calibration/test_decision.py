@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from eval_harness.calibration import decision as decision_module
-from eval_harness.calibration.decision import (WeightDecision, decide_weights,
-                                               max_statistic_p_value)
+from eval_harness.calibration.decision import WeightDecision, decide_weights, max_statistic_p_value
 
 GRID = [(0.5, 0.5), (0.6, 0.4), (0.7, 0.3), (0.8, 0.2)]
 

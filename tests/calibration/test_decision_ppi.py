@@ -20,8 +20,7 @@ from eval_harness.calibration.ppi_gain import UNCORRECTED, judged_gain
 from eval_harness.calibration.run import calibrate_with_settings, in_force_p_at_5
 from eval_harness.calibration.text import format_table
 from eval_harness.settings import load_settings
-from judged_gain_corpus import (gain_scenario, honest_gain_scenario,  # noqa: F401
-                                label_sample)
+from judged_gain_corpus import gain_scenario, honest_gain_scenario, label_sample  # noqa: F401
 
 N_SAMPLE = 25
 

@@ -15,9 +15,13 @@ import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
 from eval_harness.calibration.decision import WeightDecision, with_judged_gain
-from eval_harness.calibration.history import (append_grid_history, decision_columns,
-                                              decision_from_row, grid_frame,
-                                              read_grid_history)
+from eval_harness.calibration.history import (
+    append_grid_history,
+    decision_columns,
+    decision_from_row,
+    grid_frame,
+    read_grid_history,
+)
 from eval_harness.calibration.run import calibrate_dataset
 
 

@@ -12,7 +12,6 @@ import time
 
 from colliding_processes import REPO, finish, python
 
-
 # ---------------------------------------------------------------------------------------
 # DuckDB calibration history: one writer at a time, each grid one transaction
 

@@ -86,7 +86,7 @@ def test_calibration_judged_at_5_equals_a_loop_and_every_output_says_lower_bound
                 for q, top in zip(result.candidates.query_ids, tops)]
         assert point.judged_at_5 == pytest.approx(sum(loop) / len(loop), abs=1e-12)
     lowest = min(p.judged_at_5 for p in result.grid)
-    assert 0 < lowest and max(p.judged_at_5 for p in result.grid) < 1
+    assert lowest > 0 and max(p.judged_at_5 for p in result.grid) < 1
     best = result.best
     sentence = (f"P@5 at {_pair(best)} (best{', in force' if best == result.default else ''}) "
                 f"is a lower bound: only {share_text(best.judged_at_5, 1.0)} of its top-5 "

@@ -21,8 +21,8 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from beir_factory import write_beir
 from eval_harness.agreement.sample import export_sample_csv, import_sample_csv
-from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.calibration.verdict import precision_verdict
+from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.metrics.ppi import labels_to_halve_width
 from eval_harness.settings import load_settings
 from eval_harness_pipelines import cli
@@ -200,19 +200,24 @@ def test_labels_to_halve_width_is_reported_when_labelling_can_halve_it(db, scena
 
 def test_the_cli_the_stored_row_dagster_and_the_report_give_one_figure_and_verdict(
         db, scenario, capsys, store):
-    """Issue #26.5: with a labelled human sample, `calibrate` printed the verdict on the
-    PPI-corrected P@5 while its calibrated_weights row and Dagster's p_at_5_verdict carried
-    the judges' uncorrected P@5. One figure (the corrected one), one verdict, one label
-    source, with its interval, everywhere."""
+    """With a labelled human sample, `calibrate`, its calibrated_weights row and Dagster's
+    p_at_5_verdict carry one figure (the PPI-corrected P@5), one verdict, one label source,
+    with its interval."""
     import re
 
     import dagster as dg
 
     from eval_harness.reporting.sections.calibration import calibration_section
-    from eval_harness_pipelines.assets.calibration import (calibrated_weights, calibration_grid,
-                                                         p_at_5_verdict)
-    from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,
-                                                  duckdb_io_manager)
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
+    from eval_harness_pipelines.resources import (
+        DUCKDB_IO_MANAGER_KEY,
+        default_resources,
+        duckdb_io_manager,
+    )
 
     _label_sample(db, scenario)
     config = scenario["tmp"] / "writes.yaml"  # calibrate writes its history beside the test

@@ -5,7 +5,7 @@ weights in force; every row carries the evidence."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from eval_harness.calibration.decision import WeightDecision
 from eval_harness.calibration.publish import publish_calibrated_weights
@@ -21,7 +21,7 @@ def decision(changed: bool) -> WeightDecision:
 def publish(db, config_path, name, changed):
     return publish_calibrated_weights(
         db, config_path, dataset=name, semantic_weight=0.6, p_at_5=0.5, verdict="failure",
-        run_id="r1", calibrated_at=datetime.now(timezone.utc), decision=decision(changed))
+        run_id="r1", calibrated_at=datetime.now(UTC), decision=decision(changed))
 
 
 def evidence(db, row_id):

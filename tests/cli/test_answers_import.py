@@ -9,8 +9,14 @@ import json
 
 import pytest
 
-from answer_files import (SOURCES, answer_row, element_line, harness_answers_config,
-                          stored_answers, write_jsonl)
+from answer_files import (
+    SOURCES,
+    answer_row,
+    element_line,
+    harness_answers_config,
+    stored_answers,
+    write_jsonl,
+)
 from cli_runs import run_cli
 from colliding_processes import child_env, cli, finish
 from eval_dataset_files import deepeval_case, write_deepeval_json

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
+from cli_runs import run_cli
 from eval_harness.calibration.history import read_grid_history
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
-from cli_runs import run_cli
 
 
 @pytest.fixture

@@ -13,16 +13,19 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.calibration.sql import LATEST_WEIGHTS_SQL
-from eval_harness.calibration.report import report_file_names
 from eval_harness.calibration.config_writeback import write_calibrated_weights
+from eval_harness.calibration.report import report_file_names
+from eval_harness.calibration.sql import LATEST_WEIGHTS_SQL
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
-from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid
-from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,
-                                              duckdb_io_manager)
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    default_resources,
+    duckdb_io_manager,
+)
 
 WORDS = ("alpha", "bravo", "charlie", "delta")
 FILLER = "plain words about nothing in particular"

@@ -18,10 +18,10 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.cli.doctor import check_datasets
-from eval_harness.settings import load_settings
-from eval_harness.datasets.prepare import prepare_dataset
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.live import LiveMappingError
+from eval_harness.datasets.prepare import prepare_dataset
+from eval_harness.settings import load_settings
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
 from eval_harness_pipelines.assets.retrieval import retrieval_report
@@ -189,10 +189,9 @@ def test_the_demo_store_gets_the_tsvector_column_its_mapping_names(project):
 def test_a_missing_demo_source_is_one_sentence(project):
     settings = load_settings(project["config"], environ={})
     settings = settings.with_overrides(demo_rag_source=project["root"] / "gone")
-    with project["store"].connection() as conn:
-        with pytest.raises(LiveMappingError, match=r"^'store.demo_rag_source': .*gone is not "
-                                                   r"a folder"):
-            prepare_dataset(conn, settings, "live")
+    with project["store"].connection() as conn, pytest.raises(
+            LiveMappingError, match=r"^'store.demo_rag_source': .*gone is not a folder"):
+        prepare_dataset(conn, settings, "live")
 
 
 def test_judge_and_calibrate_attach_first(rag, capsys):
@@ -225,7 +224,8 @@ def test_search_and_report_use_the_dataset_weights(rag, capsys):
 
 
 def test_corpus_asset_attaches_a_live_dataset_with_its_metadata(rag):
-    weights = write_config(rag["root"], weights="    hybrid_search: {semantic: 0.4, keyword: 0.6}\n")
+    weights = write_config(rag["root"],
+                           weights="    hybrid_search: {semantic: 0.4, keyword: 0.6}\n")
     resources = default_resources(config_path=weights, database_url=rag["store"].url)
     result = dg.materialize([corpus_and_ground_truth, retrieval_report], resources=resources,
                             run_config={"ops": {"corpus": {"config": {"dataset": "live"}},

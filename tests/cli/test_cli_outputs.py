@@ -18,17 +18,17 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
+from answer_files import SAMPLE
+from beir_factory import write_beir
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.gates.report import GateSummary
+from eval_harness.judges.dual.run import judge_dataset
+from eval_harness_pipelines import cli
+from eval_harness_pipelines import run as run_cli
 from eval_harness_pipelines.assets.judging import dual_judge_scores
 from eval_harness_pipelines.assets.quality_gates import check_metadata
 from eval_harness_pipelines.assets.reporting import run_report
 from eval_harness_pipelines.resources import default_resources
-from beir_factory import write_beir
-from eval_harness_pipelines import cli
-from eval_harness_pipelines import run as run_cli
-from eval_harness.gates.report import GateSummary
-from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.datasets.ingest import ingest_beir
-from answer_files import SAMPLE
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1",

@@ -1,4 +1,4 @@
-"""Live stores whose ids are text or uuid (issue #32 item 1), through the CLI: attach, report,
+"""Live stores whose ids are text or uuid, through the CLI: attach, report,
 judge with the local judges, review export and import, calibrate with its TREC runs, the
 gate on answers citing own ids, the write-back of judge scores.
 
@@ -20,8 +20,13 @@ from ranx import Qrels, Run, evaluate
 
 from cli_runs import run_cli
 from eval_harness.datasets.demo_store import build_rag_store
-from own_id_store import (build_own_id_store, own_doc_id, own_query_id, own_store_checksum,
-                          own_store_config)
+from own_id_store import (
+    build_own_id_store,
+    own_doc_id,
+    own_query_id,
+    own_store_checksum,
+    own_store_config,
+)
 
 GATES = """quality_gates:
   partition_start: 2025-01-01
@@ -57,10 +62,11 @@ def project(request, tmp_path, fresh, beir_folder, monkeypatch):
         build_own_id_store(conn, kind, schema="own")
         with conn.transaction():  # two served answers citing own ids, one of them unknown
             conn.execute(
-                "INSERT INTO own.answers VALUES ('a1', 'q', 'Aspirin lowers the risk of a heart attack [1] and of a stroke [2].', "
-                "ARRAY[%s, %s]::{t}, '2025-03-01T10:00:00Z'), "
-                "('a2', 'q', 'Vitamin intake is discussed in this study [1].', ARRAY[%s]::{t}, '2025-03-01T11:00:00Z')".replace(
-                    "{t}", "varchar[]" if kind == "text" else "uuid[]"),
+                "INSERT INTO own.answers VALUES ('a1', 'q', 'Aspirin lowers the risk of a heart "
+                "attack [1] and of a stroke [2].', ARRAY[%s, %s]::{t}, '2025-03-01T10:00:00Z'), "
+                "('a2', 'q', 'Vitamin intake is discussed in this study [1].', ARRAY[%s]::{t}, "
+                "'2025-03-01T11:00:00Z')".replace("{t}",
+                                                  "varchar[]" if kind == "text" else "uuid[]"),
                 (own_doc_id(kind, 1), own_doc_id(kind, 2), UNKNOWN[kind]))
     monkeypatch.setenv("DATABASE_URL", fresh.url)
     for variable in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY",

@@ -1,9 +1,8 @@
-"""The doctor checks what each configured dataset needs (issue #20, "Your own store, first
-time"): the embedder it will build (the local extra, the OpenAI key, the dimensions) and, for
-a live corpus mapped with ``tsvector: null``, what its keyword side costs per query,
-measured, and the statements that remove the cost. Before, the doctor said every check was
-ok and ``attach`` then stopped on the missing extra; and a 1,400-document store took 43 s to
-calibrate while every index was in place."""
+"""The doctor checks what each configured dataset needs, so that no check says ok before
+``attach`` stops on it: the embedder it will build (the local extra, the OpenAI key, the
+dimensions) and, for a live corpus mapped with ``tsvector: null``, what its keyword side
+costs per query, measured, and the statements that remove the cost (a 1,400-document store
+without them takes 43 s to calibrate with every index in place)."""
 
 from __future__ import annotations
 
@@ -12,10 +11,10 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.cli import doctor_datasets, main
-from eval_harness.retrieval.hybrid import candidate_scores
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.embeddings import local_embeddings_install_command
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval.hybrid import candidate_scores
 from live_store import WORDS, live_config, no_embedder, rag_checksum
 
 CONFIG = """default_dataset: live
@@ -228,8 +227,8 @@ def test_index_with_nothing_to_create_points_at_the_tsvector_cost(rag_store, tmp
 
 def test_after_attach_the_keyword_index_carries_the_bulk_commands(rag_store, tmp_path, capsys,
                                                                   monkeypatch):
-    """Issue #25: with the keyword index attach keeps, no command pays the parsing (issue #32:
-    `search` neither)."""
+    """With the keyword index attach keeps, no command pays the parsing, `search`
+    included."""
     with rag_store.connection() as conn:
         build_rag_store(conn, corpus_folder(tmp_path / "beir", dim=8), schema="rag")
         attach_live_dataset(conn, live_config(), embedder_factory=no_embedder)

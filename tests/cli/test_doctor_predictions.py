@@ -1,4 +1,4 @@
-"""What ``doctor`` predicts for the commands that rank (issue #32 item 9), against what the
+"""What ``doctor`` predicts for the commands that rank, against what the
 command then takes, and ``report`` writing the run report: through the CLI, on a small live
 store in the seeds' layout mapped with ``tsvector: null``, after ``attach``.
 

@@ -5,12 +5,12 @@ summary."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
 
 from answer_files import SAMPLE
 from cli_runs import run_cli
-
 
 # --- the gate command ------------------------------------------------------------------------
 
@@ -78,7 +78,8 @@ def test_gate_command_exit_codes_and_json(project, capsys):
     (["gate", "--partition", "03/04/2025"], "not a date YYYY-MM-DD"),
     (["gate", "--since", "2025-03-04T10:00"], "has no timezone"),
     (["answers", "import", "missing.jsonl"], "missing.jsonl: file not found"),
-    (["answers", "import", "--format", "otlp-json", "missing.json"], "missing.json: file not found"),
+    (["answers", "import", "--format", "otlp-json", "missing.json"],
+     "missing.json: file not found"),
     (["answers", "import", "/"], "/: cannot be read (Is a directory)"),
 ])
 def test_gate_command_exits_2_on_bad_input(project, capsys, args, message):
@@ -183,14 +184,14 @@ def test_a_minimal_config_runs_all_four_gates_and_grounding_fails_a_fabrication(
 
 
 def test_a_window_without_answers_says_where_the_answers_are(minimal, capsys, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     answers = tmp_path / "days.jsonl"
     answers.write_text("".join(json.dumps({**FABRICATED, "id": f"a-{day}-{n}",
                                            "created_at": f"2025-03-0{day}T09:00:00Z"}) + "\n"
                                for day in (1, 4, 7) for n in range(2)))
     assert run_cli(capsys, "--config", minimal, "answers", "import", answers)[0] == 0
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     expected = (f"no answers in the window {today} (UTC); 6 answers exist from 2025-03-01 to "
                 "2025-03-07 (UTC): gate --since 2025-03-01")
     # the default window is today (UTC): through Dagster, as a user runs it

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from eval_harness.datasets.demo_store import build_rag_store
 from answer_files import SAMPLE
-from served_answers import DAY, lay_out_served_answers, served_checksum
 from cli_runs import run_cli
+from eval_harness.datasets.demo_store import build_rag_store
+from served_answers import DAY, lay_out_served_answers, served_checksum
 
 CONFIG = """
 datasets:

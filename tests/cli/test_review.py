@@ -8,8 +8,14 @@ import json
 import pytest
 
 from cli_runs import run_cli
-from review_store import agreeing_scores, agreement_project, disagreeing_scores, read_csv, \
-    set_scores, write_csv
+from review_store import (
+    agreeing_scores,
+    agreement_project,
+    disagreeing_scores,
+    read_csv,
+    set_scores,
+    write_csv,
+)
 
 
 @pytest.fixture

@@ -3,17 +3,15 @@ judges' agreement with the labelled human sample (eval_harness.calibration.label
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from cli_runs import run_cli
 from eval_harness.calibration.ppi_gain import paired_differences, query_figures, sample_frame
 from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.metrics.ppi_plan import plan_for_power, plan_for_width
 from eval_harness.settings import load_settings
 from judged_gain_corpus import N_QUERIES, gain_scenario, label_sample  # noqa: F401
-from cli_runs import run_cli
 
 
 def _vectors(db, scenario, store):

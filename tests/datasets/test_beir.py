@@ -1,5 +1,5 @@
 """Bad input in a BEIR folder ends in one sentence naming the file and line, and the store is
-left as it was (issue #16, items 5 and 6 of the probe): bytes that are not UTF-8, a text
+left as it was: bytes that are not UTF-8, a text
 Postgres cannot hold, a document too long for a tsvector; and what the reader accepts but
 says: a qrels file without its header, negative grades.
 """

@@ -13,14 +13,14 @@ from datetime import datetime
 
 import pytest
 
-from eval_harness.gates.answers import import_answers, stream_answers
-from eval_harness.gates.window import TimeWindow
-from eval_harness.gates.answers_mapping import check_answers_mapping
-from eval_harness.gates.runner import run_quality_gates
-from eval_harness.settings import load_settings
-from eval_harness.datasets.demo_store import build_rag_answers, build_rag_store
 from answer_files import SAMPLE
 from beir_factory import write_beir
+from eval_harness.datasets.demo_store import build_rag_answers, build_rag_store
+from eval_harness.gates.answers import import_answers, stream_answers
+from eval_harness.gates.answers_mapping import check_answers_mapping
+from eval_harness.gates.runner import run_quality_gates
+from eval_harness.gates.window import TimeWindow
+from eval_harness.settings import load_settings
 from gate_sources import rule_gates
 from paths import REPO
 

@@ -20,11 +20,17 @@ import pytest
 
 from beir_factory import write_beir
 from eval_harness.datasets import embeddings
-from eval_harness.datasets.embeddings import (LOCAL_EMBEDDINGS_LOCK, LOCAL_MODEL, LocalEmbedder,
-                                     english_only_notice, load_precomputed,
-                                     local_embeddings_install_command, save_precomputed)
-from eval_harness.progress import draws_bars
+from eval_harness.datasets.embeddings import (
+    LOCAL_EMBEDDINGS_LOCK,
+    LOCAL_MODEL,
+    LocalEmbedder,
+    english_only_notice,
+    load_precomputed,
+    local_embeddings_install_command,
+    save_precomputed,
+)
 from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.progress import draws_bars
 from paths import REPO
 
 BAR_MARKS = ("%|", "\r", "\x1b[")

@@ -1,4 +1,4 @@
-"""No metric over a NaN score (issue #16, item 1).
+"""No metric over a NaN score.
 
 A vector cosine similarity cannot use (NaN, infinite, overflowing, or all zeros) is refused at
 ingest, from embeddings.npz and from an embedder alike, naming the document or query and the
@@ -188,7 +188,7 @@ def test_report_stops_on_a_zero_document_vector_instead_of_scoring_zero(poisoned
     code, out, err = cli(capsys, config, "report", "--json")
     assert (code, out) == (2, ""), out
     [line] = err.strip().splitlines()
-    # as calibrate does: the query by its own id, the vector to blame (issue #26)
+    # as calibrate does: the query by its own id, the vector to blame
     assert line.startswith("eval-harness: error: dataset 'tiny': query 'q"), line
     assert "is NaN" in line and "no metric is computed" in line
     assert "the embedding of document 'd3' is all zeros" in line

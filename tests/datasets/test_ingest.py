@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.datasets.beir import DatasetError
 from eval_harness.datasets import ingest as ingest_module
+from eval_harness.datasets.beir import DatasetError
 from eval_harness.datasets.ingest import ingest_beir
 
 DOCS = {"d1": "Aspirin reduces the risk of heart attack",

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import signal
 
-from colliding_processes import (beir, child_env, finish, held, ingest, lock_step, lock_waiters,
-                                 python, wait_until)
-from scratch_databases import scratch_database
+from colliding_processes import (
+    beir,
+    child_env,
+    finish,
+    held,
+    ingest,
+    lock_step,
+    lock_waiters,
+    python,
+    wait_until,
+)
 from eval_harness.store import migrate
+from scratch_databases import scratch_database
 
 
 def corpus_rows(location, dataset: str):

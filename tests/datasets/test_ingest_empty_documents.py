@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness_pipelines import cli
 from eval_harness.datasets.beir import DatasetError, read_beir
 from eval_harness.datasets.embeddings import load_precomputed, save_precomputed
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.retrieval.hybrid import candidate_scores, hybrid_search
 from eval_harness.retrieval.report import retrieval_report
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness_pipelines import cli
 
 DOCS = {"d1": "Aspirin reduces the risk of heart attack",
         "d2": "Statins lower cholesterol levels in adults",

@@ -1,20 +1,19 @@
-"""The keyword index of a live dataset with ``tsvector: null`` (issue #25): built at the
+"""The keyword index of a live dataset with ``tsvector: null``: built at the
 first attach, refreshed at every later one with only the changed, added and removed rows,
 built again when the language or mapping changes, and read by the candidate fetch with the
 very values the search's own SQL gives. The RAG relations are never written."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.keyword_candidates import indexed_candidate_rows
 from eval_harness.settings.datasets import DatasetConfig, Relation
-from eval_harness.datasets import keyword_index
-from eval_harness.datasets.demo_store import build_rag_store
-from eval_harness.datasets.live import attach_live_dataset
 from live_store import live_config, no_embedder, rag_checksum
 
 DEPTH = 10  # below the 60 documents, so the keyword top is a real cut

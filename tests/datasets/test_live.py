@@ -1,4 +1,4 @@
-"""Live datasets: a store laid out like the seeds, evaluated in place (issue #13).
+"""Live datasets: a store laid out like the seeds, evaluated in place.
 
 The same BEIR folder is reached two ways, ingested as a copy and laid out in a ``rag`` schema
 like a RAG system's own store and attached as a live dataset; every figure must agree, and
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from eval_harness.calibration.run import calibrate_dataset as calibrate
-from eval_harness.settings.datasets import DatasetConfig, Relation
-from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.datasets.live import LiveMappingError, attach_live_dataset
 from eval_harness.datasets.live_mapping import check_mapping
+from eval_harness.retrieval.hybrid import dataset_info, hybrid_search
+from eval_harness.settings.datasets import DatasetConfig, Relation
 from live_store import live_config, no_embedder, rag_checksum
 
 

@@ -1,5 +1,5 @@
 """The RAG system's indexes: what ``doctor`` reports for a live dataset and what
-``eval-harness index`` builds (issue #13, "Indexes are the RAG system's").
+``eval-harness index`` builds.
 
 A seed-layout store (HNSW with the cosine operator class and GIN on
 ``to_tsvector('english', content)``, id primary key) is attached as a live dataset; indexes are
@@ -17,13 +17,13 @@ import pytest
 from psycopg import sql
 
 from eval_harness.cli import main
-from eval_harness.settings.datasets import Relation
-from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.datasets.demo_store import build_rag_store
-from eval_harness.datasets.live_catalog import live_datasets, probe_query
-from eval_harness.datasets.live_indexes import explain_candidates
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.datasets.live_catalog import live_datasets, probe_query
+from eval_harness.datasets.live_indexes import explain_candidates
+from eval_harness.retrieval.hybrid import dataset_info
+from eval_harness.settings.datasets import Relation
 from live_store import live_config, no_embedder
 
 EMBEDDING_STATEMENT = ('CREATE INDEX CONCURRENTLY "l2_insights_embedding_cosine_idx" ON '

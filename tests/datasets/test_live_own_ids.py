@@ -1,4 +1,4 @@
-"""Live corpora whose ids are text or uuid (issue #32 item 1): accepted, given the harness's
+"""Live corpora whose ids are text or uuid: accepted, given the harness's
 integer ids once (eval_harness.datasets.document_ids), unknown expected ids named in the
 store's own ids, write-back by own id; a column of another type refused in one sentence.
 The CLI walk is tests/cli/test_cli_own_ids.py."""
@@ -9,13 +9,22 @@ from dataclasses import replace
 
 import pytest
 
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import (
+    LiveMappingError,
+    attach_live_dataset,
+    write_back_judge_scores,
+)
+from eval_harness.datasets.live_mapping import check_mapping
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
-from eval_harness.datasets.demo_store import build_rag_store
-from eval_harness.datasets.live import LiveMappingError, attach_live_dataset, write_back_judge_scores
-from eval_harness.datasets.live_mapping import check_mapping
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 from live_store import no_embedder
 from own_id_store import build_own_id_store, own_doc_id, own_query_id, own_store_checksum
 
@@ -146,7 +155,7 @@ def test_text_ids_need_expected_ids_the_corpus_can_hold(fresh, own_store):
     """A text or uuid corpus takes its expected ids as text (any id array); an integer corpus
     still needs integer arrays, and another type is refused in one sentence."""
     with fresh.connection() as conn:
-        check_mapping(conn, own_config())  # the old refusal is gone: text and uuid ids pass
+        check_mapping(conn, own_config())  # text and uuid ids pass
         with conn.transaction():
             conn.execute("ALTER TABLE own.questions ADD COLUMN wrong jsonb")
         with pytest.raises(LiveMappingError, match=(

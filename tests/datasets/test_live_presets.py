@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from eval_harness.settings import load_settings
-from eval_harness.datasets.live_indexes import assess_indexes
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.datasets.live_indexes import assess_indexes
 from eval_harness.datasets.live_mapping import check_mapping
 from eval_harness.datasets.live_rows import LiveMappingError
+from eval_harness.settings import load_settings
 from live_store import no_embedder
 from rag_library_stores import GROUND_TRUTH, LANGCHAIN_COLLECTION, rag_checksum
 
@@ -47,8 +47,8 @@ def test_langchain_preset_is_the_collections_rows_only(langchain_store, tmp_path
         report = attach_live_dataset(conn, cfg, embedder_factory=no_embedder)
         assert report.queries == len(langchain_store.data.query_ids)
         assert f"(collection '{LANGCHAIN_COLLECTION}')" in report.relation
-        from eval_harness.datasets.live_catalog import live_datasets
         from eval_harness.datasets.corpus import corpus_version, count_documents
+        from eval_harness.datasets.live_catalog import live_datasets
         attached = [d for d in live_datasets(conn, {"prod": cfg}, attached_known=True)
                     if d.name == "prod"][0].corpus
         assert count_documents(conn, attached) == len(langchain_store.data.doc_ids)  # not +12

@@ -1,4 +1,4 @@
-"""Least privilege (issue #13): the harness runs with a role that may only SELECT the RAG
+"""Least privilege: the harness runs with a role that may only SELECT the RAG
 system's relations and owns its own schema, and its read-only commands run with a role that
 may only SELECT.
 
@@ -35,13 +35,13 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from beir_factory import write_beir
-from scratch_databases import scratch_database
 from eval_harness.cli import main
-from eval_harness.store import StoreLocation
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.embeddings import load_precomputed
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.store import StoreLocation
 from live_store import WORDS, live_config
+from scratch_databases import scratch_database
 
 HARNESS = "eval_harness"
 # Settings the environment could carry into the CLI from the developer's shell.
@@ -389,7 +389,7 @@ def test_read_only_commands_on_an_unmigrated_store_say_to_migrate(server_url, tm
 
 
 def test_dry_runs_write_nothing_and_a_refused_write_names_role_relation_and_grant(pipeline):
-    """Issue #26: `judge --dry-run` and `calibrate --no-write` are documented as writing
+    """`judge --dry-run` and `calibrate --no-write` are documented as writing
     nothing, so a SELECT-only role runs them (they read the live dataset as last attached);
     a command that must write says which role lacks which GRANT on which relation, and
     `answers import` does not send a privilege problem to `migrate`."""
@@ -416,7 +416,7 @@ def test_dry_runs_write_nothing_and_a_refused_write_names_role_relation_and_gran
         assert ("the live one changed since: 0 new, 1 changed, 0 removed queries, which "
                 "`eval-harness attach --dataset live` takes in") in err, (name, err)
     assert json.loads(no_write[1])["queries"] == 15
-    for name, (code, out, err) in (("judge", judge), ("answers import", imported)):
+    for name, (code, _out, err) in (("judge", judge), ("answers import", imported)):
         line = err.splitlines()[-1]  # judge prints its store line first
         assert code == 2 and f"role '{role}' lacks " in line, (name, line)
         assert re.search(rf"GRANT [A-Z, ]+ ON {HARNESS}\.\w+ TO {role}", line), (name, line)

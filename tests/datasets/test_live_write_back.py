@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.live import attach_live_dataset, write_back_judge_scores
+from eval_harness.judges.dual.run import judge_dataset
 from live_store import live_config, no_embedder, rag_checksum
 
 JUDGE_COLUMNS = ("judge1_score", "judge2_score", "judge1_model", "judge2_model", "kappa")

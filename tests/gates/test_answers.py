@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import date, timezone
+from datetime import UTC, date
 
 import pytest
 
+from answer_files import answer_row, write_jsonl
 from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answers import import_answers, stream_answers
 from eval_harness.gates.window import TimeWindow
-from answer_files import answer_row, write_jsonl
-
 
 # --- import ----------------------------------------------------------------------------------
 
@@ -31,7 +30,7 @@ def test_import_is_idempotent_by_id_and_reports_changes(conn, tmp_path):
                            (f"{tag}-3",)).fetchone()[0]
     # the UTC days the file's answers fall on (the run command gates exactly these)
     assert first.days == tuple(sorted({date(2024, 6, 1),
-                                       stamped.astimezone(timezone.utc).date()}))
+                                       stamped.astimezone(UTC).date()}))
     again = import_answers(conn, path)
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
     rows[1]["answer"] = "Statins lower LDL cholesterol in most adults [1]."
@@ -60,7 +59,8 @@ def test_import_is_idempotent_by_id_and_reports_changes(conn, tmp_path):
     ('{"id": "x", "query": "q", "answer": "a\\u0000", "sources": []}', "contains a NUL character"),
     ('{"id": "x", "query": "q", "answer": "a", "sources": [{"id": 1, "text": "t \\udc00"}]}',
      "contains an unpaired surrogate (\\udc00)"),
-    ('{"id": "DUP", "query": "q", "answer": "a", "sources": []}', "duplicate id 'DUP' (first on line 1)"),
+    ('{"id": "DUP", "query": "q", "answer": "a", "sources": []}',
+     "duplicate id 'DUP' (first on line 1)"),
 ])
 def test_bad_line_names_file_and_line_and_imports_nothing(conn, tmp_path, bad_line, message):
     tag = uuid.uuid4().hex[:8]

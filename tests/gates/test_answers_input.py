@@ -1,10 +1,10 @@
-"""Issue #16: answers files with bad bytes or far-future dates."""
+"""Answers files with bad bytes or far-future dates."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -76,7 +76,7 @@ def test_answer_from_the_year_2999_is_refused_naming_file_line_and_date(conn, tm
 
 
 def test_future_tolerance_is_one_day_of_clock_skew(tmp_path):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     soon = (now + timedelta(hours=12)).isoformat()
     later = (now + timedelta(days=2)).isoformat()
     path = write_lines(tmp_path / "skew.jsonl", [answer_line("a", soon).encode()])

@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from eval_harness.gates.answers import AnswersRelationError, import_answers, stream_answers
-from eval_harness.gates.window import TimeWindow
-from eval_harness.gates.answers_mapping import (AnswersMappingError, check_answers_mapping,
-                                                import_refusal)
-from eval_harness.gates.runner import evaluate_window, run_quality_gates
-from eval_harness.settings import Settings
-from eval_harness.settings.datasets import Relation
+from answer_files import answer_row, write_jsonl
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
-from answer_files import answer_row, write_jsonl
+from eval_harness.gates.answers import AnswersRelationError, import_answers, stream_answers
+from eval_harness.gates.answers_mapping import (
+    AnswersMappingError,
+    check_answers_mapping,
+    import_refusal,
+)
+from eval_harness.gates.runner import evaluate_window, run_quality_gates
+from eval_harness.gates.window import TimeWindow
+from eval_harness.settings import Settings
+from eval_harness.settings.datasets import Relation
 from gate_sources import rule_gates
 from live_store import live_config
-from served_answers import (DAY, MAPPING, lay_out_served_answers, served_checksum,
-                            settings_for)
+from served_answers import DAY, MAPPING, lay_out_served_answers, served_checksum, settings_for
+
 
 @pytest.fixture
 def seeds_store(fresh, beir_folder):
@@ -75,7 +78,7 @@ def test_source_ids_resolve_to_corpus_texts_in_citation_order(seeds_store, tmp_p
                                     {"id": 99999, "text": "", "missing": True},
                                     {"id": 2, "text": texts[2]}]
     assert answers["4"].query == "What does it show?"
-    assert answers["4"].created_at == datetime(2025, 5, 1, 12, tzinfo=timezone.utc)
+    assert answers["4"].created_at == datetime(2025, 5, 1, 12, tzinfo=UTC)
 
 
 def test_an_edit_to_one_cited_document_regates_exactly_the_answers_citing_it(seeds_store,
@@ -171,9 +174,8 @@ M = MAPPING
 ])
 def test_each_mapping_problem_is_one_sentence_naming_the_key(seeds_store, tmp_path, mapping,
                                                              datasets, message):
-    with seeds_store.connection() as conn:
-        with pytest.raises(AnswersMappingError) as err:
-            check_answers_mapping(conn, settings_for(tmp_path, mapping, **(datasets or {})))
+    with seeds_store.connection() as conn, pytest.raises(AnswersMappingError) as err:
+        check_answers_mapping(conn, settings_for(tmp_path, mapping, **(datasets or {})))
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -22,7 +22,7 @@ def conn(rolled_back):
 
 def traced(trace_id: str, span_id: str, text: str = "X is Y [1].") -> TracedAnswer:
     return TracedAnswer(trace_id, "What is X?", text, [{"id": "d1", "text": "X is Y."}],
-                        datetime(2026, 3, 3, 9, 15, tzinfo=timezone.utc), trace_id, span_id)
+                        datetime(2026, 3, 3, 9, 15, tzinfo=UTC), trace_id, span_id)
 
 
 def test_traced_answers_store_their_ids_and_reimport_is_idempotent(conn, tmp_path):

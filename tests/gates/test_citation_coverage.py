@@ -24,7 +24,6 @@ from eval_harness.gates.citation_coverage import (
 from eval_harness.gates.format_compliance import format_compliance
 from gate_sources import sources
 
-
 # --- citation extraction ---------------------------------------------------------------------
 
 def test_accepted_citation_forms():

@@ -10,7 +10,6 @@ import pytest
 
 from eval_harness.gates.format_compliance import FORMAT_COMPLIANCE_THRESHOLD, format_compliance
 
-
 # --- format_compliance -----------------------------------------------------------------------
 
 CLEAN_ANSWER = """## Retrieval

@@ -8,7 +8,6 @@ gate results nor the shared judge cache of other tests can answer for them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from datetime import date, timedelta
 
@@ -16,15 +15,15 @@ import dagster as dg
 import pytest
 from psycopg.types.json import Jsonb
 
-from eval_harness_pipelines.assets.quality_gates import quality_gate_assets
-from eval_harness_pipelines.resources import default_resources
 from eval_harness.gates.answers import import_configured_answers
-from eval_harness.gates.window import TimeWindow
 from eval_harness.gates.gate import ANSWER_REWARD, GROUNDING, reward_to_score
 from eval_harness.gates.registry import build_gates, judged_gates
 from eval_harness.gates.runner import run_quality_gates
-from eval_harness.settings.judges import RetrySettings
+from eval_harness.gates.window import TimeWindow
 from eval_harness.settings import GateSettings
+from eval_harness.settings.judges import RetrySettings
+from eval_harness_pipelines.assets.quality_gates import quality_gate_assets
+from eval_harness_pipelines.resources import default_resources
 from fake_llm_server import default_reply, judge_settings, poor_verdicts_for
 
 POOR = "POOR-ANSWER"
@@ -178,7 +177,8 @@ def test_local_judges_gate_the_sample_answers_through_dagster(settings, fresh, t
         import_configured_answers(conn, settings)
         config = tmp_path / "config.yaml"
         config.write_text((settings.config_path.read_text())
-            .replace("answers_file: datasets/", f"answers_file: {settings.config_path.parent}/datasets/")
+            .replace("answers_file: datasets/",
+                     f"answers_file: {settings.config_path.parent}/datasets/")
             .replace("path: datasets/", f"path: {settings.config_path.parent}/datasets/"))
         answers_asset, checks = quality_gate_assets(settings)
         resources = default_resources(config_path=str(config), database_url=fresh.url)

@@ -6,20 +6,29 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from time import perf_counter
 from types import SimpleNamespace
 
 import pytest
 
 from eval_harness.gates.gate import GROUNDING
-from eval_harness.gates.llm_gates import (LOCAL_SOURCE_CHARS, _GroundingRunner,
-                                          grounding_result, judged_gate_version)
+from eval_harness.gates.llm_gates import (
+    LOCAL_SOURCE_CHARS,
+    _GroundingRunner,
+    grounding_result,
+    judged_gate_version,
+)
 from eval_harness.gates.window import Answer
-from eval_harness.judges.local.verdicts import (CANNOT_TELL, GROUNDING_VERSION,
-                                                    SUPPORTED, UNSUPPORTED, ClaimEvidence,
-                                                    LocalGrounding)
 from eval_harness.judges.local.relevance import LexicalJudge
+from eval_harness.judges.local.verdicts import (
+    CANNOT_TELL,
+    GROUNDING_VERSION,
+    SUPPORTED,
+    UNSUPPORTED,
+    ClaimEvidence,
+    LocalGrounding,
+)
 from eval_harness.judges.protocol import ClaimCheck, Grounding, JudgeResult, Outcome
 from eval_harness.settings import load_settings
 from paths import REPO
@@ -77,7 +86,7 @@ def test_the_gate_version_names_the_aligned_judge_and_its_own_cut(settings):
 def answer_with(*sources: str, text: str) -> Answer:
     return Answer("a-1", "When did the bridge open?", text,
                   [{"id": str(i), "text": s} for i, s in enumerate(sources, start=1)],
-                  datetime(2025, 3, 3, tzinfo=timezone.utc), "hash")
+                  datetime(2025, 3, 3, tzinfo=UTC), "hash")
 
 
 def score(settings, judge, answer: Answer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,7 +18,9 @@ pytest.importorskip("opentelemetry.sdk._logs", reason="gate --otlp needs the ote
                     "(the test extra installs it)")
 from google.protobuf.json_format import ParseDict  # noqa: E402
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
-    ExportLogsServiceRequest, ExportLogsServiceResponse)
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 
 from eval_harness.gates.otel_events import OtlpError, emit_evaluation_events  # noqa: E402
 from eval_harness.gates.outcomes import GateOutcome  # noqa: E402
@@ -150,7 +152,7 @@ def test_gate_otlp_links_traced_answers_to_their_span(tmp_path, fresh, monkeypat
     from eval_harness.gates.traces import TracedAnswer
     from eval_harness_pipelines import cli
 
-    created = datetime(2026, 3, 3, 9, 15, tzinfo=timezone.utc)
+    created = datetime(2026, 3, 3, 9, 15, tzinfo=UTC)
     sources = [{"id": "d1", "text": "Aspirin lowers the risk of heart attacks."}]
     traced = TracedAnswer(TRACE, "Does aspirin help?", "Aspirin lowers the risk of heart "
                           "attacks in adults [1].", sources, created, TRACE, SPAN)

@@ -5,7 +5,7 @@ store with the answers' trace links."""
 from __future__ import annotations
 
 import doctest
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from eval_harness.gates import outcomes
 from eval_harness.gates.citation_coverage import citation_coverage
@@ -47,12 +47,12 @@ def test_explanations_of_judged_and_unscored_results_are_one_line():
 
 def test_window_outcomes_carry_trace_links_and_configured_scale(fresh, tmp_path):
     from eval_harness.gates.answers import import_answers
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.gate import Gate
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.gates.traces import TracedAnswer
+    from eval_harness.gates.window import TimeWindow
 
-    created = datetime(2026, 3, 3, 9, tzinfo=timezone.utc)
+    created = datetime(2026, 3, 3, 9, tzinfo=UTC)
     sources = [{"id": "d1", "text": "Aspirin lowers the risk of heart attacks."}]
     trace, span = "ab" * 16, "cd" * 8
     with fresh.connection() as conn:

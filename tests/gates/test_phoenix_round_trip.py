@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from phoenix_server import free_port, phoenix_server, require_phoenix
 from cli_runs import run_cli
+from phoenix_server import free_port, phoenix_server, require_phoenix
 
 PROJECT = "default"  # the project Phoenix files spans under without openinference.project.name
 GATES = ("format_compliance", "citation_coverage")

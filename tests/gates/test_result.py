@@ -13,7 +13,6 @@ from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.result import GateResult, check_threshold
 from gate_sources import sources
 
-
 # --- GateResult ------------------------------------------------------------------------------
 
 def test_gate_result_is_frozen_and_json_serialisable():

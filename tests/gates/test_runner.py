@@ -15,14 +15,14 @@ from datetime import date, timedelta
 
 import pytest
 
+from answer_files import answer_row, write_jsonl
 from eval_harness.gates.answers import import_answers
-from eval_harness.gates.window import TimeWindow
 from eval_harness.gates.gate import Gate, per_answer
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.runner import evaluate_window, run_quality_gates, summarize_gates
+from eval_harness.gates.window import TimeWindow
 from eval_harness.metrics.proportions import wilson_interval
 from eval_harness.settings import GateSettings
-from answer_files import answer_row, write_jsonl
 from gate_sources import rule_gates
 
 

@@ -11,15 +11,27 @@ from __future__ import annotations
 import json
 import signal
 import textwrap
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 
-from colliding_processes import (child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, held, ledger_counts, lock_step, lock_waiters, python,
-                                 scalar, wait_until)
-from scratch_databases import scratch_database
+from colliding_processes import (  # noqa: F401 (fixture)
+    child_env,
+    cli,
+    fake,
+    fake_keys,
+    finish,
+    held,
+    ledger_counts,
+    lock_step,
+    lock_waiters,
+    python,
+    scalar,
+    wait_until,
+)
 from eval_harness.store import migrate
+from scratch_databases import scratch_database
 
 # ---------------------------------------------------------------------------------------
 # Quality gates: gate_results, evaluation_log, episode_memory, regeneration_queue
@@ -55,21 +67,21 @@ def gate_project(location, tmp_path: Path, n_answers: int, n_poor: int) -> dict:
                           f"{GATE_DAY}T{8 + i % 10:02d}:00:00Z"))
         conn.commit()
     config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(f"""
+    config.write_text(textwrap.dedent("""
         judges:
           judge1: openai:gpt-4o
           judge2: local:lexical
           budget_usd: 5.0
           rate_limits:
-            openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
-            anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
+            openai: {requests_per_minute: 100000, tokens_per_minute: null}
+            anthropic: {requests_per_minute: 100000, tokens_per_minute: null}
         quality_gates:
           partition_start: 2024-01-01
           gates:
-            format_compliance: {{enabled: true}}
-            citation_coverage: {{enabled: true}}
-            grounding: {{enabled: true, threshold: 0.8, min_pass_rate: 0.5}}
-            answer_reward: {{enabled: true, threshold: 0.3, blocking: false}}
+            format_compliance: {enabled: true}
+            citation_coverage: {enabled: true}
+            grounding: {enabled: true, threshold: 0.8, min_pass_rate: 0.5}
+            answer_reward: {enabled: true, threshold: 0.3, blocking: false}
     """))
     return {"config": config, "answers": n_answers, "poor": n_poor,
             "requests": 2 * n_answers + n_poor}  # grounding + evaluation each, reflexion if poor
@@ -91,11 +103,11 @@ def gate_rows(location) -> dict[str, list]:
 def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
     """The gate tables after one undisturbed run (in this process) over the answers of
     ``source``, in a database of its own."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.settings import load_settings
 
     with source.connection() as conn:
@@ -110,7 +122,7 @@ def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
             conn.commit()
         settings = load_settings(project["config"],
                                  environ={"DATABASE_URL": clean.url, **fake_keys(fake)})
-        since = datetime.fromisoformat(GATE_DAY).replace(tzinfo=timezone.utc)
+        since = datetime.fromisoformat(GATE_DAY).replace(tzinfo=UTC)
         run_quality_gates(clean, TimeWindow.since(since), configured_gates(settings))
         return gate_rows(clean)
 

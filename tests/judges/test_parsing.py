@@ -9,8 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eval_harness.judges import prompts
-from eval_harness.judges.parsing import (ParseError, extract_json, parse_evaluation,
-                                         parse_grounding, parse_reflexion, parse_relevance)
+from eval_harness.judges.parsing import (
+    ParseError,
+    extract_json,
+    parse_evaluation,
+    parse_grounding,
+    parse_reflexion,
+    parse_relevance,
+)
 from eval_harness.judges.protocol import AnswerEvaluation, reward_from_criteria
 
 

@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 
 from eval_harness.metrics.calibration import (
-    best_weight, cross_validated_p_at_5, paired_bootstrap_interval,
-    paired_randomization_test, uplift_over_default, weight_grid)
+    best_weight,
+    cross_validated_p_at_5,
+    paired_bootstrap_interval,
+    paired_randomization_test,
+    uplift_over_default,
+    weight_grid,
+)
 from eval_harness.retrieval.sweep import CandidateSet, SweepResult, sweep_weights
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 from sweep_candidates import random_queries

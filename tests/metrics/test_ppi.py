@@ -19,7 +19,8 @@ from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, predict
 Z95 = float(norm.ppf(0.975))
 
 
-def p_at_5_population(rng: np.random.Generator, size: int, *, bias: float = 0.1, noise: float = 0.15):
+def p_at_5_population(rng: np.random.Generator, size: int, *, bias: float = 0.1,
+                      noise: float = 0.15):
     """Human P@5 per query (fifths) and a judge that over-rates it by ``bias`` with noise."""
     human = rng.binomial(5, rng.beta(2.0, 3.0, size)) / 5.0
     judge = np.clip(human + bias + rng.normal(0.0, noise, size), 0.0, 1.0)
@@ -51,10 +52,12 @@ def random_case(rng: np.random.Generator):
     big_n = int(rng.integers(n, 5000))
     kind = rng.integers(3)
     if kind == 0:
-        human, judge = p_at_5_population(rng, big_n, bias=rng.uniform(-0.2, 0.2), noise=rng.uniform(0, 0.4))
+        human, judge = p_at_5_population(rng, big_n, bias=rng.uniform(-0.2, 0.2),
+                                         noise=rng.uniform(0, 0.4))
     elif kind == 1:
         human = rng.uniform(0, 1, big_n)
-        judge = np.clip(rng.uniform(0, 1) * human + rng.normal(0, rng.uniform(0.01, 0.5), big_n), 0, 1)
+        judge = np.clip(rng.uniform(0, 1) * human
+                        + rng.normal(0, rng.uniform(0.01, 0.5), big_n), 0, 1)
     else:
         human = rng.normal(rng.normal(), rng.uniform(0.1, 3), big_n)
         judge = rng.normal(0, 1) * human + rng.normal(0, rng.uniform(0.1, 3), big_n)
@@ -74,7 +77,8 @@ def test_estimate_and_interval_equal_ppi_python_on_random_cases(lam):
             y_labeled=y, yhat_labeled=yhat, yhat_unlabeled=yhat_all, alpha=alpha, lam=lam
         )
         point = float(np.squeeze(ppi_mean_pointestimate(y, yhat, yhat_all, lam=lam)))
-        low, high = (float(np.squeeze(b)) for b in ppi_mean_ci(y, yhat, yhat_all, alpha=alpha, lam=lam))
+        low, high = (float(np.squeeze(b))
+                     for b in ppi_mean_ci(y, yhat, yhat_all, alpha=alpha, lam=lam))
         assert ours.estimate == pytest.approx(point, rel=1e-9, abs=1e-12), case
         assert ours.interval == pytest.approx((low, high), rel=1e-9, abs=1e-12), case
         assert (ours.n_human, ours.n_judged) == (y.size, yhat_all.size)
@@ -153,7 +157,8 @@ def test_to_dict_is_the_calibrate_json_object():
         (([], [], [0.2]), "y_labeled is empty"),
         (([0.2, 0.4], [0.2, 0.4], []), "yhat_unlabeled is empty"),
         (([0.2], [0.2], [0.2, 0.4]), "at least two human-labelled queries"),
-        (([0.2, 0.4, 0.6], [0.2, 0.4], [0.2, 0.4]), "y_labeled has 3 values but yhat_labeled has 2"),
+        (([0.2, 0.4, 0.6], [0.2, 0.4], [0.2, 0.4]),
+         "y_labeled has 3 values but yhat_labeled has 2"),
         (([0.2, float("nan")], [0.2, 0.4], [0.2, 0.4]), "y_labeled holds a non-finite value"),
         (([0.2, 0.4], [0.2, 0.4], [0.2, float("inf")]), "yhat_unlabeled holds a non-finite value"),
         (([[0.2, 0.4]], [[0.2, 0.4]], [0.2, 0.4]), "one value per query"),
@@ -227,7 +232,8 @@ def test_four_times_the_labels_halve_the_width_when_the_judged_term_is_small():
     rng = np.random.default_rng(41)
     human, judge = p_at_5_population(rng, 200_000)
     n = 100
-    planned = [halving_plan(human, judge, rng.choice(human.size, n, replace=False)) for _ in range(50)]
+    planned = [halving_plan(human, judge, rng.choice(human.size, n, replace=False))
+               for _ in range(50)]
     assert all(p is not None for p in planned)
     assert 2.9 * n <= float(np.median(planned)) <= 3.15 * n  # about 3 n more: 4 n in all
     ratio = mean_half_width(rng, human, judge, 4 * n) / mean_half_width(rng, human, judge, n)
@@ -244,7 +250,8 @@ def test_plan_accounts_for_the_judged_term():
     more = halving_plan(human, judge, sample, lam=1.0)
     assert more is not None and more > 3.3 * n
     base = mean_half_width(rng, human, judge, n, lam=1.0)
-    assert mean_half_width(rng, human, judge, n + more, lam=1.0) / base == pytest.approx(0.5, abs=0.02)
+    assert (mean_half_width(rng, human, judge, n + more, lam=1.0) / base
+            == pytest.approx(0.5, abs=0.02))
     assert mean_half_width(rng, human, judge, 4 * n, lam=1.0) / base > 0.52
 
 
@@ -267,4 +274,5 @@ def test_plan_is_none_when_labelling_every_query_would_not_halve_the_width():
 
 
 def test_plan_is_zero_when_the_width_is_already_zero():
-    assert labels_to_halve_width(y_labeled=[0.4, 0.4], yhat_labeled=[0.4, 0.4], yhat_unlabeled=[0.4] * 5) == 0
+    assert labels_to_halve_width(y_labeled=[0.4, 0.4], yhat_labeled=[0.4, 0.4],
+                                 yhat_unlabeled=[0.4] * 5) == 0

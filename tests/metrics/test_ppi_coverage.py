@@ -1,4 +1,4 @@
-"""Coverage of the PPI-corrected P@5 on real data (issue #14's test).
+"""Coverage of the PPI-corrected P@5 on real data.
 
 SciFact (bundled) with its qrels hidden from the harness: the folder is ingested without its
 qrels file, so the harness knows queries and documents only. Both judges are

@@ -1,6 +1,6 @@
 """Coverage of one PPI over paired per-query differences: the gain between two weights.
 
-Issue #22's test, simulated at the document level. Every query has seven documents: weight a
+Simulated at the document level. Every query has seven documents: weight a
 ranks slots 0..4 in its top 5, weight b slots 0, 1, 2, 5, 6 (they share three). The hidden
 qrels (the truth) make b's own documents as likely relevant as a's. The judges are biased:
 besides a 10% labelling error on every document, they call a non-relevant document of a's

@@ -9,8 +9,11 @@ import pytest
 from scipy.stats import norm
 
 from eval_harness.metrics.ppi import prediction_powered_mean
-from eval_harness.metrics.ppi_plan import (human_labels_for_standard_error, plan_for_power,
-                                           plan_for_width)
+from eval_harness.metrics.ppi_plan import (
+    human_labels_for_standard_error,
+    plan_for_power,
+    plan_for_width,
+)
 
 Z = norm.ppf(0.975)
 

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from eval_harness.metrics.proportions import wilson_interval
 
-
 # --- Wilson interval ------------------------------------------------------------------------
 
 # Newcombe (1998), Statistics in Medicine 17:857-872, Table II, method 3 (Wilson score

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_harness.metrics.ranking import (
-    mean_metrics, ndcg_at_k, p_at_k_ceiling, precision_at_k, recall_at_k, reciprocal_rank_at_k)
+    mean_metrics,
+    ndcg_at_k,
+    p_at_k_ceiling,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank_at_k,
+)
 
 QRELS = {"a": 2, "b": 0, "c": 1, "d": 1}  # relevant: a (grade 2), c, d; b judged not relevant
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import uuid
+from datetime import UTC
 
 import dagster as dg
 import numpy as np
 import pytest
 
+from beir_factory import write_beir
 from cli_runs import run_cli
 from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
-from eval_harness_pipelines.resources import default_resources
 from eval_harness_pipelines.assets.retrieval import retrieval_report
-from beir_factory import write_beir
+from eval_harness_pipelines.resources import default_resources
 
 DOCS = {"d1": "aspirin lowers heart attack risk", "d2": "statins lower cholesterol",
         "d3": "exercise and heart health", "d4": "vitamin d and bones",
@@ -128,7 +128,8 @@ def test_assets_materialize_on_the_real_store(project, store):
 
 def test_run_command_runs_the_main_job(project, capsys):
     answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
-              "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
+              "sources": [{"id": "d1", "text": "aspirin"}],
+              "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
     (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
     with project["config"].open("a") as config:
         config.write("quality_gates:\n  answers_file: answers.jsonl\n")
@@ -177,7 +178,7 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
 
 
 def test_nightly_schedules_resolve_to_their_jobs():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import NIGHTLY_JOB
@@ -195,7 +196,7 @@ def test_nightly_schedules_resolve_to_their_jobs():
     assert gates.job_name == "quality_gate_job"
     context = dg.build_schedule_context(
         repository_def=defs.get_repository_def(),
-        scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=timezone.utc))
+        scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=UTC))
     requests = list(gates.evaluate_tick(context).run_requests)
     assert [r.partition_key for r in requests] == ["2026-11-21"]  # yesterday's answers
 
@@ -237,8 +238,8 @@ def test_a_store_error_is_one_sentence_not_a_traceback(server_url, tmp_path, mon
     import psycopg
     from psycopg import sql
 
-    from scratch_databases import scratch_database
     from eval_harness.store import migrate
+    from scratch_databases import scratch_database
 
     folder = write_beir(tmp_path / "data", DOCS, QUERIES, QRELS,
                         doc_vectors=np.eye(len(DOCS), 8, dtype=np.float32),

@@ -9,8 +9,8 @@ import dagster as dg
 import psycopg
 from psycopg import sql
 
-from eval_harness_pipelines.dagster_home import MARKER, prepare_dagster_home
 from eval_harness.settings import load_settings
+from eval_harness_pipelines.dagster_home import MARKER, prepare_dagster_home
 
 
 def test_local_instance_without_postgres_url(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """`eval-harness gate --partition DAY` on a new DAGSTER_HOME, from two processes at once, and
-what `gate` says when something inside it breaks (issue #16, item 2).
+what `gate` says when something inside it breaks.
 
 Exit 1 from `gate` means "a blocking gate failed" to CI; anything else that stops it is exit 2
 with one sentence. Two real processes are started on the same fresh, not yet existing
@@ -125,7 +125,7 @@ def test_two_gates_on_a_new_dagster_home_at_once_both_gate_the_day(fresh, answer
         holder.commit()
     outcomes = [(r.returncode, out, err) for r in runs
                 for out, err in [r.communicate(timeout=180)]]
-    for code, out, err in outcomes:
+    for code, _out, err in outcomes:
         assert "Traceback" not in err and "already exists" not in err, err
         assert code in (0, 1), err
     assert outcomes[0][0] == outcomes[1][0]

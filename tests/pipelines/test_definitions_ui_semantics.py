@@ -1,4 +1,4 @@
-"""What the Dagster UI shows matches what the pipeline does (issue #11), on a real store.
+"""What the Dagster UI shows matches what the pipeline does, on a real store.
 
 - every step carries the name of the asset it materializes;
 - each check is declared blocking exactly when it can stop the run (gates: config.yaml);
@@ -20,13 +20,21 @@ import numpy as np
 import pytest
 from dagster._core.definitions.dependency import NodeHandle
 
-from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
-from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets, quality_gate_definitions
-from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, default_resources, duckdb_io_manager
+from answer_files import harness_answers_config_text
 from beir_factory import write_beir
 from eval_harness.gates.answers import import_configured_answers
 from eval_harness.settings import load_settings
-from answer_files import harness_answers_config_text
+from eval_harness_pipelines.assets.quality_gates import (
+    QUALITY_GATE_JOB,
+    quality_gate_assets,
+    quality_gate_definitions,
+)
+from eval_harness_pipelines.check_outcomes import BlockingCheckFailed, rounded
+from eval_harness_pipelines.resources import (
+    DUCKDB_IO_MANAGER_KEY,
+    default_resources,
+    duckdb_io_manager,
+)
 from paths import REPO
 
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
@@ -146,7 +154,11 @@ def serving_weights() -> None:
 
 def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
         tmp_path, store, dataset):
-    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
 
     config = write_config(tmp_path / "config.yaml", dataset, full=1.0, partial=1.0)
     resources = dict(default_resources(config_path=str(config), database_url=store.url),
@@ -177,7 +189,8 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
     # ... which is also the error message the UI shows first, for the step and for the run
     assert data.error.cls_name == BlockingCheckFailed.__name__
     assert data.error.message.startswith(
-        "eval_harness_pipelines.check_outcomes.BlockingCheckFailed: Blocking check p_at_5_verdict failed: P@5")
+        "eval_harness_pipelines.check_outcomes.BlockingCheckFailed: "
+        "Blocking check p_at_5_verdict failed: P@5")
     assert "DagsterAssetCheckFailedError" not in data.error.to_string()
     (run_failure,) = events["PIPELINE_FAILURE"]
     assert "Blocking check p_at_5_verdict failed" in run_failure.event_specific_data.error.message
@@ -206,8 +219,15 @@ def test_a_failed_p_at_5_verdict_stops_the_run_with_the_verdict_not_a_crash(
 
 
 def test_a_failed_kappa_gate_stops_calibration_with_its_figure(tmp_path, store, dataset):
-    from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
-    from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
+    from eval_harness_pipelines.assets.agreement import (
+        judge_agreement,
+        kappa_lower_bound_above_floor,
+    )
+    from eval_harness_pipelines.assets.calibration import (
+        calibrated_weights,
+        calibration_grid,
+        p_at_5_verdict,
+    )
     from eval_harness_pipelines.assets.judging import dual_judge_scores
 
     config = write_config(tmp_path / "config.yaml", dataset, full=0.0, partial=0.0, floor=1.0)

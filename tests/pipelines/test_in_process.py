@@ -12,6 +12,7 @@ import uuid
 
 import dagster as dg
 import pytest
+
 from eval_harness_pipelines.in_process import (
     FAILURE_REASON_TAG,
     INTERRUPTED_REASON,
@@ -59,7 +60,8 @@ def test_a_run_the_stop_caught_before_it_started_ends_canceled(instance):
     assert end_stopped_run(instance, run_id, signal.SIGINT)
     assert status(instance, run_id) == "CANCELED"
     events = [e.dagster_event for e in instance.all_logs(run_id) if e.is_dagster_event]
-    assert events[-1].message == "Stopped by SIGINT (eval-harness): what its steps finished is kept."
+    assert events[-1].message == ("Stopped by SIGINT (eval-harness): what its steps finished "
+                                  "is kept.")
 
 
 def test_a_started_run_and_one_dagster_failed_as_interrupted_end_canceled(instance):

@@ -18,14 +18,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 import pytest
+from dagster._core.instance.ref import InstanceRef
 
 from colliding_processes import dagster_run_statuses
-from scratch_databases import scratch_database
-from eval_harness.store import migrate
 from eval_harness.datasets.demo_store import build_rag_answers, build_rag_store
+from eval_harness.store import migrate
 from paths import REPO as ROOT
+from scratch_databases import scratch_database
 
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
@@ -247,8 +247,8 @@ def test_run_with_an_unknown_dataset_exits_2_in_one_sentence(project):
 
 def test_the_dagster_ui_command_works_from_any_folder(tmp_path):
     """What `run` prints to open the UI: absolute paths and the config file in use, so it
-    loads the definitions from wherever the person is (it used to say `.venv/bin/dagster dev
-    -w workspace.yaml`, which only the project folder has: exit 127 anywhere else)."""
+    loads the definitions from wherever the person is (a bare `.venv/bin/dagster dev -w
+    workspace.yaml` works only in the project folder: exit 127 anywhere else)."""
     import shlex
 
     from eval_harness.settings import load_settings

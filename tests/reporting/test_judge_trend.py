@@ -5,18 +5,17 @@ changed model), asserted on the figure objects and the rendered Markdown and HTM
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from eval_harness.judges.dual.record import RecordRow
 from eval_harness.reporting.blocks import Figure, Section, Table
-from eval_harness.reporting.judge_trend import (PLOT_NAME, judge_trend_blocks,
-                                                judge_trend_figure)
+from eval_harness.reporting.judge_trend import PLOT_NAME, judge_trend_blocks, judge_trend_figure
 from eval_harness.reporting.render import render_html, render_markdown
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-DAY0 = datetime(2026, 11, 20, 2, 0, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
 
 
 def row(day: int, judge: int, spec: str, *, flips=0.02, low=0.01, high=0.07, self_flips=0.03,

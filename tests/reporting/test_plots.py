@@ -14,11 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_harness.calibration.report import (axis_label, p_at_5_figure, plot_p_at_5,
-                                             zoomed_limits)
+from eval_harness.calibration.report import axis_label, p_at_5_figure, plot_p_at_5, zoomed_limits
 from eval_harness.calibration.verdict import VerdictBands
-from eval_harness.reporting.plots import (calibration_grid_figure, format_run_axis, new_figure,
-                                          plot_calibration_grid, run_labels)
+from eval_harness.reporting.plots import (
+    calibration_grid_figure,
+    format_run_axis,
+    new_figure,
+    plot_calibration_grid,
+    run_labels,
+)
 
 BANDS = VerdictBands(0.75, 0.70)
 WEIGHTS = [0.5, 0.6, 0.7, 0.8, 0.9]
@@ -63,7 +67,7 @@ def test_grid_p_at_5_is_zoomed_to_its_values_and_says_the_axis_does_not_start_at
     top, bottom = figure.axes
     low, high = top.get_ylim()
     assert low <= min(SCIFACT_P5) and high >= max(SCIFACT_P5)
-    assert 0.0 < low and high - low < 0.05  # a 0..1 axis would make 0.0053 of spread flat
+    assert low > 0.0 and high - low < 0.05  # a 0..1 axis would make 0.0053 of spread flat
     # the spread of the curve fills a visible share of the panel, not 0.5 % of it
     assert (max(SCIFACT_P5) - min(SCIFACT_P5)) / (high - low) > 0.15
     assert "not 0" in top.get_ylabel() and f"{low:.3g}" in top.get_ylabel()
@@ -168,7 +172,7 @@ def test_p_at_5_plot_is_zoomed_with_the_legend_outside():
     figure = p_at_5_figure(calibration_result())
     (axes,) = figure.axes
     low, high = axes.get_ylim()
-    assert low <= 0.1647 and high >= 0.1700 and 0.0 < low and high - low < 0.1
+    assert low <= 0.1647 and high >= 0.1700 and low > 0.0 and high - low < 0.1
     assert "not 0" in axes.get_ylabel()
     renderer = drawn(figure)
     legend = axes.get_legend().get_window_extent(renderer)
@@ -200,7 +204,7 @@ def test_both_plots_shade_each_interval_and_keep_it_in_view():
     fresh = p_at_5_figure(calibration_result()).axes[0]
     for axes in (calibration_grid_figure(frame, BANDS).axes[0], fresh):
         low, high = axes.get_ylim()
-        assert low <= min(lows) and max(highs) <= high and 0.0 < low
+        assert low <= min(lows) and max(highs) <= high and low > 0.0
         assert (max(SCIFACT_P5) - min(SCIFACT_P5)) / (high - low) < 0.1  # no peak
         shaded = band(axes)
         assert shaded is not None and shaded.get_label() == "P@5 95% interval (query bootstrap)"

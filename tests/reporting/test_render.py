@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 
-
-
-
 def test_html_escapes_stored_text_and_keeps_only_its_own_markup():
     from eval_harness.reporting.blocks import Paragraph, Section, Table
     from eval_harness.reporting.render import render_html

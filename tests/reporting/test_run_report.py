@@ -14,7 +14,7 @@ import base64
 import json
 import uuid
 from dataclasses import replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -22,23 +22,22 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from answer_files import SAMPLE, harness_answers_config
 from beir_factory import write_beir
-from eval_harness.gates.answers import import_answers
-from eval_harness.gates.window import TimeWindow
 from eval_harness.calibration.history import append_grid_history, grid_frame
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.calibration.verdict import VERDICT_LABELS
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.gates.answers import import_answers
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
+from eval_harness.gates.window import TimeWindow
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.reporting.run_history import read_run_history, runs_table
 from eval_harness.reporting.blocks import SECTION_TITLES
+from eval_harness.reporting.run_history import read_run_history, runs_table
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
-from eval_harness.datasets.ingest import ingest_beir
-from answer_files import SAMPLE, harness_answers_config
-from paths import REPO
 
 DAYS = [date(2025, 3, 3), date(2025, 3, 4)]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -192,7 +191,7 @@ def test_every_section_renders_with_the_stored_numbers(realistic, conn, tmp_path
 
     # Quality gates: pooled pass rates equal the stored scores against each threshold.
     ids = [row["id"] for row in map(json.loads, SAMPLE.read_text(encoding="utf-8").splitlines())
-           if datetime.fromisoformat(row["created_at"]).astimezone(timezone.utc).date() in DAYS]
+           if datetime.fromisoformat(row["created_at"]).astimezone(UTC).date() in DAYS]
     assert len(ids) == 20
     for gate in realistic["gates"]:
         scores = dict(conn.execute("SELECT answer_id, score FROM gate_results WHERE gate = %s "
@@ -244,7 +243,7 @@ def test_history_keeps_one_row_set_per_run_and_a_second_run_adds_a_point(realist
     settings, name = realistic["settings"], realistic["dataset"]
     settings = replace(settings, history_duckdb_path=tmp_path / "history.duckdb")
     append_grid_history(settings.history_duckdb_path, grid_frame(realistic["calibration"]))
-    first = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
+    first = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
     build_run_report(conn, settings, run_id="run-a", dataset=name, days=DAYS,
                      out_dir=tmp_path / "r", now=first)
     history = read_run_history(settings.history_duckdb_path, name)
@@ -282,7 +281,7 @@ def test_missing_data_renders_hints_instead_of_failing(empty_database, store, tm
     with empty_database.connection() as conn:
         # Stage 1: not even migrated.
         bare = build_run_report(conn, settings, run_id="r1", now=datetime(2026, 2, 1,
-                                                                          tzinfo=timezone.utc))
+                                                                          tzinfo=UTC))
         assert bare.sections == tuple(SECTION_TITLES)
         assert bare.html_path.parent.parent == tmp_path / "reports" / "runs"
         assert "`eval-harness migrate`" in bare.markdown

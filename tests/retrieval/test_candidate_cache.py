@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval_harness.retrieval import candidate_cache, hybrid
-from eval_harness.retrieval.hybrid import candidate_scores
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
-from eval_harness.settings.datasets import Relation
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval import candidate_cache, hybrid
+from eval_harness.retrieval.hybrid import candidate_scores
+from eval_harness.settings.datasets import Relation
 from live_store import live_config, no_embedder
 
 
@@ -128,7 +128,7 @@ def test_a_view_is_never_cached(live, fetches):
 
 def test_a_second_connection_never_waits_for_an_uncommitted_writer(fresh, beir_folder, fetches):
     """Two connections of one process: the first has written entries and not committed; the
-    second fetches the same queries and must neither wait nor cache (it used to block)."""
+    second fetches the same queries and must neither wait nor cache (nor block)."""
     with fresh.connection(autocommit=True) as setup:
         build_rag_store(setup, beir_folder, schema="rag")
         attach_live_dataset(setup, live_config(), embedder_factory=no_embedder)

@@ -1,4 +1,4 @@
-"""A rerun searches nothing it already searched, counted from outside (issue #32 items 3, 4):
+"""A rerun searches nothing it already searched, counted from outside:
 on a store laid out like the seeds with ``tsvector: null``, mapped as the README maps one,
 ``attach`` then ``calibrate``, ``report`` and ``judge`` through the CLI, then the same commands
 again on the unchanged store; the server's own log (``log_statement = all`` for the test's

@@ -1,4 +1,4 @@
-"""Fusion: a NaN score never reaches a metric (issue #16, item 1); the query is named."""
+"""Fusion: a NaN score never reaches a metric; the query is named."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_fuse_scores_refuses_a_nan_and_names_the_query():
     # an infinite raw score normalises to NaN as well
     with pytest.raises(NonFiniteScores):
         fuse_scores(np.array([0.5, np.inf]), np.array([0.0, 1.0]), 0.5)
-    # finite scores are fused as before
+    # finite scores are fused by the rule
     np.testing.assert_allclose(fuse_scores(np.array([0.9, 0.5, 0.1]), keyword, 0.7),
                                [0.7, 0.5, 0.3])
 

@@ -9,11 +9,15 @@ import pytest
 from ranx import Qrels, Run, evaluate
 
 from beir_factory import write_beir
-from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
-from eval_harness.retrieval.hybrid import (UnknownDataset, candidate_scores, dataset_info,
-                                           hybrid_search)
-from eval_harness.retrieval.report import fused_runs, load_qrels, retrieval_report
 from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
+from eval_harness.retrieval.hybrid import (
+    UnknownDataset,
+    candidate_scores,
+    dataset_info,
+    hybrid_search,
+)
+from eval_harness.retrieval.report import fused_runs, load_qrels, retrieval_report
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose "
          "mouse human virus vaccine immune response tumor growth signal pathway drug "
@@ -54,7 +58,8 @@ def brute_force(conn, corpus, query_key: str, weight: float, depth: int, k: int)
     q = corpus["query_vectors"][query_key].astype(np.float64)
     cosine = vectors @ q / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(q))
     rank = dict(conn.execute("SELECT id, ts_rank(tsv, eh_or_tsquery('english', %s), 1) FROM "
-                             "l2_insights WHERE dataset = %s AND tsv @@ eh_or_tsquery('english', %s)",
+                             "l2_insights WHERE dataset = %s "
+                             "AND tsv @@ eh_or_tsquery('english', %s)",
                              (text, name, text)).fetchall())
     keyword = np.array([rank.get(i, 0.0) for i in ids], dtype=np.float64)
     by_cosine = ids[np.argsort(-cosine, kind="stable")][:depth]
@@ -88,7 +93,7 @@ def test_hybrid_search_equals_brute_force(conn, corpus, weight, depth):
 
 def test_scores_are_sorted_and_ties_broken_by_id(conn, corpus):
     # weight 0 on a 3-word query: many documents share a keyword rank, so ties are common
-    for key, text in corpus["queries"].items():
+    for text in corpus["queries"].values():
         hits = hybrid_search(conn, corpus["name"], query_text=text, query_embedding=None,
                              k=30, semantic_weight=0.0, candidate_depth=200)
         pairs = [(-h.score, h.id) for h in hits]

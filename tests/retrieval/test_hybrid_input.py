@@ -1,4 +1,4 @@
-"""Issue #16: `search --k` and `--candidate-depth` bounds, and hybrid_search's own k check."""
+"""`search --k` and `--candidate-depth` bounds, and hybrid_search's own k check."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness_pipelines import cli
-
 
 # --- 5b/6b: search --k and --candidate-depth -------------------------------------------------
 
@@ -63,7 +62,7 @@ def test_k_must_be_a_positive_integer(project, capsys, k):
 
 @pytest.mark.parametrize("depth", ["0", "-4", "1001"])
 def test_candidate_depth_out_of_range_is_refused_not_replaced(project, capsys, depth):
-    # 0 used to fall back to the configured depth silently
+    # refused, never replaced by the configured depth without a word
     code, out, err = search(capsys, project, "--candidate-depth", depth)
     assert code == 2 and out == ""
     assert err == ("eval-harness: error: --candidate-depth must be between 1 and 1000, "

@@ -1,4 +1,4 @@
-"""Documents tied at the semantic cut-off are kept by id, not by row order (issue #32 item 7).
+"""Documents tied at the semantic cut-off are kept by id, not by row order.
 
 Six documents share one embedding, at ranks 48 to 53 of the query's semantic ranking; the
 candidate depth is 50, so three of them are candidates and three are not. The same BEIR
@@ -16,14 +16,19 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.retrieval import candidate_cache
-from eval_harness.retrieval.hybrid import candidate_scores, hybrid_search
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval import candidate_cache
+from eval_harness.retrieval.hybrid import candidate_scores, hybrid_search
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 from eval_harness.store.migrate import migrate
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
 from live_store import live_config, no_embedder
 from own_id_store import build_own_id_store
 from scratch_databases import scratch_database

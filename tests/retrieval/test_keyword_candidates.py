@@ -1,4 +1,4 @@
-"""The keyword index serves ``search`` as it serves the bulk fetch (issue #32 item 3): on a live
+"""The keyword index serves ``search`` as it serves the bulk fetch: on a live
 store mapped with ``tsvector: null``, :func:`hybrid_search` ranks one query's text from the
 index and fuses in numpy, and returns the search statement's rows (which parse every matching
 document again) exactly: ids, order, scores to the last bit, contents."""

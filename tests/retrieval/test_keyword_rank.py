@@ -1,4 +1,4 @@
-"""The exactness test of issue #25: the keyword top 50 the harness computes from its keyword
+"""The keyword index is exact: the keyword top 50 the harness computes from its keyword
 index equals, ids and float4 scores, ties included, the RAG system's own SQL
 (``ORDER BY ts_rank(to_tsvector(language, content), q, 1) DESC, id``) on every query.
 
@@ -25,11 +25,11 @@ import pytest
 from psycopg import sql
 
 import second_server
-from scratch_databases import scratch_database
-from eval_harness.retrieval.keyword_rank import LEXEME_TERMS, query_items, rank_query
 from eval_harness.datasets import keyword_index
 from eval_harness.datasets.corpus import Corpus
 from eval_harness.retrieval.keyword_cost import or_tsquery_text
+from eval_harness.retrieval.keyword_rank import LEXEME_TERMS, query_items, rank_query
+from scratch_databases import scratch_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SCIFACT = ROOT / "datasets" / "scifact"
@@ -73,30 +73,29 @@ def keyword_store(request, server_url):
     """(connection, corpus, queries): the relation ``rag.docs`` and its keyword index."""
     url = second_server.url(request.param, server_url)
     docs, has_embedding, queries = _texts()
-    with scratch_database(url, "eh_kwrank") as location:
-        with location.connection() as conn:
-            conn.execute("CREATE SCHEMA eh_kw")
-            conn.execute("SET search_path = eh_kw")
-            for migration in MIGRATIONS:
-                conn.execute(migration.read_text())
-            conn.execute("CREATE SCHEMA rag")
-            conn.execute("CREATE TABLE rag.docs (id bigint PRIMARY KEY, content text, "
-                         "embedding real[])")
-            with conn.cursor().copy("COPY rag.docs (id, content, embedding) FROM STDIN") as copy:
-                for i, (text, embedded) in enumerate(zip(docs, has_embedding)):
-                    copy.write_row((BIG_ID if i == DOCUMENTS + 4 else 3 * i + 7, text,
-                                    [1.0, 0.0] if embedded else None))
-            # the RAG system's tsvectors, parsed once: ranking them is ranking the expression
-            # (to_tsvector is immutable; the last test checks a few queries both ways)
-            conn.execute("CREATE TABLE rag.parsed AS SELECT id, embedding, "
-                         "to_tsvector('english', content) AS tsv FROM rag.docs")
-            conn.commit()
-            corpus = Corpus.live("kw", "english", 2, {
-                "schema": "rag", "relation": "docs", "id": "id", "content": "content",
-                "embedding": "embedding", "tsvector": None, "typed": True})
-            refresh = keyword_index.refresh_keyword_index(conn, corpus)
-            assert refresh.rebuilt == "first build" and refresh.documents == len(docs)
-            yield conn, corpus, queries
+    with scratch_database(url, "eh_kwrank") as location, location.connection() as conn:
+        conn.execute("CREATE SCHEMA eh_kw")
+        conn.execute("SET search_path = eh_kw")
+        for migration in MIGRATIONS:
+            conn.execute(migration.read_text())
+        conn.execute("CREATE SCHEMA rag")
+        conn.execute("CREATE TABLE rag.docs (id bigint PRIMARY KEY, content text, "
+                     "embedding real[])")
+        with conn.cursor().copy("COPY rag.docs (id, content, embedding) FROM STDIN") as copy:
+            for i, (text, embedded) in enumerate(zip(docs, has_embedding)):
+                copy.write_row((BIG_ID if i == DOCUMENTS + 4 else 3 * i + 7, text,
+                                [1.0, 0.0] if embedded else None))
+        # the RAG system's tsvectors, parsed once: ranking them is ranking the expression
+        # (to_tsvector is immutable; the last test checks a few queries both ways)
+        conn.execute("CREATE TABLE rag.parsed AS SELECT id, embedding, "
+                     "to_tsvector('english', content) AS tsv FROM rag.docs")
+        conn.commit()
+        corpus = Corpus.live("kw", "english", 2, {
+            "schema": "rag", "relation": "docs", "id": "id", "content": "content",
+            "embedding": "embedding", "tsvector": None, "typed": True})
+        refresh = keyword_index.refresh_keyword_index(conn, corpus)
+        assert refresh.rebuilt == "first build" and refresh.documents == len(docs)
+        yield conn, corpus, queries
 
 
 def _own_sql_top(conn, tsquery: str | None, *, parsed: bool = True) -> list[tuple[int, float]]:

@@ -1,4 +1,4 @@
-"""The hybrid search's plan stays linear on every supported PostgreSQL (issue #13).
+"""The hybrid search's plan stays linear on every supported PostgreSQL.
 
 On PostgreSQL 15 one hybrid search took 54 s against 0.02 s on 18: the earlier
 ``d.id IN (<vector candidates> UNION <keyword candidates>)`` filter references the query row,
@@ -15,7 +15,7 @@ seed-layout live relation, and look at the plan's shape:
   a hash (or merge) join with the candidate set; never all rows per candidate;
 * the vector side is an Index Scan on the HNSW index ordered by distance (from PostgreSQL
   17 on under an Incremental Sort that orders its equal distances by id: ties at the
-  cut-off are broken by id, issue #32; before 17 the index alone orders them, as a second
+  cut-off are broken by id; before 17 the index alone orders them, as a second
   sort key would cost the index), and the keyword side reaches the GIN index: with
   ``enable_seqscan = off``
   (the test corpus is small, the point is that the indexes are *usable* by these
@@ -36,18 +36,18 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from beir_factory import write_beir
 import second_server
-from scratch_databases import scratch_database
-from eval_harness.retrieval import sql as search_sql
-from eval_harness.retrieval.hybrid import dataset_info
+from beir_factory import write_beir
 from eval_harness.datasets.corpus import INCREMENTAL_KNN_SORT, candidate_ids
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval import sql as search_sql
+from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store.migrate import migrate
 from live_store import WORDS, live_config, no_embedder
 from own_id_store import build_own_id_store
+from scratch_databases import scratch_database
 
 DOCUMENTS = 3000
 QUERIES = 20
@@ -94,6 +94,7 @@ def planned_store(request, server_url, corpus_folder):
 def own_id_config():
     """The uuid-id store of tests/support/own_id_store.py as live dataset ``own``."""
     from dataclasses import replace
+
     from eval_harness.settings.datasets import GroundTruthMapping, Relation
     cfg = live_config("own", "own")
     return replace(cfg, live=replace(
@@ -277,7 +278,7 @@ def test_bulk_candidate_plan_is_linear(planned_store, dataset):
 
 
 def in_form_statement(corpus) -> sql.Composed:
-    """The candidate filter as it was before issue #13: ``d.id IN (...)``."""
+    """The candidate filter written as ``d.id IN (...)``, the shape whose plan is compared."""
     return sql.SQL("""
         WITH q AS MATERIALIZED (SELECT %(emb)s::vector({dim}) AS emb,
                                        eh_or_tsquery({lang}::regconfig, %(text)s) AS tsq)
@@ -306,11 +307,10 @@ def test_the_old_in_form_is_caught_before_postgresql_17(planned_store):
 
 
 def test_union_plan_with_the_keyword_index_is_linear(planned_store):
-    """Issue #25: the keyword side given as ids (from the keyword index), the server does the
+    """The keyword side given as ids (from the keyword index), the server does the
     semantic top and the union's semantic scores, each corpus row reached by id."""
     location, _ = planned_store
     with location.connection() as conn:
-        corpus = dataset_info(conn, "live", with_counts=False).corpus
         qids = [i for (i,) in conn.execute(
             "SELECT id FROM eval_harness.ground_truth WHERE dataset = 'live' ORDER BY id")]
     params = {"qids": qids, "kw": ["{1,2,3,4,5}"] * len(qids)}

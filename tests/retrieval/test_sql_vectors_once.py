@@ -1,4 +1,4 @@
-"""The candidate union of a live corpus with its vectors read once per statement (issue #25):
+"""The candidate union of a live corpus with its vectors read once per statement:
 when the planner would sort the whole relation for each query's semantic top, ``union_rows``
 reads the vectors once instead, and must return exactly the rows of the statement run as it
 is, ties at the cut included; when a vector index orders the semantic top, it runs the
@@ -6,16 +6,15 @@ statement as it is."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from eval_harness.retrieval import sql as search_sql
-from eval_harness.retrieval.hybrid import dataset_info
+import second_server
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval import sql as search_sql
+from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.store import migrate
 from live_store import live_config, no_embedder
-import second_server
 from scratch_databases import scratch_database
 
 DEPTH = 10

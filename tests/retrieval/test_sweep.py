@@ -10,8 +10,12 @@ from hypothesis import strategies as st
 from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
-from eval_harness.retrieval.sweep import (CandidateSet, rank_top_k, reciprocal_rank_fusion,
-                                          sweep_weights)
+from eval_harness.retrieval.sweep import (
+    CandidateSet,
+    rank_top_k,
+    reciprocal_rank_fusion,
+    sweep_weights,
+)
 from sweep_candidates import random_queries
 
 

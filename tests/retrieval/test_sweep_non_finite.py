@@ -1,4 +1,4 @@
-"""The weight sweep refuses a NaN semantic score, naming the query (issue #16, item 1)."""
+"""The weight sweep refuses a NaN semantic score, naming the query."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_harness_pipelines import cli
-from eval_harness.settings.judges import parse_judge_settings
 from eval_harness.settings import ConfigError, load_settings
+from eval_harness.settings.judges import parse_judge_settings
+from eval_harness_pipelines import cli
 from paths import REPO
 
 SHIPPED = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
@@ -188,7 +188,9 @@ def test_judges_section_parsed_alone_names_its_source():
     ("judges: {concurrency: 0}\n", "'judges.concurrency' must be an integer >= 1, got 0."),
     ("dagster: {nightly: {cron: '0 2 *'}}\n",
      "'dagster.nightly.cron' must have five fields, got '0 2 *'."),
-    ("datasets: {mine: {language: german}}\n", "'datasets.mine' needs a 'path' (an ingested BEIR folder) or a 'live' mapping onto your own tables."),
+    ("datasets: {mine: {language: german}}\n",
+     "'datasets.mine' needs a 'path' (an ingested BEIR folder) or a 'live' mapping onto your "
+     "own tables."),
     ("- a list\n", "the top level must be a mapping of keys."),
 ])
 def test_every_message_starts_with_the_file_that_was_read(other, content, rest):

@@ -1,6 +1,6 @@
-"""Which config file a command read (issue #20): one line on stderr, before any work, unless
-``--config`` named it. From a folder without a config file, ``report`` used to start a new
-embedded store there without a word."""
+"""Which config file a command read: one line on stderr, before any work, unless
+``--config`` named it, so that ``report`` run from a folder without a config file does not
+start a new embedded store there without a word."""
 
 from __future__ import annotations
 

@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
+from eval_harness.settings import ConfigError, load_settings
 from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 from eval_harness.settings.judges_anchors import AnchorSettings
-from eval_harness.settings import ConfigError, load_settings
 from paths import REPO
 
 REPO_CONFIG = REPO / "config.yaml"
 
 
-def test_repository_config_has_the_issue_defaults():
+def test_the_shipped_config_has_the_judge_defaults():
     judges = load_settings(REPO_CONFIG, environ={}).judges
     assert (judges.judge1, judges.judge2) == ("openai:gpt-4o", "anthropic:claude-haiku-4-5")
     assert dict(judges.temperatures) == {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0,

@@ -1,4 +1,4 @@
-"""No command prints the store password, whichever form libpq reads it from (issue #16, item 3).
+"""No command prints the store password, whichever form libpq reads it from.
 
 One function, :func:`eval_harness.store.connection.redact_conninfo`, redacts every form; these
 tests check it on its own, then the output of `migrate`, `report`, `gate`, `doctor` and
@@ -73,7 +73,8 @@ def test_store_location_and_store_unavailable_never_carry_the_password():
         location.connect()
     for shown in (location.description, repr(location), str(caught.value)):
         assert not any(fragment in shown for fragment in FRAGMENTS), shown
-    assert str(StoreUnavailable(f"cannot use {url}")) == "cannot use host=127.0.0.1 port=1 password=***"
+    assert (str(StoreUnavailable(f"cannot use {url}"))
+            == "cannot use host=127.0.0.1 port=1 password=***")
 
 
 # --- the commands --------------------------------------------------------------------------
@@ -151,7 +152,7 @@ def test_no_command_prints_the_password_of_an_unreachable_store(project, capsys,
     assert code in (1, 2), output  # doctor: 1 (a FAIL line); the others could not run: 2
     assert not any(fragment in output for fragment in FRAGMENTS), output
     assert "Traceback" not in output, output
-    if form == "unterminated quote":  # named by its part, never quoted (issue #26)
+    if form == "unterminated quote":  # named by its part, never quoted
         assert "value of password in DATABASE_URL opens a quote" in output, output
     else:
         assert "***" in output, output
@@ -183,7 +184,7 @@ def test_the_store_line_never_shows_the_password(fresh, project, capsys, monkeyp
             assert output.splitlines()[0] == store_line
 
 
-# --- a malformed DATABASE_URL: the part named, nothing of it quoted (issue #26, item 7) -----
+# --- a malformed DATABASE_URL: the part named, nothing of it quoted -----
 
 PASSWORD = "Qx7%ZZkw!v"  # none of its 4-character pieces is in any message of ours
 MALFORMED = {

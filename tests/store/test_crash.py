@@ -63,9 +63,8 @@ def test_an_ordinary_query_error_is_not_called_a_crash(own_server):
     pgdata, url = own_server
     log = embedded_server_log(pgdata)
     location = StoreLocation(url, "test", log, log.stat().st_size)
-    with psycopg.connect(url, autocommit=True) as conn:
-        with pytest.raises(psycopg.Error) as raised:
-            conn.execute("SELECT no_such_column FROM pg_class")
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.Error) as raised:
+        conn.execute("SELECT no_such_column FROM pg_class")
     assert location.failure_message(raised.value) is None
 
 

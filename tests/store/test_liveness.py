@@ -1,5 +1,5 @@
 """A store stopped under a paying run: the run stops buying at once and says so in one
-sentence (issue #26, items 2 and 10).
+sentence.
 
 `judge` and `gate --since` run in their own processes on an embedded server of this module's
 own (never the shared test server), with judges on the fake provider. Once a known number of
@@ -26,11 +26,19 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from colliding_processes import (beir, child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, judges_yaml, wait_until)
+from colliding_processes import (  # noqa: F401 (fixture)
+    beir,
+    child_env,
+    cli,
+    fake,
+    fake_keys,
+    finish,
+    judges_yaml,
+    wait_until,
+)
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import embedded_server_log, start_embedded
-from eval_harness.datasets.ingest import ingest_beir
 
 STOPPED_WITHIN = 8.0  # seconds from the server's stop to the exit (interpreter exit included)
 

@@ -1,4 +1,4 @@
-"""The harness's own schema (issue #13): everything it owns lives in ``store.schema``; a store
+"""The harness's own schema: everything it owns lives in ``store.schema``; a store
 laid out by an earlier version (every table in ``public``) is moved forward without losing a
 row; a RAG system's own ``public`` tables of the same names are never touched.
 """
@@ -10,8 +10,11 @@ import pytest
 from psycopg import sql
 
 from eval_harness.store import MigrationError, StoreLocation, migrate
-from eval_harness.store.migrate import (PUBLIC_LAYOUT_TABLES, available_migrations,
-                                        check_schema_current)
+from eval_harness.store.migrate import (
+    PUBLIC_LAYOUT_TABLES,
+    available_migrations,
+    check_schema_current,
+)
 
 
 def _objects_outside(conn, schema: str) -> set[tuple[str, str]]:
@@ -42,8 +45,9 @@ def test_migrations_create_everything_inside_the_harness_schema(empty_database):
 
 
 def test_a_seed_layout_public_store_is_left_alone(empty_database):
-    """The issue's new user: public.l2_insights / ground_truth / api_cost_log of the RAG
-    system exist; migrate used to fail with 'relation "l2_insights" already exists'."""
+    """A new user's store: public.l2_insights / ground_truth / api_cost_log of the RAG
+    system exist, and migrate leaves them alone (no 'relation "l2_insights" already
+    exists')."""
     with empty_database.connection() as conn:
         conn.execute("""
             CREATE EXTENSION vector SCHEMA public;
@@ -94,7 +98,8 @@ def test_an_earlier_public_layout_moves_forward_without_losing_rows(empty_databa
     _old_layout(empty_database)
     with empty_database.connection() as conn:
         applied = migrate(conn)
-        assert applied[0] == f"moved {len(PUBLIC_LAYOUT_TABLES)} tables from public into eval_harness"
+        assert applied[0] == (f"moved {len(PUBLIC_LAYOUT_TABLES)} tables from public into "
+                              "eval_harness")
         assert applied[1:] == [m.name for m in available_migrations() if m.version > 7]
         for table, expected in (("judge_cache", 1), ("api_cost_log", 1), ("gate_results", 1),
                                 ("l2_insights", 1)):

@@ -24,15 +24,19 @@ import os
 import platform
 import shutil
 import subprocess
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from eval_harness.store.crash import last_crash, server_failure_message
-from eval_harness.store.portability import (REQUIRED_X86_64_FLAGS, UnsupportedCpu,
-                                            check_cpu_supports_embedded, embedded_install_dir,
-                                            scan_install, scan_object)
+from eval_harness.store.crash import last_crash
+from eval_harness.store.portability import (
+    REQUIRED_X86_64_FLAGS,
+    UnsupportedCpu,
+    check_cpu_supports_embedded,
+    embedded_install_dir,
+    scan_install,
+    scan_object,
+)
 from eval_harness.store.vector_probe import probe_pgvector
 
 X86_64_LINUX = platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
@@ -137,11 +141,10 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
     """Migrations, ingest with its HNSW build and hybrid search, all on the emulated CPU."""
     from beir_factory import write_beir
     from emulated_server import emulated_postgres
-
+    from eval_harness.datasets.ingest import ingest_beir
     from eval_harness.retrieval.hybrid import hybrid_search
     from eval_harness.retrieval.report import retrieval_report
     from eval_harness.store import StoreLocation, migrate
-    from eval_harness.datasets.ingest import ingest_beir
 
     docs = {f"d{i}": f"document {i} about {'alpha' if i % 3 else 'beta'} topics" for i in range(40)}
     queries = {f"q{i}": f"{'alpha' if i % 2 else 'beta'} topics" for i in range(6)}
@@ -165,7 +168,6 @@ def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
     """SandyBridge has AVX but no AVX2/FMA: the locked pgvector build dies there, which is why
     the start-up check asks for x86-64-v3 and the README says so. `doctor` names the crash."""
     from emulated_server import emulated_postgres
-
     from eval_harness.cli.doctor import check_pgvector
     from eval_harness.store import StoreLocation
 

@@ -1,4 +1,4 @@
-"""A text-search configuration that changes under a live dataset (issue #32 item 6).
+"""A text-search configuration that changes under a live dataset.
 
 ``ALTER TEXT SEARCH CONFIGURATION public.eng_custom ALTER MAPPING ... WITH simple`` keeps the
 name and changes every English word's lexeme. What the harness derived from parsed text is
@@ -24,11 +24,11 @@ import pytest
 
 from beir_factory import write_beir
 from cli_runs import run_cli
-from eval_harness.retrieval import sql as search_sql
-from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.datasets import keyword_index
 from eval_harness.datasets.demo_store import build_rag_store
 from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.retrieval import sql as search_sql
+from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
 from eval_harness.store.text_search import configuration_definition, definition_change
 from live_store import live_config, no_embedder
 

@@ -46,8 +46,8 @@ def answer_row(answer_id, text, created_at, *, sources=SOURCES, query="What does
 
 def harness_answers_config_text() -> str:
     """The shipped config.yaml with the gates reading the harness's own ``answers`` table
-    (``answers_relation``) and the sample as ``answers_file``, as before the shipped config
-    mapped the demo store's ``rag.answers`` in place: the test store has no demo store.
+    (``answers_relation``) and the sample as ``answers_file``, instead of the demo store's
+    ``rag.answers`` the shipped config maps in place: the test store has no demo store.
     Relative paths stay relative (to the repository)."""
     text = (REPO / "config.yaml").read_text(encoding="utf-8")
     text, mapped = re.subn(r"(?m)^  answers:\n(?:    .*\n)+", "  answers_relation: answers\n",

@@ -14,7 +14,6 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.datasets.ingest import ingest_beir
 
-
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "
          "human virus vaccine immune response tumor growth").split()
 # Few folds and resamples: fast, and enough for this dataset.

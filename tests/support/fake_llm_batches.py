@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import TYPE_CHECKING
 
 from fake_llm_faults import Recorded
-from fake_llm_wire import (anthropic_batch, anthropic_message, conversation, openai_batch,
-                           openai_completion, quota_refusal, unknown_batch_body)
+from fake_llm_wire import (
+    anthropic_batch,
+    anthropic_message,
+    conversation,
+    openai_batch,
+    openai_completion,
+    quota_refusal,
+    unknown_batch_body,
+)
 
 if TYPE_CHECKING:
     from fake_llm_server import FakeLLMServer
@@ -57,7 +64,7 @@ class BatchRoutes:
         if self._refused_for_quota("anthropic", body):
             return
         batch = {"id": fake._new_id("msgbatch_"), "requests": body["requests"],
-                 "polls_left": fake.batch_polls, "created": datetime.now(timezone.utc)}
+                 "polls_left": fake.batch_polls, "created": datetime.now(UTC)}
         fake._record(Recorded("anthropic-batch", "POST", self.path, self._headers(), body, 200))
         fake._anthropic_batches[batch["id"]] = batch
         self._send(200, self._anthropic_batch_view(batch))

@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 from fake_llm_batches import BatchRoutes
 from fake_llm_faults import Fault, Recorded
 from fake_llm_replies import MALFORMED_REPLY
-from fake_llm_wire import (ERROR_STATUS, QUOTA_FAULTS, anthropic_message, conversation,
-                           error_body, model_list, openai_completion, quota_refusal)
+from fake_llm_wire import (
+    ERROR_STATUS,
+    QUOTA_FAULTS,
+    anthropic_message,
+    conversation,
+    error_body,
+    model_list,
+    openai_completion,
+    quota_refusal,
+)
 
 if TYPE_CHECKING:
     from fake_llm_server import FakeLLMServer

@@ -27,9 +27,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
-from typing import Callable, Mapping
+from datetime import UTC, date, datetime
 
 from fake_llm_replies import Responder, default_reply
 
@@ -52,7 +52,7 @@ class DriftingJudge:
 
 
 def utc_today() -> date:
-    return datetime.now(timezone.utc).date()
+    return datetime.now(UTC).date()
 
 
 def uniform(*parts: object) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable
+from collections.abc import Callable
 
 MALFORMED_REPLY = "I would say this is fairly relevant overall."
 

@@ -65,16 +65,22 @@ from __future__ import annotations
 
 import itertools
 import threading
-from datetime import date, datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, date, datetime
 from http.server import ThreadingHTTPServer
-from typing import Callable
 
 from fake_llm_client import FakeTime, judge_settings
 from fake_llm_faults import Fault, FaultInjection, Recorded
 from fake_llm_http import _Handler, _Server
 from fake_llm_replies import MALFORMED_REPLY, Responder, default_reply, poor_verdicts_for
-from fake_llm_wire import (ANTHROPIC_ERROR_TYPES, ERROR_STATUS, QUOTA_FAULTS,
-                           anthropic_message, openai_completion, quota_refusal)
+from fake_llm_wire import (
+    ANTHROPIC_ERROR_TYPES,
+    ERROR_STATUS,
+    QUOTA_FAULTS,
+    anthropic_message,
+    openai_completion,
+    quota_refusal,
+)
 
 __all__ = ["ANTHROPIC_ERROR_TYPES", "ERROR_STATUS", "MALFORMED_REPLY", "QUOTA_FAULTS",
            "FakeLLMServer", "FakeTime", "Fault", "Recorded", "Responder", "anthropic_message",
@@ -117,11 +123,11 @@ class FakeLLMServer(FaultInjection):
 
     def day(self) -> date:
         """The server's date: ``today`` when a test set it (its clock), else the UTC date."""
-        return self.today or datetime.now(timezone.utc).date()
+        return self.today or datetime.now(UTC).date()
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def start(self) -> "FakeLLMServer":
+    def start(self) -> FakeLLMServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -136,7 +142,7 @@ class FakeLLMServer(FaultInjection):
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

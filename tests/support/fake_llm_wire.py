@@ -5,7 +5,7 @@ batch objects of both APIs."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 ERROR_STATUS = {"429": 429, "500": 500, "502": 502, "503": 503, "504": 504, "529": 529,
@@ -94,7 +94,7 @@ def quota_refusal(api: str, kind: str = "no_quota") -> tuple[int, dict]:
 def rate_limit_headers(api: str, limit: float, remaining: int, reset: float) -> dict[str, str]:
     """``api``'s request rate-limit headers; ``reset``: seconds until the bucket is full."""
     if api == "anthropic":
-        moment = datetime.now(timezone.utc) + timedelta(seconds=reset)
+        moment = datetime.now(UTC) + timedelta(seconds=reset)
         return {"anthropic-ratelimit-requests-limit": f"{limit:g}",
                 "anthropic-ratelimit-requests-remaining": str(remaining),
                 "anthropic-ratelimit-requests-reset":
@@ -134,7 +134,7 @@ def anthropic_batch(batch: dict, batch_errors: int, base_url: str) -> dict:
                                "canceled": 0, "expired": 0},
             "created_at": _iso(batch["created"]),
             "expires_at": _iso(batch["created"] + timedelta(hours=24)),
-            "ended_at": _iso(datetime.now(timezone.utc)) if ended else None,
+            "ended_at": _iso(datetime.now(UTC)) if ended else None,
             "results_url": (f"{base_url}/v1/messages/batches/"
                             f"{batch['id']}/results") if ended else None}
 

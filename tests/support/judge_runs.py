@@ -7,9 +7,8 @@ import uuid
 from pathlib import Path
 
 from colliding_processes import beir
-from fake_llm_server import default_reply
-
 from eval_harness.datasets.ingest import ingest_beir
+from fake_llm_server import default_reply
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 

@@ -1,4 +1,4 @@
-"""A judge-labelled dataset whose judges are biased towards one weight's top 5 (issue #22).
+"""A judge-labelled dataset whose judges are biased towards one weight's top 5.
 
 Query k owns seven documents and nothing else is near it (its vector is one axis; its
 documents lie at cosine 0.95, 0.90, 0.85, 0.80, 0.75, 0.40, 0.35 from it, every other query

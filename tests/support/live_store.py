@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
-                                            LiveMapping, Relation)
+from eval_harness.settings.datasets import (
+    CorpusMapping,
+    DatasetConfig,
+    GroundTruthMapping,
+    LiveMapping,
+    Relation,
+)
 
 WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "
          "insulin glucose liver kidney fever vaccine virus cell gene protein cancer tumor "

@@ -1,6 +1,6 @@
 """Another client on the same API key: a separate process sending chat requests to the fake
 LLM server (tests/support/fake_llm_server.py) at a fixed rate whatever the replies, so the server's
-own bucket is drained by someone the harness does not know about (issue #20).
+own bucket is drained by someone the harness does not know about.
 
     with QuotaSharer(fake.anthropic_base_url, rpm=1500):
         ...  # the harness judges meanwhile
@@ -34,7 +34,7 @@ class QuotaSharer:
         self.base_url, self.rpm = anthropic_base_url, rpm
         self._process: subprocess.Popen | None = None
 
-    def __enter__(self) -> "QuotaSharer":
+    def __enter__(self) -> QuotaSharer:
         self._process = subprocess.Popen(
             [sys.executable, __file__, self.base_url, str(self.rpm)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

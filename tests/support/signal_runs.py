@@ -10,8 +10,14 @@ import textwrap
 import time
 from pathlib import Path
 
-from colliding_processes import (beir, fake_keys, rate_limits_yaml, scalar, two_judges_config,
-                                 wait_until)
+from colliding_processes import (
+    beir,
+    fake_keys,
+    rate_limits_yaml,
+    scalar,
+    two_judges_config,
+    wait_until,
+)
 from eval_harness.settings import load_settings
 
 STOPPED_WITHIN = 8.0  # seconds from the signal to the exit (interpreter exit included)

@@ -27,13 +27,18 @@ import base64
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 from google.protobuf.json_format import MessageToDict
-from openinference.instrumentation import (OITracer, TraceConfig, get_input_attributes,
-                                           get_llm_attributes, get_output_attributes,
-                                           get_retriever_attributes)
+from openinference.instrumentation import (
+    OITracer,
+    TraceConfig,
+    get_input_attributes,
+    get_llm_attributes,
+    get_output_attributes,
+    get_retriever_attributes,
+)
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -105,7 +110,7 @@ def run_rag(questions=QUESTIONS, *, rewrite: bool = True, answer_span: bool = Tr
                     span_id = format(llm.get_span_context().span_id, "016x")
             root.set_attributes(get_output_attributes(text))
             context = root.get_span_context()
-        started = datetime.fromtimestamp(0, timezone.utc)
+        started = datetime.fromtimestamp(0, UTC)
         expected.append(Expected(format(context.trace_id, "032x"), span_id, question, text,
                                  [d["id"] for d in documents], started))
     spans = list(exporter.get_finished_spans())
@@ -116,7 +121,7 @@ def run_rag(questions=QUESTIONS, *, rewrite: bool = True, answer_span: bool = Tr
 
 
 def _time(nanos: int) -> datetime:
-    return datetime.fromtimestamp(nanos // 1_000_000_000, timezone.utc).replace(
+    return datetime.fromtimestamp(nanos // 1_000_000_000, UTC).replace(
         microsecond=nanos % 1_000_000_000 // 1000)
 
 

@@ -17,12 +17,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_harness_pipelines.dagster_home import MARKER
 from eval_harness.settings import load_settings
+from eval_harness_pipelines.dagster_home import MARKER
 from tools.ui_check.browser import browser_missing, headless_chromium
 from tools.ui_check.check import run_ui_checks
-from tools.ui_check.environment import (LAUNCH_JOB, ROOT, summarize_definitions, throwaway_config,
-                                        throwaway_environment)
+from tools.ui_check.environment import (
+    LAUNCH_JOB,
+    ROOT,
+    summarize_definitions,
+    throwaway_config,
+    throwaway_environment,
+)
 
 CONFIG = ROOT / "config.yaml"
 

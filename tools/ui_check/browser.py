@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException

@@ -14,20 +14,32 @@ from __future__ import annotations
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from selenium.common.exceptions import WebDriverException
 
 from tools.ui_check.browser import browser_missing, headless_chromium, one_line
-from tools.ui_check.environment import (LAUNCH_JOB, ROOT, DefinitionsSummary, UICheckUnavailable,
-                                        summarize_definitions, throwaway_config,
-                                        throwaway_environment)
+from tools.ui_check.environment import (
+    LAUNCH_JOB,
+    ROOT,
+    DefinitionsSummary,
+    UICheckUnavailable,
+    summarize_definitions,
+    throwaway_config,
+    throwaway_environment,
+)
 from tools.ui_check.pages import PageBroken, Pages
-from tools.ui_check.webserver import (GraphQLError, dagster_dev, run_error, run_ids,
-                                      status_if_done, wait_until)
+from tools.ui_check.webserver import (
+    GraphQLError,
+    dagster_dev,
+    run_error,
+    run_ids,
+    status_if_done,
+    wait_until,
+)
 
 __all__ = ["ROOT", "CheckResult", "UICheckUnavailable", "browser_missing", "run_ui_checks",
            "throwaway_config", "throwaway_environment"]

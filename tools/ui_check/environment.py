@@ -74,8 +74,8 @@ def throwaway_config(config: Path, folder: Path) -> Path:
 
 def throwaway_environment(config: Path, folder: Path) -> dict[str, str]:
     """Environment for ``dagster dev``: the config copy and a fresh DAGSTER_HOME in ``folder``."""
-    from eval_harness_pipelines.dagster_home import instance_yaml
     from eval_harness.settings import load_settings
+    from eval_harness_pipelines.dagster_home import instance_yaml
 
     env = dict(os.environ)
     env.pop("EVAL_HARNESS_PGDATA", None)  # the throwaway store, unless DATABASE_URL is set

@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from tools.ui_check.environment import ROOT, WORKSPACE, UICheckUnavailable
 

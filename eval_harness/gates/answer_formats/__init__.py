@@ -22,15 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
-                                              check_created_at, check_text, checked_id,
-                                              parse_json)
+from eval_harness.gates.answer_checks import (
+    FUTURE_TOLERANCE,
+    AnswersFileError,
+    check_created_at,
+    check_text,
+    checked_id,
+    parse_json,
+)
 from eval_harness.gates.answer_formats import eval_datasets
 from eval_harness.gates.answer_formats.json_records import first_line, first_line_number
 from eval_harness.gates.answer_formats.json_stream import JsonStream
@@ -160,7 +165,7 @@ def answer_records(path: Path | str, fmt: str, *,
     records = eval_datasets.read_rows(path, fmt)
     if not records:
         raise AnswersFileError(f"{path}: no answers in the file")
-    latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
     for record in records:
         _check_storable(record.where, record, latest)
     return iter(records)

@@ -68,7 +68,8 @@ def read_rows(path: Path, fmt: str) -> list[DatasetAnswer]:
     """Every row of a RAGAS or DeepEval file as an answer; the first bad row raises
     :class:`AnswersFileError` naming it."""
     fields = _FIELDS[fmt]
-    answers, seen = [], {}
+    answers: list[DatasetAnswer] = []
+    seen: dict[str, str] = {}
     for where, row in (_csv_rows(path) if _is_csv(path) else json_records(path)):
         answer = _answer(row, where, fields, fmt)
         if answer.id in seen:

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eval_harness.gates.answer_checks import (AnswersFileError, check_numbers, json_decoder,
-                                              too_deep)
+from eval_harness.gates.answer_checks import AnswersFileError, check_numbers, json_decoder, too_deep
 
 CHUNK = 1 << 20  # characters read at a time
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)

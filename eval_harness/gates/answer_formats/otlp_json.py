@@ -182,7 +182,7 @@ def read_otlp_spans(path: Path, notes: list[str] | None = None, *, trace_ids: bo
     skipped.close()
 
 
-def _request(stream: JsonStream, skipped: _Skipped) -> Iterator[tuple[str, Span]]:
+def _request(stream: JsonStream, skipped: _Skipped) -> Iterator[tuple[str, Span | str]]:
     """The spans of one ExportTraceServiceRequest (or of a ``{"data": [...]}`` of them)."""
     line = stream.line()
     if stream.peek() != "{":
@@ -206,7 +206,7 @@ def _request(stream: JsonStream, skipped: _Skipped) -> Iterator[tuple[str, Span]
 
 
 def _resource(stream: JsonStream, skipped: _Skipped, number: int
-              ) -> Iterator[tuple[str, Span]]:
+              ) -> Iterator[tuple[str, Span | str]]:
     line = stream.line()
     if stream.peek() != "{":
         value = stream.value()[0]
@@ -228,7 +228,7 @@ def _resource(stream: JsonStream, skipped: _Skipped, number: int
             raise AnswersFileError(f"{stream.path}:{line}: 'scopeSpans' must be a list")
 
 
-def _scope(stream: JsonStream, skipped: _Skipped, number: int) -> Iterator[tuple[str, Span]]:
+def _scope(stream: JsonStream, skipped: _Skipped, number: int) -> Iterator[tuple[str, Span | str]]:
     line = stream.line()
     if stream.peek() != "{":
         if stream.value()[0] is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,7 +55,7 @@ def traced_answers(path: Path, read_spans: SpanReader, *, notes: list[str],
         last[trace_id] = number
     if not number:
         raise AnswersFileError(f"{path}: no answers in the file")
-    latest = datetime.now(timezone.utc) + FUTURE_TOLERANCE
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
     open_traces: dict[str, _OpenTrace] = {}
     problems: list[tuple[int, str]] = []  # (first span's number, message), the first few
     bad = 0

@@ -38,8 +38,6 @@ from typing import Any
 SPAN_KIND = "openinference.span.kind"
 INPUT_VALUE = "input.value"
 OUTPUT_VALUE = "output.value"
-RETRIEVAL_DOCUMENTS = "retrieval.documents"
-OUTPUT_MESSAGES = "llm.output_messages"
 
 _DOCUMENT_KEY = re.compile(r"retrieval\.documents\.(\d+)\.document\.(\w+)$")
 _MESSAGE_KEY = re.compile(r"llm\.output_messages\.(\d+)\.message\.content$")
@@ -130,10 +128,14 @@ def answers_from_spans(spans: Iterable[Span]
     traces: dict[str, list[Span]] = defaultdict(list)
     for span in spans:
         traces[span.trace_id].append(span)
-    answers, problems = [], []
+    answers: list[TracedAnswer] = []
+    problems: list[TraceProblem] = []
     for trace_id, trace in traces.items():
         made = answer_of_trace(trace_id, trace)
-        (answers if isinstance(made, TracedAnswer) else problems).append(made)
+        if isinstance(made, TracedAnswer):
+            answers.append(made)
+        else:
+            problems.append(made)
     return answers, problems
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Mapping, Sequence
 
 import numpy as np
 import psycopg
@@ -107,7 +107,7 @@ async def rejudge_anchors(conn: psycopg.Connection, session, drift: DriftSetting
         window = asyncio.Semaphore(64)
         is_llm = hasattr(judge, "relevance_request")
 
-        async def score(row):
+        async def score(row, judge=judge, window=window, is_llm=is_llm):
             q, d = (passages or {}).get((row[4], row[5]), (None, None))
             # the texts asked then; the vectors stored now (local:embedding's input)
             query = Passage(row[6], None, getattr(q, "embedding", None))

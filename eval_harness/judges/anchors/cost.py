@@ -5,15 +5,19 @@ none for a judge another run re-judged today: :mod:`.nightly`), against its own 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import psycopg
 
 from eval_harness.judges.anchors import sql
 from eval_harness.judges.anchors.anchor_set import human_fingerprint
-from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,
-                                                estimated_output_tokens, usd)
+from eval_harness.judges.client.pricing import (
+    PriceTable,
+    estimated_input_tokens,
+    estimated_output_tokens,
+    usd,
+)
 from eval_harness.judges.client.session import planning_judge
 from eval_harness.judges.local.relevance import LOCAL_PROMPT_VERSION
 from eval_harness.judges.protocol import Usage

@@ -20,15 +20,22 @@ Freezing the set takes the same claim, so two shards never freeze two samples.
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import psycopg
 
 from eval_harness.judges.anchors import sql
-from eval_harness.judges.anchors.anchor_set import (freeze_from_run, human_fingerprint,
-                                                    prompt_version, rejudge_anchors)
-from eval_harness.judges.anchors.drift import (AnchorComparison, comparison_from_row,
-                                               stored_comparisons)
+from eval_harness.judges.anchors.anchor_set import (
+    freeze_from_run,
+    human_fingerprint,
+    prompt_version,
+    rejudge_anchors,
+)
+from eval_harness.judges.anchors.drift import (
+    AnchorComparison,
+    comparison_from_row,
+    stored_comparisons,
+)
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import Passage

@@ -111,7 +111,7 @@ async def rescore_frozen(conn: psycopg.Connection, session, *, dataset: str,
             continue  # a local judge is code: its run score stands
         window = asyncio.Semaphore(64)
 
-        async def score(row):
+        async def score(row, judge=judge, window=window):
             async with window:
                 return await judge.relevance(Passage(row[6], None), Passage(row[7], row[5]),
                                              retest=True, purpose=PURPOSE)

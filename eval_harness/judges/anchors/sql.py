@@ -63,17 +63,6 @@ def anchor_runs(conn: psycopg.Connection, dataset: str, *,
         "WHERE dataset = %s AND run_id = %s ORDER BY judge", (dataset, run_id)).fetchall()
 
 
-def anchor_trend(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """Every comparison measured for ``dataset`` (not those a run reused), oldest first:
-    ``(created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift,
-    human_agreement)``."""
-    return conn.execute(
-        "SELECT created_at, judge, judge_spec, flip_rate, flip_low, flip_high, score_shift, "
-        "human_agreement FROM judge_anchor_runs WHERE dataset = %s AND reused_from IS NULL "
-        "ORDER BY created_at, judge",
-        (dataset,)).fetchall()
-
-
 def measured_today(conn: psycopg.Connection, dataset: str, judge: int, judge_spec: str,
                    prompt_version: str | None, human_labels: str) -> tuple | None:
     """The newest comparison of ``judge`` (this spec and prompt version) with the anchors

@@ -77,9 +77,9 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 
 from eval_harness.judges.client.limiter import Clock, RateLimiter, Sleep
 from eval_harness.judges.client.rate_headers import RateSignal, read_retry_after
@@ -225,7 +225,7 @@ class AdaptiveRateLimiter(RateLimiter):
 
     def __init__(self, requests_per_minute: float, tokens_per_minute: float | None = None, *,
                  clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep,
-                 wall: Wall = lambda: datetime.now(timezone.utc),
+                 wall: Wall = lambda: datetime.now(UTC),
                  read_headers: HeaderReader = read_retry_after, **controller) -> None:
         super().__init__(requests_per_minute, tokens_per_minute, clock=clock, sleep=sleep)
         self._read_headers = read_headers  # the provider's: each names its headers its way

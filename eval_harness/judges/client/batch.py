@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from eval_harness.judges.client.ledger import BatchedRequest, BatchReply
-from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.client.limiter import Clock, Sleep
-from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers.base import BatchState, ChatClient
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.runner import CallPipeline
 from eval_harness.judges.client.stops import auth_message, quota_message, wait_unless
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.settings.judges import BatchSettings
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has
@@ -128,7 +128,8 @@ async def prefill_cache_by_batch(pipeline: CallPipeline,
 async def _resume_open_batches(pipeline: CallPipeline, provider: ChatClient,
                                wanted: set[str], report: BatchReport) -> list[_Batch]:
     """The open batches of earlier runs that hold some of ``wanted``; lost ones abandoned."""
-    resumed, held = [], set()
+    resumed: list[_Batch] = []
+    held: set[str] = set()
     for open_batch in pipeline.ledger.open_batches(provider.name, sorted(wanted)):
         if await _state(provider, open_batch.batch_id) is None:
             pipeline.ledger.abandon_batch(provider.name, open_batch.batch_id)
@@ -251,10 +252,10 @@ async def _state(provider: ChatClient, batch_id: str) -> BatchState | None:
 
 def _store(pipeline: CallPipeline, batch: _Batch, results: dict[str, Completion | str],
            report: BatchReport, *, status: str) -> None:
-    replies = [BatchReply(key, request, reply,
-                          pipeline.prices.cost(request.model, reply.usage, batch=True))
+    replies = [BatchReply(key, request, got,
+                          pipeline.prices.cost(request.model, got.usage, batch=True))
                for key, request in batch.requests.items()
-               if isinstance(reply := results.get(key), Completion)]
+               if isinstance(got := results.get(key), Completion)]
     if pipeline.ledger.record_batch_results(batch.provider, batch.batch_id, replies,
                                             status=status):
         for reply in replies:

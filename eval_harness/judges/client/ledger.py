@@ -35,15 +35,15 @@ enough. Every write commits that connection.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import psycopg
 
-from eval_harness.store.locks import session_lock
 from eval_harness.judges.client import reply_cache, sql
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
+from eval_harness.store.locks import session_lock
 
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)
 
@@ -67,7 +67,7 @@ class BatchedRequest:
     query_id: int | None = None
 
     @classmethod
-    def of(cls, request: ChatRequest, query_id: int | None) -> "BatchedRequest":
+    def of(cls, request: ChatRequest, query_id: int | None) -> BatchedRequest:
         return cls(request.model, request.operation, request.prompt_version, query_id)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

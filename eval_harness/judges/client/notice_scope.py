@@ -1,7 +1,7 @@
 """One command, each notice once: the scope in which a fallback notice is said at most once.
 
-A :class:`~eval_harness.judges.client.session.FallbackNotices` says each notice once per run; but one
-command is many runs to the person who typed it: ``eval-harness run`` is a nightly job, a gate
+A :class:`~eval_harness.judges.client.session.FallbackNotices` says each notice once per run; but
+one command is many runs to the person who typed it: ``eval-harness run`` is a nightly job, a gate
 job per day and a report job, each with several steps and judge sessions, and ``gate`` builds
 its judged gates in the definitions, the resources and each check. So "OPENAI_API_KEY is not
 set, so local:lexical judges ..." came 17 times out of one ``run.sh``. The command line opens
@@ -15,8 +15,8 @@ importing the provider SDKs at start-up.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # The notices said in the command running in this process; None: no command scope open.
 _said_in_command: set[str] | None = None

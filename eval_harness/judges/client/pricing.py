@@ -21,10 +21,11 @@ reply is one number), not the ``max_tokens`` ceiling.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
-from eval_harness.settings.judges import Price
+from eval_harness.errors import UnknownName
 from eval_harness.judges.protocol import ChatRequest, Usage
+from eval_harness.settings.judges import Price
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -34,7 +35,7 @@ ESTIMATE_BASIS = (f"input ~ characters/{CHARS_PER_TOKEN} + {MESSAGE_OVERHEAD_TOK
                   "worst case (characters/3, full max_tokens)")
 
 
-class MissingPrice(LookupError):
+class MissingPrice(UnknownName):
     """A paid model has no entry in ``judges.prices``; the message says what to add."""
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Mapping
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -54,8 +54,8 @@ def retry_after_seconds(headers) -> float | None:
     except (TypeError, ValueError):
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return max(0.0, (moment - datetime.now(timezone.utc)).total_seconds())
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
 
 
 def parse_reset(value: str | None, *, now: datetime) -> float | None:
@@ -100,7 +100,7 @@ def read_rate_signal(headers: Mapping[str, str] | None, *, requests: str, tokens
     if not headers:
         return RateSignal()
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return RateSignal(
         request_limit=_number(lowered.get(requests.format("limit")), positive=True),
         requests_remaining=_number(lowered.get(requests.format("remaining"))),

@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import BadProviderResponse
@@ -75,7 +76,7 @@ class ErrorInfo:
     code: str | None = None    # the provider's error code, where it matters (kind "quota")
 
 
-def classify_error(exc: BaseException, provider: "Provider | str",
+def classify_error(exc: BaseException, provider: Provider | str,
                    *, secrets: Iterable[str | None] = ()) -> ErrorInfo:
     """The class of an error of ``provider`` (see module docstring); ``message`` is
     sanitised."""

@@ -67,25 +67,34 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Awaitable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 import psycopg
 
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
 from eval_harness.judges.client.budget import Budget, BudgetLine, BudgetLineExhausted
 from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
-from eval_harness.settings.judges import RateLimit
-from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.client.reply_cache import InFlight, cache_key, request_server
-from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import ChatClient
+from eval_harness.judges.client.reply_cache import InFlight, cache_key, request_server
 from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
-from eval_harness.judges.client.stops import (INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPPED,
-                                              STOPS, RunStopped, StoreLost, auth_message,
-                                              quota_message, wait_unless)
+from eval_harness.judges.client.stops import (
+    INTERRUPT_GRACE_SECONDS,
+    REFUSING_STOPS,
+    STOPPED,
+    STOPS,
+    RunStopped,
+    StoreLost,
+    auth_message,
+    quota_message,
+    wait_unless,
+)
+from eval_harness.judges.protocol import ChatRequest, Completion
+from eval_harness.settings.judges import RateLimit
 
 T = TypeVar("T")
 
@@ -263,7 +272,7 @@ class CallPipeline:
                                "requests were sent")
             self.halted.set()
             self._abandon_requests()
-        return self._stopped_error()
+        return StoreLost(self.stop_reason, self.store_error)
 
     def _abandon_requests(self) -> None:
         for task in list(self._sending):

@@ -17,7 +17,7 @@ Which notices were said is the state of a :class:`FallbackNotices`, not of the p
 session makes its own unless given one (``notices=``), so two runs in one process (tests,
 Dagster's in-process executor) each say theirs. A caller that opens several sessions for one
 run passes them the same :class:`FallbackNotices`. :func:`resolve_judge_specs` called without
-one (the doctor, gate versions) keeps one process-wide record, as before.
+one (the doctor, gate versions) keeps one process-wide record.
 
 **Stopping.** Entered with ``async with``, a session stops its pipeline when the user stops
 the run (:mod:`eval_harness.stopping`: SIGINT / SIGTERM; see
@@ -37,25 +37,27 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Iterable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import psycopg
 
+from eval_harness import stopping
+from eval_harness.errors import UnknownName
+from eval_harness.judges.client.budget import Budget, BudgetLine
 from eval_harness.judges.client.ledger import JudgeLedger
-from eval_harness.settings.judges import LOCAL, validate_judge_spec
-from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.limiter import Clock, Sleep
-from eval_harness.judges.local.relevance import EmbeddingJudge, LexicalJudge
 from eval_harness.judges.client.notice_scope import first_in_command
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import Judge
+from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
-from eval_harness.judges.client.budget import Budget, BudgetLine
 from eval_harness.judges.client.runner import CallPipeline
 from eval_harness.judges.llm import LLMJudge
+from eval_harness.judges.local.relevance import EmbeddingJudge, LexicalJudge
+from eval_harness.judges.protocol import Judge
+from eval_harness.settings.judges import LOCAL, validate_judge_spec
 from eval_harness.store.liveness import watch_idle_connection
-from eval_harness import stopping
 
 if TYPE_CHECKING:
     from eval_harness.settings import Settings
@@ -66,7 +68,7 @@ log = logging.getLogger("eval_harness.judges")
 _announced: set[str] = set()
 
 
-class JudgeUnavailable(LookupError):
+class JudgeUnavailable(UnknownName):
     """A judge cannot be built (missing key, missing price); the message says what to set."""
 
 
@@ -99,7 +101,7 @@ class FallbackNotices:
         self._said.update(notices)
 
 
-def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None = None
+def resolve_judge_specs(settings: Settings, *, notices: FallbackNotices | None = None
                         ) -> tuple[str, str, tuple[str, ...]]:
     """The two judges actually used, and one notice per judge that fell back to a local one.
 
@@ -133,7 +135,7 @@ def resolve_judge_specs(settings: "Settings", *, notices: FallbackNotices | None
     return chosen["judge1"], chosen["judge2"], tuple(fallbacks)
 
 
-def server_of(settings: "Settings", provider) -> tuple[str | None, str]:
+def server_of(settings: Settings, provider) -> tuple[str | None, str]:
     """The base URL the settings point ``provider`` at (None: its default) and its
     normalised form (the server in the cache key); JudgeUnavailable when it is not usable."""
     base_url = provider.configured_base_url(settings)
@@ -144,7 +146,7 @@ def server_of(settings: "Settings", provider) -> tuple[str | None, str]:
                                f"or unset it to use {provider.name}'s own API.") from None
 
 
-def planning_judge(settings: "Settings", spec: str) -> LLMJudge:
+def planning_judge(settings: Settings, spec: str) -> LLMJudge:
     """The LLM judge ``spec`` (``provider:model``) without a pipeline: it builds the requests
     a run would send (the same prompts, the same server in their cache keys) and sends
     nothing, for estimates (``judge --dry-run``, what staged judging saved). No provider
@@ -162,7 +164,7 @@ class JudgeSession:
     unless given (pass one :class:`FallbackNotices` to every session of a run).
     """
 
-    def __init__(self, settings: "Settings", conn: psycopg.Connection, *,
+    def __init__(self, settings: Settings, conn: psycopg.Connection, *,
                  run_id: str | None = None, sleep: Sleep = asyncio.sleep,
                  clock: Clock = time.monotonic, rng: random.Random | None = None,
                  notices: FallbackNotices | None = None) -> None:
@@ -263,7 +265,7 @@ class JudgeSession:
             for provider in self.pipeline.providers.values():
                 await provider.aclose()
 
-    async def __aenter__(self) -> "JudgeSession":
+    async def __aenter__(self) -> JudgeSession:
         """Start watching for a stop signal and for the store going away (see above)."""
         loop = asyncio.get_running_loop()
         pipeline = self.pipeline

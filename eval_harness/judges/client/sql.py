@@ -70,14 +70,15 @@ def log_cache_hits(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
         cur.executemany(_INSERT_HITS, rows)
 
 
-# ------------------------------------------------------------------------------ cost reads (the run report)
+# ---------------------------------------------------------------------- cost reads (the run report)
 
 # a call made for another purpose than the run's labels (a retest) is a line of its own:
 # its operation reads "relevance (retest)"
 _COST_SQL = """
     SELECT api_name, model,
            CASE WHEN purpose = 'label' THEN operation
-                ELSE operation || ' (' || purpose || ')' END AS shown_operation, count(*), count(*) FILTER (WHERE batch),
+                ELSE operation || ' (' || purpose || ')' END AS shown_operation,
+           count(*), count(*) FILTER (WHERE batch),
            coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0),
            coalesce(sum(output_tokens), 0), coalesce(sum(estimated_cost), 0),
            coalesce(sum(input_tokens) FILTER (WHERE batch), 0),

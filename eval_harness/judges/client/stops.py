@@ -75,7 +75,7 @@ STOPS = {cls.kind: cls for cls in (BudgetExhausted, QuotaExhausted, Authenticati
 # user asked to stop, or its reply could not be stored
 REFUSING_STOPS = ("quota", "auth", "interrupt", "store")
 # what a request sent before a stop signal gets to deliver: short enough that a stopped
-# command exits within 3 s of the signal (issue #31), long enough for a relevance reply
+# command exits within 3 s of the signal, long enough for a relevance reply
 INTERRUPT_GRACE_SECONDS = 2.0
 
 

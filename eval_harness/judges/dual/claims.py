@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import psycopg
 

@@ -60,21 +60,28 @@ totals is set against its own budget line (``judges.retest.budget_usd``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import psycopg
 
 from eval_harness.judges.anchors.cost import anchor_estimates
 from eval_harness.judges.client import sql
-from eval_harness.judges.client.pricing import (ESTIMATE_BASIS, PriceTable,
-                                                estimated_input_tokens,
-                                                estimated_output_tokens, usd)
+from eval_harness.judges.client.pricing import (
+    ESTIMATE_BASIS,
+    PriceTable,
+    estimated_input_tokens,
+    estimated_output_tokens,
+    usd,
+)
 from eval_harness.judges.client.reply_cache import cache_key, cached_keys_among
-from eval_harness.judges.client.session import (FallbackNotices, planning_judge,
-                                               resolve_judge_specs)
-from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
-                                           relevance_requests)
+from eval_harness.judges.client.session import FallbackNotices, planning_judge, resolve_judge_specs
+from eval_harness.judges.dual.plan import (
+    PlannedQuery,
+    load_documents,
+    plan_queries,
+    relevance_requests,
+)
 from eval_harness.judges.dual.shards import queries_of_shard
 from eval_harness.judges.protocol import Passage, Usage
 from eval_harness.judges.retest.cost import retest_estimates
@@ -99,7 +106,7 @@ class JudgeEstimate:
     max_cost_usd: float = 0.0
     # judge 2 under judges.staged: the same figures for its first sample, the least it asks
     # (the fields above are the most: every query, when kappa's bound never clears the floor)
-    at_least: "JudgeEstimate | None" = None
+    at_least: JudgeEstimate | None = None
     sample_queries: tuple[int, int] | None = None  # (first sample, every query) with at_least
 
     @property
@@ -388,7 +395,7 @@ def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, 
 def _in_open_batches(conn: psycopg.Connection, provider: str, keys: set[str]) -> set[str]:
     if not keys:
         return set()
-    held = set()
+    held: set[str] = set()
     for _, requests, _ in sql.open_batch_rows(conn, provider, sorted(keys)):
         held.update(k for k in requests if k in keys)
     return held

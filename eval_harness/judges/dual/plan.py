@@ -8,7 +8,8 @@ are ranked on the candidates ``report`` and ``calibrate`` rank
 the keyword index on a ``tsvector: null`` corpus, the candidate cache on a rerun) by the one
 fusion rule (:func:`eval_harness.retrieval.report.fused_runs`), so they are the top k that
 ``search`` and ``report`` rank at the same weights. Only a query without an embedding (its
-search is keyword-only) is searched on its own (:func:`eval_harness.retrieval.hybrid.hybrid_search`).
+search is keyword-only) is searched on its own
+(:func:`eval_harness.retrieval.hybrid.hybrid_search`).
 
 A dataset without labels (no query has ``expected_docs``: a live ``queries`` mapping, a BEIR
 folder without qrels): the judges make its ground truth, and calibration will score the top 5
@@ -22,30 +23,31 @@ A dataset with human labels can take the grid pool too (``judges.grid_pool: true
 ``eval-harness judge --grid-pool`` for one run): its queries are then planned as expected_docs,
 the hybrid top k, and the grid pool's documents not already listed. Human qrels usually list
 only relevant documents, so many top-5 documents of the grid carry no label and P@5 there is a
-lower bound (Judged@5 below ``calibration.min_judged``, :mod:`eval_harness.calibration.judged_at_5`);
+lower bound (Judged@5 below ``calibration.min_judged``,
+:mod:`eval_harness.calibration.judged_at_5`);
 with the grid pool judged, ``calibrate --labels judges`` finds every top 5 labelled. Pairs
 judged before (without the option) are cache hits, so only the new documents are paid for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
+from eval_harness import stopping
 from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import document_rows
 from eval_harness.datasets.ground_truth import dataset_has_labels
 from eval_harness.judges.protocol import ChatRequest, Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
 from eval_harness.retrieval.report import fused_runs
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
-from eval_harness.datasets.corpus import document_rows
+from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.settings import Settings
-from eval_harness import stopping
 
 
 @dataclass(frozen=True)

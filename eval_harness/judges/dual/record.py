@@ -24,9 +24,9 @@ n, and ``kappa other`` with its interval, both over the dataset's stored scores.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping, Sequence
 
 import psycopg
 

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
 
 import psycopg
 
+from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import RunStopped, StoreLost
 from eval_harness.judges.dual.claims import QueryClaims
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.scores import QueryChanged, judgement_score, store_query_judgements
 from eval_harness.judges.dual.summary import JudgeRunSummary
 from eval_harness.judges.protocol import JudgeResult, Outcome, Passage
-from eval_harness.judges.client.session import JudgeSession
-from eval_harness.judges.client.stops import RunStopped, StoreLost
 from eval_harness.progress import ProgressCallback
 from eval_harness.store.crash import is_server_failure
 

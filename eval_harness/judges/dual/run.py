@@ -33,7 +33,8 @@ Crashes and concurrent runs:
   stores the replies already on their way and every query whose pairs are all judged, then
   :func:`judge_dataset` raises :class:`~eval_harness.stopping.Interrupted` saying how many
   judgements are kept. A store that goes away stops the run at once
-  (:class:`~eval_harness.judges.client.stops.StoreLost`): nothing is bought that could not be stored.
+  (:class:`~eval_harness.judges.client.stops.StoreLost`): nothing is bought that could not be
+  stored.
 * A query is written only if its text, expected documents and embedding are still those it
   was planned with. A query that an ingest changed meanwhile (which cleared its scores) is not
   given scores judged on its old text; the run reports it and a rerun judges it anew.
@@ -66,8 +67,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Coroutine, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 

@@ -11,7 +11,7 @@ the same queries (:func:`queries_of_shard`).
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from eval_harness.judges.dual.plan import PlannedQuery
 

@@ -42,12 +42,18 @@ embedding signal was measured and none is used.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
-from eval_harness.judges.local.text import (WORD, STOPWORDS, claim_sentences,
-                                           sentence_bounds, stem, words)
+from eval_harness.judges.local.text import (
+    STOPWORDS,
+    WORD,
+    claim_sentences,
+    sentence_bounds,
+    stem,
+    words,
+)
 
 SIGNALS = ("word coverage", "figures", "negation", "names")
 
@@ -296,8 +302,8 @@ def align(claim: Claim, indexes: Sequence[SourceIndex]) -> Alignment:
         if rival is None:
             rival = (-value, span)
     if best is None:
-        first = next((index.span(index.runs[0]) for index in indexes if index.runs), None)
-        best = (0.0, first)  # nothing matches: the first span, for the record
+        first_span = next((index.span(index.runs[0]) for index in indexes if index.runs), None)
+        best = (0.0, first_span)  # nothing matches: the first span, for the record
     support, span = best
     missing = () if span is None else claim.missing_words(span)
     if rival is None or rival[0] <= support:

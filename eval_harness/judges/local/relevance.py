@@ -39,18 +39,34 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Callable, Sequence
 
 import numpy as np
 
 from eval_harness.judges import prompts
-from eval_harness.settings.judges import LocalJudgeSettings
-from eval_harness.judges.local.text import (WORD, STOPWORDS, content_terms, content_words,
-                                           numbers, sentences, simple_claim_sentences, stem)
+from eval_harness.judges.local.text import (
+    STOPWORDS,
+    WORD,
+    content_terms,
+    content_words,
+    numbers,
+    sentences,
+    simple_claim_sentences,
+    stem,
+)
 from eval_harness.judges.local.verdicts import GROUNDING_VERSION, check_grounding_aligned
-from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
-                                          Outcome, Passage, Reflexion, as_passage)
+from eval_harness.judges.protocol import (
+    AnswerEvaluation,
+    ClaimCheck,
+    Grounding,
+    JudgeResult,
+    Outcome,
+    Passage,
+    Reflexion,
+    as_passage,
+)
+from eval_harness.settings.judges import LocalJudgeSettings
 
 LOCAL_PROMPT_VERSION = "local-v3"  # the heuristics' version, stored like a prompt version
 # local:lexical answer evaluation: a claim's claim_support must reach it (chosen for it on BEGIN

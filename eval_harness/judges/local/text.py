@@ -79,7 +79,7 @@ def numbers(text: str) -> set[str]:
 def sentences(text: str) -> list[str]:
     """Sentences of a text (Markdown list markers, headings and citation marks removed); a
     sentence ends before a capital or a digit (the simple rule, see the module docstring)."""
-    parts = []
+    parts: list[str] = []
     for line in text.splitlines():
         line = _MARKUP.sub("", line).strip()
         if line:

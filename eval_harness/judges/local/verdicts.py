@@ -23,8 +23,9 @@ span and the conflict (a figure, a name, a negation).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from eval_harness.judges.local.grounding import SIGNALS, Alignment, Span, align_answer
 from eval_harness.judges.protocol import ClaimCheck, Grounding

@@ -4,11 +4,15 @@ line ``judges.retest.budget_usd``, apart from the labels' ``judges.budget_usd``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,
-                                                estimated_output_tokens, usd)
+from eval_harness.judges.client.pricing import (
+    PriceTable,
+    estimated_input_tokens,
+    estimated_output_tokens,
+    usd,
+)
 from eval_harness.judges.client.session import planning_judge
 from eval_harness.judges.dual.plan import PlannedQuery, relevance_requests
 from eval_harness.judges.protocol import Passage, Usage

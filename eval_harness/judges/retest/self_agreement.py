@@ -22,16 +22,17 @@ re-scored too (its figures show flip rate 0), which costs nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
 
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.dual.scores import judgement_score
-from eval_harness.judges.retest import sql
 from eval_harness.judges.protocol import JudgeResult, Passage
+from eval_harness.judges.retest import sql
 from eval_harness.metrics.agreement.results import to_jsonable
 from eval_harness.metrics.agreement.retest import RetestAgreement, retest_agreement
 from eval_harness.settings.judges import RetestSettings

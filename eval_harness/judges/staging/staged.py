@@ -48,24 +48,25 @@ The sample's order and sizes (:func:`sample_order`, :func:`sample_sizes`) are re
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 import psycopg
 
 from eval_harness.datasets import ground_truth
-from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,
-                                                estimated_output_tokens)
+from eval_harness.judges.client.pricing import (
+    PriceTable,
+    estimated_input_tokens,
+    estimated_output_tokens,
+)
 from eval_harness.judges.client.reply_cache import cache_key, cached_keys_among
 from eval_harness.judges.client.session import JudgeSession, planning_judge
 from eval_harness.judges.dual.plan import PlannedQuery, load_documents
-from eval_harness.judges.protocol import Passage, Usage
-from eval_harness.metrics.agreement import (AgreementInputError, agreement_report,
-                                            spent_confidence)
+from eval_harness.judges.protocol import ChatRequest, Passage, Usage
+from eval_harness.metrics.agreement import AgreementInputError, agreement_report, spent_confidence
 from eval_harness.settings import AgreementSettings, Settings
 from eval_harness.settings.judges import LOCAL, StagedSettings
-
 
 # ---------------------------------------------------------------------------------------
 # The sample and the stop rule
@@ -124,7 +125,7 @@ class StopRule:
         early look, the gate's own at the last (every query: nothing is skipped)."""
         return self.confidence if queries_in_sample >= n_queries else self.look_confidence
 
-    def clears(self, step: "StageStep") -> bool:
+    def clears(self, step: StageStep) -> bool:
         return step.lower_bound is not None and step.lower_bound >= self.floor
 
     def describe(self) -> str:
@@ -247,7 +248,7 @@ def estimate_saved(conn: psycopg.Connection, report: StagingReport, judge2,
     sends nothing: nothing saved in money."""
     if not hasattr(judge2, "relevance_request"):
         return
-    requests = {}
+    requests: dict[str, ChatRequest] = {}
     for plan in skipped:
         for doc_id in plan.doc_ids:
             request = judge2.relevance_request(plan.text, documents.get(doc_id)
@@ -325,7 +326,8 @@ async def judge_staged(conn: psycopg.Connection, settings: Settings, session: Ju
         done = size
         if session.pipeline.stopped:
             break
-        step = sample_agreement(*rounds.pooled, agreement, done,
+        scores1, scores2, query_ids = rounds.pooled
+        step = sample_agreement(scores1, scores2, query_ids, agreement, done,
                                 confidence=rule.confidence_at(done, len(order)))
         report.steps.append(step)
         if rule.clears(step):

@@ -21,31 +21,56 @@ strict JSON), :mod:`.kappa` (Cohen's kappa, weighted kappa, Gwet's AC1, Landis &
 planned looks), :mod:`.reports` (the judge-judge and judge-human reports).
 """
 
-from eval_harness.metrics.agreement.bootstrap import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES,
-                                                      DEFAULT_SEED, kappa_bootstrap_interval)
-from eval_harness.metrics.agreement.inputs import (DEFAULT_ANCHORS, DEFAULT_THRESHOLD,
-                                                   AgreementInputError, bin_scores,
-                                                   binarize_scores)
-from eval_harness.metrics.agreement.kappa import (Weights, binary_table, cohen_kappa,
-                                                  cohen_kappa_value, gwet_ac1,
-                                                  kappa_from_table, landis_koch_label,
-                                                  weighted_kappa)
-from eval_harness.metrics.agreement.raw_scores import (krippendorff_alpha_interval,
-                                                       score_offset_test)
+from eval_harness.metrics.agreement.bootstrap import (
+                                                      DEFAULT_CONFIDENCE,
+                                                      DEFAULT_RESAMPLES,
+                                                      DEFAULT_SEED,
+                                                      kappa_bootstrap_interval,
+)
+from eval_harness.metrics.agreement.inputs import (
+                                                      DEFAULT_ANCHORS,
+                                                      DEFAULT_THRESHOLD,
+                                                      AgreementInputError,
+                                                      bin_scores,
+                                                      binarize_scores,
+)
+from eval_harness.metrics.agreement.kappa import (
+                                                      Weights,
+                                                      binary_table,
+                                                      cohen_kappa,
+                                                      cohen_kappa_value,
+                                                      gwet_ac1,
+                                                      kappa_from_table,
+                                                      landis_koch_label,
+                                                      weighted_kappa,
+)
+from eval_harness.metrics.agreement.raw_scores import krippendorff_alpha_interval, score_offset_test
 from eval_harness.metrics.agreement.reports import agreement_report, judge_vs_human
-from eval_harness.metrics.agreement.results import (AgreementReport, AlphaResult, BinaryTable,
-                                                    BootstrapInterval, JudgeHumanReport,
-                                                    KappaResult, OffsetTest, QueryKappa,
-                                                    RankCorrelation, to_jsonable)
-from eval_harness.metrics.agreement.retest import (RetestAgreement, krippendorff_alpha,
-                                                   retest_agreement)
+from eval_harness.metrics.agreement.results import (
+                                                      AgreementReport,
+                                                      AlphaResult,
+                                                      BinaryTable,
+                                                      BootstrapInterval,
+                                                      JudgeHumanReport,
+                                                      KappaResult,
+                                                      OffsetTest,
+                                                      QueryKappa,
+                                                      RankCorrelation,
+                                                      to_jsonable,
+)
+from eval_harness.metrics.agreement.retest import (
+                                                      RetestAgreement,
+                                                      krippendorff_alpha,
+                                                      retest_agreement,
+)
 from eval_harness.metrics.agreement.sequential import spent_confidence
 
 __all__ = [
     "DEFAULT_ANCHORS", "DEFAULT_CONFIDENCE", "DEFAULT_RESAMPLES", "DEFAULT_SEED",
     "DEFAULT_THRESHOLD", "AgreementInputError", "AgreementReport", "AlphaResult", "BinaryTable",
     "BootstrapInterval", "JudgeHumanReport", "KappaResult", "OffsetTest", "QueryKappa",
-    "RankCorrelation", "RetestAgreement", "Weights", "agreement_report", "bin_scores", "binarize_scores",
+    "RankCorrelation", "RetestAgreement", "Weights", "agreement_report", "bin_scores",
+    "binarize_scores",
     "binary_table", "cohen_kappa", "cohen_kappa_value", "gwet_ac1", "judge_vs_human",
     "kappa_bootstrap_interval", "kappa_from_table", "krippendorff_alpha",
     "krippendorff_alpha_interval", "retest_agreement",

@@ -10,9 +10,8 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, label_array,
-                                                   index_queries)
-from eval_harness.metrics.agreement.kappa import cell_codes, kappa_values, counts_per_query
+from eval_harness.metrics.agreement.inputs import AgreementInputError, index_queries, label_array
+from eval_harness.metrics.agreement.kappa import cell_codes, counts_per_query, kappa_values
 from eval_harness.metrics.agreement.results import BootstrapInterval
 
 DEFAULT_RESAMPLES = 2000

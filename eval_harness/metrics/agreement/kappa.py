@@ -13,8 +13,12 @@ from typing import Literal
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, category_array,
-                                                   check_same_length, label_array)
+from eval_harness.metrics.agreement.inputs import (
+    AgreementInputError,
+    category_array,
+    check_same_length,
+    label_array,
+)
 from eval_harness.metrics.agreement.results import BinaryTable, KappaResult
 
 Weights = Literal["quadratic", "linear"]

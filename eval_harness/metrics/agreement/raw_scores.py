@@ -8,10 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, check_pairs,
-                                                   score_array)
-from eval_harness.metrics.agreement.results import (AlphaResult, OffsetTest, RankCorrelation,
-                                                    finite_or_none)
+from eval_harness.metrics.agreement.inputs import AgreementInputError, check_pairs, score_array
+from eval_harness.metrics.agreement.results import (
+    AlphaResult,
+    OffsetTest,
+    RankCorrelation,
+    finite_or_none,
+)
 
 
 def krippendorff_alpha_interval(scores1: Sequence[float | None] | np.ndarray,

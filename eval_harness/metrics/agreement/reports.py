@@ -6,22 +6,46 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_harness.metrics.agreement.bootstrap import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES,
-                                                      DEFAULT_SEED, bootstrap_kappa)
-from eval_harness.metrics.agreement.inputs import (DEFAULT_ANCHORS, DEFAULT_THRESHOLD,
-                                                   AgreementInputError, anchor_edges,
-                                                   check_pairs, check_threshold,
-                                                   human_label_array, index_queries,
-                                                   score_array)
-from eval_harness.metrics.agreement.kappa import (Weights, cell_codes, gwet_ac1_from_table,
-                                                  counts_per_query, table_from_counts,
-                                                  kappa_from_table, landis_koch_label,
-                                                  weighted_kappa)
-from eval_harness.metrics.agreement.raw_scores import (alpha_interval, spearman_correlation,
-                                                       score_offset_test)
-from eval_harness.metrics.agreement.results import (AgreementReport, BinaryTable,
-                                                    BootstrapInterval, JudgeHumanReport,
-                                                    KappaResult, QueryKappa)
+from eval_harness.metrics.agreement.bootstrap import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_kappa,
+)
+from eval_harness.metrics.agreement.inputs import (
+    DEFAULT_ANCHORS,
+    DEFAULT_THRESHOLD,
+    AgreementInputError,
+    anchor_edges,
+    check_pairs,
+    check_threshold,
+    human_label_array,
+    index_queries,
+    score_array,
+)
+from eval_harness.metrics.agreement.kappa import (
+    Weights,
+    cell_codes,
+    counts_per_query,
+    gwet_ac1_from_table,
+    kappa_from_table,
+    landis_koch_label,
+    table_from_counts,
+    weighted_kappa,
+)
+from eval_harness.metrics.agreement.raw_scores import (
+    alpha_interval,
+    score_offset_test,
+    spearman_correlation,
+)
+from eval_harness.metrics.agreement.results import (
+    AgreementReport,
+    BinaryTable,
+    BootstrapInterval,
+    JudgeHumanReport,
+    KappaResult,
+    QueryKappa,
+)
 
 
 def agreement_report(scores1: Sequence[float | None] | np.ndarray,

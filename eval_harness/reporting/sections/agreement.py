@@ -10,14 +10,27 @@ import psycopg
 
 from eval_harness.agreement.dataset_agreement import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
-from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, load_record, record_table
+from eval_harness.datasets.ground_truth import last_judged_at
+from eval_harness.judges.dual.record import HEADER as RECORD_HEADER
+from eval_harness.judges.dual.record import load_record, record_table
 from eval_harness.judges.staging.staged import stop_rule, stored_saving
 from eval_harness.reporting import formatting as fmt
+from eval_harness.reporting.blocks import (
+    FAIL,
+    PASS,
+    SECTION_TITLES,
+    WARN,
+    Block,
+    BuiltSection,
+    Check,
+    Details,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+    no_data,
+)
 from eval_harness.reporting.judge_trend import HISTORY, judge_trend_blocks
-from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
-                                           BuiltSection, Check, Details, Metric, Paragraph,
-                                           Section, Table, no_data)
-from eval_harness.datasets.ground_truth import last_judged_at
 from eval_harness.settings import Settings
 
 CHECK_NAME = "Judge agreement gate"

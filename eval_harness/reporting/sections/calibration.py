@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import math
 
-from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
-                                              figure_from_grid, read_grid_history)
-from eval_harness.calibration.intervals import format_interval, interval_level
 from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.history import (
+    calibrated_row,
+    decision_from_grid,
+    figure_from_grid,
+    read_grid_history,
+)
+from eval_harness.calibration.intervals import format_interval, interval_level
 from eval_harness.calibration.judged_at_5 import judged_summary
 from eval_harness.calibration.verdict import VERDICT_LABELS, VerdictBands
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
-                                           Check, Figure, Metric, Paragraph, Section, Table,
-                                           no_data)
+from eval_harness.reporting.blocks import (
+    FAIL,
+    PASS,
+    SECTION_TITLES,
+    WARN,
+    Block,
+    BuiltSection,
+    Check,
+    Figure,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+    no_data,
+)
 from eval_harness.reporting.plots import plot_calibration_grid
 from eval_harness.settings import Settings
 
@@ -52,7 +68,7 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
     alpha = None if decision is None else decision.alpha
     decided = ("Weights: no decision recorded (a calibration from before the decision rule)"
                if decision is None else f"Weights: {decision.sentence}")
-    blocks = (
+    blocks: tuple[Block, ...] = (
         Paragraph(f"**{sentence}.**"),
         Paragraph(f"**{decided}** (max-statistic paired permutation test over the grid "
                   f"against the weights in force; the weights change only when the "
@@ -74,7 +90,8 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
                   f"min(5, relevant) / 5): **{ceiling:.4f}**."),
         *(Paragraph(f"**{line}.**") for line in judged.lines()))
     default_p = float(default["p_at_5"].iloc[0]) if len(default) else None
-    metrics = {"p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
+    metrics: dict[str, Metric] = {
+               "p_at_5_best": float(best["p_at_5"]),  # the grid's, beside the default's
                "best_semantic_weight": float(best["semantic_weight"]),
                "p_at_5_default": default_p, "p_at_5_ceiling": ceiling,
                "verdict": VERDICT_LABELS[verdict], "calibrated_at": calibrated_at.isoformat(),
@@ -114,10 +131,10 @@ def _grid_table(grid) -> Table:
 
 
 def _share(value) -> str:
-    """Judged@5 of a grid row; "n/a" on rows of a history written before it."""
+    """Judged@5 of a grid row; "n/a" where it was not recorded."""
     return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
 
 def _flag(value) -> bool:
-    """A history cell as a bool: NULL (a row from before the column) is False."""
+    """A history cell as a bool: NULL (not recorded) is False."""
     return value is not None and value == value and bool(value)

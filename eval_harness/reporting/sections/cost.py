@@ -7,15 +7,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 
 from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.sql import billed_call_rows, billed_calls_ever, cache_hit_rows
 from eval_harness.judges.protocol import Usage
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (SECTION_TITLES, Block, BuiltSection, Check, Metric,
-                                           Paragraph, Section, Table)
-from eval_harness.judges.client.sql import billed_call_rows, billed_calls_ever, cache_hit_rows
+from eval_harness.reporting.blocks import (
+    SECTION_TITLES,
+    Block,
+    BuiltSection,
+    Check,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+)
 from eval_harness.settings import Settings
 
 COST_WINDOW_DAYS = 30
@@ -140,7 +149,7 @@ def _line_key(line: CostLine) -> tuple[str, str, str]:
     return line.api_name, line.model, line.operation
 
 
-def _cost_totals(lines: Sequence[CostLine]) -> dict[str, Metric]:
+def _cost_totals(lines: Sequence[CostLine]) -> dict[str, Any]:  # numbers, None unknown
     saved = [line.batch_saved_usd for line in lines]
     hits = [line.cache_hits for line in lines]
     retests = [line for line in lines if line.operation.endswith(RETEST)]
@@ -177,14 +186,14 @@ def _cost_table(lines: Sequence[CostLine], caption: str) -> Table:
                  frozenset({len(rows) - 1}), caption)
 
 
-def _retest_sentence(totals: Mapping[str, Metric]) -> str:
+def _retest_sentence(totals: Mapping[str, Any]) -> str:
     return (f"Test-retest (`judge --retest`, the lines marked 'retest'): "
             f"{totals['retest_calls']} call(s) past the reply cache, "
             f"{fmt.usd(totals['retest_cost_usd'])} USD of this run's "
             f"{fmt.usd(totals['cost_usd'])} USD.")
 
 
-def _budget_lines_sentence(totals: Mapping[str, Metric], settings: Settings) -> str:
+def _budget_lines_sentence(totals: Mapping[str, Any], settings: Settings) -> str:
     """Each budget line of the run: the labels against ``judges.budget_usd``, the lines
     marked 'retest' and 'anchor' against their own (a run's budgets are per process: with
     shards, per shard)."""
@@ -205,7 +214,7 @@ def _budget_lines_sentence(totals: Mapping[str, Metric], settings: Settings) -> 
             + "; ".join(parts) + ".")
 
 
-def _cost_sentence(scope: str, totals: Mapping[str, Metric]) -> str:
+def _cost_sentence(scope: str, totals: Mapping[str, Any]) -> str:
     return (f"{scope}: {totals['calls']} billed call(s) ({totals['batch_calls']} in batches), "
             f"{fmt.usd(totals['cost_usd'])} USD; batch discount saved "
             f"{fmt.usd(totals['batch_saved_usd'])} USD; {fmt.count(totals['cache_hits'])} cache "

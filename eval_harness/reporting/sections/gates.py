@@ -5,7 +5,7 @@ the gate recorded."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import psycopg
@@ -18,9 +18,20 @@ from eval_harness.gates.runner import summarize_gates
 from eval_harness.gates.sql import answers_with_result, gate_results_as_of, latest_answer_at
 from eval_harness.gates.window import TimeWindow
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
-                                           BuiltSection, Check, Metric, Paragraph, Section,
-                                           Table, no_data)
+from eval_harness.reporting.blocks import (
+    FAIL,
+    PASS,
+    SECTION_TITLES,
+    WARN,
+    Block,
+    BuiltSection,
+    Check,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+    no_data,
+)
 from eval_harness.settings import Settings
 
 WORST_SHOWN = 5          # worst answers listed per gate and day
@@ -87,7 +98,7 @@ def gates_section(conn: psycopg.Connection, settings: Settings, days: Sequence[d
 
 def _latest_answer_day(conn: psycopg.Connection, relation) -> list[date]:
     latest = latest_answer_at(conn, relation)
-    return [] if latest is None else [latest.astimezone(timezone.utc).date()]
+    return [] if latest is None else [latest.astimezone(UTC).date()]
 
 
 def _gate_status(summary: GateSummary) -> str:

@@ -9,8 +9,17 @@ from datetime import datetime
 import psycopg
 
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (FAIL, NO_DATA, PASS, SECTION_TITLES, WARN, Check,
-                                           Paragraph, Section, Table)
+from eval_harness.reporting.blocks import (
+    FAIL,
+    NO_DATA,
+    PASS,
+    SECTION_TITLES,
+    WARN,
+    Check,
+    Paragraph,
+    Section,
+    Table,
+)
 
 
 def summary_section(conn: psycopg.Connection, run_id: str | None, dataset: str,

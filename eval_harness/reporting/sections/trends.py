@@ -10,11 +10,25 @@ from datetime import datetime
 from eval_harness.calibration.verdict import VerdictBands
 from eval_harness.gates.registry import enabled_gate_names
 from eval_harness.reporting import formatting as fmt
-from eval_harness.reporting.blocks import (NO_DATA, SECTION_TITLES, Block, BuiltSection, Figure,
-                                           Metric, Paragraph, Section, Table)
+from eval_harness.reporting.blocks import (
+    NO_DATA,
+    SECTION_TITLES,
+    Block,
+    BuiltSection,
+    Figure,
+    Metric,
+    Paragraph,
+    Section,
+    Table,
+)
+from eval_harness.reporting.plots import (
+    plot_cost_trend,
+    plot_gate_trend,
+    plot_kappa_trend,
+    plot_p_at_5_trend,
+    pooled_days,
+)
 from eval_harness.reporting.run_history import read_run_history, record_run, runs_table
-from eval_harness.reporting.plots import (plot_cost_trend, plot_gate_trend, plot_kappa_trend,
-                                          plot_p_at_5_trend, pooled_days)
 from eval_harness.settings import Settings
 
 TREND_PLOTS = ("trend-kappa.png", "trend-p-at-5.png", "trend-gates.png", "trend-cost.png")

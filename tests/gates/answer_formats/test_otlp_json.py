@@ -8,9 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
-                                               json_stream, read_answer_records)
 from eval_harness.gates.answer_checks import AnswersFileError
+from eval_harness.gates.answer_formats import (
+    detect_format,
+    import_answers_file,
+    json_stream,
+    read_answer_records,
+)
 from traced_rag import otlp_json_lines, run_rag
 
 

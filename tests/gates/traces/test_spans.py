@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from eval_harness.gates.traces import Span, answers_from_spans, flat_attributes
 
-T0 = datetime(2026, 3, 3, 9, 15, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 3, 9, 15, tzinfo=UTC)
 
 
 def span(trace, span_id, kind, *, parent=None, at=0, length=1, **attributes):

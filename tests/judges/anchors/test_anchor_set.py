@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from judge_runs import LLM, quiet, small_dataset
 from eval_harness.judges.anchors.anchor_set import choose_anchors
 from eval_harness.judges.anchors.drift import drift_reasons, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
-
+from judge_runs import LLM, quiet, small_dataset
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 
 from colliding_processes import beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.anchors import anchor_set as anchors_module
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.local import relevance
 from eval_harness.settings.judges import AnchorSettings
-from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import judge_settings
 
 LOCAL = {"judge1": "local:lexical", "judge2": "local:embedding"}

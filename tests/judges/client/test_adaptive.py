@@ -11,19 +11,19 @@ import math
 import time
 import uuid
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter, RateController, RateSignal
-from eval_harness.judges.client.rate_headers import parse_reset
 from eval_harness.judges.client.providers import provider
-from eval_harness.settings.judges import RateLimit
-from eval_harness.judges.protocol import Outcome
+from eval_harness.judges.client.rate_headers import parse_reset
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.protocol import Outcome
+from eval_harness.settings.judges import RateLimit
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
-NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 NONE_LEFT = {"x-ratelimit-remaining-requests": "0"}  # a 429 with this is congestion
 NONE_LEFT_SIGNAL = RateSignal(requests_remaining=0)
 

@@ -1,5 +1,5 @@
 """Telling a stray 429 from congestion, easing on a low ``remaining``, and a quota shared with
-another client (issue #20): the controller and limiter on a fake clock, a simulated shared
+another client: the controller and limiter on a fake clock, a simulated shared
 bucket, and real SDK requests against the fake server under random refusals."""
 
 from __future__ import annotations
@@ -8,19 +8,19 @@ import asyncio
 import math
 import random
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter, RateController, RateSignal
 from eval_harness.judges.client.providers import provider
-from eval_harness.settings.judges import RateLimit, RetrySettings
-from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.client.retry import RetryPolicy
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.protocol import Outcome
+from eval_harness.settings.judges import RateLimit, RetrySettings
 from fake_llm_server import FakeLLMServer, FakeTime, judge_settings
 
-NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 
 
 def _limiter(time_: FakeTime, rpm: float = 3000, **options):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from cost_logs import cache_hits_by_model as _hits
 from eval_harness.judges.client.ledger import JudgeLedger
 from eval_harness.judges.protocol import Completion, Usage
-from cost_logs import cache_hits_by_model as _hits
 
 
 def test_ledger_counts_hits_per_provider_model_and_operation(conn):

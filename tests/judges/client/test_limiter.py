@@ -1,4 +1,4 @@
-"""The rate limiter's ceiling, counted from the start (issue #31 item 7).
+"""The rate limiter's ceiling, counted from the start.
 
 Requests are acquired back to back on a fake clock (FakeTime), as a run with calls queued at
 the limiter asks for them, and the moments they are let through are counted: in the first
@@ -14,9 +14,9 @@ import bisect
 import math
 
 import pytest
-from fake_llm_client import FakeTime
 
 from eval_harness.judges.client.limiter import RateLimiter
+from fake_llm_client import FakeTime
 
 EPS = 1e-6  # seconds: the fake clock adds up float waits
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval_harness.settings.judges import Price
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Message, Usage
+from eval_harness.settings.judges import Price
 
 
 def test_prices_match_by_longest_prefix_and_apply_batch_discount():

@@ -1,9 +1,9 @@
 """The provider registry: a third provider is one module and one registry line.
 
 ``vllm_provider`` (tests/support/) is an OpenAI-compatible local server with its own key
-variable and no key required; registered with one line, it is accepted by config validation, its requests
-go through the real pipeline to the fake server, its errors are classified by its own module
-and the doctor names its key variable. And an unused provider's SDK is never imported.
+variable and no key required; registered with one line, it is accepted by config validation, its
+requests go through the real pipeline to the fake server, its errors are classified by its own
+module and the doctor names its key variable. And an unused provider's SDK is never imported.
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from dataclasses import replace
 import pytest
 
 from eval_harness.cli.doctor_judges import check_judge_key, effective_judges
-from eval_harness.judges.client.providers import (provider, register_provider,
-                                                  unregister_provider)
+from eval_harness.judges.client.providers import provider, register_provider, unregister_provider
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.session import JudgeSession
 from eval_harness.judges.protocol import Outcome
 from eval_harness.settings import ConfigError
 from eval_harness.settings.judges import RateLimit, parse_judge_settings
-from fake_llm_server import Fault, FakeTime, judge_settings
+from fake_llm_server import FakeTime, Fault, judge_settings
 from paths import REPO
 
 

@@ -1,4 +1,4 @@
-"""The reply cache key names the server (issue #12): two servers speaking one API with a model
+"""The reply cache key names the server: two servers speaking one API with a model
 of the same name never answer for each other, a rerun against the same server (however its
 URL is spelled) is served from the cache, and rows written under the old key recipe (no
 server in it) are never read. Real SDKs against two fake servers, on a real store."""
@@ -17,8 +17,8 @@ import pytest
 from eval_harness.judges.client.providers import endpoint_of, provider
 from eval_harness.judges.client.providers.base import normalised_base_url
 from eval_harness.judges.client.reply_cache import cache_key, request_server
-from eval_harness.judges.protocol import ChatRequest, Message
 from eval_harness.judges.client.session import JudgeSession, JudgeUnavailable
+from eval_harness.judges.protocol import ChatRequest, Message
 from fake_llm_server import FakeLLMServer, FakeTime, default_reply, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]

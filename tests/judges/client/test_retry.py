@@ -1,4 +1,4 @@
-"""Error classes of the judge pipeline, quota exhaustion above all (issue #12): an account
+"""Error classes of the judge pipeline, quota exhaustion above all: an account
 without quota or credit is not a rate limit. It is not retried, says so in one sentence
 naming the provider (never the key), and stops the run instead of failing every pair alike.
 
@@ -18,10 +18,10 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.client.retry import classify_error
-from eval_harness.judges.client.stops import QuotaExhausted, RunStopped
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import QuotaExhausted, RunStopped
+from eval_harness.judges.dual.run import judge_dataset
 from fake_llm_server import QUOTA_FAULTS, FakeTime, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]

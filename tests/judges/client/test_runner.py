@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import pytest
 
-from eval_harness.settings.judges import RateLimit, RetrySettings
 from eval_harness.judges.client.limiter import RateLimiter
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.client.stops import BudgetExhausted
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import BudgetExhausted
+from eval_harness.judges.protocol import Outcome
+from eval_harness.settings.judges import RateLimit, RetrySettings
 from fake_llm_server import MALFORMED_REPLY, FakeLLMServer, FakeTime, Fault, judge_settings
 
 SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
@@ -133,7 +133,7 @@ def test_gives_up_after_four_retries(spec, settings, conn, fake, time_):
     assert session.stats.failed_calls == 1 and session.stats.billed_calls == 0
 
 
-# 401 / 403 are not client errors that fail one pair: they stop the run (issue #16, see
+# 401 / 403 are not client errors that fail one pair: they stop the run (see
 # tests/judges/client/test_runner_faults.py)
 @pytest.mark.parametrize("status", ["400", "404"])
 @pytest.mark.parametrize("spec", SPECS)
@@ -336,7 +336,7 @@ def test_cost_rows_equal_billed_calls_under_faults(settings, conn, fake, time_):
     assert len(costs) == stats.billed_calls == sum(r.calls for r in results)
     assert sum(c[5] for c in costs) == pytest.approx(stats.cost_usd)
     prices = PriceTable(config.judges.prices)
-    for api, model, tokens_in, tokens_out, cached, cost in costs:
+    for _api, model, tokens_in, tokens_out, _cached, cost in costs:
         price = prices.lookup(model)
         assert cost == pytest.approx((tokens_in * price.input + tokens_out * price.output) / 1e6)
     retries = _rows(conn, "api_retry_log", session.run_id)

@@ -1,4 +1,4 @@
-"""Issue #16, judges: a rejected key stops the run naming the provider (never the key), retry
+"""Judges: a rejected key stops the run naming the provider (never the key), retry
 rows survive a kill, and pairs left unscored can be re-asked (``judge --retry-unscored``).
 
 Real store, real SDKs against the fake server (tests/support/fake_llm_server.py).
@@ -24,14 +24,13 @@ import openai
 import pytest
 
 from beir_factory import ingest_aspirin_dataset
-from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.client.retry import classify_error
-from eval_harness.judges.client.stops import AuthenticationRejected, RunStopped
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import AuthenticationRejected, RunStopped
+from eval_harness.judges.dual.run import judge_dataset
 from fake_llm_server import FakeTime, default_reply, judge_settings
-from paths import REPO
 from judge_cli_env import judge_cli_environment
+from paths import REPO
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 KEY = "sk-test-secret-0123456789"
@@ -242,8 +241,8 @@ judges:
 
 
 def _judge(config: str, *extra: str) -> tuple[int, str]:
-    from eval_harness_pipelines import cli  # noqa: F401 (the CLI as users run it)
     from eval_harness.cli import main
+    from eval_harness_pipelines import cli  # noqa: F401 (the CLI as users run it)
 
     return main(["--config", config, "judge", *extra]), ""
 

@@ -1,4 +1,4 @@
-"""Fallback notices belong to a run, not to the process (issue #12): two sessions in one
+"""Fallback notices belong to a run, not to the process: two sessions in one
 process (tests, Dagster's in-process executor) each say theirs, once per run; sessions of one
 run share a FallbackNotices and say it once between them."""
 
@@ -81,9 +81,9 @@ def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkey
     """The judged gates of one build share one record: grounding and answer_reward, their
     version strings and every session they open say each fallback notice once."""
     from eval_harness.gates.answers import import_answers
-    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.gates.window import TimeWindow
 
     sample = REPO / "datasets/answers/sample_answers.jsonl"
     relation = keyless.quality_gates.answers_relation
@@ -101,7 +101,7 @@ def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkey
 
 
 def test_one_command_says_each_notice_once_across_its_runs(keyless, conn, caplog):
-    """A command is many runs (issue #20: `run.sh` said it 17 times): inside the command
+    """A command is many runs (`run.sh` is 17 of them): inside the command
     scope the second run's sessions stay quiet; outside it each run says its own."""
     from eval_harness.judges.client.notice_scope import said_once_per_command
 

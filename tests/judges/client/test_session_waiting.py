@@ -1,6 +1,6 @@
 """A slow run explains itself: the judge summary counts the requests a provider refused and
-the time spent waiting (issue #20), and a server that asks to wait far longer than calls wait
-is said once, with the figure (issue #26). Real SDKs against the fake server, fake time."""
+the time spent waiting, and a server that asks to wait far longer than calls wait
+is said once, with the figure. Real SDKs against the fake server, fake time."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.judges.dual.run import judge_dataset_async
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.client.retry import WaitAsked, wait_asked_notice
 from eval_harness.judges.client.session import JudgeSession
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.judges.dual.run import judge_dataset_async
 from fake_llm_server import FakeTime, Fault, judge_settings
 
 DAY = "the openai server asked to wait 86400 s (1 day) before retrying"

@@ -12,16 +12,15 @@ import pytest
 
 from beir_factory import ingest_aspirin_dataset
 from colliding_processes import beir
-from judge_runs import LLM
-from eval_harness.settings.judges import StagedSettings
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.judges.client.pricing import PriceTable, estimated_input_tokens
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.client.pricing import PriceTable, estimated_input_tokens
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.settings.judges import StagedSettings
 from eval_harness_pipelines import cli
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
-
+from judge_runs import LLM
 
 
 @pytest.fixture
@@ -173,7 +172,7 @@ def test_input_estimate_counts_characters_and_messages(settings, fake):
 
 
 # ---------------------------------------------------------------------------------------
-# Shards and staged judging: the dry run plans what that run does (issue #26.6)
+# Shards and staged judging: the dry run plans what that run does
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ from dataclasses import replace
 import pytest
 
 from colliding_processes import beir
-from judge_runs import LLM, quiet
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
-from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import judge_settings
-
+from judge_runs import LLM, quiet
 
 
 @pytest.fixture

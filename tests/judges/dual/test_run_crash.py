@@ -22,15 +22,14 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.client.ledger import BatchedRequest, BatchReply, JudgeLedger
-from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.settings.judges import BatchSettings
 from fake_llm_server import FakeTime, default_reply, judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the corpus of dual/test_run.py
 from paths import REPO
-
 
 # A judge run in its own process (the one that gets killed); arguments as one JSON object.
 CHILD = """

@@ -10,10 +10,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noqa: F401
-                                 ledger_counts, lock_waiters, wait_until)
-from eval_harness.judges.dual.run import JUDGE_LOCK_PREFIX
+from colliding_processes import (  # noqa: F401
+    child_env,
+    cli,
+    fake,
+    fake_keys,
+    finish,
+    ledger_counts,
+    lock_waiters,
+    wait_until,
+)
 from eval_harness.judges.dual.plan import PlannedQuery
+from eval_harness.judges.dual.run import JUDGE_LOCK_PREFIX
 from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard_of
 from judge_projects import clean_judge_run, judge_project, judged_rows
 
@@ -100,7 +108,7 @@ def _question(record) -> int:
 
 
 def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, fake):
-    """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3` (issue #26.1): four processes
+    """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3`: four processes
     with requests in flight at the same time, the layouts' shards overlapping. Every distinct
     request is sent (and paid) once, one cost row per cache row; a process reaching a query
     that another is judging judges its other queries first, says it waits, then answers that
@@ -134,8 +142,8 @@ def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, 
                 gate.execute("SELECT pg_advisory_unlock(hashtext(%s))",
                              (f"{JUDGE_LOCK_PREFIX}jd#{shard}",))
                 name = shard.replace("/", "of")
-                wait_until(lambda: free <= {_question(r) for r in fake.chat_records()
-                                            if _asker(r) == name},
+                wait_until(lambda free=free, name=name: free <= {
+                               _question(r) for r in fake.chat_records() if _asker(r) == name},
                            what=f"shard {shard} to ask", processes=list(runs.values()),
                            timeout=90)
         finally:
@@ -187,11 +195,11 @@ judges: {{shards: 2, hybrid_top_k: 1}}
 
 def test_the_shard_asset_is_partitioned_by_judges_shards_and_judges_one_shard(
         shard_project, store, conn):
-    from eval_harness_pipelines.definitions import build_defs
+    from eval_harness.settings import load_settings
     from eval_harness_pipelines.assets.judging import SHARD_ASSET
+    from eval_harness_pipelines.definitions import build_defs
     from eval_harness_pipelines.jobs import MAIN_JOB, NIGHTLY_JOB, SHARD_JOB
     from eval_harness_pipelines.resources import default_resources
-    from eval_harness.settings import load_settings
 
     settings = load_settings(Path(shard_project["config"]), environ={"DATABASE_URL": store.url})
     defs = build_defs(settings)

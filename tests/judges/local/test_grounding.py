@@ -6,13 +6,24 @@ import json
 
 import pytest
 
-from eval_harness.judges.local.grounding import (WHOLE_SOURCE_CHARS, Claim, SourceIndex,
-                                                 align_answer, checkable_claims, figures)
-from eval_harness.judges.local.text import sentence_bounds
-from eval_harness.judges.local.verdicts import (CANNOT_TELL, CANNOT_TELL_MARGIN, SUPPORTED,
-                                                    UNSUPPORTED, check_grounding_aligned,
-                                                    verdict)
+from eval_harness.judges.local.grounding import (
+    WHOLE_SOURCE_CHARS,
+    Claim,
+    SourceIndex,
+    align_answer,
+    checkable_claims,
+    figures,
+)
 from eval_harness.judges.local.relevance import check_grounding_locally, claim_support
+from eval_harness.judges.local.text import sentence_bounds
+from eval_harness.judges.local.verdicts import (
+    CANNOT_TELL,
+    CANNOT_TELL_MARGIN,
+    SUPPORTED,
+    UNSUPPORTED,
+    check_grounding_aligned,
+    verdict,
+)
 from eval_harness.judges.prompts import truncate
 
 T = 0.66  # judges.local.lexical_support

@@ -52,8 +52,8 @@ def test_leave_one_set_out_beats_the_baseline_on_every_held_out_set(figures):
 
 
 def test_the_shipped_threshold_is_the_configured_one(figures):
-    from eval_harness.settings.judges import LocalJudgeSettings
     from eval_harness.settings import load_settings
+    from eval_harness.settings.judges import LocalJudgeSettings
 
     configured = load_settings(REPO / "config.yaml", environ={}).judges.local.lexical_support
     assert figures.shipped_threshold == configured == LocalJudgeSettings().lexical_support

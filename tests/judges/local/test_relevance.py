@@ -9,12 +9,19 @@ import json
 import numpy as np
 import pytest
 
-from eval_harness.settings.judges import LocalJudgeSettings
-from eval_harness.judges.local.relevance import (EmbeddingJudge, LexicalJudge, check_grounding_locally,
-                                       evaluate_answer_locally, lexical_relevance,
-                                       lexical_support, reflect_locally, trigram_support)
+from eval_harness.judges.local.relevance import (
+    EmbeddingJudge,
+    LexicalJudge,
+    check_grounding_locally,
+    evaluate_answer_locally,
+    lexical_relevance,
+    lexical_support,
+    reflect_locally,
+    trigram_support,
+)
 from eval_harness.judges.protocol import Judge, Outcome, Passage
 from eval_harness.metrics.agreement import cohen_kappa
+from eval_harness.settings.judges import LocalJudgeSettings
 from paths import REPO
 
 SOURCES = ["Aspirin reduces the risk of heart attack by 20% in adults over 50. "

@@ -9,18 +9,17 @@ from dataclasses import replace
 
 import pytest
 
-from judge_runs import LLM, quiet, small_dataset
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
-from eval_harness.judges.retest.self_agreement import retest_sample, stored_retests
 from eval_harness.judges.dual.run import judge_dataset
+from eval_harness.judges.retest.self_agreement import retest_sample, stored_retests
 from eval_harness.settings.judges import RetestSettings
 from eval_harness_pipelines import cli
 from fake_llm_judges import JudgeBehaviours, NoisyJudge
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
-
+from judge_runs import LLM, quiet, small_dataset
 
 
 @pytest.fixture

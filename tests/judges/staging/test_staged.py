@@ -13,16 +13,21 @@ import pytest
 from colliding_processes import beir
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.judge_pairs import load_final_labels
-from eval_harness.agreement.review import queue_disagreements
 from eval_harness.agreement.labels import load_judge_labels
-from eval_harness.settings.judges import StagedSettings, parse_judge_settings
+from eval_harness.agreement.review import queue_disagreements
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.staging.staged import (interim_looks, sample_order, sample_sizes,
-                                               stop_rule, stored_saving)
+from eval_harness.judges.staging.staged import (
+    interim_looks,
+    sample_order,
+    sample_sizes,
+    stop_rule,
+    stored_saving,
+)
 from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings import AgreementSettings, ConfigError
-from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.settings.judges import StagedSettings, parse_judge_settings
 from fake_llm_server import default_reply, judge_settings
 
 N_QUERIES = 12

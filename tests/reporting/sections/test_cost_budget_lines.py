@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from eval_harness.reporting.sections.cost import cost_section
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
@@ -22,7 +22,7 @@ def test_the_budget_lines_are_shown_with_their_budgets(settings, conn):
     config = replace(settings, judges=replace(
         settings.judges, budget_usd=10.0, retest=RetestSettings(True, budget_usd=1.5),
         anchors=AnchorSettings(True)))
-    built = cost_section(conn, config, run, datetime.now(timezone.utc))
+    built = cost_section(conn, config, run, datetime.now(UTC))
     conn.rollback()
     assert (built.metrics["anchor_calls"], built.metrics["anchor_cost_usd"]) == (2, 0.125)
     assert (built.metrics["retest_calls"], built.metrics["retest_cost_usd"]) == (1, 0.125)

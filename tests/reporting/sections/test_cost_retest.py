@@ -4,7 +4,7 @@ line, and says what they cost."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.reporting.sections.cost import cost_lines, cost_section
@@ -22,7 +22,7 @@ def test_retest_calls_are_a_line_of_their_own(settings, conn):
     assert [(line.operation, line.calls, line.cost_usd) for line in lines] == [
         ("relevance", 2, 0.75), ("relevance (retest)", 3, 0.375)]
 
-    built = cost_section(conn, settings, run, datetime.now(timezone.utc))
+    built = cost_section(conn, settings, run, datetime.now(UTC))
     conn.rollback()
     assert built.metrics["retest_calls"] == 3 and built.metrics["retest_cost_usd"] == 0.375
     assert built.metrics["cost_usd"] == 1.125

@@ -16,14 +16,13 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from eval_harness.settings.judges import (CHAT_PROVIDERS, add_chat_provider,
-                                          remove_chat_provider)
+from eval_harness.settings.judges import CHAT_PROVIDERS, add_chat_provider, remove_chat_provider
 
 if TYPE_CHECKING:
     from eval_harness.judges.client.providers.base import Provider
 
 _MODULES: dict[str, str] = {}  # providers registered at run time: name -> module
-_LOADED: dict[str, "Provider"] = {}
+_LOADED: dict[str, Provider] = {}
 
 
 def register_provider(name: str, module: str) -> None:
@@ -41,7 +40,7 @@ def unregister_provider(name: str) -> None:
         remove_chat_provider(name)
 
 
-def provider(name: str) -> "Provider":
+def provider(name: str) -> Provider:
     """The provider named ``name``, its module imported on first use. Raises LookupError for
     a name that is no chat provider."""
     found = _LOADED.get(name)

@@ -12,14 +12,22 @@ spend limit, or a 400 whose message says the credit balance is too low (see
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import anthropic
 
-from eval_harness.judges.client.providers.base import (BadProviderResponse, BatchState,
-                                                       Provider, RetryDecision, decide_status,
-                                                       error_code_of, parsed, quota_code)
+from eval_harness.judges.client.providers.base import (
+    BadProviderResponse,
+    BatchState,
+    Provider,
+    RetryDecision,
+    decide_status,
+    error_code_of,
+    parsed,
+    quota_code,
+)
 from eval_harness.judges.client.rate_headers import RateSignal, read_rate_signal
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
@@ -75,9 +83,10 @@ class AnthropicClient:
         return _completion(message), raw.headers
 
     async def submit_batch(self, items: Sequence[tuple[str, ChatRequest]]) -> str:
-        batch = await self._client.messages.batches.create(
-            requests=[{"custom_id": custom_id, "params": self.params(request)}
-                      for custom_id, request in items])
+        # params() builds the Messages API's arguments as a plain dict
+        batch = await self._client.messages.batches.create(requests=[
+            {"custom_id": cid, "params": self.params(request)}  # type: ignore[typeddict-item]
+            for cid, request in items])
         return batch.id
 
     async def batch_state(self, batch_id: str) -> BatchState:

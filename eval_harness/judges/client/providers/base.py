@@ -25,11 +25,13 @@ message) by custom id.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from eval_harness.errors import InvalidInput
 from eval_harness.judges.client.rate_headers import RateSignal, retry_after_seconds
 from eval_harness.settings.judges import RateLimit
 
@@ -62,13 +64,13 @@ class RetryDecision:
 
     @classmethod
     def no(cls, kind: str, status_code: int | None = None,
-           code: str | None = None) -> "RetryDecision":
+           code: str | None = None) -> RetryDecision:
         """Not retried: waiting cannot fix it."""
         return cls(kind, False, status_code, None, code)
 
     @classmethod
     def transient(cls, kind: str, status_code: int | None = None,
-                  retry_after: float | None = None) -> "RetryDecision":
+                  retry_after: float | None = None) -> RetryDecision:
         """Retried after a backoff, never sooner than the server's ``retry_after``."""
         return cls(kind, True, status_code, retry_after)
 
@@ -108,7 +110,7 @@ def normalised_base_url(url: str) -> str:
     except ValueError:  # a port that is not a number
         host, port = None, None
     if scheme not in _DEFAULT_PORTS or not host:
-        raise ValueError("a base URL must look like https://host[:port]/path")
+        raise InvalidInput("a base URL must look like https://host[:port]/path")
     if ":" in host:  # an IPv6 address keeps its brackets
         host = f"[{host}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
@@ -160,11 +162,11 @@ class Provider:
     def __repr__(self) -> str:
         return f"<provider {self.name}>"
 
-    def api_key(self, settings: "Settings") -> str | None:
+    def api_key(self, settings: Settings) -> str | None:
         """The API key the settings hold for this provider (None: not set)."""
         return settings.judges.provider_variables.get(self.key_variable) or None
 
-    def configured_base_url(self, settings: "Settings") -> str | None:
+    def configured_base_url(self, settings: Settings) -> str | None:
         """The base URL the settings point this provider at (None: its default server)."""
         return settings.judges.provider_variables.get(self.base_url_variable) or None
 

@@ -11,18 +11,26 @@ duration (``"6m0s"``, ``"20ms"``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Mapping, Sequence
+from typing import Any, Final
 
 import openai
 
-from eval_harness.judges.client.providers.base import (BadProviderResponse, BatchState,
-                                                       Provider, RetryDecision, decide_status,
-                                                       error_code_of, parsed, quota_code)
+from eval_harness.judges.client.providers.base import (
+    BadProviderResponse,
+    BatchState,
+    Provider,
+    RetryDecision,
+    decide_status,
+    error_code_of,
+    parsed,
+    quota_code,
+)
 from eval_harness.judges.client.rate_headers import RateSignal, read_rate_signal
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
-CHAT_ENDPOINT = "/v1/chat/completions"
+CHAT_ENDPOINT: Final = "/v1/chat/completions"
 FINAL_BATCH_STATUSES = ("completed", "failed", "expired", "cancelled")
 
 
