@@ -76,13 +76,6 @@ def test_a_signal_another_handler_took_is_still_seen():
         assert stopping.requested() == signal.SIGTERM
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    yield server
-    server.release_replies()
-
-
 def _session(settings, conn, fake) -> JudgeSession:
     config = judge_settings(settings, fake, judge1="openai:gpt-4o", judge2="local:lexical",
                             concurrency=2)

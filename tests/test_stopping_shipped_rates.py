@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (CLI, beir, child_env, cli,  # noqa: F401 (fake)
-                                 dagster_run_statuses, fake, fake_keys, finish, ledger_counts,
+from colliding_processes import (CLI, beir, child_env, cli,
+                                 dagster_run_statuses, fake_keys, finish, ledger_counts,
                                  python, scalar, shipped_judge_limits, spawn,
                                  two_judges_config, wait_until)
 from signal_runs import (EXIT_CODE, GATE_DAY, gate_config, interrupted_line, judge_config,

@@ -19,10 +19,8 @@ from datetime import date
 
 import pytest
 
-from colliding_processes import (CLI, beir, child_env, cli,  # noqa: F401 (fake)
-                                 dagster_run_statuses, fake, fake_keys, finish, held,
-                                 ledger_counts, lock_waiters, python, scalar, spawn,
-                                 two_judges_config, wait_until)
+from colliding_processes import (beir, child_env, cli, dagster_run_statuses, fake_keys, finish,
+                                 held, ledger_counts, lock_waiters, scalar, wait_until)
 from signal_runs import (EXIT_CODE, GATE_DAY, STOPPED_WITHIN, gate_config, insert_answers,
                          interrupted_line, judge_config, kept_of, library_settings,
                          stop_after_replies)

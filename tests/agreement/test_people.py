@@ -11,7 +11,7 @@ import json
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from eval_harness.agreement.data import dataset_agreement, load_judge_pairs
 from eval_harness.agreement.people import human_verdicts, recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
@@ -32,11 +32,6 @@ from judge_cli_env import judge_cli_environment
 from review_store import read_csv, write_csv
 
 THRESHOLD = 0.5
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path, queries: int = 8) -> str:

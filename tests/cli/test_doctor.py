@@ -74,13 +74,6 @@ def ingested(store):
         conn.commit()
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.echo_auth_on_error = False
-    return server
-
-
 def fake_env(store, fake, **more) -> dict[str, str]:
     return {"DATABASE_URL": store.url, "OPENAI_API_KEY": OPENAI_KEY,
             "ANTHROPIC_API_KEY": ANTHROPIC_KEY, "OPENAI_BASE_URL": fake.openai_base_url,

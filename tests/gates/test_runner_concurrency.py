@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, held, ledger_counts, lock_step, lock_waiters, python,
-                                 scalar, wait_until)
+from colliding_processes import (child_env, cli, fake_keys, finish, held, ledger_counts,
+                                 lock_step, lock_waiters, python, scalar, wait_until)
 from scratch_databases import scratch_database
 from eval_harness.store import migrate
 

@@ -31,11 +31,7 @@ def _replying(score: str):
     return responder
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.responder = _replying("0.2")
-    return server
+pytestmark = pytest.mark.fake_llm(responder=_replying("0.2"))
 
 
 @pytest.fixture

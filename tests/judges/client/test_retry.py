@@ -107,12 +107,6 @@ def test_a_quota_error_echoing_the_key_is_classified_with_the_key_masked():
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    return server
-
-
-@pytest.fixture
 def time_():
     return FakeTime()
 

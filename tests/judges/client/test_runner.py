@@ -25,13 +25,6 @@ SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.echo_auth_on_error = 0.0, 0.0, False
-    return server
-
-
-@pytest.fixture
 def time_():
     return FakeTime()
 

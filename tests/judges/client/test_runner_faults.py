@@ -38,13 +38,6 @@ KEY = "sk-test-secret-0123456789"
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    yield server
-    server.reset()
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     return ingest_aspirin_dataset(conn, tmp_path / "data", "h16c")
 

@@ -22,12 +22,6 @@ DAY = "the openai server asked to wait 86400 s (1 day) before retrying"
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    return server
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     """Two queries, two documents each, with texts no other test used (empty cache)."""
     tag = uuid.uuid4().hex[:8]

@@ -10,7 +10,7 @@ import json
 import asyncio
 import threading
 
-from colliding_processes import beir, fake, fake_keys, two_judges_config  # noqa: F401
+from colliding_processes import beir, fake_keys, two_judges_config
 from colliding_processes import wait_until
 from eval_harness.judges.dual.anchor_sql import frozen_anchors, set_human_labels
 from eval_harness.judges.dual.anchors import stored_comparisons

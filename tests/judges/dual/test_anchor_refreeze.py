@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from eval_harness.judges.dual.anchor_refreeze import frozen_judges
 from eval_harness.judges.dual.anchor_sql import frozen_anchors
 from eval_harness.judges.dual.run import judge_dataset
@@ -20,11 +18,6 @@ from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
 
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int = 6) -> str:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from eval_harness.judges.dual.anchors import (
     choose_anchors, compare_judge, drift_reasons, stored_comparisons)
 from eval_harness.judges.dual.run import judge_dataset
@@ -16,11 +16,6 @@ from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
 
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int) -> str:

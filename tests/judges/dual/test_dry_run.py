@@ -25,14 +25,6 @@ from judge_cli_env import judge_cli_environment
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     return ingest_aspirin_dataset(conn, tmp_path / "data", "dryrun")
 

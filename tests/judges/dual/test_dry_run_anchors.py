@@ -6,21 +6,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-import pytest
-
 from colliding_processes import beir
-from judge_runs import LLM, quiet
+from judge_runs import LLM
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import judge_settings
 
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def test_dry_run_prices_the_anchor_requests_on_their_own_lines(settings, conn, tmp_path, fake):

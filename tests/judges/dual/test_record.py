@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 
-
-import pytest
-
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from eval_harness.agreement.data import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import load_record
@@ -20,11 +17,6 @@ from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours, NoisyJudge
 from fake_llm_server import judge_settings
 
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path) -> str:

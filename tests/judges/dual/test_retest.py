@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from eval_harness.agreement.data import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
@@ -21,11 +21,6 @@ from fake_llm_judges import JudgeBehaviours, NoisyJudge
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
 
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path, *, queries: int = 12, tag: str | None = None) -> str:

@@ -23,14 +23,6 @@ from eval_harness.store.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
 from fake_llm_server import default_reply as _default_responder
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
-from judge_runs import quiet
-
-
-@pytest.fixture
-def fake(server):
-    quiet(server)
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
 
 
 @pytest.fixture

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import signal
 
-from colliding_processes import (child_env, cli, fake, fake_keys,  # noqa: F401 (fixture)
-                                 finish, held, ingest, ledger_counts, lock_step, lock_waiters,
-                                 scalar, wait_until)
+from colliding_processes import (child_env, cli, fake_keys, finish, held, ingest, ledger_counts,
+                                 lock_step, lock_waiters, scalar, wait_until)
 from judge_projects import clean_judge_run, judge_project, judged_rows
 
 

@@ -27,7 +27,7 @@ from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.store.ingest import ingest_beir
-from fake_llm_server import FakeTime, default_reply, judge_settings
+from fake_llm_server import FakeTime, judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the corpus of dual/test_run.py
 from paths import REPO
 
@@ -53,15 +53,6 @@ CHILD = """
                                 run_id=a["run_id"])
     print(json.dumps(summary.to_dict()))
 """
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    server.batch_polls, server.batch_errors = 1, 0
-    yield server
-    server.release_replies()
 
 
 @pytest.fixture

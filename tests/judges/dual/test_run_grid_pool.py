@@ -22,14 +22,6 @@ from eval_harness.store.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_server import judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
-from judge_runs import quiet
-
-
-@pytest.fixture
-def fake(server):
-    quiet(server)
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
 
 
 @pytest.fixture

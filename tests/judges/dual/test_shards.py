@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from colliding_processes import (child_env, cli, fake, fake_keys, finish,  # noqa: F401
+from colliding_processes import (child_env, cli, fake_keys, finish,
                                  ledger_counts, lock_waiters, wait_until)
 from eval_harness.judges.dual.run import JUDGE_LOCK_PREFIX
 from eval_harness.judges.dual.plan import PlannedQuery

@@ -29,15 +29,6 @@ STAGED = StagedSettings(enabled=True, seed=0, first_queries=3, step_queries=3)
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    yield server
-    server.reset()
-    server.responder = default_reply
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     """12 queries, 2 expected documents each plus hybrid hits, texts unique to this test."""
     tag = uuid.uuid4().hex[:8]

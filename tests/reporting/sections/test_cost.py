@@ -26,13 +26,6 @@ from cost_logs import cache_hits_by_model as _hits, calls_and_cost as _cost
 
 # --------------------------------------------------------------------------- cache hit log
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate = 0.0, 0.0
-    return server
-
-
 def test_cache_hits_are_logged_with_the_list_price_they_saved(settings, conn, fake, tmp_path):
     config = judge_settings(settings, fake, judge1="openai:gpt-4o", judge2="local:lexical")
     query = f"aspirin heart attack risk {uuid.uuid4().hex}"
