@@ -155,10 +155,11 @@ def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
         def test_after(conn, n):
             conn.execute("SELECT 1")
     """))
-    # its own basetemp: a pytest run in the default one prunes old sessions there
+    # its own basetemp: a pytest run in the default one prunes old sessions there; without
+    # Phoenix's plugin, as in pyproject.toml's addopts (it imports the whole Phoenix server)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "-p", "no:randomly", f"--basetemp={tmp_path / 'inner'}",
-                             str(suite)], cwd=tmp_path,
+                             "-p", "no:randomly", "-p", "no:phoenix",
+                             f"--basetemp={tmp_path / 'inner'}", str(suite)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=180)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output  # pytest: interrupted
