@@ -21,6 +21,8 @@ from colliding_processes import (CLI, beir, child_env, cli,
 from signal_runs import (EXIT_CODE, GATE_DAY, gate_config, interrupted_line, judge_config,
                          kept_of, library_settings)
 
+pytestmark = pytest.mark.slow
+
 
 def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(
         fresh, tmp_path, fake):

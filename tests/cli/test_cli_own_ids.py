@@ -82,6 +82,7 @@ def checksum(project) -> str:
         return own_store_checksum(conn, "own")
 
 
+@pytest.mark.slow
 def test_a_store_with_own_ids_runs_through_every_command(project, capsys):
     kind, root = project["kind"], project["root"]
     before = checksum(project)

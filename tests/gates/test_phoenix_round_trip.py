@@ -16,6 +16,8 @@ import pytest
 from phoenix_server import free_port, phoenix_server, require_phoenix
 from cli_runs import run_cli
 
+pytestmark = pytest.mark.slow
+
 PROJECT = "default"  # the project Phoenix files spans under without openinference.project.name
 GATES = ("format_compliance", "citation_coverage")
 

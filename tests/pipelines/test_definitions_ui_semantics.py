@@ -316,6 +316,7 @@ def run_gates(defs, instance, day: str):
         partition_key=day, instance=instance, raise_on_error=False)
 
 
+@pytest.mark.slow
 def test_answers_partitions_show_only_current_check_results(store, conn, tmp_path,
                                                             monkeypatch):
     for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",

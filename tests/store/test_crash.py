@@ -117,6 +117,7 @@ def _backend_waiting_on_a_lock(url: str) -> int:
     raise AssertionError("the ingest never waited on the lock")
 
 
+@pytest.mark.slow
 def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
     """A suite on a server that crashes in its second test: the session stops there, the
     reason from the log is printed, and the three tests after it do not run."""

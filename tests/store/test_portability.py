@@ -56,6 +56,7 @@ def install_scan():
     return scan_install()
 
 
+@pytest.mark.slow
 def test_no_avx512_outside_dispatched_functions(install_scan):
     offenders = {scan.path.name: sorted(scan.evex_outside_dispatch)[:5]
                  for scan in install_scan if scan.evex_outside_dispatch}
@@ -125,6 +126,7 @@ def _hnsw_workload(url: str) -> None:
         probe_pgvector(conn)
 
 
+@pytest.mark.slow
 def test_embedded_server_runs_on_a_cpu_without_avx512(qemu, tmp_path):
     from emulated_server import emulated_postgres
 
@@ -133,6 +135,7 @@ def test_embedded_server_runs_on_a_cpu_without_avx512(qemu, tmp_path):
         assert last_crash(log) is None, last_crash(log)
 
 
+@pytest.mark.slow
 def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
     """Migrations, ingest with its HNSW build and hybrid search, all on the emulated CPU."""
     from beir_factory import write_beir
@@ -161,6 +164,7 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
         assert last_crash(log) is None, last_crash(log)
 
 
+@pytest.mark.slow
 def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
     """SandyBridge has AVX but no AVX2/FMA: the locked pgvector build dies there, which is why
     the start-up check asks for x86-64-v3 and the README says so. `doctor` names the crash."""

@@ -33,6 +33,7 @@ def _purposes(conn, run_id):
         "SELECT purpose FROM api_cost_log WHERE run_id = %s ORDER BY id", (run_id,))]
 
 
+@pytest.mark.slow
 def test_a_drifting_judge_is_caught_on_100_anchors_and_only_the_anchors_are_paid(
         settings, conn, tmp_path, fake):
     name = _dataset(conn, tmp_path, queries=24)

@@ -37,6 +37,7 @@ def _requests_by_purpose(conn, run_id):
                              "GROUP BY purpose", (run_id,)).fetchall())
 
 
+@pytest.mark.slow
 def test_noisy_judge_flip_rate_is_measured_within_its_interval(settings, conn, tmp_path, fake):
     """Judge 1 flips a retest label with probability p = 0.2, judge 2 is stable. In each of
     three seeded repetitions (a fresh dataset, a fresh noise seed) the measured flip rate's

@@ -142,6 +142,7 @@ def _batch_run(conn, config, dataset: str, time_: FakeTime, run_id: str | None =
 # Live runs: every paid reply is durable before the next one
 
 
+@pytest.mark.slow
 def test_a_killed_live_run_keeps_every_reply_it_received_and_the_rerun_asks_only_the_rest(
         settings, conn, watch, store, fake, dataset, tmp_path):
     received = 5  # fewer than any query's judgements: no query is written before the kill

@@ -87,6 +87,7 @@ def test_grid_pool_plans_every_grid_top_5_and_pays_only_for_new_pairs(settings, 
     assert _judged(conn, name) == judged
 
 
+@pytest.mark.slow
 def test_cli_grid_pool_option_plans_the_grid_pool(settings, conn, dataset, fake, store,
                                                  tmp_path, monkeypatch, capsys):
     name = dataset["name"]

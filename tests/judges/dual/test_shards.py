@@ -43,6 +43,7 @@ def test_a_bad_shard_is_refused_in_one_sentence(text):
     assert parse_shard("1/4") == (1, 4)
 
 
+@pytest.mark.slow
 def test_two_shard_processes_and_a_duplicate_pay_for_each_pair_once(fresh, tmp_path, fake,
                                                                     server_url):
     """`judge --shard 0/2` and `--shard 1/2` run side by side, and `--shard 0/2` a second time
@@ -99,6 +100,7 @@ def _question(record) -> int:
     return int(json.dumps(record.body).split("question ", 1)[1].split(" ", 1)[0])
 
 
+@pytest.mark.slow
 def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, fake):
     """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3` (issue #26.1): four processes
     with requests in flight at the same time, the layouts' shards overlapping. Every distinct
