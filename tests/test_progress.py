@@ -52,6 +52,7 @@ def recorder() -> tuple[list[tuple[int, int | None]], object]:
 # The helper
 
 
+@pytest.mark.unit
 def test_a_terminal_gets_a_bar_with_the_description_and_the_count():
     stream = FakeTerminal()
     with progress_bar("judging", unit="pair", stream=stream) as progress:
@@ -63,6 +64,7 @@ def test_a_terminal_gets_a_bar_with_the_description_and_the_count():
     assert "%|" in drawn and "\r" in drawn
 
 
+@pytest.mark.unit
 def test_an_unknown_total_counts_up_and_a_later_total_makes_it_a_bar():
     stream = FakeTerminal()
     with progress_bar("gating", unit="answer", stream=stream) as progress:
@@ -72,6 +74,7 @@ def test_an_unknown_total_counts_up_and_a_later_total_makes_it_a_bar():
     assert "3/10" in drawn and "%|" in drawn
 
 
+@pytest.mark.unit
 def test_no_terminal_no_bar_and_no_callback(tmp_path):
     stream = io.StringIO()
     with progress_bar("judging", stream=stream) as progress:
@@ -82,6 +85,7 @@ def test_no_terminal_no_bar_and_no_callback(tmp_path):
     assert (tmp_path / "log.txt").read_text() == ""
 
 
+@pytest.mark.unit
 def test_a_closed_or_odd_stream_is_not_a_terminal(tmp_path):
     stream = (tmp_path / "closed.txt").open("w")
     stream.close()
@@ -124,6 +128,7 @@ class CountingEmbedder:
         return np.array([[len(t), 1.0, 2.0, 3.0] for t in texts], dtype=np.float32)
 
 
+@pytest.mark.unit
 def test_embedding_in_batches_reports_each_batch_and_keeps_the_order():
     calls, progress = recorder()
     embedder = CountingEmbedder()

@@ -60,6 +60,7 @@ def test_final_labels_mean_of_judges_unless_adjudicated(db, dataset):
         (0, "adjudicated"), (0, "judges"), (1, "adjudicated")]
 
 
+@pytest.mark.unit
 def test_gate_uses_the_lower_bound_not_the_point_estimate():
     assert not kappa_gate(lower_bound=0.62, kappa=0.78, floor=0.7, n_scored=50).passed
     assert kappa_gate(lower_bound=0.70, kappa=0.78, floor=0.7, n_scored=50).passed

@@ -185,6 +185,7 @@ def test_asset_check_fails_clearly_when_nothing_is_scored(project, store):
     assert not check.passed and "No (query, document) pair is scored" in check.description
 
 
+@pytest.mark.unit
 def test_agreement_is_its_own_job_until_the_judges_feed_it():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

@@ -104,6 +104,7 @@ def _write(path, dataset, weight):
     return path.read_text()
 
 
+@pytest.mark.unit
 def test_writer_touches_only_the_datasets_own_lines(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(LAYOUT)
@@ -124,6 +125,7 @@ def test_writer_touches_only_the_datasets_own_lines(tmp_path):
     assert text.startswith("# comment at the top\n") and "# heading comment" in text
 
 
+@pytest.mark.unit
 def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"datasets:\r\n  a:\r\n    path: x  # here\r\n  b:\r\n    path: y\r\n")
@@ -137,6 +139,7 @@ def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
                                 "{semantic: 0.8, keyword: 0.2}}}\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, error, message", [
     ("default_dataset: x\n", DatasetNotInConfig, "dataset 'a' has no entry under 'datasets'"),
     ("datasets:\n  b: {path: y}\n", DatasetNotInConfig, "add datasets.a (its path or live"),

@@ -192,6 +192,7 @@ def test_unreachable_store_is_a_fail_line_and_exit_1(tmp_path, monkeypatch, caps
         assert line(out.splitlines(), name).startswith("skip")
 
 
+@pytest.mark.unit
 def test_a_bad_config_is_a_fail_line_not_an_error(tmp_path, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text("hybrid_search: {semantic: 2.0}\n")

@@ -13,6 +13,8 @@ from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.result import GateResult, check_threshold
 from gate_sources import sources
 
+pytestmark = pytest.mark.unit
+
 
 # --- GateResult ------------------------------------------------------------------------------
 

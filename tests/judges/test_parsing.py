@@ -14,6 +14,8 @@ from eval_harness.judges.parsing import (ParseError, extract_json, parse_evaluat
 from eval_harness.judges.protocol import (AnswerEvaluation, ChatRequest, Message,
                                           reward_from_criteria)
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("reply, expected", [
     ("0.7", 0.7), ("0.7.", 0.7), ("Score: 0.7", 0.7), ("**0.7**", 0.7), (" 0.7 \n", 0.7),

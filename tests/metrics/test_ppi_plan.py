@@ -12,6 +12,8 @@ from eval_harness.metrics.ppi import prediction_powered_mean
 from eval_harness.metrics.ppi_plan import (human_labels_for_standard_error, plan_for_power,
                                            plan_for_width)
 
+pytestmark = pytest.mark.unit
+
 Z = norm.ppf(0.975)
 
 

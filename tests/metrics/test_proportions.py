@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from eval_harness.metrics.proportions import wilson_interval
 
+pytestmark = pytest.mark.unit
+
 
 # --- Wilson interval ------------------------------------------------------------------------
 

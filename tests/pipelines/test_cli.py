@@ -98,6 +98,7 @@ def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
     assert code == 0 and json.loads(out)["hits"][0]["external_id"] == "d2"
 
 
+@pytest.mark.unit
 def test_definitions_load_and_validate():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB
@@ -142,6 +143,7 @@ def test_run_command_runs_the_main_job(project, capsys):
     assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
 
 
+@pytest.mark.unit
 def test_run_gates_only_days_that_are_answers_partitions(capsys):
     """Answers dated before partition_start or after today (UTC) are named and skipped
     (the shared test store must not get such answers: other tests gate --since)."""
@@ -176,6 +178,7 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
     assert f"{sys.executable} -m pip install torch==2.13.0 -c " in err  # this venv's own pip
 
 
+@pytest.mark.unit
 def test_nightly_schedules_resolve_to_their_jobs():
     from datetime import datetime, timezone
 

@@ -10,6 +10,8 @@ from eval_harness.gates.registry import build_gates, reward_to_score
 from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, load_settings
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
 
 # --- settings --------------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from eval_harness.settings.judges_anchors import AnchorSettings
 from eval_harness.settings import ConfigError, load_settings
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
 REPO_CONFIG = REPO / "config.yaml"
 
 

@@ -25,6 +25,7 @@ ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROP
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DAGSTER_POSTGRES_URL")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, expected", [
     ("postgresql://u:pw1234@db.example:5432/app",
      "postgresql://u:***@db.example:5432/app"),
@@ -56,6 +57,7 @@ def test_redact_conninfo_hides_every_password_libpq_reads(text, expected):
     assert redact_conninfo(expected) == expected  # redacting twice changes nothing
 
 
+@pytest.mark.unit
 def test_libpq_reads_the_passwords_that_are_redacted():
     """The forms above are what libpq itself takes as a password (not a guess of ours)."""
     parse = psycopg.conninfo.conninfo_to_dict
@@ -211,6 +213,7 @@ def pieces(text: str, size: int = 4) -> set[str]:
     return {text[i:i + size] for i in range(len(text) - size + 1)}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("form", sorted(MALFORMED))
 @pytest.mark.parametrize("command", ["migrate", "report", "doctor", "run"])
 def test_a_malformed_url_names_its_part_and_quotes_nothing_of_the_password(

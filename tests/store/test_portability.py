@@ -97,6 +97,7 @@ def test_scanner_finds_avx512_outside_dispatch_and_allows_it_inside(tmp_path):
     assert "baseline" not in {f for functions in scan.features.values() for f in functions}
 
 
+@pytest.mark.unit
 def test_cpu_check_names_what_is_missing_and_what_to_do():
     check_cpu_supports_embedded(machine="x86_64", flags=set(REQUIRED_X86_64_FLAGS) | {"sse2"})
     check_cpu_supports_embedded(machine="aarch64", flags=set())  # not checked there
@@ -108,6 +109,7 @@ def test_cpu_check_names_what_is_missing_and_what_to_do():
     assert "\n" not in message
 
 
+@pytest.mark.unit
 def test_this_cpu_passes_the_check():
     check_cpu_supports_embedded()  # the suite runs on it, so it must
 

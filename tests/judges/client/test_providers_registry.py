@@ -52,6 +52,7 @@ def _session(settings, conn, time_):
                         **time_.options())
 
 
+@pytest.mark.unit
 def test_config_accepts_a_registered_provider_only():
     with pytest.raises(ConfigError, match=r"unknown provider 'vllm' \(known: openai, "
                                           r"anthropic, local\)"):

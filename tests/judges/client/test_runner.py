@@ -392,6 +392,7 @@ def test_api_keys_never_leak_into_errors_logs_or_reprs(settings, conn, fake, tim
             assert key not in text
 
 
+@pytest.mark.unit
 def test_rate_limiter_spaces_requests_and_tokens_on_a_fake_clock():
     time_ = FakeTime()
 

@@ -61,6 +61,7 @@ def _sdk_error(sdk: str, status: int, body: dict):
     return client._make_status_error_from_response(response)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sdk, status, body", [
     ("openai", 401, {"error": {"message": f"Incorrect API key provided: {KEY}",
                                "type": "invalid_request_error", "code": "invalid_api_key"}}),
@@ -77,6 +78,7 @@ def test_a_rejected_key_is_classified_as_auth_permanent(sdk, status, body):
     assert KEY not in info.message
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_other_client_errors_stay_client_errors(status):
     body = {"error": {"message": "bad", "type": "invalid_request_error", "code": None}}

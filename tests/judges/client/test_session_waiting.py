@@ -81,6 +81,7 @@ def test_a_server_asking_to_wait_a_day_is_said_once_with_the_figure(settings, co
                     "calls were given up: run again later"]
 
 
+@pytest.mark.unit
 def test_the_wait_notice_says_when_sending_was_paused_at_a_time():
     asked = WaitAsked(longest_s=7200.0, calls_given_up=1)
     assert wait_asked_notice("anthropic", asked, max_wait_s=120.0, paused_s=60.0) == (

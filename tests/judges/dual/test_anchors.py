@@ -84,6 +84,7 @@ def test_a_changed_judge_is_compared_on_the_anchors_before_its_labels(
     assert "of the anchors' labels, scores " in line and line in run.format()
 
 
+@pytest.mark.unit
 def test_compare_judge_counts_flips_shift_and_human_agreement():
     frozen = [(0.8, True), (0.2, False), (0.9, None), (0.1, None), (None, True)]
     now = [0.7, 0.6, 0.9, None, 0.9]
@@ -99,6 +100,7 @@ def test_compare_judge_counts_flips_shift_and_human_agreement():
     assert len(reasons) == 2 and "min_human_agreement" in reasons[1]
 
 
+@pytest.mark.unit
 def test_choose_anchors_is_seeded_and_order_free():
     pairs = [(f"q{i}", d) for i in range(20) for d in range(5)]
     chosen = choose_anchors(pairs, size=10, seed=3)

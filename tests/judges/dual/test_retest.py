@@ -106,6 +106,7 @@ def test_nothing_outside_the_retest_is_paid_twice(settings, conn, tmp_path, fake
     assert "- judge 1 (openai:gpt-4o) flips " in markdown and "of pairs unstable" in markdown
 
 
+@pytest.mark.unit
 def test_retest_sample_is_seeded_and_order_free():
     from eval_harness.judges.dual.plan import PlannedQuery
 
@@ -168,6 +169,7 @@ judges:
     assert fake.chat_requests > 0  # the retests, past the cache
 
 
+@pytest.mark.unit
 def test_the_fake_drifting_judge_flips_its_share_after_the_given_requests():
     """The fake provider's drifting judge (the drift check's test double): the base answers up
     to ``after_requests``, then a fixed share of flipped labels and shifted scores."""

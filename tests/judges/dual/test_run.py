@@ -179,6 +179,7 @@ def test_store_dual_judge_scores_has_the_seed_tool_semantics(settings, conn, dat
         store_dual_judge_scores(query_id, query, [{"id": "x"}], conn=conn, settings=config)
 
 
+@pytest.mark.unit
 def test_pair_kappa_binarizes_strictly_above_the_threshold():
     # the seed's example: [0.8, 0.6, 0.3, 0.9, 0.4] vs [0.7, 0.6, 0.2, 0.8, 0.4] agree fully
     assert pair_kappa([0.8, 0.6, 0.3, 0.9, 0.4], [0.7, 0.6, 0.2, 0.8, 0.4], threshold=0.5) == 1.0
@@ -294,6 +295,7 @@ def test_asset_materializes_with_the_summary_in_its_metadata(project, store):
     assert metadata["run_id"].value == result.run_id
 
 
+@pytest.mark.unit
 def test_definitions_include_the_judging_asset():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

@@ -18,12 +18,14 @@ from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard
 from judge_projects import clean_judge_run, judge_project, judged_rows
 
 
+@pytest.mark.unit
 def test_a_query_shard_is_a_pinned_hash_of_its_external_id():
     # sha256("q0")[:8] as a big-endian integer is ...7 mod 8 (python -c, hashlib)
     assert [shard_of(x, 8) for x in ("q0", "q1", "q2", "1", "abc")] == [7, 2, 3, 1, 2]
     assert all(shard_of(f"q{i}", 1) == 0 for i in range(50))
 
 
+@pytest.mark.unit
 def test_shards_partition_the_queries_completely_and_evenly():
     planned = [PlannedQuery(i, f"query-{i}", "text", None, (i,)) for i in range(800)]
     shards = [queries_of_shard(planned, (i, 8)) for i in range(8)]
@@ -36,6 +38,7 @@ def test_shards_partition_the_queries_completely_and_evenly():
     assert queries_of_shard(planned, None) == planned
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", ["2/2", "-1/2", "a/b", "1", "0/0", ""])
 def test_a_bad_shard_is_refused_in_one_sentence(text):
     with pytest.raises(ValueError, match="a shard is i/n with 0 <= i < n"):
