@@ -2,7 +2,7 @@
 
 An ingested dataset is (re)ingested from its folder; a live one is attached in place: its
 mapping checked, its ground truth mirrored and its queries embedded
-(:func:`eval_harness.store.datasets.prepare_dataset`), after the demo RAG store is laid out
+(:func:`eval_harness.datasets.prepare.prepare_dataset`), after the demo RAG store is laid out
 when the mapping points at ``store.demo_rag_schema`` on the embedded store.
 """
 
@@ -13,9 +13,9 @@ import dagster as dg
 
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.store.datasets import prepare_dataset
-from eval_harness.store.embeddings import embedder_factory
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.prepare import prepare_dataset
+from eval_harness.datasets.embeddings import embedder_factory
+from eval_harness.datasets.ingest import ingest_beir
 
 GROUP = "ground_truth"
 

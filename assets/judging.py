@@ -20,7 +20,7 @@ import dagster as dg
 from eval_harness_pipelines.check_outcomes import check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
 from eval_harness.agreement.people import give_anchors_verdicts
-from eval_harness.judges.dual.anchors import drift_reasons, stored_comparisons
+from eval_harness.judges.anchors.drift import drift_check, stored_comparisons
 from eval_harness.judges.dual.run import judge_dataset
 
 GROUP = "judging"
@@ -94,31 +94,16 @@ def judge_drift(context: dg.AssetCheckExecutionContext, settings: EvalSettings,
 
 
 def drift_result(comparisons, drift, *, dataset: str):
-    """The ``judge_drift`` result of the newest anchor comparisons, the failure reasons and
-    the figures (the worst judge's flip rate and its bound against the thresholds)."""
-    reasons = [reason for c in comparisons for reason in drift_reasons(c, drift)]
-    if not comparisons:
-        description = (f"no anchor comparison stored for dataset '{dataset}' (judges.anchors "
-                       "off, or the run that froze the anchor set was the first)")
-    elif reasons:
-        description = "; ".join(reasons) + (
-            ". Compare the judges' specs and prompt versions with those the anchors were "
-            "frozen with, review the flipped anchors, then re-freeze or roll the judge back.")
-    else:
-        description = "; ".join(c.line() for c in comparisons)
-    severity = dg.AssetCheckSeverity.ERROR if drift.blocking else dg.AssetCheckSeverity.WARN
-    worst = max(comparisons, key=lambda c: c.flip_low or 0.0, default=None)
-    figures = {"flip_rate": None if worst is None else worst.flip_rate,
-               "flip_lower_bound": None if worst is None else worst.flip_low,
-               "max_flip_rate": drift.max_flip_rate,
-               "min_human_agreement": drift.min_human_agreement}
+    """The ``judge_drift`` result of the newest anchor comparisons
+    (:func:`eval_harness.judges.anchors.drift.drift_check`), the failure reasons and the
+    figures (the worst judge's flip rate and its bound against the thresholds)."""
+    check = drift_check(comparisons, drift, dataset=dataset)
+    severity = dg.AssetCheckSeverity.ERROR if check.blocking else dg.AssetCheckSeverity.WARN
     result = dg.AssetCheckResult(
-        passed=not reasons, severity=severity, description=description,
-        metadata=readable({**figures, "dataset": dataset, "blocks_downstream": drift.blocking,
-                           **{f"judge{c.judge}_{name}": getattr(c, name) for c in comparisons
-                              for name in ("flip_rate", "flip_low", "score_shift",
-                                           "human_agreement", "changed")}}))
-    return result, reasons, figures
+        passed=check.passed, severity=severity, description=check.description,
+        metadata=readable({**check.figures, "dataset": dataset,
+                           "blocks_downstream": check.blocking, **check.per_judge}))
+    return result, list(check.reasons), check.figures
 
 
 # The domain's two jobs, judging_job and judging_shards_job, are in eval_harness_pipelines.jobs.

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
-from eval_harness.store.embeddings import make_embedder  # noqa: E402
-from eval_harness.store.ingest import ingest_beir  # noqa: E402
+from eval_harness.datasets.embeddings import make_embedder  # noqa: E402
+from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
 
 CONFIG = """\
 default_dataset: {name}

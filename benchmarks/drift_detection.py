@@ -6,7 +6,7 @@ a night.
    re-judged anchors flips its label independently with probability ``flip share``; the
    decision is the real one, :func:`eval_harness.metrics.drift.drift_alarm` (vectorised,
    200 seeded repetitions per cell as in the test, and 20,000 for a precise rate), and on the
-   200 repetitions also :func:`eval_harness.judges.dual.anchors.drift_reasons` on a real
+   200 repetitions also :func:`eval_harness.judges.anchors.drift.drift_reasons` on a real
    :func:`compare_judge` of simulated frozen and re-judged scores (the fake server's flip:
    the score reflected across the threshold), which must decide the same every time.
    An alarm is a detection when the flip share exceeds the ceiling
@@ -37,10 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_harness.judges.client.pricing import PriceTable  # noqa: E402
-from eval_harness.judges.dual.anchors import compare_judge, drift_reasons  # noqa: E402
-from eval_harness.judges.dual.dry_run import (estimated_input_tokens,  # noqa: E402
-                                              estimated_output_tokens)
+from eval_harness.judges.anchors.drift import compare_judge, drift_reasons  # noqa: E402
+from eval_harness.judges.client.pricing import (PriceTable, estimated_input_tokens,  # noqa: E402
+                                                estimated_output_tokens)
 from eval_harness.judges.llm import LLMJudge  # noqa: E402
 from eval_harness.judges.protocol import Usage  # noqa: E402
 from eval_harness.metrics.agreement.retest import retest_agreement  # noqa: E402

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_harness.retrieval.hybrid import candidate_scores, hybrid_search  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
-from eval_harness.store.ingest import ingest_beir  # noqa: E402
+from eval_harness.datasets.ingest import ingest_beir  # noqa: E402
 
 
 def concurrent_throughput(store: StoreLocation, queries, depth: int, workers: int) -> float:

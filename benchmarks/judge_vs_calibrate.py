@@ -83,7 +83,7 @@ def hashed_words(text: str) -> np.ndarray:
 def nfcorpus_folder(source: Path, docs: int, target: Path) -> tuple[int, int]:
     """A BEIR folder in ``target`` of NFCorpus's first ``docs`` documents and the test queries
     with a relevant one among them, with hashed-word vectors; (documents, queries)."""
-    from eval_harness.store.embeddings import PrecomputedEmbeddings, save_precomputed
+    from eval_harness.datasets.embeddings import PrecomputedEmbeddings, save_precomputed
 
     corpus = []
     with (source / "corpus.jsonl").open(encoding="utf-8") as lines:
@@ -125,7 +125,7 @@ def nfcorpus_folder(source: Path, docs: int, target: Path) -> tuple[int, int]:
 def build_nfcorpus(url: str, source: Path, docs: int, schema: str) -> str:
     """The NFCorpus store in ``schema`` (built once); the embedding model's name."""
     from eval_harness.store import StoreLocation, migrate
-    from eval_harness.store.demo_rag import build_rag_store
+    from eval_harness.datasets.demo_store import build_rag_store
 
     location = StoreLocation(url, "benchmark store")
     with location.connection() as conn, tempfile.TemporaryDirectory() as folder:

@@ -35,11 +35,12 @@ from eval_harness.retrieval.keyword_cost import _ranking, or_tsquery_text
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
 from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                             LiveMapping, Relation)
-from eval_harness.store import StoreLocation, keyword_index, migrate
+from eval_harness.datasets import keyword_index
+from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import start_embedded
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPTH = 50

@@ -54,13 +54,13 @@ from eval_harness.retrieval.candidate_cache import clear as clear_candidate_cach
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info
 try:  # the keyword index (issue #25); absent when measuring the code before it
     from eval_harness.retrieval.keyword_rank import query_items, rank_query
-    from eval_harness.store import keyword_index
+    from eval_harness.datasets import keyword_index
 except ImportError:
     keyword_index = None
-from eval_harness.store.corpus import candidate_ids
+from eval_harness.datasets.corpus import candidate_ids
 from eval_harness.store import StoreLocation, migrate
-from eval_harness.store.live import attach_live_dataset
-from eval_harness.store.query_embeddings import cache_query_embeddings
+from eval_harness.datasets.live import attach_live_dataset
+from eval_harness.datasets.query_embeddings import cache_query_embeddings
 
 
 NAN = float("nan")

@@ -41,13 +41,13 @@ from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                             LiveMapping, Relation)
 from eval_harness.store import StoreLocation, migrate
-from eval_harness.store.beir import read_corpus, read_queries
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, PrecomputedEmbeddings,
+from eval_harness.datasets.beir import read_corpus, read_queries
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, PrecomputedEmbeddings,
                                            load_precomputed, save_precomputed)
-from eval_harness.store.query_embeddings import cache_query_embeddings
-from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.query_embeddings import cache_query_embeddings
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 
 DIM = 384
 MODEL = "hashed-bow-384"

@@ -2,7 +2,7 @@
 
 Steps, each a Dagster run in the project's DAGSTER_HOME (so the UI shows them in its run
 history): on the embedded store the demo RAG store is laid out once when the dataset maps
-onto ``store.demo_rag_schema`` (:mod:`eval_harness.store.datasets`); ``nightly_job``
+onto ``store.demo_rag_schema`` (:mod:`eval_harness.datasets.prepare`); ``nightly_job``
 (ingest, or attach a live dataset; retrieval report, dual judges, agreement with its kappa
 check, calibration with the P@5 verdict); the configured answers file is imported; then
 ``quality_gate_job`` for every day that file covers (or the latest day with answers); then
@@ -185,7 +185,7 @@ def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured)
     corpus asset attaches the live dataset mapped onto it (and say where it is). On a
     DATABASE_URL store it is never built: a mapping onto it that finds nothing stops the run
     here, in one sentence, before any step."""
-    from eval_harness.store.datasets import (demo_store_wanted, describe_demo_store,
+    from eval_harness.datasets.prepare import (demo_store_wanted, describe_demo_store,
                                              prepare_demo_store,
                                              refuse_missing_demo_relations, uses_demo_schema)
 

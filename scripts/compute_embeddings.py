@@ -5,7 +5,7 @@ This is how ``datasets/scifact/embeddings.npz`` was made:
     .venv/bin/python -m pip install torch==2.13.0 -c requirements-local-embeddings.lock -e '.[local-embeddings]'
     python scripts/compute_embeddings.py datasets/scifact
 
-It embeds every corpus document (``eval_harness.store.beir.document_content``: title, newline,
+It embeds every corpus document (``eval_harness.datasets.beir.document_content``: title, newline,
 text) and every query in ``queries.jsonl`` (all splits), L2-normalised, on the CPU.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_harness.store.beir import read_corpus, read_queries  # noqa: E402
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LocalEmbedder,  # noqa: E402
+from eval_harness.datasets.beir import read_corpus, read_queries  # noqa: E402
+from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LocalEmbedder,  # noqa: E402
                                      PrecomputedEmbeddings, save_precomputed)
 
 

@@ -28,12 +28,12 @@ from psycopg.types.json import Jsonb
 from beir_factory import write_beir
 from eval_harness_pipelines import cli
 from eval_harness.gates.answers import TimeWindow
-from eval_harness.store.embeddings import embed_in_batches
+from eval_harness.datasets.embeddings import embed_in_batches
 from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window
 from eval_harness.progress import is_terminal, progress_bar
 from eval_harness.settings import QualityGateSettings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 BAR_MARKS = ("%|", "\r", "\x1b[")  # tqdm's bar, its carriage returns, cursor movements
 

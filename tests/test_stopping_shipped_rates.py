@@ -170,7 +170,7 @@ def test_a_calibration_waiting_for_the_history_file_stops_at_once_and_writes_not
     the rerun writes it all."""
     import threading
 
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     folder = beir(tmp_path / "folder", n_docs=20, n_queries=4, tag=tmp_path.name[-12:])
     with fresh.connection() as conn:

@@ -193,7 +193,7 @@ def test_a_stopped_ingest_stores_nothing_and_the_rerun_ingests(fresh, tmp_path):
 def test_a_stopped_calibration_writes_nothing(fresh, tmp_path):
     """Calibration reads the ground truth (held here) when SIGINT comes: nothing is written,
     neither the calibrated_weights table nor config.yaml."""
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     folder = beir(tmp_path / "folder", n_docs=20, n_queries=4, tag=tmp_path.name[-12:])
     with fresh.connection() as conn:

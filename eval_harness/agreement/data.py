@@ -37,9 +37,9 @@ from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.agreement.people import JudgeWithPeople, human_verdicts, judges_with_people
 from eval_harness.agreement.review import adjudicated_labels, review_counts
 from eval_harness.judges.dual.record import RecordRow, load_record
-from eval_harness.judges.dual.retest import StoredRetest, stored_retests
+from eval_harness.judges.retest.self_agreement import StoredRetest, stored_retests
 from eval_harness.settings import AgreementSettings
-from eval_harness.store.ground_truth import SKIPPED, count_queries, judged_query_rows
+from eval_harness.datasets.ground_truth import SKIPPED, count_queries, judged_query_rows
 
 PairKey = tuple[int, int]  # (ground_truth.id, l2_insights.id)
 

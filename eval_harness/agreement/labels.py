@@ -11,7 +11,7 @@ Per pair, with ``relevant = score > agreement.relevance_threshold`` for each jud
   a person decides, ``agreement.disagreement_rule`` labels it: ``exclude`` (no label, source
   ``excluded``), ``judge1`` (judge 1's label) or ``mean`` (``(score1 + score2) / 2 >
   threshold``), source ``rule``;
-* a pair judge 2 was not asked (staged dual judging, :mod:`eval_harness.judges.dual.staged`)
+* a pair judge 2 was not asked (staged dual judging, :mod:`eval_harness.judges.staging.staged`)
   takes judge 1's label (source ``judge1``): the random sample judge 2 scored showed the
   judges agree well enough;
 * a pair that a judge did not score (and nobody adjudicated) has no label (``unscored``).

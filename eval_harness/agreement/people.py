@@ -35,10 +35,9 @@ import psycopg
 
 from eval_harness.agreement import sql
 from eval_harness.agreement.review import adjudicated_labels
-from eval_harness.judges.dual import anchor_sql
+from eval_harness.judges.anchors.anchor_set import give_verdicts
 from eval_harness.judges.dual.record import load_record, record_people
 from eval_harness.metrics.agreement import AgreementInputError, JudgeHumanReport, judge_vs_human
-from eval_harness.store.ground_truth import query_external_ids
 
 PairKey = tuple[int, int]  # (ground_truth.id, doc id)
 
@@ -126,14 +125,11 @@ def judges_with_people(verdicts: PeopleVerdicts, keys: Sequence[PairKey],
 
 def give_anchors_verdicts(conn: psycopg.Connection, dataset: str) -> int:
     """Write every human verdict of ``dataset`` onto the anchors of that pair (each judge's
-    row), in the caller's transaction; how many anchor rows changed. ``eval-harness judge``
-    and the ``dual_judge_scores`` asset call it (and commit) before a run with anchors on, so
-    its drift check already sees the verdicts given since the last agreement step."""
-    verdicts = human_verdicts(conn, dataset)
-    external = query_external_ids(conn, sorted({qid for qid, _ in verdicts.labels}))
-    return anchor_sql.set_human_labels(conn, dataset, [
-        (external[qid], doc, label) for (qid, doc), label in sorted(verdicts.labels.items())
-        if qid in external])
+    row; :func:`eval_harness.judges.anchors.anchor_set.give_verdicts`), in the caller's
+    transaction; how many anchor rows changed. ``eval-harness judge`` and the
+    ``dual_judge_scores`` asset call it (and commit) before a run with anchors on, so its
+    drift check already sees the verdicts given since the last agreement step."""
+    return give_verdicts(conn, dataset, human_verdicts(conn, dataset).labels)
 
 
 @dataclass(frozen=True)

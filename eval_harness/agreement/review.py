@@ -38,9 +38,9 @@ from eval_harness.agreement.review_file import (CSV_COLUMNS, VERDICTS, ReviewFil
                                                 wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import UnknownDataset, dataset_info, known_datasets
-from eval_harness.store import ground_truth, judge_review
-from eval_harness.store.beir import DatasetError
-from eval_harness.store.ingest import validate_dataset_name
+from eval_harness.datasets import ground_truth, judge_review
+from eval_harness.datasets.beir import DatasetError
+from eval_harness.datasets.ingest import validate_dataset_name
 
 # Spreadsheet editors may rewrite 0.1 + 0.2 as 0.3: scores match within this tolerance.
 SCORE_TOLERANCE = 1e-9

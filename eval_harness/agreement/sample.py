@@ -53,7 +53,7 @@ from eval_harness.agreement.review_file import (CSV_COLUMNS, ReviewFileError, ch
                                                 read_review_file, snippet, wrong_rows)
 from eval_harness.files import write_report
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 
 SAMPLE_STATUS = "sample"  # the status column of every row of a sample file
 DEFAULT_SEED = 0

@@ -1,7 +1,7 @@
 """Every SQL statement of the agreement domain: the owner of the human sample
-``human_sample`` (migration 0009). The review queue ``judge_review`` has its owner in store/
-(:mod:`eval_harness.store.judge_review`), where an ingest can reach it; the judge scores
-both are built from are read through :mod:`eval_harness.store.ground_truth`.
+``human_sample`` (migration 0009). The review queue ``judge_review`` has its owner in datasets/
+(:mod:`eval_harness.datasets.judge_review`), where an ingest can reach it; the judge scores
+both are built from are read through :mod:`eval_harness.datasets.ground_truth`.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.agreement.sample`,
@@ -13,8 +13,8 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from eval_harness.store import ground_truth
-from eval_harness.store.corpus import Corpus
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import Corpus
 
 
 # ------------------------------------------------------------------------------ human sample

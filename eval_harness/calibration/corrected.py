@@ -49,7 +49,7 @@ from eval_harness.calibration.verdict import verdict_figure
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.sweep import rank_top_k
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 
 if TYPE_CHECKING:
     from eval_harness.calibration.run import CalibrationResult
@@ -185,7 +185,7 @@ def human_sample_verdicts(conn: psycopg.Connection, dataset: str) -> dict[int, d
 def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[int, int]]:
     """{query id: {doc id: 1 relevant / 0 not}} of the judged queries that have at least one
     pair both judges scored (the frame the human sample is drawn from); rule in the module
-    docstring. ``judged_rows`` as :func:`eval_harness.store.ground_truth.judged_query_rows` returns them."""
+    docstring. ``judged_rows`` as :func:`eval_harness.datasets.ground_truth.judged_query_rows` returns them."""
     labels: dict[int, dict[int, int]] = {}
     for qid, _ext, _text, docs, scores1, scores2, *_ in judged_rows:
         pairs = [(doc, s1, s2) for doc, s1, s2 in zip(docs, scores1 or (), scores2 or ())

@@ -43,7 +43,7 @@ from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import rank_top_k
 from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 
 if TYPE_CHECKING:
     from eval_harness.calibration.run import CalibrationResult

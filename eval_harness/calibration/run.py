@@ -57,7 +57,7 @@ from eval_harness.retrieval.sweep import (CandidateSet, MethodResult, SweepResul
 from eval_harness.retrieval.weights import (grid_from_range, grid_or_default, grid_with_default,
                                             keyword_weight_for)
 from eval_harness.settings import AgreementSettings, DecisionSettings, Settings
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 from eval_harness.calibration.text import (decision_line, format_table,  # noqa: F401
                                            label_source_line, summary_lines,
                                            weight_label)  # (re-exported)

@@ -1,6 +1,6 @@
 """Every SQL statement of calibration: the owner of the ``calibrated_weights`` table the RAG
 system reads its weights from, and of the DuckDB grid history table. (The ground-truth reads
-behind the TREC files are :mod:`eval_harness.store.ground_truth`'s.)
+behind the TREC files are :mod:`eval_harness.datasets.ground_truth`'s.)
 
 Each function runs in the caller's transaction (:mod:`.history` opens and commits the DuckDB
 one).

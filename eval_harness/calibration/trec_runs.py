@@ -27,8 +27,8 @@ from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
 from eval_harness.retrieval.hybrid import dataset_info
 from eval_harness.retrieval.sweep import normalised_scores
-from eval_harness.store import ground_truth
-from eval_harness.store.corpus import Corpus, document_external_ids
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import Corpus, document_external_ids
 
 
 def run_file_name(dataset: str, semantic_weight: float) -> str:

@@ -32,10 +32,10 @@ from eval_harness.judges.client.notice_scope import said_once_per_command
 from eval_harness.progress import progress_bar
 from eval_harness.settings import ConfigError, Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
-from eval_harness.store.beir import DatasetError
+from eval_harness.datasets.beir import DatasetError
 from eval_harness.store.connection import redact_conninfo, server_failure
-from eval_harness.store.embeddings import EmbedderUnavailable, embedder_factory
-from eval_harness.store.live import LiveMappingError
+from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
+from eval_harness.datasets.live import LiveMappingError
 from eval_harness.judges.client.stops import StoreLost
 
 def cmd_migrate(args, settings: Settings) -> int:
@@ -50,7 +50,7 @@ def cmd_migrate(args, settings: Settings) -> int:
 
 
 def cmd_ingest(args, settings: Settings) -> int:
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     configured = settings.datasets.get(args.name)
     if configured is not None and configured.is_live:
@@ -80,7 +80,7 @@ def cmd_ingest(args, settings: Settings) -> int:
 
 
 def cmd_attach(args, settings: Settings) -> int:
-    from eval_harness.store.datasets import describe_demo_store, prepare_dataset
+    from eval_harness.datasets.prepare import describe_demo_store, prepare_dataset
 
     cfg = settings.dataset(args.dataset)
     if not cfg.is_live:
@@ -104,8 +104,8 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
     (a configured live dataset's own, ``local:``/``openai:``)."""
     from eval_harness.retrieval.hybrid import dataset_info
-    from eval_harness.store.ground_truth import stored_query_embedding
-    from eval_harness.store.datasets import dataset_embedder_factory
+    from eval_harness.datasets.ground_truth import stored_query_embedding
+    from eval_harness.datasets.prepare import dataset_embedder_factory
 
     row = stored_query_embedding(conn, dataset, text)
     if row is not None:
@@ -343,7 +343,7 @@ def _privilege_refusal(exc: psycopg.Error, settings: Settings | None) -> str | N
 def _missing_dataset(exc: Exception, settings: Settings | None) -> str | None:
     """What to run for a configured dataset the store lacks (attach or ingest), else None."""
     from eval_harness.retrieval.hybrid import UnknownDataset
-    from eval_harness.store.datasets import missing_dataset_message
+    from eval_harness.datasets.prepare import missing_dataset_message
 
     name = getattr(exc, "dataset", None)
     if not isinstance(exc, UnknownDataset) or settings is None or name is None:

@@ -57,7 +57,7 @@ def cmd_calibrate(args, settings: Settings) -> int:
     from eval_harness.calibration.run import calibrate_with_settings, format_table
     from eval_harness.calibration.trec_runs import write_trec_runs
     from eval_harness.store import open_store
-    from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
+    from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings, read_only=args.no_write)

@@ -42,7 +42,7 @@ def internal_error(exc: Exception) -> str:
 
 def store_lost_message(settings, lost) -> str:
     """One sentence when the store went away under paid work (``lost``: a
-    :class:`~eval_harness.judges.client.runner.StoreLost`): what happened, what was kept, where the
+    :class:`~eval_harness.judges.client.stops.StoreLost`): what happened, what was kept, where the
     server's log is, and that a rerun resumes."""
     from eval_harness.store.connection import redact_conninfo, server_failure
 

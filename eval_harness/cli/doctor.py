@@ -40,15 +40,15 @@ from eval_harness.cli.doctor_datasets import embedder_checks, index_checks, keyw
 from eval_harness.cli.doctor_judges import PROBE_TIMEOUT_SECONDS, judge_checks
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.datasets.live_catalog import live_datasets, live_relations
 from eval_harness.store.catalog import (SchemaPrivileges, available_extension_version,
-                                        installed_extension_version, live_datasets,
-                                        live_relations, make_session_read_only,
+                                        installed_extension_version, make_session_read_only,
                                         relation_exists, schema_privileges, select_refusal,
                                         server_version)
 from eval_harness.store.connection import (StoreLocation, StoreUnavailable, locate_store,
                                            redact_conninfo)
-from eval_harness.store.dataset_register import live_dataset_names
-from eval_harness.store.ingest import documents_per_dataset
+from eval_harness.datasets.register import live_dataset_names
+from eval_harness.datasets.ingest import documents_per_dataset
 from eval_harness.store.migrate import (MigrationError, applied_migrations,
                                         available_migrations, pending_migrations)
 from eval_harness.store.vector_probe import VectorProbeFailed, probe_pgvector

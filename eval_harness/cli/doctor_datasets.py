@@ -2,7 +2,7 @@
 store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
 
 * **indexes**: the RAG system's indexes a live dataset's search needs
-  (:mod:`eval_harness.store.indexes`), and whether its attached mapping is config.yaml's;
+  (:mod:`eval_harness.datasets.live_indexes`), and whether its attached mapping is config.yaml's;
 * **embedder**: the model that embeds the dataset's queries (a live dataset's ``embedder``,
   an ingested one's ``embedder.provider`` / ``.model`` when its folder has no
   ``embeddings.npz``) can be built here: ``local:`` needs the ``local-embeddings`` extra
@@ -38,13 +38,14 @@ from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, FetchCost, Ke
                                                  measure_fetch_cost, measure_index_cost,
                                                  measure_keyword_cost)
 from eval_harness.settings import Settings
-from eval_harness.store.catalog import LiveDataset, ground_truth_queries, uncached_query_count
-from eval_harness.store.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
+from eval_harness.datasets.live_catalog import (LiveDataset, ground_truth_queries,
+                                                uncached_query_count)
+from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
                                            local_embedder_installed,
                                            local_embeddings_install_command)
-from eval_harness.store import keyword_index
-from eval_harness.store.indexes import index_report
-from eval_harness.store.live_mapping import KNOWN_DIMENSIONS
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.live_indexes import index_report
+from eval_harness.datasets.live_mapping import KNOWN_DIMENSIONS
 
 KEYWORD_COST_WARN_MS = 20.0  # a keyword side slower than this per query is worth a warning
 STORED_COLUMN = "tsv"        # the column name the fix proposes
@@ -55,7 +56,7 @@ STORED_COLUMN = "tsv"        # the column name the fix proposes
 def index_checks(conn: psycopg.Connection, settings: Settings,
                  live: list[LiveDataset]) -> Iterator[Check]:
     """Per live dataset: the RAG system's indexes the search needs, what a query costs and
-    the CREATE INDEX statements for what is missing (:mod:`eval_harness.store.indexes`)."""
+    the CREATE INDEX statements for what is missing (:mod:`eval_harness.datasets.live_indexes`)."""
     for dataset in live:
         name = f"'{dataset.name}'"
         if dataset.corpus is None:
@@ -123,7 +124,7 @@ def _queries_to_embed(conn: psycopg.Connection, settings: Settings, cfg: Dataset
                       dataset: LiveDataset | None) -> int | None:
     """How many ground-truth queries attaching ``cfg`` must embed (None: unknown). The demo
     store brings its own query vectors (embeddings.npz), so it needs none."""
-    from eval_harness.store.datasets import demo_store_wanted, uses_demo_schema
+    from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
 
     if uses_demo_schema(cfg, settings) and demo_store_wanted(settings):
         return 0

@@ -19,13 +19,13 @@ calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.pla
 documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
 
 ``--retest`` (or ``judges.retest``) has each judge re-score a seeded sample of queries past
-the reply cache after the run (:mod:`eval_harness.judges.dual.retest`): the summary says how
+the reply cache after the run (:mod:`eval_harness.judges.retest`): the summary says how
 often each judge flips its own labels; those requests are paid, logged as retests.
 
 ``--refreeze-anchors`` (with ``judges.anchors`` on) replaces the dataset's frozen anchor set:
 it says what it drops, judges as usual without re-judging the old set, then drops it and
 freezes a new one from the current judges in one transaction, re-scored past the cache
-(:mod:`eval_harness.judges.dual.anchor_refreeze`). It refuses with one sentence when anchors
+(:mod:`eval_harness.judges.anchors.refreeze`). It refuses with one sentence when anchors
 are off.
 
 ``--dry-run`` plans the same pairs (of the same shard with ``--shard``) and builds the same
@@ -34,8 +34,12 @@ cached, how many would be paid for, the estimated tokens and cost (see
 :mod:`eval_harness.judges.dual.dry_run`; with ``judges.staged``, judge 2's figures are a range:
 at least its first sample, at most every query); it sends nothing and writes nothing: a live
 dataset is not attached again (its mapping is checked and the ground truth as last attached is
-planned; :func:`eval_harness.store.datasets.check_attached_dataset`), so a role that may only
+planned; :func:`eval_harness.datasets.prepare.check_attached_dataset`), so a role that may only
 SELECT can run it. Exit code 0, or 2 when the run could not start either.
+
+The judge pipeline (scipy and some 600 modules, about a second) is imported inside the
+functions that run this command, so ``eval-harness --help`` and every other command start
+without it.
 """
 
 from __future__ import annotations
@@ -47,7 +51,10 @@ from dataclasses import replace
 
 from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
 from eval_harness.escaping.terminal import say
+from eval_harness.judges.client.pricing import MissingPrice
+from eval_harness.progress import progress_bar
 from eval_harness.settings import Settings
+from eval_harness.store import open_store
 
 
 def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
@@ -85,6 +92,7 @@ def add_judge_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _shard(text: str) -> tuple[int, int]:
+    # the judge pipeline, imported when the command runs (module docstring)
     from eval_harness.judges.dual.shards import parse_shard
 
     try:
@@ -104,12 +112,10 @@ def _positive(text: str) -> int:
 
 
 def cmd_judge(args, settings: Settings) -> int:
-    from eval_harness.judges.dual.run import judge_dataset
-    from eval_harness.judges.client.pricing import MissingPrice
+    # the judge pipeline, imported when the command runs (module docstring)
     from eval_harness.judges.client.session import JudgeUnavailable
-    from eval_harness.progress import progress_bar
-    from eval_harness.store import open_store
-    from eval_harness.store.datasets import check_attached_dataset, prepare_dataset
+    from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
+    from eval_harness.judges.dual.run import judge_dataset
 
     dataset = args.dataset or settings.default_dataset
     if args.grid_pool:  # one run's override of judges.grid_pool
@@ -157,6 +163,7 @@ def cmd_judge(args, settings: Settings) -> int:
 
 def _give_anchors_verdicts(conn, dataset: str) -> None:
     """The human verdicts given since onto the anchors, so this run's drift check sees them."""
+    # the judge pipeline, imported when the command runs (module docstring)
     from eval_harness.agreement.people import give_anchors_verdicts
 
     give_anchors_verdicts(conn, dataset)
@@ -174,7 +181,8 @@ def _check_refreeze(args, settings: Settings) -> None:
 
 def _refreeze_notice(conn, settings: Settings, dataset: str, *, dry_run: bool) -> str:
     """What ``--refreeze-anchors`` drops and what it freezes instead, said before the run."""
-    from eval_harness.judges.dual.anchor_refreeze import describe_frozen, frozen_judges
+    # the judge pipeline, imported when the command runs (module docstring)
+    from eval_harness.judges.anchors.refreeze import describe_frozen, frozen_judges
 
     judges = ", ".join(f"judge {slot} {spec}" for slot, spec in
                        ((1, settings.judges.judge1), (2, settings.judges.judge2)))
@@ -186,9 +194,9 @@ def _refreeze_notice(conn, settings: Settings, dataset: str, *, dry_run: bool) -
 
 
 def _dry_run(args, settings: Settings, location, dataset: str) -> int:
-    from eval_harness.judges.dual.dry_run import estimate_judge_run
-    from eval_harness.judges.client.pricing import MissingPrice
+    # the judge pipeline, imported when the command runs (module docstring)
     from eval_harness.judges.client.session import JudgeUnavailable
+    from eval_harness.judges.dual.dry_run import estimate_judge_run
 
     if args.retry_unscored:
         raise CliError("--dry-run does not estimate --retry-unscored re-asks; run the dry run "

@@ -48,7 +48,7 @@ from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError
                                               check_created_at, check_text, checked_id,
                                               parse_json)
 from eval_harness.settings import Settings
-from eval_harness.store.beir import DatasetError, _text_lines as utf8_lines
+from eval_harness.datasets.beir import DatasetError, utf8_lines
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000

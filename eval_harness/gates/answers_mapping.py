@@ -32,12 +32,12 @@ from psycopg import sql
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation, sql_name
 from eval_harness.settings.gates_answers import WHERE, AnswersMapping
-from eval_harness.store import dataset_register
+from eval_harness.datasets import register
 from eval_harness.store.connection import StoreLocation
-from eval_harness.store.corpus import Corpus
-from eval_harness.store.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
+from eval_harness.datasets.corpus import Corpus
+from eval_harness.datasets.live_mapping import (ID_ARRAY_TYPES, ID_TYPES, TEXT_TYPES, UUID_TYPES,
                                              check_mapping, relation_columns)
-from eval_harness.store.live_rows import EXAMPLES, LiveMappingError, has_unique_index
+from eval_harness.datasets.live_rows import EXAMPLES, LiveMappingError, has_unique_index
 
 TIMESTAMP_TYPES = ("timestamp with time zone",)
 JSON_TYPES = ("jsonb", "json")
@@ -257,7 +257,7 @@ def _corpus(conn: psycopg.Connection, settings: Settings,
                                        typed=False)
         return (Corpus.live(configured.name, configured.language, 0, record),
                 _id_family(columns[corpus.id][0]))
-    row = dataset_register.dataset_row(conn, name or "")
+    row = register.dataset_row(conn, name or "")
     if row is None:
         hint = (f"ingest it first (`eval-harness ingest PATH --name {name}`)"
                 if configured is not None else

@@ -41,7 +41,7 @@ answer_reward
 
 A run the user stops (SIGINT / SIGTERM) or a store that goes away stops the judge at once
 (nothing more is sent): an answer not judged by then gets no result (None; the runner stores
-only the others), and a lost store is raised (:class:`~eval_harness.judges.client.runner.StoreLost`).
+only the others), and a lost store is raised (:class:`~eval_harness.judges.client.stops.StoreLost`).
 A judge that fails (outcome failed or unscored, an exception, the budget used up) gives a
 failed result: not passed, score None, the error in ``details["error"]``; the run itself goes
 on. When no usable reply was obtained (provider down, budget, exception) ``details["retry"]``

@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 
 
 def reflected_answer_ids(conn: psycopg.Connection, answer_ids: Sequence[str]) -> set[str]:

@@ -19,7 +19,7 @@ A run the user stops (SIGINT / SIGTERM, :mod:`eval_harness.stopping`) stops eval
 once (a judge sends no new request), stores every result it has (per answer and gate) and
 raises :class:`~eval_harness.stopping.Interrupted` saying how many answers are gated; the
 rerun evaluates the rest. A store that goes away ends the run with
-:class:`~eval_harness.judges.client.runner.StoreLost` (the judges stop buying at once).
+:class:`~eval_harness.judges.client.stops.StoreLost` (the judges stop buying at once).
 
 Crashes and concurrent runs. A batch's results and the side effects of its gates (evaluation
 log, reflexions, regeneration queue) commit together, so a killed run leaves whole batches

@@ -13,11 +13,16 @@ Layout:
   the parsing of replies; :mod:`.llm`: the chat-model judge.
 * :mod:`.client`: the request pipeline every LLM call goes through (cache -> budget -> rate
   limiter -> provider -> retry -> parse -> cost and retry logging, see
-  :mod:`.client.runner`), the session that builds a run's judges (:mod:`.client.session`),
-  batches, the ledger, and one module per provider (:mod:`.client.providers`).
+  :mod:`.client.runner`), the reply cache (:mod:`.client.reply_cache`), the session that
+  builds a run's judges (:mod:`.client.session`), batches, the ledger, and one module per
+  provider (:mod:`.client.providers`).
 * :mod:`.local`: the offline judges (relevance, grounding alignment and its verdicts).
 * :mod:`.dual`: dual-judge runs (:func:`~eval_harness.judges.dual.run.judge_dataset`, CLI
-  ``eval-harness judge``, Dagster asset ``dual_judge_scores``), staging, shards, dry run.
+  ``eval-harness judge``, Dagster asset ``dual_judge_scores``), shards, the judges' record,
+  dry run.
+* One package per instrument a run carries: :mod:`.anchors` (the anchor set and the drift
+  check, :mod:`.anchors.drift`), :mod:`.retest` (test-retest), :mod:`.staging` (staged dual
+  judging).
 
 Typical use (the quality gates, notebooks)::
 

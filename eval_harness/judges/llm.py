@@ -12,10 +12,10 @@ Both replies of an unscored result are cached, so a rerun finds it unscored agai
 whose cached replies leave it unscored is asked anew past the cache (a new paid call, and
 its re-ask if needed); the new replies replace the cached ones. Nothing else is re-asked.
 
-``relevance(..., retest=True)`` is a test-retest scoring (:mod:`eval_harness.judges.dual.retest`):
+``relevance(..., retest=True)`` is a test-retest scoring (:mod:`eval_harness.judges.retest`):
 the question and its re-ask go past the cache and are logged as retests (``purpose``:
-'retest', or 'anchor' for the anchor set of :mod:`eval_harness.judges.dual.anchors`), and their replies are
-not cached, so the labels keep the reply they were read from.
+'retest', or 'anchor' for the anchor set of :mod:`eval_harness.judges.anchors`), and their
+replies are not cached, so the labels keep the reply they were read from.
 """
 
 from __future__ import annotations

@@ -19,15 +19,11 @@ with the value.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
-
-from eval_harness.judges.client.providers import endpoint_of
 
 
 Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
@@ -146,15 +142,10 @@ class Message:
     content: str
 
 
-# Version of the cache key's recipe. 2: the server's base URL is part of the key. Rows
-# written under an earlier recipe are never read again (their keys cannot match), so a
-# reply cached from one server is never served as another server's.
-CACHE_KEY_VERSION = 2
-
-
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat call to a provider, complete enough to be sent, cached and priced.
+    """One chat call to a provider, complete enough to be sent, cached and priced (its key
+    in the reply cache: :func:`eval_harness.judges.client.reply_cache.cache_key`).
 
     ``base_url`` is the server the call goes to, normalised (see
     :func:`eval_harness.judges.client.providers.base.normalised_base_url`); ``None`` is the
@@ -170,24 +161,6 @@ class ChatRequest:
     temperature: float
     max_tokens: int
     base_url: str | None = None
-
-    @property
-    def endpoint(self) -> str:
-        """The normalised base URL of the server this request is for."""
-        return endpoint_of(self.provider, self.base_url)
-
-    def cache_key(self) -> str:
-        """SHA-256 of exactly what changes the output, and nothing else (no timeouts, no
-        retry settings, no run id): the key recipe's version, provider, server (normalised
-        base URL), model, prompt version, temperature, max tokens, system prompt and
-        messages, as canonical JSON."""
-        payload = {"key_version": CACHE_KEY_VERSION, "provider": self.provider,
-                   "base_url": self.endpoint, "model": self.model,
-                   "prompt_version": self.prompt_version, "temperature": float(self.temperature),
-                   "max_tokens": int(self.max_tokens), "system": self.system,
-                   "messages": [[m.role, m.content] for m in self.messages]}
-        canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def estimated_input_tokens(self) -> int:
         """A deliberate overestimate (3 characters per token, 8 tokens per message) used for

@@ -45,13 +45,14 @@ def _runs(rows: Sequence[RecordRow]) -> pd.DataFrame:
 
 def judge_trend_figure(rows: Sequence[RecordRow]):
     """The figure, or None when no figure of the record has a value."""
-    from matplotlib.figure import Figure
-
     measured = [r for r in rows if any(v is not None for v in (
         r.anchor_flip_rate, r.retest_flip_rate, r.kappa_other, r.people_kappa))]
     if not measured:
         return None
+    # matplotlib is imported when a figure is drawn, as in plots (a report without one, and
+    # every other command, starts without it)
     import matplotlib
+    from matplotlib.figure import Figure
 
     matplotlib.use("Agg")
     runs = _runs(measured)

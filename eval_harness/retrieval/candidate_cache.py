@@ -7,7 +7,7 @@ one ground-truth query of a dataset at one depth (the candidate ids with both ra
 is used only while three things are as they were when it was fetched:
 
 * the **query**: its key is md5 of its text and of its embedding
-  (:func:`eval_harness.store.ground_truth.query_keys`); a changed query misses its own entry
+  (:func:`eval_harness.datasets.ground_truth.query_keys`); a changed query misses its own entry
   and no other;
 * the **search**: ``search_key`` is a hash of the candidate statement itself (language, corpus
   mapping, depth, embedding dimensions: a change of any of them changes its text), of
@@ -15,7 +15,7 @@ is used only while three things are as they were when it was fetched:
   configuration's definition (:func:`eval_harness.store.text_search.configuration_definition`:
   an ``ALTER TEXT SEARCH CONFIGURATION`` keeps the name and changes the lexemes of every
   query, and of every document whose tsvector the harness parses);
-* the **corpus**: ``corpus_version`` (:func:`eval_harness.store.corpus.corpus_version`:
+* the **corpus**: ``corpus_version`` (:func:`eval_harness.datasets.corpus.corpus_version`:
   rows' ids and xmin, the relation's indexes); **any** changed, added or removed document
   invalidates every entry of the dataset.
 
@@ -47,8 +47,8 @@ from typing import Callable, Sequence
 
 import psycopg
 
-from eval_harness.store import ground_truth
-from eval_harness.store.corpus import Corpus, corpus_version
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import Corpus, corpus_version
 from eval_harness.store.text_search import configuration_definition, definition_digest
 
 LOCK_PREFIX = "eval_harness.candidate_cache:"

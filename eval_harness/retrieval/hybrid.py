@@ -1,4 +1,4 @@
-"""Hybrid search over a dataset's corpus (:class:`~eval_harness.store.corpus.Corpus`: the
+"""Hybrid search over a dataset's corpus (:class:`~eval_harness.datasets.corpus.Corpus`: the
 ingested copy in ``l2_insights`` or the RAG system's own relation): pgvector cosine
 similarity + Postgres full-text rank.
 
@@ -14,8 +14,8 @@ the planner sorts the index scan's equal distances by id, an Incremental Sort), 
 tied at the cut-off are kept or left by id, never by the order rows lie in the relation. The
 id is the one every ranking of the harness uses: a live corpus's own integer id column, an
 ingested copy's ``l2_insights.id``, numbered in the corpus file's order
-(:mod:`eval_harness.store.ingest`) as a store loaded from that file in order numbers its rows
-(:mod:`eval_harness.store.demo_rag`), so a live store and its ingested copy keep the same
+(:mod:`eval_harness.datasets.ingest`) as a store loaded from that file in order numbers its rows
+(:mod:`eval_harness.datasets.demo_store`), so a live store and its ingested copy keep the same
 candidates.
 Every candidate gets both raw scores: semantic = 1 - cosine distance, keyword = ts_rank (0 when
 no term matches). Fusion and tie-breaking are defined in :mod:`eval_harness.retrieval.fusion`;
@@ -39,8 +39,8 @@ from eval_harness.retrieval import candidate_cache, sql
 from eval_harness.retrieval.fusion import NonFiniteScores, fuse_scores
 from eval_harness.retrieval.keyword_candidates import (indexed_candidate_rows,
                                                        indexed_search_candidates)
-from eval_harness.store import dataset_register, ground_truth
-from eval_harness.store.corpus import (Corpus, count_documents, document_external_ids,
+from eval_harness.datasets import ground_truth, register
+from eval_harness.datasets.corpus import (Corpus, count_documents, document_external_ids,
                                        document_rows, on_this_server)
 
 MAX_CANDIDATE_DEPTH = 1000  # pgvector caps hnsw.ef_search at 1000
@@ -50,7 +50,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
     """The store's dataset names for a message saying a name is not one of them: at most
     ``most``, quoted, then how many more (a store of many datasets must not turn one
     sentence into a page)."""
-    names = dataset_register.dataset_names(conn)
+    names = register.dataset_names(conn)
     shown = ", ".join(f"'{name}'" for name in names[:most]) or "none"
     more = len(names) - most
     return shown if more <= 0 else f"{shown} and {more} more"
@@ -58,7 +58,7 @@ def known_datasets(conn: psycopg.Connection, *, most: int = 8) -> str:
 
 class UnknownDataset(LookupError):
     """A dataset the store does not hold; ``dataset`` names it, so a caller that knows the
-    config can say what to run (:func:`eval_harness.store.datasets.missing_dataset_message`)."""
+    config can say what to run (:func:`eval_harness.datasets.prepare.missing_dataset_message`)."""
 
     def __init__(self, message: str, dataset: str | None = None) -> None:
         super().__init__(message)
@@ -109,7 +109,7 @@ class QueryCandidates:
 def dataset_info(conn: psycopg.Connection, name: str, *, with_counts: bool = True) -> DatasetInfo:
     """The dataset's language, embedding model and corpus; document/query counts unless told
     not to."""
-    row = dataset_register.dataset_row(conn, name)
+    row = register.dataset_row(conn, name)
     if row is None:
         shown = " ".join(name.split())  # it may come from a file: one line, cut
         shown = shown if len(shown) <= 80 else shown[:79] + "…"

@@ -4,7 +4,7 @@ answered from the keyword index (issue #25).
 The bulk candidate statement (:func:`eval_harness.retrieval.sql.candidate_statement`) ranks
 ``ts_rank(to_tsvector(language, content), q, 1)`` over every document the query's OR
 matches, parsing each again: at 500,000 documents most of a query's time. Here the keyword
-side is computed from what attach derived (:mod:`eval_harness.store.keyword_index`) by
+side is computed from what attach derived (:mod:`eval_harness.datasets.keyword_index`) by
 :mod:`eval_harness.retrieval.keyword_rank`, exactly the server's values, and the server
 does the rest as before: the semantic top ``depth`` through the vector index and the
 semantic score of every candidate (:func:`eval_harness.retrieval.sql.union_statement`).
@@ -20,8 +20,8 @@ import psycopg
 
 from eval_harness.retrieval import sql
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.store import keyword_index
-from eval_harness.store.corpus import Corpus
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.corpus import Corpus
 
 QUERIES_PER_ROUND = 64  # queries whose postings are held at once (bounds memory)
 

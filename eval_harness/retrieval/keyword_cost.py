@@ -9,7 +9,7 @@ while every index was in place (issue #20). The doctor runs :func:`measure_keywo
 put a figure on it:
 
 * **as the search runs it**: the search's own keyword candidate subquery
-  (:func:`eval_harness.store.corpus.candidate_ids`) for a few ground-truth queries,
+  (:func:`eval_harness.datasets.corpus.candidate_ids`) for a few ground-truth queries,
   timed one by one (the median is reported), each under a statement timeout;
 * **over stored tsvectors**: the same ranking over a temporary copy of the matching
   documents' tsvectors (what a stored generated column holds), timed the same way.
@@ -31,8 +31,8 @@ import psycopg
 from psycopg import sql
 
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
-from eval_harness.store import ground_truth, keyword_index
-from eval_harness.store.corpus import Corpus, candidate_ids
+from eval_harness.datasets import ground_truth, keyword_index
+from eval_harness.datasets.corpus import Corpus, candidate_ids
 
 MEASURED_QUERIES = 5           # ground-truth queries timed at most
 FETCH_SAMPLE = 40              # ground-truth queries of the candidate fetch timed at most

@@ -1,5 +1,5 @@
 """PostgreSQL's ``ts_rank(tsvector, tsquery, 1)`` for the search's OR query, computed from
-the keyword index (:mod:`eval_harness.store.keyword_index`) to the float4 value the server
+the keyword index (:mod:`eval_harness.datasets.keyword_index`) to the float4 value the server
 returns, ties included (issue #25).
 
 What the server computes (src/backend/utils/adt/tsrank.c, ``calc_rank_or`` and
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_harness.store.keyword_index import IndexedDocuments
+from eval_harness.datasets.keyword_index import IndexedDocuments
 
 WEIGHT_D = np.float32(0.1)        # default_weights[0]: positions of weight D
 PI_SQUARED_OVER_6 = 1.64493406685  # tsrank.c's divisor, a double literal

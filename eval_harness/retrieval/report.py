@@ -11,7 +11,7 @@ import psycopg
 from eval_harness.metrics.ranking import mean_metrics
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
-from eval_harness.store import ground_truth
+from eval_harness.datasets import ground_truth
 
 if TYPE_CHECKING:
     from eval_harness.settings import Settings

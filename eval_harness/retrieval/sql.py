@@ -1,9 +1,9 @@
 """Every SQL statement of retrieval: the hybrid search itself (one query, and the candidate
 scores of many ground-truth queries at once; the query rows from
-:func:`eval_harness.store.ground_truth.table`). The dataset rows are read through
-:mod:`eval_harness.store.dataset_register`.
+:func:`eval_harness.datasets.ground_truth.table`). The dataset rows are read through
+:mod:`eval_harness.datasets.register`.
 
-Documents are read through a :class:`~eval_harness.store.corpus.Corpus` (an ingested copy
+Documents are read through a :class:`~eval_harness.datasets.corpus.Corpus` (an ingested copy
 or the RAG system's own relation: the same statements). The search statements are the
 product's search: the numpy sweep reproduces them exactly and tests compare the two, so a
 change here is a change of the ranking (see
@@ -19,8 +19,8 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from eval_harness.store import ground_truth
-from eval_harness.store.corpus import Corpus, candidate_ids
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.corpus import Corpus, candidate_ids
 
 # ------------------------------------------------------------------------------ hybrid search
 

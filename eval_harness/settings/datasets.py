@@ -32,7 +32,7 @@ schema the library put them in (``schema:``, default ``public``); no tsvector (t
 index stands in). ``llamaindex``: the table PGVectorStore made (``data_`` and its
 ``table_name``), ``node_id`` as the id, ``text``, ``embedding``, and the generated
 ``text_search_tsv`` when the store was made with ``hybrid_search=True`` (the check,
-:mod:`eval_harness.store.live_mapping`, looks; its ``text_search_config`` is then the
+:mod:`eval_harness.datasets.live_mapping`, looks; its ``text_search_config`` is then the
 dataset's language). The collection and the tsvector are resolved against the store there.
 
 Relation and column names are read as PostgreSQL reads them in SQL (:func:`parse_sql_name`):
@@ -41,7 +41,7 @@ is ``rag.l2insights``; a double-quoted one keeps its case and may hold any chara
 and spaces included (``'"Probe Mixed"."L2 Insights"'`` in YAML; ``""`` is a quote inside
 it). A relation may carry its schema (``public`` otherwise). Names are only parsed here;
 whether they exist is checked against the store before any work
-(:mod:`eval_harness.store.live`). Either kind may carry the weights calibration found for it
+(:mod:`eval_harness.datasets.live`). Either kind may carry the weights calibration found for it
 (``hybrid_search: {semantic, keyword}``), which override the global ``hybrid_search``.
 """
 

@@ -26,7 +26,9 @@ from psycopg import sql
 
 from eval_harness.settings import DEFAULT_SCHEMA, Settings
 from eval_harness.stopping import at_exit_unstoppable, at_hard_exit
+from eval_harness.store.crash import is_recovering, last_reason, server_failure_message
 from eval_harness.store.dsn import malformed_dsn, unquoted
+from eval_harness.store.portability import UnsupportedCpu, check_cpu_supports_embedded
 
 
 class StoreUnavailable(RuntimeError):
@@ -49,8 +51,6 @@ class StoreLocation:
 
     def failure_message(self, error: BaseException | str) -> str | None:
         """One sentence when ``error`` means the server went away (what, log path, why)."""
-        from eval_harness.store.crash import server_failure_message
-
         where = ("the embedded PostgreSQL" if self.server_log is not None
                  else "the PostgreSQL server (DATABASE_URL)")
         message = server_failure_message(error, self.server_log, where=where,
@@ -77,8 +77,6 @@ class StoreLocation:
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
         except psycopg.Error as exc:  # OperationalError, or a malformed URL (ProgrammingError)
-            from eval_harness.store.crash import is_recovering
-
             crashed = self.failure_message(exc) if is_recovering(exc) else None
             # a parse error quotes the token it could not read: dropped; StoreUnavailable
             # redacts the rest
@@ -195,8 +193,6 @@ def embedded_server_log(pgdata: Path) -> Path:
 
 def start_embedded(pgdata: Path) -> str:
     """Start (or attach to) the embedded server keeping its data in ``pgdata``; returns a URL."""
-    from eval_harness.store.portability import UnsupportedCpu, check_cpu_supports_embedded
-
     pgdata = pgdata.resolve()
     if pgdata not in _servers:
         try:
@@ -225,8 +221,6 @@ def start_embedded(pgdata: Path) -> str:
                 # and a Ctrl-C while exiting does not break the server's shutdown
                 at_exit_unstoppable(give_back)
             except Exception as exc:  # the package raises several kinds; all mean "did not start"
-                from eval_harness.store.crash import last_reason
-
                 reason = last_reason(log, since=_attach_offsets[log]) or _first_line(exc)
                 raise StoreUnavailable(f"The embedded PostgreSQL in {pgdata} did not start "
                                        f"({reason}); server log: {log}.") from None

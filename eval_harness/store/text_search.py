@@ -4,7 +4,7 @@
 A configuration's name says nothing about its output: ``ALTER TEXT SEARCH CONFIGURATION
 public.eng_custom ALTER MAPPING FOR asciiword WITH simple`` keeps the name and changes every
 lexeme of every English word. So whatever the harness derives from parsed text and keeps
-(the keyword index, :mod:`eval_harness.store.keyword_index`; the candidate cache,
+(the keyword index, :mod:`eval_harness.datasets.keyword_index`; the candidate cache,
 :mod:`eval_harness.retrieval.candidate_cache`) is keyed on the configuration's
 *definition*, :func:`configuration_definition`:
 

@@ -18,9 +18,9 @@ from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
-from eval_harness.store.ground_truth import graded_expected_docs
-from eval_harness.store.beir import DatasetError, read_beir
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ground_truth import graded_expected_docs
+from eval_harness.datasets.beir import DatasetError, read_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 
 WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "
@@ -100,8 +100,8 @@ def test_live_queries_mapping_parses_and_exactly_one_source_is_required(tmp_path
 def test_live_dataset_mapped_by_queries_mirrors_every_query_without_labels(fresh, tmp_path):
     from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                              LiveMapping, Relation)
-    from eval_harness.store.demo_rag import build_rag_store
-    from eval_harness.store.live import attach_live_dataset
+    from eval_harness.datasets.demo_store import build_rag_store
+    from eval_harness.datasets.live import attach_live_dataset
 
     folder = write_beir(tmp_path / "l", {f"d{i}": f"aspirin {i}" for i in range(6)},
                         {"q1": "aspirin", "q2": "heart"}, [("q1", "d1", 1)], seed=2)

@@ -18,8 +18,8 @@ from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.agreement.review import export_review_csv, import_review_csv, \
     queue_disagreements
 from eval_harness.agreement.sample import export_sample_csv, import_sample_csv
-from eval_harness.judges.dual.anchor_sql import frozen_anchors
-from eval_harness.judges.dual.anchors import drift_reasons
+from eval_harness.judges.anchors.drift import drift_reasons
+from eval_harness.judges.anchors.sql import frozen_anchors
 from eval_harness.judges.dual.record import load_record
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.blocks import Table

@@ -49,7 +49,7 @@ def _store_texts(db, name: str, text_of_row) -> None:
 @pytest.fixture
 def hostile(db, tmp_path):
     """A dataset whose query, document and external ids start like formulas."""
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     name = f"inj{uuid.uuid4().hex[:8]}"
     docs = {("-" + d if d == "d1" else d): ("=HYPERLINK(\"http://x\") " + text
@@ -190,7 +190,7 @@ def test_a_file_without_any_dataset_and_no_dataset_given_is_refused(db, dataset,
 
 def test_cli_import_of_a_non_default_dataset_needs_no_flag(db, dataset, tmp_path, store,
                                                            monkeypatch, capsys):
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     other = f"def{uuid.uuid4().hex[:8]}"
     ingest_beir(db, write_beir(tmp_path / "other", DOCS, QUERIES, QRELS), name=other)

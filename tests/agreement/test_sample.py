@@ -28,7 +28,7 @@ JUDGED = 24  # queries q1..q24 are judged; the rest are not and are never sample
 
 @pytest.fixture
 def dataset(db, tmp_path):
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     name = f"smp{uuid.uuid4().hex[:8]}"
     ingest_beir(db, write_beir(tmp_path / "data", DOCS, QUERIES, QRELS), name=name)

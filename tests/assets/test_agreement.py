@@ -23,7 +23,7 @@ from beir_factory import write_beir
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.agreement import judge_agreement, kappa_lower_bound_above_floor
 from eval_harness_pipelines.resources import default_resources

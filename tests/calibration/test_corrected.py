@@ -74,7 +74,7 @@ def _hidden_qrels_dataset(folder, tag):
 
 @pytest.fixture
 def scenario(db, store, tmp_path, monkeypatch):
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:6]
     name = f"ppi{tag}"

@@ -19,7 +19,7 @@ from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.sweep import normalised_scores, rank_top_k
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 FINE_GRID = weight_grid(start=0.0, stop=1.0, step=0.01)
 

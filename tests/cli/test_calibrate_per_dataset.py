@@ -18,7 +18,7 @@ from eval_harness.calibration.report import report_file_names
 from eval_harness.calibration.weights import write_calibrated_weights
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid
 from eval_harness_pipelines.resources import (DUCKDB_IO_MANAGER_KEY, default_resources,

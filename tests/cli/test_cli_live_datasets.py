@@ -2,7 +2,7 @@
 the read-only ones that never do, ingest's refusal, the Dagster corpus asset, the demo store.
 
 The RAG store is a small BEIR folder laid out in ``rag`` like the seeds
-(:func:`eval_harness.store.demo_rag.build_rag_store`), on a fresh database per test. Its query
+(:func:`eval_harness.datasets.demo_store.build_rag_store`), on a fresh database per test. Its query
 vectors are cached by the layout, and its embedder (``local:test-random``) cannot be built
 here: any command that tried to embed a query would fail, so passing tests prove nothing was
 embedded twice.
@@ -19,9 +19,9 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.cli.doctor import check_datasets
 from eval_harness.settings import load_settings
-from eval_harness.store.datasets import prepare_dataset
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.live import LiveMappingError
+from eval_harness.datasets.prepare import prepare_dataset
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import LiveMappingError
 from eval_harness_pipelines import cli
 from eval_harness_pipelines.assets.datasets import corpus_and_ground_truth
 from eval_harness_pipelines.assets.retrieval import retrieval_report

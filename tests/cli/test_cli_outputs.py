@@ -27,7 +27,7 @@ from eval_harness_pipelines import cli
 from eval_harness_pipelines import run as run_cli
 from eval_harness.gates.report import GateSummary
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from answer_files import SAMPLE
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",

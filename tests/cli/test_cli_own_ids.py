@@ -19,7 +19,7 @@ import pytest
 from ranx import Qrels, Run, evaluate
 
 from cli_runs import run_cli
-from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.datasets.demo_store import build_rag_store
 from own_id_store import (build_own_id_store, own_doc_id, own_query_id, own_store_checksum,
                           own_store_config)
 

@@ -289,7 +289,7 @@ OWN_STORE = seeds_config_yaml(schema="public")
 @pytest.fixture
 def unmigrated_own_store(empty_database, beir_folder):
     """An unmigrated database holding only a RAG store in the seeds' layout (``public``)."""
-    from eval_harness.store.demo_rag import build_rag_store
+    from eval_harness.datasets.demo_store import build_rag_store
 
     with psycopg.connect(empty_database.url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")

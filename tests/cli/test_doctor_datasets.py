@@ -13,9 +13,9 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.cli import doctor_datasets, main
 from eval_harness.retrieval.hybrid import candidate_scores
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.embeddings import local_embeddings_install_command
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.embeddings import local_embeddings_install_command
+from eval_harness.datasets.live import attach_live_dataset
 from live_store import WORDS, live_config, no_embedder, rag_checksum
 
 CONFIG = """default_dataset: live

@@ -18,7 +18,7 @@ import pytest
 
 from beir_factory import write_beir
 from cli_runs import run_cli
-from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.datasets.demo_store import build_rag_store
 from live_store import WORDS, seeds_config_yaml
 
 FACTOR = 3.0  # the prediction and the measured time agree within this factor either way

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from eval_harness.store.demo_rag import build_rag_store
+from eval_harness.datasets.demo_store import build_rag_store
 from answer_files import SAMPLE
 from served_answers import DAY, lay_out_served_answers, served_checksum
 from cli_runs import run_cli

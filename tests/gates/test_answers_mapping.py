@@ -21,8 +21,8 @@ from eval_harness.gates.answers_mapping import (AnswersMappingError, check_answe
 from eval_harness.gates.runner import evaluate_window, run_quality_gates
 from eval_harness.settings import Settings
 from eval_harness.settings.datasets import Relation
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
 from answer_files import answer_row, write_jsonl
 from gate_sources import rule_gates
 from live_store import live_config

@@ -172,7 +172,7 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
     code, _, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
                            "--name", project["name"])
     assert code == 2
-    from eval_harness.store.embeddings import local_embeddings_install_command
+    from eval_harness.datasets.embeddings import local_embeddings_install_command
 
     assert f"run `{local_embeddings_install_command()}`" in err
     assert f"{sys.executable} -m pip install torch==2.13.0 -c " in err  # this venv's own pip

@@ -109,7 +109,7 @@ def dataset(store, tmp_path_factory):
              for j in rng.choice(30, size=rng.integers(1, 4), replace=False)]
     folder = write_beir(tmp_path_factory.mktemp("ui") / "ds", docs, queries, qrels)
     name = f"ui{uuid.uuid4().hex[:8]}"
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     with store.connection() as conn:
         ingest_beir(conn, folder, name=name)

@@ -24,7 +24,7 @@ import pytest
 from colliding_processes import dagster_run_statuses
 from scratch_databases import scratch_database
 from eval_harness.store import migrate
-from eval_harness.store.demo_rag import build_rag_answers, build_rag_store
+from eval_harness.datasets.demo_store import build_rag_answers, build_rag_store
 from paths import REPO as ROOT
 
 pytestmark = pytest.mark.slow

@@ -34,7 +34,7 @@ from eval_harness.reporting.blocks import SECTION_TITLES
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings
 from eval_harness.store import migrate
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from answer_files import SAMPLE, harness_answers_config
 from paths import REPO
 

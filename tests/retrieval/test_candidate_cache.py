@@ -8,10 +8,10 @@ import pytest
 
 from eval_harness.retrieval import candidate_cache, hybrid
 from eval_harness.retrieval.hybrid import candidate_scores
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.settings.datasets import Relation
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.live import attach_live_dataset
 from live_store import live_config, no_embedder
 
 

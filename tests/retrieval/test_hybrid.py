@@ -13,7 +13,7 @@ from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import (UnknownDataset, candidate_scores, dataset_info,
                                            hybrid_search)
 from eval_harness.retrieval.report import fused_runs, load_qrels, retrieval_report
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose "
          "mouse human virus vaccine immune response tumor growth signal pathway drug "

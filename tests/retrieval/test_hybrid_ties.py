@@ -18,9 +18,9 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.retrieval import candidate_cache
 from eval_harness.retrieval.hybrid import candidate_scores, hybrid_search
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
 from eval_harness.settings.datasets import (CorpusMapping, DatasetConfig, GroundTruthMapping,
                                             LiveMapping, Relation)

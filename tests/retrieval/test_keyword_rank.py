@@ -27,8 +27,8 @@ from psycopg import sql
 import second_server
 from scratch_databases import scratch_database
 from eval_harness.retrieval.keyword_rank import LEXEME_TERMS, query_items, rank_query
-from eval_harness.store import keyword_index
-from eval_harness.store.corpus import Corpus
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.corpus import Corpus
 from eval_harness.retrieval.keyword_cost import or_tsquery_text
 
 ROOT = Path(__file__).resolve().parents[2]

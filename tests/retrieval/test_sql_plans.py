@@ -41,10 +41,10 @@ import second_server
 from scratch_databases import scratch_database
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.store.corpus import INCREMENTAL_KNN_SORT, candidate_ids
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.ingest import ingest_beir
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.corpus import INCREMENTAL_KNN_SORT, candidate_ids
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.store.migrate import migrate
 from live_store import WORDS, live_config, no_embedder
 from own_id_store import build_own_id_store
@@ -216,7 +216,7 @@ def assert_ties_sorted_by_id(scan: dict, parents: tuple, outline: str) -> None:
     """The HNSW scan's parent is an Incremental Sort presorted by the distance and sorted
     by distance, then id: the index still orders, equal distances go by id. Before
     PostgreSQL 17 the planner cannot keep the index scan under a second sort key, so there
-    the search leaves ties to the index (eval_harness.store.corpus.on_this_server): the
+    the search leaves ties to the index (eval_harness.datasets.corpus.on_this_server): the
     scan's parent is the LIMIT itself."""
     sort = parents[-1]
     if SERVER_VERSION[0] < INCREMENTAL_KNN_SORT:

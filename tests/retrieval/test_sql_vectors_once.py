@@ -11,8 +11,8 @@ import pytest
 
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.store import migrate
 from live_store import live_config, no_embedder
 import second_server

@@ -30,7 +30,7 @@ from colliding_processes import (beir, child_env, cli, fake_keys,
                                  finish, judges_yaml, wait_until)
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import embedded_server_log, start_embedded
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 STOPPED_WITHIN = 8.0  # seconds from the server's stop to the exit (interpreter exit included)
 

@@ -146,7 +146,7 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
     from eval_harness.retrieval.hybrid import hybrid_search
     from eval_harness.retrieval.report import retrieval_report
     from eval_harness.store import StoreLocation, migrate
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     docs = {f"d{i}": f"document {i} about {'alpha' if i % 3 else 'beta'} topics" for i in range(40)}
     queries = {f"q{i}": f"{'alpha' if i % 2 else 'beta'} topics" for i in range(6)}

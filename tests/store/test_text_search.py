@@ -26,9 +26,9 @@ from beir_factory import write_beir
 from cli_runs import run_cli
 from eval_harness.retrieval import sql as search_sql
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
-from eval_harness.store import keyword_index
-from eval_harness.store.demo_rag import build_rag_store
-from eval_harness.store.live import attach_live_dataset
+from eval_harness.datasets import keyword_index
+from eval_harness.datasets.demo_store import build_rag_store
+from eval_harness.datasets.live import attach_live_dataset
 from eval_harness.store.text_search import configuration_definition, definition_change
 from live_store import live_config, no_embedder
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval_harness.store.embeddings import PrecomputedEmbeddings, save_precomputed
+from eval_harness.datasets.embeddings import PrecomputedEmbeddings, save_precomputed
 
 
 def write_beir(folder: Path, docs: dict[str, str], queries: dict[str, str],
@@ -41,7 +41,7 @@ def ingest_aspirin_dataset(conn, folder: Path, prefix: str) -> str:
     """A fresh dataset no other test used: 3 queries, 6 documents, one relevant each; its name."""
     import uuid
 
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:8]
     docs = {f"d{i}": f"document {i} about aspirin and the heart {tag}" for i in range(6)}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 
 VOCAB = ("protein cell gene cancer therapy risk heart brain blood study trial dose mouse "

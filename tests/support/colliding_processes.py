@@ -139,7 +139,7 @@ def scalar(location, query: str, params=()):
 INGEST = """
     import os, sys
     from eval_harness.store import StoreLocation
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
     with StoreLocation(os.environ["DATABASE_URL"]).connection() as conn:
         report = ingest_beir(conn, sys.argv[1], name=sys.argv[2])
     print(f"documents {report.documents}; queries {report.queries}")

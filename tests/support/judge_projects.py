@@ -37,7 +37,7 @@ def clean_judge_run(server_url, project, fake) -> list:
     """The judge columns after one undisturbed run (in this process) in a database of its own."""
     from eval_harness.judges.dual.run import judge_dataset
     from eval_harness.settings import load_settings
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     with scratch_database(server_url, "eh_clean") as clean:
         settings = load_settings(project["config"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from colliding_processes import beir
 
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 

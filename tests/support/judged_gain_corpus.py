@@ -90,7 +90,7 @@ def honest_gain_scenario(db, store, tmp_path, monkeypatch):
 
 
 def _scenario(db, store, tmp_path, monkeypatch, *, honest, semantic):
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:6]
     name = f"gain{tag}"

@@ -49,8 +49,8 @@ def beir_folder(tmp_path):
 def live(fresh, beir_folder):
     """An autocommit connection to a fresh database whose ``rag`` schema holds
     ``beir_folder`` laid out as a RAG store, attached as the live dataset ``live``."""
-    from eval_harness.store.demo_rag import build_rag_store
-    from eval_harness.store.live import attach_live_dataset
+    from eval_harness.datasets.demo_store import build_rag_store
+    from eval_harness.datasets.live import attach_live_dataset
 
     with fresh.connection(autocommit=True) as conn:
         build_rag_store(conn, beir_folder, schema="rag")
@@ -102,7 +102,7 @@ def seeds_project(location, tmp_path, monkeypatch, config: str, *, seed: int):
     docs = {f"d{i}": " ".join(rng.choice(WORDS, size=12)) for i in range(40)}
     queries = {f"q{i}": " ".join(rng.choice(WORDS, size=4)) for i in range(8)}
     qrels = [(f"q{i}", f"d{j}", 1) for i in range(8) for j in rng.choice(40, 2, replace=False)]
-    from eval_harness.store.demo_rag import build_rag_store
+    from eval_harness.datasets.demo_store import build_rag_store
 
     with location.connection() as conn:
         build_rag_store(conn, write_beir(tmp_path / "beir", docs, queries, qrels, dim=384),

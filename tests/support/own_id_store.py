@@ -1,7 +1,7 @@
 """RAG stores whose ids are text or uuid, as LangChain, LlamaIndex and many teams keep them.
 
 :func:`build_own_id_store` lays out, in a schema of its own, the documents and queries of a
-seed-layout store (:func:`eval_harness.store.demo_rag.build_rag_store`) with their ids made
+seed-layout store (:func:`eval_harness.datasets.demo_store.build_rag_store`) with their ids made
 text (``varchar``: ``doc-007``, ``q-3``) or ``uuid``: ``docs`` (id, content, embedding, an
 HNSW and a GIN index, as the seed store has), ``questions`` (id, query, expected_ids of the
 matching array type, the seed's judge columns) and ``answers`` (sources citing own ids).

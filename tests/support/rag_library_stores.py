@@ -210,7 +210,7 @@ def cache_query_vectors(conn: psycopg.Connection, data: SciFactSlice) -> None:
     """The slice's query vectors in the harness's query-embedding cache under the configured
     model, as after a first attach with the local embedder (its extra is not installed in the
     test venv)."""
-    from eval_harness.store.query_embeddings import cache_query_embeddings
+    from eval_harness.datasets.query_embeddings import cache_query_embeddings
 
     cache_query_embeddings(conn, MODEL, dict(zip(data.query_texts, data.query_vectors)))
     conn.commit()

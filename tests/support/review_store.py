@@ -30,7 +30,7 @@ FAST_AGREEMENT = AgreementSettings(bootstrap_resamples=300)
 
 @pytest.fixture
 def dataset(db, tmp_path):
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     name = f"agr{uuid.uuid4().hex[:8]}"
     folder = write_beir(tmp_path / "data", DOCS, QUERIES, QRELS)

@@ -14,7 +14,7 @@ import numpy as np
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import as_vector, hybrid_search
 from eval_harness.settings import load_settings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 
 SCIFACT = Path(__file__).resolve().parents[2] / "datasets" / "scifact"
 

@@ -23,7 +23,7 @@ def judge_config(location, tmp_path: Path, *, n_queries: int = 6, concurrency: i
     """A small dataset (texts unique to this test) ingested into ``location``, and a config
     judging it with both judges on the fake provider, ``concurrency`` requests at a time
     each, at ``rate_limits`` (default: none to speak of)."""
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     folder = beir(tmp_path / "judged", n_docs=max(30, 2 * n_queries), n_queries=n_queries,
                   tag=tmp_path.name[-12:])

@@ -17,8 +17,8 @@ from typing import Any
 
 from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answer_formats.json_stream import JsonStream
-from eval_harness.store.beir import DatasetError
-from eval_harness.store.beir import _text_lines as utf8_lines
+from eval_harness.datasets.beir import DatasetError
+from eval_harness.datasets.beir import utf8_lines
 
 
 def text_lines(path: Path, *, blank: bool = False) -> Iterator[tuple[int, str]]:

@@ -82,8 +82,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterator, Mapping
 
 from eval_harness.judges.client.limiter import Clock, RateLimiter, Sleep
-from eval_harness.judges.client.rate_headers import (RateSignal, parse_reset,  # noqa: F401
-                                                     read_retry_after)
+from eval_harness.judges.client.rate_headers import RateSignal, read_retry_after
 
 Wall = Callable[[], datetime]
 HeaderReader = Callable[..., RateSignal]  # (headers, *, now) -> what they say (a provider's)

@@ -50,8 +50,8 @@ from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers.base import BatchState, ChatClient
 from eval_harness.judges.client.retry import classify_error
-from eval_harness.judges.client.runner import CallPipeline, auth_message, quota_message
-from eval_harness.judges.client.stops import wait_unless
+from eval_harness.judges.client.runner import CallPipeline
+from eval_harness.judges.client.stops import auth_message, quota_message, wait_unless
 
 # final provider statuses of a batch that ran to its end; any other final status (expired,
 # cancelled, failed) closes the batch as abandoned, after storing whatever results it has

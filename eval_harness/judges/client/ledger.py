@@ -1,18 +1,9 @@
-"""The Postgres side of the call pipeline: the reply cache, the cost log, the retry log and
-the register of submitted batches (the statements are in :mod:`.sql`).
+"""The Postgres side of the call pipeline: paid replies written into the reply cache with
+their cost rows, cache hits counted, retries logged, and the register of submitted batches
+(the statements are in :mod:`.reply_cache` and :mod:`.sql`).
 
-* ``judge_cache`` (migration 0002): one row per distinct request key (see
-  :meth:`ChatRequest.cache_key`) with the reply text and its usage. A cache hit costs nothing
-  and writes no cost row. The key names the server (the normalised base URL, see
-  :func:`~eval_harness.judges.client.providers.base.normalised_base_url`), so two servers
-  serving a model of the same name (OpenAI and a vLLM server) never answer for each other, and a rerun against the same server, however its URL
-  is spelled, is answered from here.
-
-  Rows written before the server was part of the key (key version 1) are never read again:
-  they do not say which server wrote them, and one written by another server behind
-  ``OPENAI_BASE_URL`` must not pass for the default server's reply. Upgrading therefore pays
-  once more for each request only such a row answered; every reply from then on is cached
-  under its server. Batches registered under old keys are not resumed for the same reason.
+* ``judge_cache``: the reply cache (:mod:`.reply_cache`: its key, its table). A cache hit
+  costs nothing and writes no cost row.
 * ``api_cache_hit_log`` (migration 0005): the hits, counted per (provider, model, operation)
   and written as one aggregated row per key on each flush, with ``saved_cost``: what the
   replies would have cost as live calls at list price. A batch result reaching its own judge
@@ -51,7 +42,7 @@ from typing import Iterator, Sequence
 import psycopg
 
 from eval_harness.store.locks import session_lock
-from eval_harness.judges.client import sql
+from eval_harness.judges.client import reply_cache, sql
 from eval_harness.judges.protocol import ChatRequest, Completion, Usage
 
 BATCH_LOCK_PREFIX = "eval_harness.judge-batch:"  # + provider: advisory lock key (hashtext)
@@ -116,7 +107,7 @@ class JudgeLedger:
     def cached(self, key: str) -> Completion | None:
         row = self._pending_cache.get(key)
         if row is None:
-            row = sql.cached_reply(self._conn, key)
+            row = reply_cache.cached_reply(self._conn, key)
         if row is None:
             return None
         return Completion(row[5], Usage(row[6], row[7], row[8]))
@@ -124,7 +115,7 @@ class JudgeLedger:
     def cached_keys(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` the cache already answers (one query, for batch planning)."""
         found = {k for k in keys if k in self._pending_cache}
-        return found | sql.cached_keys_among(self._conn, list(set(keys) - found))
+        return found | reply_cache.cached_keys_among(self._conn, list(set(keys) - found))
 
     def record_cache_hit(self, request: ChatRequest, *, saved_cost: float) -> None:
         """A call answered by the cache (or by an identical call in flight): count it.
@@ -132,7 +123,7 @@ class JudgeLedger:
         ``saved_cost`` is the reply's usage at list price. The first hit on a reply that a
         batch of this ledger wrote is that batch being delivered, already paid: not counted.
         """
-        key = request.cache_key()
+        key = reply_cache.cache_key(request)
         if key in self._batch_replies:
             self._batch_replies.discard(key)
             return
@@ -153,7 +144,7 @@ class JudgeLedger:
         (see :meth:`CallPipeline.call`'s ``refresh``); otherwise a cached key keeps its first
         reply."""
         usage = completion.usage
-        key = request.cache_key()
+        key = reply_cache.cache_key(request)
         self._pending_cache[key] = (
             key, request.provider, request.model, request.operation, request.prompt_version,
             completion.text, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
@@ -197,9 +188,9 @@ class JudgeLedger:
                 rows = list(self._pending_cache.values())
                 keep = [r for r in rows if r[0] not in self._replacing]
                 if keep:
-                    sql.store_replies(self._conn, keep)
+                    reply_cache.store_replies(self._conn, keep)
                 if len(keep) < len(rows):
-                    sql.replace_replies(self._conn, [r for r in rows
+                    reply_cache.replace_replies(self._conn, [r for r in rows
                                                          if r[0] in self._replacing])
             if self._costs:
                 sql.log_costs(self._conn, self._costs)
@@ -268,7 +259,7 @@ class JudgeLedger:
                 self._conn.rollback()
                 return False
             if replies:
-                sql.store_replies(self._conn, [
+                reply_cache.store_replies(self._conn, [
                     (r.key, provider, r.request.model, r.request.operation,
                      r.request.prompt_version, r.completion.text,
                      r.completion.usage.input_tokens, r.completion.usage.output_tokens,

@@ -26,9 +26,9 @@ OpenAI's 429 ``insufficient_quota`` (also ``billing_hard_limit_reached``,
 (``enforced_spend_limit_reached``, ``contract_spend_limit_reached``) and its 400 "credit
 balance is too low" (recognised by its wording, the only sign older API versions give).
 Waiting cannot fix any of them, so the pipeline stops the run (see
-:class:`~eval_harness.judges.client.runner.QuotaExhausted`) instead of failing every later call the
+:class:`~eval_harness.judges.client.stops.QuotaExhausted`) instead of failing every later call the
 same way. ``auth`` stops the run for the same reason (see
-:class:`~eval_harness.judges.client.runner.AuthenticationRejected`): every later call would be
+:class:`~eval_harness.judges.client.stops.AuthenticationRejected`): every later call would be
 refused with the same key.
 
 Backoff before retry ``n`` (1-based): ``base * 2**(n-1)`` times a uniform jitter factor in

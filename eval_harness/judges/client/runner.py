@@ -2,14 +2,15 @@
 
     cache lookup -> budget check -> rate limiter -> provider -> retry -> cost + retry logging
 
-* **Cache**: a request whose key is in ``judge_cache`` is answered from it (no provider call,
-  no cost). Identical requests in flight at the same time share one provider call.
+* **Cache**: a request whose key is in the reply cache (:mod:`.reply_cache`) is answered from
+  it (no provider call, no cost). Identical requests in flight at the same time share one
+  provider call (:class:`~.reply_cache.InFlight`).
 * **Budget**: before a call, its worst-case cost (estimated input, full ``max_tokens`` of
   output) is reserved against ``judges.budget_usd``; the reservation is replaced by the real
   cost when the call ends, so concurrent calls can never overshoot the budget together. A
   call that does not fit waits while other reservations are pending; if it still does not
   fit, the pipeline stops: this and every later uncached call raise
-  :class:`BudgetExhausted`, calls already in flight finish and are logged, and what was
+  :class:`~.stops.BudgetExhausted`, calls already in flight finish and are logged, and what was
   spent stays logged.
 * **Budget lines**: retests and anchor re-judging reserve against their own line
   (:meth:`CallPipeline.add_budget_line`: ``judges.retest.budget_usd``,
@@ -28,17 +29,17 @@
   returned as failed (the caller records the pair as failed and the run goes on).
 * **No quota**: a provider saying the account has no quota or credit left (error kind
   ``quota``) stops the run like a used-up budget: that call and every later uncached call
-  raise :class:`QuotaExhausted` with one sentence naming the provider and its server (never
+  raise :class:`~.stops.QuotaExhausted` with one sentence naming the provider and its server (never
   the key); calls waiting for a slot or a retry are not sent any more (they would be refused
   too), calls already sent finish and are logged.
 * **Rejected key**: a 401 or 403 (error kind ``auth``) stops the run the same way, raising
-  :class:`AuthenticationRejected` with one sentence naming the provider and its server (never
-  the key): every later call would be refused with the same key. All three stops are
-  :class:`RunStopped`.
+  :class:`~.stops.AuthenticationRejected` with one sentence naming the provider and its
+  server (never the key): every later call would be refused with the same key. All three
+  stops are :class:`RunStopped`.
 * **Interrupted** (:meth:`CallPipeline.interrupt`, the user's SIGINT or SIGTERM): no new
   request is sent (cached replies are still answered); requests already sent get
   :data:`INTERRUPT_GRACE_SECONDS` to deliver their replies, which are stored, and are then
-  abandoned. Later calls raise :class:`RunInterrupted`.
+  abandoned. Later calls raise :class:`~.stops.RunInterrupted`.
 * **The store went away** (:meth:`CallPipeline.store_lost`: a ledger read or write failed,
   or the session saw the connection close): nothing more is sent, since no reply could be
   stored, and requests already sent are abandoned at once. Later calls raise
@@ -71,21 +72,20 @@ from typing import Awaitable, Iterable, Mapping, TypeVar
 
 import psycopg
 
-from eval_harness.judges.client.budget import (  # noqa: F401 (importable from here)
-    Budget, BudgetLine, BudgetLineExhausted)
+from eval_harness.judges.client.budget import Budget, BudgetLine, BudgetLineExhausted
 from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.pricing import PriceTable
+from eval_harness.judges.client.reply_cache import InFlight, cache_key, request_server
 from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.judges.client.providers import provider as provider_named
 from eval_harness.judges.client.providers.base import ChatClient
 from eval_harness.judges.client.retry import ErrorInfo, RetryPolicy, WaitAsked, classify_error
-from eval_harness.judges.client.stops import (  # noqa: F401 (the stops are importable from here)
-    INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPPED, STOPS, AuthenticationRejected,
-    BudgetExhausted, QuotaExhausted, RunInterrupted, RunStopped, StoreLost, auth_message,
-    quota_message, wait_unless)
+from eval_harness.judges.client.stops import (INTERRUPT_GRACE_SECONDS, REFUSING_STOPS, STOPPED,
+                                              STOPS, RunStopped, StoreLost, auth_message,
+                                              quota_message, wait_unless)
 
 T = TypeVar("T")
 
@@ -170,7 +170,7 @@ class CallPipeline:
         self._clock, self._sleep = clock, sleep
         self._limiters = {name: self._new_limiter(rate_limits[name], name) for name in providers}
         self._slots = {name: asyncio.Semaphore(concurrency) for name in providers}
-        self._inflight: dict[str, asyncio.Future] = {}
+        self._inflight = InFlight()
         self._budget_waiters: list[asyncio.Future] = []
         self.budget_lines: dict[str, BudgetLine] = {}  # purpose -> its own budget
         # cache key -> why its reply is not here yet (a provider batch still running)
@@ -209,11 +209,12 @@ class CallPipeline:
         """``request``'s cache key, after checking that it is addressed to the server its
         provider talks to (a key naming another server would cache the reply under it)."""
         served_by = self.base_url(request.provider)
-        if served_by is not None and request.endpoint != served_by:
+        addressed_to = request_server(request)
+        if served_by is not None and addressed_to != served_by:
             raise ValueError(f"a request for {request.provider} addressed to "
-                             f"{request.endpoint} would be sent to {served_by}; build it with "
+                             f"{addressed_to} would be sent to {served_by}; build it with "
                              f"base_url=pipeline.base_url({request.provider!r})")
-        return request.cache_key()
+        return cache_key(request)
 
     def stop(self, kind: str, reason: str) -> RunStopped:
         """Stop the run (the first stop and its reason are kept); returns the exception that
@@ -287,10 +288,10 @@ class CallPipeline:
         whose cached replies left it unscored). ``retest`` sends it past the cache, never
         cached, logged with ``purpose`` ('retest', or 'anchor' for the anchor set).
 
-        Raises :class:`BudgetExhausted` when the budget cannot cover the call,
-        :class:`QuotaExhausted` when the provider's account has no quota left and
-        :class:`AuthenticationRejected` when the provider rejects the key (for this and every
-        later uncached call).
+        Raises :class:`~.stops.BudgetExhausted` when the budget cannot cover the call,
+        :class:`~.stops.QuotaExhausted` when the provider's account has no quota left and
+        :class:`~.stops.AuthenticationRejected` when the provider rejects the key (for this and
+        every later uncached call).
         """
         key = self.cache_key(request)
         if self.stopped == "store":  # nothing can be read or stored any more
@@ -319,22 +320,7 @@ class CallPipeline:
                     request, saved_cost=self.prices.cost(request.model, outcome.completion.usage))
                 return CallOutcome(outcome.completion, cache_hit=True)
             return CallOutcome(None, outcome.error)  # its attempts are the other call's
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "unretrieved"
-        self._inflight[key] = future
-        try:
-            outcome = await self._call_provider(request, query_id, refresh)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except Exception as exc:
-            future.set_exception(exc)
-            raise
-        else:
-            future.set_result(outcome)
-            return outcome
-        finally:
-            del self._inflight[key]
+        return await self._inflight.share(key, self._call_provider(request, query_id, refresh))
 
     async def _reserve(self, amount: float, budget: Budget) -> None:
         """Reserve ``amount`` of ``budget``. While other calls hold reservations, wait for

@@ -51,7 +51,9 @@ from eval_harness.judges.client.notice_scope import first_in_command
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Judge
 from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
-from eval_harness.judges.client.runner import Budget, BudgetLine, CallPipeline
+from eval_harness.judges.client.budget import Budget, BudgetLine
+from eval_harness.judges.client.runner import CallPipeline
+from eval_harness.judges.llm import LLMJudge
 from eval_harness.store.liveness import watch_idle_connection
 from eval_harness import stopping
 
@@ -142,6 +144,16 @@ def server_of(settings: "Settings", provider) -> tuple[str | None, str]:
                                f"or unset it to use {provider.name}'s own API.") from None
 
 
+def planning_judge(settings: "Settings", spec: str) -> LLMJudge:
+    """The LLM judge ``spec`` (``provider:model``) without a pipeline: it builds the requests
+    a run would send (the same prompts, the same server in their cache keys) and sends
+    nothing, for estimates (``judge --dry-run``, what staged judging saved). No provider
+    client is built, only the normalised base URL its provider would talk to
+    (:func:`server_of`)."""
+    provider = provider_named(spec.split(":", 1)[0])
+    return LLMJudge(spec, None, settings.judges, base_url=server_of(settings, provider)[1])
+
+
 class JudgeSession:
     """Both judges of a run and the call pipeline (cache, budget, limits, retries) they share.
 
@@ -212,8 +224,6 @@ class JudgeSession:
         return self._judges[spec]
 
     def _build(self, spec: str) -> Judge:
-        from eval_harness.judges.llm import LLMJudge
-
         name, model = spec.split(":", 1)
         config = self.settings.judges
         if name == LOCAL:

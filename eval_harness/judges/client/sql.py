@@ -1,8 +1,8 @@
-"""Every SQL statement on the tables of the LLM client: the reply cache (``judge_cache``), the
-call logs (``api_cost_log``, ``api_retry_log``, ``api_cache_hit_log``; written by
-:class:`~eval_harness.judges.client.ledger.JudgeLedger`, the cost reads are the run report's)
-and the register of provider batches (``judge_batches``). The dual-judge run's reads and writes
-of ``ground_truth`` are :mod:`eval_harness.store.ground_truth`'s.
+"""Every SQL statement on the call logs of the LLM client (``api_cost_log``, ``api_retry_log``,
+``api_cache_hit_log``; written by :class:`~eval_harness.judges.client.ledger.JudgeLedger`, the
+cost reads are the run report's) and on the register of provider batches (``judge_batches``).
+The reply cache's table (``judge_cache``) is :mod:`.reply_cache`'s; the dual-judge run's reads
+and writes of ``ground_truth`` are :mod:`eval_harness.datasets.ground_truth`'s.
 
 Each function runs in the caller's transaction: committing, rolling back and the advisory
 locks (their statements too) stay with the callers (:mod:`.ledger`, :mod:`.batch`,
@@ -17,49 +17,7 @@ from datetime import datetime
 import psycopg
 from psycopg.types.json import Jsonb
 
-from eval_harness.store.ground_truth import EXISTING_QUERY_ID
-
-# ------------------------------------------------------------------------------ reply cache
-
-_INSERT_CACHE = (
-    "INSERT INTO judge_cache (key, provider, model, operation, prompt_version, reply, "
-    "input_tokens, output_tokens, cached_tokens, batch, run_id) VALUES "
-    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING")
-
-
-def cached_reply(conn: psycopg.Connection, key: str) -> tuple | None:
-    """The ``judge_cache`` row of ``key`` laid out as :func:`store_replies` takes it, without
-    the last two columns: ``(key, provider, model, operation, prompt_version, reply,
-    input_tokens, output_tokens, cached_tokens)``; None when the cache has no such reply."""
-    return conn.execute(
-        "SELECT key, provider, model, operation, prompt_version, reply, input_tokens, "
-        "output_tokens, cached_tokens FROM judge_cache WHERE key = %s", (key,)).fetchone()
-
-
-def cached_keys_among(conn: psycopg.Connection, keys: Sequence[str]) -> set[str]:
-    """Which of ``keys`` have a reply in ``judge_cache``."""
-    rows = conn.execute("SELECT key FROM judge_cache WHERE key = ANY(%s)",
-                        (list(keys),)).fetchall()
-    return {row[0] for row in rows}
-
-
-def replace_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
-    """Like :func:`store_replies`, but a key already cached takes the new reply (a question
-    re-asked because its cached replies left it unscored)."""
-    with conn.cursor() as cur:
-        cur.executemany(_INSERT_CACHE.replace(
-            "DO NOTHING", "DO UPDATE SET reply = EXCLUDED.reply, input_tokens = "
-            "EXCLUDED.input_tokens, output_tokens = EXCLUDED.output_tokens, cached_tokens = "
-            "EXCLUDED.cached_tokens, batch = EXCLUDED.batch, run_id = EXCLUDED.run_id"), rows)
-
-
-def store_replies(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
-    """Insert replies into ``judge_cache``: ``(key, provider, model, operation,
-    prompt_version, reply, input_tokens, output_tokens, cached_tokens, batch, run_id)``; a
-    key already cached keeps its first reply."""
-    with conn.cursor() as cur:
-        cur.executemany(_INSERT_CACHE, rows)
-
+from eval_harness.datasets.ground_truth import EXISTING_QUERY_ID
 
 # ------------------------------------------------------------------------------ call logs
 

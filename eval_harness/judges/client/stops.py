@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeVar
 
+from eval_harness.judges.client.providers import provider as provider_named
+
 if TYPE_CHECKING:  # the commands import this module: it must not load the provider SDKs
     from eval_harness.judges.client.retry import ErrorInfo
 
@@ -107,8 +109,6 @@ def auth_message(provider: str, base_url: str | None, error: ErrorInfo) -> str:
     where = f" at {base_url}" if base_url else " (its default server)"
     what = ("rejected the API key" if error.status_code != 403
             else "rejected the API key (it lacks the permission for this request)")
-    from eval_harness.judges.client.providers import provider as provider_named
-
     try:
         variable = provider_named(provider).key_variable
     except LookupError:

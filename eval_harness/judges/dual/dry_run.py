@@ -23,13 +23,15 @@ Per judge (after the same key fallback a real run does):
   A reply that does not parse is asked once more (a second paid call), which no estimate can
   foresee; ``--retry-unscored`` re-asks are not estimated either.
 
-Estimates, for the requests to pay for only:
+Estimates, for the requests to pay for only (the rules are
+:mod:`eval_harness.judges.client.pricing`'s):
 
 * input tokens: ``ceil(characters / 4)`` of the system prompt and messages plus
-  :data:`MESSAGE_OVERHEAD_TOKENS` per message (the system prompt counts as one), the usual
-  rule of thumb for English text with chat framing; a real tokenizer can differ by some
-  10-20% on other languages or code;
-* output tokens: a typical reply (:data:`TYPICAL_REPLY_TOKENS`: a relevance reply is one
+  :data:`~eval_harness.judges.client.pricing.MESSAGE_OVERHEAD_TOKENS` per message (the system
+  prompt counts as one), the usual rule of thumb for English text with chat framing; a real
+  tokenizer can differ by some 10-20% on other languages or code;
+* output tokens: a typical reply
+  (:data:`~eval_harness.judges.client.pricing.TYPICAL_REPLY_TOKENS`: a relevance reply is one
   number), not the ``max_tokens`` ceiling;
 * ``cost_usd``: those tokens at the model's price in ``judges.prices`` (the batch discount
   with ``--batch``), none of them assumed served from the provider's prompt cache;
@@ -42,54 +44,42 @@ Local judges send nothing and cost 0.
 With staged judging (``judges.staged``) judge 2 is asked for a growing seeded sample of
 queries until kappa's lower bound on it clears the floor, which depends on the replies: its
 figures are then a range, ``at_least`` its first sample (the staged run's own order,
-:func:`~eval_harness.judges.dual.plan.sample_order`), the figures themselves every query (the
-bound never clears). A staged batch run asks judge 2 live: so is it priced.
+:func:`~eval_harness.judges.staging.staged.sample_order`), the figures themselves every query
+(the bound never clears). A staged batch run asks judge 2 live: so is it priced.
 
 With test-retest on (``judges.retest`` or ``judge --retest``), each judge's retest requests
 (every pair of the seeded query sample, ``repeats`` times, live, past the cache) are priced on
-a line of their own, ``retest judge1 ...``, and counted in the total.
-With ``judges.anchors`` on, re-judging the frozen anchor set is priced the same way, one
-request per anchor and LLM judge, on lines ``anchors judge1 ...`` (none before the set is frozen).
+a line of their own, ``retest judge1 ...`` (:mod:`eval_harness.judges.retest.cost`), and
+counted in the total. With ``judges.anchors`` on, re-judging the frozen anchor set is priced
+the same way, one request per anchor and LLM judge, on lines ``anchors judge1 ...`` (none
+before the set is frozen; :mod:`eval_harness.judges.anchors.cost`). Each of the two steps'
+totals is set against its own budget line (``judges.retest.budget_usd``,
+``judges.anchors.budget_usd``: :class:`BudgetLineEstimate`), apart from the labels'
+``judges.budget_usd``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import psycopg
 
+from eval_harness.judges.anchors.cost import anchor_estimates
 from eval_harness.judges.client import sql
+from eval_harness.judges.client.pricing import (ESTIMATE_BASIS, PriceTable,
+                                                estimated_input_tokens,
+                                                estimated_output_tokens, usd)
+from eval_harness.judges.client.reply_cache import cache_key, cached_keys_among
+from eval_harness.judges.client.session import (FallbackNotices, planning_judge,
+                                               resolve_judge_specs)
 from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
-                                           sample_order, sample_sizes)
-from eval_harness.judges.client.providers import provider as provider_named
-from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import ChatRequest, Passage, Usage
-from eval_harness.judges.client.session import (FallbackNotices, JudgeUnavailable,  # noqa: F401
-                                               resolve_judge_specs, server_of)
+                                           relevance_requests)
 from eval_harness.judges.dual.shards import queries_of_shard
+from eval_harness.judges.protocol import Passage, Usage
+from eval_harness.judges.retest.cost import retest_estimates
+from eval_harness.judges.staging.staged import first_sample, stop_rule
 from eval_harness.settings import Settings
-
-CHARS_PER_TOKEN = 4
-MESSAGE_OVERHEAD_TOKENS = 4
-TYPICAL_REPLY_TOKENS = {"relevance": 4}  # "0.7" and an end token; other operations: max_tokens
-ESTIMATE_BASIS = (f"input ~ characters/{CHARS_PER_TOKEN} + {MESSAGE_OVERHEAD_TOKENS} per "
-                  "message; output = a typical reply (one number); at most = the budget's "
-                  "worst case (characters/3, full max_tokens)")
-
-
-def estimated_input_tokens(request: ChatRequest) -> int:
-    """The input tokens ``request`` is expected to be billed (see the module docstring)."""
-    chars = len(request.system) + sum(len(m.content) for m in request.messages)
-    messages = len(request.messages) + 1  # the system prompt is a message too
-    return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * messages
-
-
-def estimated_output_tokens(request: ChatRequest) -> int:
-    """A typical reply's tokens for the request's operation, never above its ``max_tokens``."""
-    return min(request.max_tokens, TYPICAL_REPLY_TOKENS.get(request.operation,
-                                                            request.max_tokens))
 
 
 @dataclass
@@ -124,7 +114,7 @@ class JudgeEstimate:
             return f"{head}  local judge: no request, $0"
         return (f"{head} ({self._free()})  to pay {self.to_pay:,}  "
                 f"~{self.input_tokens:,} input tokens  ~{self.output_tokens:,} output tokens  "
-                f"~{_usd(self.cost_usd)} (at most {_usd(self.max_cost_usd)})")
+                f"~{usd(self.cost_usd)} (at most {usd(self.max_cost_usd)})")
 
     def _free(self) -> str:
         free = [f"{self.cached:,} cached"]
@@ -144,8 +134,57 @@ class JudgeEstimate:
         return (f"{head} ({self._free()} of the most)  to pay at least {low.to_pay:,}, at most "
                 f"{self.to_pay:,}  ~{low.input_tokens:,}..{self.input_tokens:,} input tokens  "
                 f"~{low.output_tokens:,}..{self.output_tokens:,} output tokens  "
-                f"~{_usd(low.cost_usd)}..{_usd(self.cost_usd)} "
-                f"(at most {_usd(self.max_cost_usd)})")
+                f"~{usd(low.cost_usd)}..{usd(self.cost_usd)} "
+                f"(at most {usd(self.max_cost_usd)})")
+
+
+@dataclass
+class BudgetLineEstimate:
+    """What one budget line (test-retest, anchors) is estimated to spend against its own
+    limit (``judges.retest.budget_usd``, ``judges.anchors.budget_usd``; None = no limit)."""
+
+    key: str
+    step: str
+    budget_usd: float | None
+    requests: int
+    cost_usd: float
+    max_cost_usd: float
+
+    @property
+    def verdict(self) -> str:
+        if self.budget_usd is None:
+            return "no limit"
+        if self.max_cost_usd <= self.budget_usd:
+            return "fits"
+        if self.cost_usd <= self.budget_usd:
+            return f"may stop {self.step} early (the run goes on)"
+        return f"would stop {self.step} early (the run goes on)"
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "step": self.step, "budget_usd": self.budget_usd,
+                "requests": self.requests, "cost_usd": self.cost_usd,
+                "max_cost_usd": self.max_cost_usd, "verdict": self.verdict}
+
+    def format(self) -> str:
+        limit = "no limit" if self.budget_usd is None else usd(self.budget_usd)
+        return (f"budget line {self.key} ({self.step}): {limit}; {self.requests:,} requests "
+                f"~{usd(self.cost_usd)} (at most {usd(self.max_cost_usd)}) {self.verdict}")
+
+
+def budget_lines(settings: Settings, retest: Sequence, anchors: Sequence
+                 ) -> list[BudgetLineEstimate]:
+    """Each step's estimate against its own budget line (none for a step that is off)."""
+    judges = settings.judges
+    out = []
+    for estimates, key, step, limit in (
+            (retest, "judges.retest.budget_usd", "test-retest", judges.retest.budget_usd),
+            (anchors, "judges.anchors.budget_usd", "re-judging the anchors",
+             judges.anchors.budget_usd)):
+        if estimates:
+            out.append(BudgetLineEstimate(
+                key, step, limit, sum(e.requests for e in estimates),
+                sum(e.cost_usd for e in estimates), sum(e.max_cost_usd for e in estimates)))
+    return out
 
 
 @dataclass
@@ -237,25 +276,21 @@ class DryRunReport:
         lines += [line.format() for line in self.budget_lines]
         if self.to_pay_at_least != self.to_pay:
             total = (f"total  to pay at least {self.to_pay_at_least:,}, at most "
-                     f"{self.to_pay:,} requests  ~{_usd(self.cost_usd_at_least)}.."
-                     f"{_usd(self.cost_usd)} (at most {_usd(self.max_cost_usd)})")
+                     f"{self.to_pay:,} requests  ~{usd(self.cost_usd_at_least)}.."
+                     f"{usd(self.cost_usd)} (at most {usd(self.max_cost_usd)})")
         else:
-            total = (f"total  to pay {self.to_pay:,} requests  ~{_usd(self.cost_usd)} "
-                     f"(at most {_usd(self.max_cost_usd)})")
+            total = (f"total  to pay {self.to_pay:,} requests  ~{usd(self.cost_usd)} "
+                     f"(at most {usd(self.max_cost_usd)})")
         if self.budget_usd is not None:  # the labels' budget: retests and anchors have lines
             labels = sum(j.max_cost_usd for j in self.judges)
             fits = "fits" if labels <= self.budget_usd else (
                 "may stop the run early" if sum(j.cost_usd for j in self.judges)
                 <= self.budget_usd else "would stop the run early")
-            total += (f"; budget {_usd(self.budget_usd)} per run (judges.budget_usd, the "
+            total += (f"; budget {usd(self.budget_usd)} per run (judges.budget_usd, the "
                       f"labels) {fits}")
         lines += [total, f"estimates: {self.estimate_basis}"]
         lines += [f"note: {notice}" for notice in self.notices]
         return "\n".join(lines)
-
-
-def _usd(amount: float) -> str:
-    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
 
 
 def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: str, *,
@@ -280,7 +315,7 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
     prices = PriceTable(settings.judges.prices)
     seen: set[str] = set()  # uncached keys an earlier pair (of either judge) already asks
     estimates = []
-    first = _first_sample(planned, staged) if staged.enabled else planned
+    first = first_sample(planned, staged) if staged.enabled else planned
     for slot, spec in (("judge1", spec1), ("judge2", spec2)):
         sampled = staged.enabled and slot == "judge2"
         by_batch = batch and not sampled  # a staged batch run asks judge 2 live
@@ -299,8 +334,6 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
                           staged=None if not staged.enabled else _staged_plan(
                               settings, len(planned)))
     report.by_provider = _by_provider(estimates)
-    from eval_harness.judges.dual.anchor_cost import (anchor_estimates, budget_lines,
-                                                      retest_estimates)
     if settings.judges.retest.enabled:
         report.retest = retest_estimates(settings, prices, (spec1, spec2), planned, documents)
     if settings.judges.anchors.enabled:
@@ -311,8 +344,6 @@ def estimate_judge_run(conn: psycopg.Connection, settings: Settings, dataset: st
 
 def _staged_plan(settings: Settings, n_queries: int) -> dict:
     """judges.staged as the dry run shows it, with the stop rule a staged run would read."""
-    from eval_harness.judges.dual.staged import stop_rule  # staged imports this module
-
     staged = settings.judges.staged
     rule = stop_rule(settings.agreement, staged, n_queries)
     return {"seed": staged.seed, "first_queries": staged.first_queries,
@@ -321,29 +352,20 @@ def _staged_plan(settings: Settings, n_queries: int) -> dict:
             "stop_rule": rule.describe()}
 
 
-def _first_sample(planned: Sequence[PlannedQuery], staged) -> list[PlannedQuery]:
-    """The queries judge 2 judges in a staged run at the least: its first sample."""
-    size = next(sample_sizes(len(planned), first=staged.first_queries,
-                             step=staged.step_queries))
-    return sample_order(planned, staged.seed)[:size]
-
-
 def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, slot: str,
               spec: str, planned: Sequence[PlannedQuery], documents: dict[int, Passage], *,
               batch: bool, seen: set[str]) -> JudgeEstimate:
     """One judge's figures over ``planned``: its requests not in the cache, nor in an open
     batch (``batch``), nor already asked (``seen``, which gains the ones to pay)."""
-    from eval_harness.judges.llm import LLMJudge
-
     estimate = JudgeEstimate(slot, spec, pairs=sum(len(p.doc_ids) for p in planned))
     provider, model = spec.split(":", 1)
     if provider == "local":
         return estimate
     prices.require(model, spec)
-    judge = LLMJudge(spec, None, settings.judges, base_url=_server(settings, provider))
-    requests = _requests(judge, planned, documents)
-    keys = [r.cache_key() for r in requests]
-    cached = sql.cached_keys_among(conn, keys)
+    judge = planning_judge(settings, spec)
+    requests = relevance_requests(judge, planned, documents)
+    keys = [cache_key(r) for r in requests]
+    cached = cached_keys_among(conn, keys)
     pending = _in_open_batches(conn, provider, set(keys) - cached) if batch else set()
     for request, key in zip(requests, keys):
         if key in cached:
@@ -361,18 +383,6 @@ def _estimate(conn: psycopg.Connection, settings: Settings, prices: PriceTable, 
     estimate.cost_usd = prices.cost(model, Usage(estimate.input_tokens, estimate.output_tokens),
                                     batch=batch)
     return estimate
-
-
-def _server(settings: Settings, provider: str) -> str:
-    """The normalised base URL ``provider``'s client would talk to (part of the cache key)."""
-    return server_of(settings, provider_named(provider))[1]
-
-
-def _requests(judge, planned: Sequence[PlannedQuery],
-              documents: dict[int, Passage]) -> list[ChatRequest]:
-    """The judge's first request for every planned pair, in the real run's order."""
-    return [judge.relevance_request(plan.text, documents.get(doc_id) or Passage("", doc_id))
-            for plan in planned for doc_id in plan.doc_ids]
 
 
 def _in_open_batches(conn: psycopg.Connection, provider: str, keys: set[str]) -> set[str]:

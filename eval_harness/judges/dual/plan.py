@@ -30,20 +30,20 @@ judged before (without the option) are cache hits, so only the new documents are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import psycopg
 
-from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.store import ground_truth
-from eval_harness.store.ground_truth import dataset_has_labels
-from eval_harness.judges.protocol import Passage
+from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.ground_truth import dataset_has_labels
+from eval_harness.judges.protocol import ChatRequest, Passage
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import as_vector, candidate_scores, dataset_info, hybrid_search
 from eval_harness.retrieval.report import fused_runs
 from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
-from eval_harness.store.corpus import document_rows
+from eval_harness.datasets.corpus import document_rows
 from eval_harness.settings import Settings
 from eval_harness import stopping
 
@@ -114,8 +114,6 @@ def grid_pool(conn: psycopg.Connection, dataset: str, settings: Settings,
               query_ids: list[int]) -> dict[int, list[int]]:
     """{query id: the union over every calibration grid weight of its fused top 5}, each
     list in the order the documents first appear (weights ascending, rank within a weight)."""
-    from eval_harness.retrieval.weights import configured_grid
-
     depth = settings.weights_for(dataset).candidate_depth
     fetched = candidate_scores(conn, dataset, query_ids=query_ids, candidate_depth=depth)
     if not fetched:
@@ -152,32 +150,9 @@ def load_documents(conn: psycopg.Connection, dataset: str, doc_ids: Sequence[int
             for i, content, emb in rows}
 
 
-# ---------------------------------------------------------------------------------------
-# Staged judging's sample (eval_harness.judges.dual.staged): which queries judge 2 is asked for,
-# in which steps; planning, so that a dry run plans what the staged run asks
-
-
-def sample_order(planned: Sequence[PlannedQuery], seed: int) -> list[PlannedQuery]:
-    """The order in which queries join judge 2's sample: a seeded permutation of the planned
-    queries sorted by ground-truth id (so it depends on the queries, not on their order)."""
-    ordered = sorted(planned, key=lambda p: p.query_id)
-    permutation = np.random.default_rng(seed).permutation(len(ordered))
-    return [ordered[i] for i in permutation]
-
-
-def sample_sizes(n_queries: int, *, first: int, step: int) -> Iterator[int]:
-    """Cumulative sample sizes: ``first``, ``first + step``, ... and finally ``n_queries``."""
-    size = min(first, n_queries)
-    while True:
-        yield size
-        if size >= n_queries:
-            return
-        size = min(size + step, n_queries)
-
-
-def interim_looks(n_queries: int, *, first: int, step: int) -> int:
-    """How many of :func:`sample_sizes` are looks that can stop judge 2 early: those below
-    ``n_queries`` (the last, every query, skips nothing). Known before the first look, so
-    staged judging spends its alpha over them
-    (:mod:`eval_harness.metrics.agreement.sequential`)."""
-    return sum(size < n_queries for size in sample_sizes(n_queries, first=first, step=step))
+def relevance_requests(judge, planned: Sequence[PlannedQuery],
+                       documents: Mapping[int, Passage]) -> list[ChatRequest]:
+    """``judge``'s first request for every planned pair, in the run's order (a document the
+    corpus no longer has is asked as an empty text, as the run asks it)."""
+    return [judge.relevance_request(plan.text, documents.get(doc_id) or Passage("", doc_id))
+            for plan in planned for doc_id in plan.doc_ids]

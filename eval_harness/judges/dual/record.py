@@ -7,11 +7,11 @@ A judge run (:func:`eval_harness.judges.dual.run.judge_dataset`) writes one row 
 rows) with the figures the run measured, each None when it did not:
 
 * ``self flips``: the test-retest label flip rate and Krippendorff's alpha on the scores
-  (``judges.retest`` / ``judge --retest``, :mod:`.retest`);
+  (``judges.retest`` / ``judge --retest``, :mod:`eval_harness.judges.retest`);
 * ``kappa other``: the run's pooled Cohen's kappa between the two judges;
 * ``anchor flips``: the flip rate against the frozen anchor labels with its Wilson interval,
   and the share of anchors with a human verdict whose label now matches it
-  (``judges.anchors``, :mod:`.anchors`).
+  (``judges.anchors``, :mod:`eval_harness.judges.anchors`).
 
 The judges layer knows no human verdicts beyond the anchors', so the agreement step (a layer
 above) fills the rest onto the newest row of each judge through :func:`record_people`:

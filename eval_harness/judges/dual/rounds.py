@@ -49,7 +49,7 @@ async def judge_pairs(session: JudgeSession, query: Passage, documents: Sequence
     """Both judges' relevance results for every document (judges in parallel per pair).
 
     Every started call is allowed to finish (a paid reply is never thrown away); then
-    :class:`~eval_harness.judges.client.runner.RunStopped` is raised if the budget or a provider's
+    :class:`~eval_harness.judges.client.stops.RunStopped` is raised if the budget or a provider's
     exhausted quota or a rejected key stopped the run before all were judged. With
     ``with_judge2=False`` (staged judging) judge 2 is not asked: its results are None.
     ``on_pair(document, results)`` is called as each pair is done (a result or exception

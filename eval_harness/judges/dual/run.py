@@ -40,23 +40,25 @@ Crashes and concurrent runs:
 
 With ``judges.anchors`` on, the frozen anchor set is re-judged past the cache before anything
 else (a judge changed in config is compared with the old one before its labels are used), and
-the first such run freezes the set (:mod:`.anchors`); once per dataset, judge and UTC day,
-whatever the shards or processes (:mod:`.anchor_nights`). Retests and anchors spend their own
-budget lines (``judges.retest.budget_usd``, ``judges.anchors.budget_usd``): a line used up
-stops its step with one sentence in the summary, and the run goes on.
+the first such run freezes the set (:mod:`eval_harness.judges.anchors`); once per dataset,
+judge and UTC day, whatever the shards or processes (:mod:`eval_harness.judges.anchors.nightly`).
+Retests and anchors spend their own budget lines (``judges.retest.budget_usd``,
+``judges.anchors.budget_usd``): a line used up stops its step with one sentence in the
+summary, and the run goes on.
 
 A run that ends unstopped writes the judges' record, a row per judge with its spec and the
 figures the run measured (:mod:`.record`).
 
 With ``judges.retest`` on (``judge --retest``), once the queries are stored each judge
-re-scores a seeded sample of them past the cache (:mod:`.retest`); the figures are in the
-summary.
+re-scores a seeded sample of them past the cache (:mod:`eval_harness.judges.retest`); the
+figures are in the summary. With ``judges.staged`` on, judge 2 is asked only for a growing
+sample of the queries (:mod:`eval_harness.judges.staging`).
 
 Entry points: :func:`judge_dataset` (the CLI and the Dagster asset) and
 :func:`store_dual_judge_scores` (the seed's tool semantics, for callers outside Dagster).
 Which pairs are judged is :mod:`.plan`; judging and storing them, :mod:`.rounds`;
 one query's kappa and its write, :mod:`.scores`; what a run did, :mod:`.summary`;
-the statements, :mod:`eval_harness.store.ground_truth`.
+the statements, :mod:`eval_harness.datasets.ground_truth`.
 """
 
 from __future__ import annotations
@@ -69,33 +71,29 @@ from typing import Any, Coroutine, Iterator, Sequence, TypeVar
 
 import psycopg
 
-from eval_harness.store.live import write_back_judge_scores
-from eval_harness.store.locks import session_lock
-from eval_harness.store import ground_truth
+from eval_harness import stopping
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.live import write_back_judge_scores
+from eval_harness.judges.anchors.anchor_set import freeze_from_run
+from eval_harness.judges.anchors.nightly import anchors_of_the_night, freeze_once, run_passages
+from eval_harness.judges.anchors.refreeze import refreeze
 from eval_harness.judges.client.batch import prefill_cache_by_batch
-from eval_harness.judges.dual.plan import (PlannedQuery, load_documents, plan_queries,
-                                           pool_sizes, sample_order, sample_sizes)
-from eval_harness.judges.dual.claims import QueryClaims
-from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs  # noqa: F401 (re-exported)
-from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
-from eval_harness.judges.dual.anchor_nights import (anchors_of_the_night, freeze_once,
-                                                    run_passages)
-from eval_harness.judges.dual.anchor_refreeze import refreeze
-from eval_harness.judges.dual.anchors import freeze_from_run
-from eval_harness.judges.dual.record import write_record
-from eval_harness.judges.dual.retest import retest_sample, run_retest
-from eval_harness.judges.dual.summary import JudgeRunSummary
-from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.judges.protocol import Passage
-from eval_harness.judges.client.stops import StoreLost
 from eval_harness.judges.client.session import JudgeSession
+from eval_harness.judges.client.stops import StoreLost
+from eval_harness.judges.dual.claims import QueryClaims
+from eval_harness.judges.dual.plan import PlannedQuery, load_documents, plan_queries, pool_sizes
+from eval_harness.judges.dual.record import write_record
+from eval_harness.judges.dual.rounds import JudgingRounds, judge_pairs
+from eval_harness.judges.dual.scores import judgement_score, pair_kappa, store_query_judgements
 from eval_harness.judges.dual.shards import queries_of_shard
-from eval_harness.judges.dual.staged import (StagingReport, estimate_saved, sample_agreement,
-                                            stop_rule)
+from eval_harness.judges.dual.summary import JudgeRunSummary
+from eval_harness.judges.protocol import Passage
+from eval_harness.judges.retest.self_agreement import retest_sample, run_retest
+from eval_harness.judges.staging.staged import judge_staged
 from eval_harness.progress import ProgressCallback
 from eval_harness.retrieval.hybrid import as_vector
 from eval_harness.settings import Settings
-from eval_harness import stopping
+from eval_harness.store.locks import session_lock
 
 T = TypeVar("T")
 log = logging.getLogger("eval_harness.judges")
@@ -161,17 +159,17 @@ async def judge_dataset_async(conn: psycopg.Connection, settings: Settings, data
     ``shard=(i, n)`` judges only the queries of shard ``i`` of ``n``
     (:func:`eval_harness.judges.dual.shards.shard_of`). With ``judges.staged`` on, judge 2 scores
     a growing random sample of the queries until kappa's lower bound clears the floor
-    (:mod:`eval_harness.judges.dual.staged`; per shard when sharded).
+    (:mod:`eval_harness.judges.staging.staged`; per shard when sharded).
 
     One run per dataset at a time (:func:`judge_run_lock`). A live dataset configured with
     ``live.write_judge_scores: true`` then gets the stored scores written back into its own
-    ground-truth rows (:func:`eval_harness.store.live.write_back_judge_scores`; the CLI and
+    ground-truth rows (:func:`eval_harness.datasets.live.write_back_judge_scores`; the CLI and
     the Dagster asset both come through here). ``progress(done, total)`` is
     called as pairs are judged (see :mod:`eval_harness.progress`). ``session_options`` go to
     :class:`JudgeSession` (tests inject ``sleep``/``clock``). ``retry_unscored``: a judgement
     whose cached replies leave it unscored is asked anew (see :mod:`eval_harness.judges.llm`).
     ``refreeze_anchors`` (with ``judges.anchors`` on): the run replaces the dataset's anchor
-    set with one frozen from the current judges (:mod:`.anchor_refreeze`).
+    set with one frozen from the current judges (:mod:`eval_harness.judges.anchors.refreeze`).
     """
     with judge_run_lock(conn, dataset, shard):
         summary = await _judge_dataset(conn, settings, dataset, limit=limit, batch=batch,
@@ -234,8 +232,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
             if not staged.enabled:
                 await rounds.judge_round(planned, with_judge2=True)
             else:
-                summary.staging = await _judge_staged(conn, settings, session, planned,
-                                                      documents, rounds, batch=batch)
+                summary.staging = await judge_staged(conn, settings, session, planned,
+                                                     documents, rounds, batch=batch)
             if session.pipeline.stopped == "store":  # seen by the watch, not by a call
                 raise StoreLost(session.pipeline.stop_reason, session.pipeline.store_error)
             if anchors.enabled and not session.pipeline.stopped:
@@ -297,40 +295,6 @@ def _line_used_up(session: JudgeSession, purpose: str) -> list[str]:
     """The sentence saying the budget line of ``purpose`` stopped its step ([] if not)."""
     line = session.pipeline.budget_lines.get(purpose)
     return [] if line is None or not line.exhausted else [line.exhausted]
-
-
-async def _judge_staged(conn: psycopg.Connection, settings: Settings, session: JudgeSession,
-                        planned: Sequence[PlannedQuery], documents: dict[int, Passage],
-                        rounds: JudgingRounds, *, batch: bool) -> StagingReport:
-    """Both judges on a growing seeded sample of queries until kappa's lower bound on it,
-    with alpha spent over the planned looks, clears the floor, then judge 1 alone on the
-    rest (:mod:`.staged`)."""
-    staged, agreement = settings.judges.staged, settings.agreement
-    rule = stop_rule(agreement, staged, len(planned))
-    report = StagingReport(rule.floor, rule.confidence, staged.seed, rule.looks,
-                           queries=len(planned))
-    order = sample_order(planned, staged.seed)
-    done = 0
-    for size in sample_sizes(len(order), first=staged.first_queries, step=staged.step_queries):
-        await rounds.judge_round(order[done:size], with_judge2=True)
-        done = size
-        if session.pipeline.stopped:
-            break
-        step = sample_agreement(*rounds.pooled, agreement, done,
-                                confidence=rule.confidence_at(done, len(order)))
-        report.steps.append(step)
-        if rule.clears(step):
-            report.cleared = True
-            break
-    report.sample_queries = done
-    rest = order[done:]
-    if rest and not session.pipeline.stopped:
-        await rounds.judge_round(rest, with_judge2=False)
-        report.skipped_queries = len(rest)
-        report.skipped_pairs = sum(len(p.doc_ids) for p in rest)
-        estimate_saved(conn, report, session.judge2, rest, documents,
-                       PriceTable(settings.judges.prices), batch=batch)
-    return report
 
 
 def _batch_plan(judges: Sequence, planned: Sequence[PlannedQuery],

@@ -12,8 +12,8 @@ import psycopg
 from eval_harness.judges.dual.plan import PlannedQuery
 from eval_harness.judges.protocol import JudgeResult, Outcome
 from eval_harness.metrics.agreement import cohen_kappa
-from eval_harness.store import ground_truth
-from eval_harness.store.ground_truth import SKIPPED  # a judgement not asked (staged, judge 2)
+from eval_harness.datasets import ground_truth
+from eval_harness.datasets.ground_truth import SKIPPED  # a judgement not asked (staged, judge 2)
 
 
 class QueryChanged(RuntimeError):

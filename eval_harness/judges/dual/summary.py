@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from eval_harness.judges.anchors.drift import AnchorComparison
+from eval_harness.judges.anchors.refreeze import Refrozen
 from eval_harness.judges.client.batch import BatchReport
 from eval_harness.judges.protocol import JudgeResult
-from eval_harness.judges.dual.anchor_refreeze import Refrozen
-from eval_harness.judges.dual.anchors import AnchorComparison
-from eval_harness.judges.dual.retest import JudgeRetest
-from eval_harness.judges.dual.staged import StagingReport
+from eval_harness.judges.retest.self_agreement import JudgeRetest
+from eval_harness.judges.staging.staged import StagingReport
 
 
 @dataclass

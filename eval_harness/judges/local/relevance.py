@@ -48,6 +48,7 @@ from eval_harness.judges import prompts
 from eval_harness.settings.judges import LocalJudgeSettings
 from eval_harness.judges.local.text import (WORD, STOPWORDS, content_terms, content_words,
                                            numbers, sentences, simple_claim_sentences, stem)
+from eval_harness.judges.local.verdicts import GROUNDING_VERSION, check_grounding_aligned
 from eval_harness.judges.protocol import (AnswerEvaluation, ClaimCheck, Grounding, JudgeResult,
                                           Outcome, Passage, Reflexion, as_passage)
 
@@ -286,10 +287,6 @@ class LexicalJudge(_LocalJudge):
                         query_id: int | None = None) -> JudgeResult[Grounding]:
         """Claims aligned with the best span of the sources (grounding_verdicts); a source
         ending in ``[...]`` was cut, and what it may hold is "cannot tell", never unsupported."""
-        # imported here: grounding_local builds on this module's stemmer and stopwords
-        from eval_harness.judges.local.verdicts import (GROUNDING_VERSION,
-                                                            check_grounding_aligned)
-
         started = time.monotonic()
         value = check_grounding_aligned(answer, sources, self.threshold)
         result = self._result("grounding", value, started)

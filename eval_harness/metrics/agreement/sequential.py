@@ -6,7 +6,7 @@ of "kappa is below the floor" at level ``alpha = (1 - confidence) / 2`` (the low
 two-sided interval). Read K times, that level is not kept: each look is one more chance
 of a lucky bound, so judges whose true kappa sits at the floor clear it at *some* look more
 often than ``alpha`` (with four looks at 20, 40, 60 and 80 of 100 queries, 9.2% of 1,000
-simulated runs instead of 2.5%: tests/judges/dual/test_staged_peeking.py).
+simulated runs instead of 2.5%: tests/judges/staging/test_staged_peeking.py).
 
 The correction is Bonferroni's over the K looks, which are known before the first one
 (staged judging's sample sizes are fixed by ``first_queries`` and ``step_queries``): each

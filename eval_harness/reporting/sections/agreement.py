@@ -10,12 +10,13 @@ import psycopg
 from eval_harness.agreement.data import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, load_record, record_table
+from eval_harness.judges.staging.staged import stop_rule, stored_saving
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.judge_trend import HISTORY, judge_trend_blocks
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Details, Metric, Paragraph,
                                            Section, Table, no_data)
-from eval_harness.store.ground_truth import last_judged_at
+from eval_harness.datasets.ground_truth import last_judged_at
 from eval_harness.settings import Settings
 
 CHECK_NAME = "Judge agreement gate"
@@ -84,10 +85,8 @@ def agreement_section(conn: psycopg.Connection, settings: Settings,
 
 def _staging_sentence(conn: psycopg.Connection, settings: Settings, dataset: str,
                       n_queries: int) -> str:
-    """What staged dual judging saved (:func:`eval_harness.judges.dual.staged.stored_saving`)
+    """What staged dual judging saved (:func:`eval_harness.judges.staging.staged.stored_saving`)
     and the stop rule it read (as ``judges.staged`` plans ``n_queries`` queries)."""
-    from eval_harness.judges.dual.staged import stop_rule, stored_saving
-
     saving = stored_saving(conn, settings, dataset)
     rule = stop_rule(settings.agreement, settings.judges.staged, n_queries)
     return (f"Staged judging: judge 2 was not asked for {saving.skipped_pairs} pair(s) of "

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eval_harness.judges.client.adaptive import (AdaptiveRateLimiter, RateController, RateSignal,
-                                                parse_reset)
+from eval_harness.judges.client.adaptive import AdaptiveRateLimiter, RateController, RateSignal
+from eval_harness.judges.client.rate_headers import parse_reset
 from eval_harness.judges.client.providers import provider
 from eval_harness.settings.judges import RateLimit
 from eval_harness.judges.protocol import Outcome

@@ -20,7 +20,7 @@ import pytest
 from beir_factory import ingest_aspirin_dataset
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.client.retry import classify_error
-from eval_harness.judges.client.runner import QuotaExhausted, RunStopped
+from eval_harness.judges.client.stops import QuotaExhausted, RunStopped
 from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import QUOTA_FAULTS, FakeTime, judge_settings
 
@@ -234,7 +234,7 @@ def test_a_dual_judge_run_without_quota_stops_early_and_writes_nothing(batch, se
 
 @pytest.mark.unit
 def test_run_stopped_covers_both_reasons():
-    from eval_harness.judges.client.runner import BudgetExhausted
+    from eval_harness.judges.client.stops import BudgetExhausted
 
     assert issubclass(QuotaExhausted, RunStopped) and issubclass(BudgetExhausted, RunStopped)
     assert not issubclass(QuotaExhausted, BudgetExhausted)

@@ -17,7 +17,7 @@ from eval_harness.settings.judges import RateLimit, RetrySettings
 from eval_harness.judges.client.limiter import RateLimiter
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import Outcome
-from eval_harness.judges.client.runner import BudgetExhausted
+from eval_harness.judges.client.stops import BudgetExhausted
 from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import MALFORMED_REPLY, FakeLLMServer, FakeTime, Fault, judge_settings
 

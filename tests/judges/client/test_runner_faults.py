@@ -27,7 +27,7 @@ from beir_factory import ingest_aspirin_dataset
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.judges.protocol import Outcome
 from eval_harness.judges.client.retry import classify_error
-from eval_harness.judges.client.runner import AuthenticationRejected, RunStopped
+from eval_harness.judges.client.stops import AuthenticationRejected, RunStopped
 from eval_harness.judges.client.session import JudgeSession
 from fake_llm_server import FakeTime, default_reply, judge_settings
 from paths import REPO

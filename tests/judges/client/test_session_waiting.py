@@ -15,7 +15,7 @@ from beir_factory import write_beir
 from eval_harness.judges.dual.run import judge_dataset_async
 from eval_harness.judges.client.retry import WaitAsked, wait_asked_notice
 from eval_harness.judges.client.session import JudgeSession
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import FakeTime, Fault, judge_settings
 
 DAY = "the openai server asked to wait 86400 s (1 day) before retrying"

@@ -14,10 +14,10 @@ from beir_factory import ingest_aspirin_dataset
 from colliding_processes import beir
 from judge_runs import LLM
 from eval_harness.settings.judges import StagedSettings
-from eval_harness.judges.dual.dry_run import estimate_judge_run, estimated_input_tokens
+from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.judges.client.pricing import PriceTable, estimated_input_tokens
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
@@ -122,7 +122,7 @@ def test_identical_requests_are_paid_once(settings, conn, tmp_path, fake):
     import uuid
 
     from beir_factory import write_beir
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:8]
     docs = {"a": f"aspirin thins the blood {tag}", "b": f"aspirin thins the blood {tag}",

@@ -11,7 +11,7 @@ from judge_runs import LLM
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import judge_settings
 
 

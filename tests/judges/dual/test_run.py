@@ -16,10 +16,11 @@ from eval_harness_pipelines.assets.judging import dual_judge_scores
 from eval_harness_pipelines.resources import default_resources
 from beir_factory import write_beir
 from eval_harness_pipelines import cli
-from eval_harness.judges.dual.run import (judge_dataset, judge_dataset_async, pair_kappa,
-                                      store_dual_judge_scores)
+from eval_harness.judges.dual.run import (judge_dataset, judge_dataset_async,
+                                          store_dual_judge_scores)
+from eval_harness.judges.dual.scores import pair_kappa
 from eval_harness.judges.client.pricing import PriceTable
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
 from fake_llm_server import default_reply as _default_responder
 from judge_corpus import DOCS, LLM, QRELS, QUERIES

@@ -26,7 +26,7 @@ from eval_harness.judges.client.ledger import BatchedRequest, BatchReply, JudgeL
 from eval_harness.settings.judges import BatchSettings
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the corpus of dual/test_run.py
 from paths import REPO

@@ -18,7 +18,7 @@ from eval_harness.judges.dual.plan import plan_queries
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import as_vector, hybrid_search
 from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from eval_harness_pipelines import cli
 from fake_llm_server import judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES

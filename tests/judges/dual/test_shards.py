@@ -168,7 +168,7 @@ def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, 
 @pytest.fixture
 def shard_project(tmp_path, store, conn, monkeypatch):
     from colliding_processes import beir
-    from eval_harness.store.ingest import ingest_beir
+    from eval_harness.datasets.ingest import ingest_beir
 
     tag = uuid.uuid4().hex[:8]
     folder = beir(tmp_path / "data", n_docs=20, n_queries=8, tag=tag)

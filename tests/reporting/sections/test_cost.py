@@ -19,7 +19,7 @@ from eval_harness.judges.protocol import Usage
 from eval_harness.judges.client.session import JudgeSession
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.reporting.sections.cost import cost_lines
-from eval_harness.store.ingest import ingest_beir
+from eval_harness.datasets.ingest import ingest_beir
 from fake_llm_server import FakeTime, judge_settings
 from cost_logs import cache_hits_by_model as _hits, calls_and_cost as _cost
 

@@ -93,8 +93,8 @@ def normalised_base_url(url: str) -> str:
 
     Two servers speaking the same API (OpenAI and a vLLM server, or two gateways) can serve
     models of the same name and still answer differently, so the server is part of what
-    changes a judge's output (see :meth:`ChatRequest.cache_key
-    <eval_harness.judges.protocol.ChatRequest.cache_key>`). Scheme and host in lower case,
+    changes a judge's output (see
+    :func:`eval_harness.judges.client.reply_cache.cache_key`). Scheme and host in lower case,
     the port only when it is not the scheme's default, no trailing slash; credentials, query
     string and fragment dropped, so they never reach a cache key, a log line or the store.
 
