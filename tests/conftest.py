@@ -21,9 +21,10 @@ from scratch_databases import migrated_template_database, scratch_database
 
 # Hooks and shared fixtures from tests/support/ (on pytest's pythonpath, see pyproject.toml):
 # the crash guard's hook, the review-queue dataset, the live store's BEIR folder, the stores
-# made by LangChain and LlamaIndex, which files share a test process, the unit tier's guard.
+# made by LangChain and LlamaIndex, the project folder of the command tests, which files share
+# a test process, the unit tier's guard.
 pytest_plugins = ["pg_crash_guard", "review_store", "live_store", "rag_library_stores",
-                  "worker_scopes", "unit_tier"]
+                  "projects", "worker_scopes", "unit_tier"]
 
 
 def _server_url(tmp_path_factory) -> tuple[str, bool]:

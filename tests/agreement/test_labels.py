@@ -229,13 +229,11 @@ history:
 """
 
 
-@pytest.fixture
-def project(tmp_path, store, unlabelled, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    path = tmp_path / "config.yaml"
+def write_unlabelled(path, unlabelled):
     path.write_text(CONFIG.format(**unlabelled))
-    return path
+
+
+pytestmark = pytest.mark.project(config=write_unlabelled)  # the project of the tests below
 
 
 def run(capsys, config, *args):

@@ -21,8 +21,6 @@ from eval_harness.store.connection import StoreLocation, StoreUnavailable, redac
 
 SECRET = "S3cret-alpha beta7"  # two words: a quoted key=value password may hold a space
 FRAGMENTS = ("S3cret", "beta7")
-ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-               "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DAGSTER_POSTGRES_URL")
 
 
 @pytest.mark.unit
@@ -107,17 +105,16 @@ UNREACHABLE_FORMS = {**forms(UNREACHABLE, SECRET),
                      "unterminated quote": f"host=127.0.0.1 port=1 password='{SECRET}"}
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    for variable in ENVIRONMENT:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").mkdir()
-    config = tmp_path / "config.yaml"
-    config.write_text("default_dataset: tiny\ndatasets:\n  tiny: {path: data}\n"
-                      "dagster: {home: dagster-home}\n"
-                      "judges: {judge1: local:lexical, judge2: local:embedding}\n")
-    return config
+def write_tiny(path):
+    """A config naming one dataset folder, ``data``, empty."""
+    (path.parent / "data").mkdir()
+    path.write_text("default_dataset: tiny\ndatasets:\n  tiny: {path: data}\n"
+                    "dagster: {home: dagster-home}\n"
+                    "judges: {judge1: local:lexical, judge2: local:embedding}\n")
+
+
+# the project of the commands below: no database until a test sets DATABASE_URL
+pytestmark = pytest.mark.project(config=write_tiny, database=None, chdir=True)
 
 
 def command_output(capsys, config: Path, *argv: str) -> tuple[int | None, str]:
