@@ -8,7 +8,8 @@ import dagster as dg
 
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.agreement.data import dataset_agreement, kappa_gate, kappa_verdict
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.kappa_gate import kappa_gate, kappa_verdict
 from eval_harness.agreement.people import recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.files import write_report

@@ -24,9 +24,11 @@ import pandas as pd
 from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
 from eval_harness_pipelines.resources import DUCKDB_IO_MANAGER_KEY, EvalSettings, LiveStore
 from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
-                                              figure_from_grid, grid_frame)
+                                              figure_from_grid, outcome_from_grid)
 from eval_harness.calibration.report import calibration_markdown
-from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings, format_table
+from eval_harness.calibration.run import calibrate_with_settings
+from eval_harness.calibration.text import format_table
+from eval_harness.calibration.verdict import VERDICT_LABELS
 from eval_harness.calibration.workflow import (publish_calibration, record_calibration,
                                                verdict_bands)
 
@@ -51,9 +53,9 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
         result = calibrate_with_settings(conn, cfg, config.dataset, grid_step=config.grid_step,
                                          labels=config.labels)
         conn.commit()  # the candidate cache's new entries (a rerun reads them)
-    frame = grid_frame(result)
-    frame["label_source"] = result.label_source  # not in the history table: for the row
-    recorded = record_calibration(cfg, result, frame)
+    recorded = record_calibration(cfg, result)
+    # the label source is not in the history table: the publishing asset reads it for the row
+    frame = recorded.grid.assign(label_source=result.label_source)
     context.log.info(format_table(result))
     uplift, cv, figure = result.uplift, result.cross_validation, result.figure
     metadata = {
@@ -96,9 +98,10 @@ def calibration_grid(context: dg.AssetExecutionContext, config: CalibrationConfi
                       "config.yaml (other keys, datasets and comments kept).")
 def calibrated_weights(context: dg.AssetExecutionContext, calibration_grid: pd.DataFrame,
                        settings: EvalSettings, store: LiveStore) -> dg.MaterializeResult:
-    outcome = publish_calibration(store.location(), settings.load(), calibration_grid,
-                                  run_id=context.run_id)
-    published, figure, decision = outcome.weights, outcome.figure, outcome.decision
+    cfg = settings.load()
+    outcome = outcome_from_grid(calibration_grid, verdict_bands(cfg))
+    published = publish_calibration(store.location(), cfg, outcome, run_id=context.run_id)
+    figure, decision = outcome.figure, outcome.decision
     metadata = {"semantic_weight": published.semantic, "keyword_weight": published.keyword,
                 "p_at_5": figure.p_at_5, "dataset": published.dataset,
                 "label_source": published.label_source,

@@ -26,14 +26,15 @@ from datetime import date
 
 import dagster as dg
 
-from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
-from eval_harness_pipelines.resources import EvalSettings, LiveStore
-from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.answers_mapping import answers_relation, answers_relation_of
-from eval_harness.gates.registry import GATE_DESCRIPTIONS, Gate, configured_gates, enabled_gate_names
+from eval_harness.gates.gate import GATE_DESCRIPTIONS, Gate
+from eval_harness.gates.registry import configured_gates, enabled_gate_names
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import evaluate_window, summarize_gates
+from eval_harness.gates.window import TimeWindow
 from eval_harness.settings import ConfigError, Settings
+from eval_harness_pipelines.check_outcomes import below, check_outcome, readable
+from eval_harness_pipelines.resources import EvalSettings, LiveStore
 
 GROUP = "quality_gates"
 ANSWERS_ASSET = "answers"

@@ -84,7 +84,7 @@ def _load(store, answers: int, documents: int, sources: int, seed: int) -> float
 
 
 def _gate(store, relation) -> dict:
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import build_gates
     from eval_harness.gates.runner import evaluate_window, summarize_gates
     from eval_harness.settings import QualityGateSettings

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_harness.gates.citations import citation_coverage  # noqa: E402
+from eval_harness.gates.citation_coverage import citation_coverage  # noqa: E402
 from eval_harness.gates.format_compliance import format_compliance  # noqa: E402
 
 SUBJECTS = [
@@ -158,7 +158,7 @@ def _load_answers(store, answer_count: int, seed: int) -> float:
 
 def _stream_child(answer_count: int, seed: int, results) -> None:
     """Runs in a fresh process: embedded store, COPY, then the runner over the day."""
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import build_gates
     from eval_harness.gates.runner import evaluate_window, summarize_gates
     from eval_harness.settings import QualityGateSettings

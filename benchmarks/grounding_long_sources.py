@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grounding_validation import SETS, load_begin, parse_args  # noqa: E402
 
-from eval_harness.gates.judged import grounding_result  # noqa: E402
+from eval_harness.gates.llm_gates import grounding_result  # noqa: E402
 from eval_harness.settings.judges import LocalJudgeSettings  # noqa: E402
 from eval_harness.judges.local.grounding import checkable_claims  # noqa: E402
 from eval_harness.judges.local.verdicts import check_grounding_aligned  # noqa: E402

@@ -44,7 +44,7 @@ def progress_bar(description: str, *, unit: str = "it",
     if not draws_bars(stream):
         yield None
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # a fifth of a second, paid only when a bar is drawn on a terminal
 
     bar = tqdm(total=None, desc=description, unit=unit, file=stream, leave=False,
                dynamic_ncols=True)

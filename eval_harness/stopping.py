@@ -23,6 +23,8 @@ seen by :func:`requested` after that code returns.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import signal
 import socket
@@ -218,8 +220,6 @@ def at_exit_unstoppable(hook: Callable[[], None]) -> None:
     already said it was done; ignoring it lets the shutdown end the way it began. Registered
     after the package's own exit hook, this one runs first (``atexit`` is last in, first out),
     so the package's hook finds the work done."""
-    import atexit
-
     def run() -> None:
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
@@ -242,9 +242,6 @@ def end_process(code: int) -> None:
     ``python -m eval_harness.cli``, exiting 130 or 143), never for a caller that goes on (a
     test calling main), nor for a command that finished: its exit is the interpreter's own,
     which also closes what a library left open."""
-    import atexit
-    import logging
-
     main = threading.main_thread()
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not main):
         return

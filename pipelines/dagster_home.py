@@ -29,6 +29,9 @@ from eval_harness.files import write_report
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_conninfo
 
+# Dagster takes seconds to import, and it and filelock (a dependency of Dagster's) serve only
+# `run` and `gate --partition`, while the console command imports this module for every
+# command: they are imported where they run.
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -77,7 +80,7 @@ def prepare_dagster_home(settings: Settings) -> Path:
 @contextmanager
 def instance_lock(home: Path) -> Iterator[None]:
     """Hold the inter-process lock of DAGSTER_HOME ``home`` (module docstring)."""
-    from filelock import FileLock, Timeout  # a dependency of dagster itself
+    from filelock import FileLock, Timeout  # only where it runs: see the imports
 
     lock = FileLock(str(home / INSTANCE_LOCK), timeout=LOCK_TIMEOUT_SECONDS)
     try:
@@ -101,7 +104,7 @@ def open_instance(settings: Settings) -> Iterator["dg.DagsterInstance"]:
     A failure to open it (a damaged or unwritable storage) is a :class:`UserError` naming the
     folder: exit 2, never the exit 1 of a failed check.
     """
-    import dagster as dg
+    import dagster as dg  # only where it runs: see the imports
 
     home = prepare_dagster_home(settings)
     with instance_lock(home):

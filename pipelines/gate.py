@@ -11,9 +11,18 @@ from datetime import date
 
 from eval_harness import stopping
 from eval_harness.errors import UserError
+from eval_harness.gates.answers_mapping import answers_relation_of
+from eval_harness.gates.window import TimeWindow
 from eval_harness.settings import Settings
+from eval_harness.store import locate_store
+from eval_harness_pipelines.in_process import execute_job
 
-# a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error): exit 1, not 2
+# Dagster (and the Dagster definitions), and the gate runner with scipy.stats, take seconds to
+# import and only `gate --partition` needs them, while the console command imports this module
+# for every command: they are imported where the job runs.
+
+# a blocking check failed (eval_harness_pipelines.check_outcomes, or Dagster's own error):
+# exit 1, not 2
 EXPECTED_CHECK_FAILURE = ("BlockingCheckFailed", "DagsterAssetCheckFailedError")
 
 
@@ -28,15 +37,12 @@ def root_cause(error) -> str:
 
 def run_gate_job(settings: Settings, day: date, gates):
     """Run ``quality_gate_job`` for partition ``day`` in-process; the report of its checks."""
-    import dagster as dg
+    import dagster as dg  # these: only where the job runs (see the imports)
 
-    from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_definitions
-    from eval_harness_pipelines.in_process import execute_job
-    from eval_harness_pipelines.resources import default_resources
-    from eval_harness.gates.answers import TimeWindow
-    from eval_harness.gates.answers_mapping import answers_relation_of
     from eval_harness.gates.runner import stored_gate_report
-    from eval_harness.store import locate_store
+    from eval_harness_pipelines.assets.quality_gates import (QUALITY_GATE_JOB,
+                                                             quality_gate_definitions)
+    from eval_harness_pipelines.resources import default_resources
 
     location = locate_store(settings)
     relation = answers_relation_of(location, settings)  # a bad mapping: one sentence, no run

@@ -21,6 +21,8 @@ from eval_harness_pipelines.dagster_home import open_instance
 from eval_harness import stopping
 from eval_harness.settings import Settings
 
+# Dagster takes seconds to import and only `run` and `gate --partition` need it, while the
+# console command imports this module for every command: it is imported where it runs.
 if TYPE_CHECKING:
     import dagster as dg
 
@@ -45,7 +47,7 @@ def execute_job(settings: Settings, job: dg.JobDefinition, **options: Any):
 def end_stopped_run(instance: dg.DagsterInstance, run_id: str, signum: int) -> bool:
     """Report run ``run_id`` canceled if the stop by ``signum`` left it unfinished or ended it
     (a run never created, or finished before the stop, is left alone); True when it did."""
-    import dagster as dg
+    import dagster as dg  # only where it runs: see the imports
 
     run = instance.get_run_by_id(run_id)
     if run is None:

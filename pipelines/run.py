@@ -27,12 +27,21 @@ from pathlib import Path
 
 from eval_harness import stopping
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
-from eval_harness_pipelines.dagster_home import prepare_dagster_home
-from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
 from eval_harness.escaping.terminal import say
-from eval_harness_pipelines.in_process import execute_job
+from eval_harness.gates.answers import import_configured_answers
+from eval_harness.gates.answers_mapping import answers_relation
+from eval_harness.gates.sql import latest_answer_day, recent_answer_days
 from eval_harness.settings import Settings
 from eval_harness.store import StoreLocation, open_store
+from eval_harness.datasets.prepare import (demo_store_wanted, describe_demo_store,
+                                         prepare_demo_store, refuse_missing_demo_relations,
+                                         uses_demo_schema)
+from eval_harness_pipelines.dagster_home import prepare_dagster_home
+from eval_harness_pipelines.gate import EXPECTED_CHECK_FAILURE, root_cause
+from eval_harness_pipelines.in_process import execute_job
+
+# Dagster and the Dagster definitions take seconds to import and only `run` needs them, while
+# the console command imports this module for every command: they are imported where it runs.
 
 DEFINITIONS_MODULE = "eval_harness_pipelines.definitions"  # its `defs` is the code location
 # Answers gated in place (quality_gates.answers): the main job gates the days with answers
@@ -89,6 +98,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run_steps(args: argparse.Namespace, settings: Settings, step: list[str]) -> int:
     prepare_dagster_home(settings)
+    # Dagster and its definitions: only where it runs (see the imports)
     from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB
     from eval_harness_pipelines.assets.reporting import REPORT_JOB
     from eval_harness_pipelines.definitions import build_defs
@@ -185,10 +195,6 @@ def _lay_out_demo_store(location: StoreLocation, settings: Settings, configured)
     corpus asset attaches the live dataset mapped onto it (and say where it is). On a
     DATABASE_URL store it is never built: a mapping onto it that finds nothing stops the run
     here, in one sentence, before any step."""
-    from eval_harness.datasets.prepare import (demo_store_wanted, describe_demo_store,
-                                             prepare_demo_store,
-                                             refuse_missing_demo_relations, uses_demo_schema)
-
     if not uses_demo_schema(configured, settings):
         return
     with location.connection() as conn:
@@ -210,7 +216,7 @@ def _gateable(day: date, first: date, today: date) -> bool:
 
 
 def _collect(result, outcome: RunOutcome, partition: str | None) -> None:
-    import dagster as dg
+    import dagster as dg  # only where it runs: see the imports
 
     for evaluation in result.get_asset_check_evaluations():
         outcome.checks.append(CheckLine(
@@ -300,10 +306,6 @@ def shown_path(path: str | Path) -> str:
 def _answer_days(location: StoreLocation, settings: Settings) -> list[date]:
     """Import the configured answers file (idempotent) and return the UTC days to gate: the
     days the file covers, or the latest day with answers when no file is configured."""
-    from eval_harness.gates.answers import import_configured_answers
-    from eval_harness.gates.answers_mapping import answers_relation
-    from eval_harness.gates.sql import latest_answer_day, recent_answer_days
-
     with location.connection() as conn:
         report = import_configured_answers(conn, settings)
         if report is not None:

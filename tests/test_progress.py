@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 
 from beir_factory import write_beir
 from eval_harness_pipelines import cli
-from eval_harness.gates.answers import TimeWindow
+from eval_harness.gates.window import TimeWindow
 from eval_harness.datasets.embeddings import embed_in_batches
 from eval_harness.gates.registry import build_gates
 from eval_harness.gates.runner import evaluate_window

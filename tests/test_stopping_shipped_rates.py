@@ -99,7 +99,7 @@ def test_at_the_shipped_rates_a_signal_25_s_in_ends_the_command_within_3_s(
     """Both judges (judge) or judge 1's two LLM gates (gate) at config.yaml's own rate limits
     and concurrency, with far more work than 25 s allow at those rates. The signal 25 s in
     ends the command within 3 s with its one line, and the rerun asks only for the rest."""
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.judges.dual.run import judge_dataset

@@ -110,7 +110,7 @@ def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path
                          ids=["since-SIGTERM", "partition-SIGINT"])
 def test_a_stopped_gate_run_stores_what_it_evaluated_and_the_rerun_does_the_rest(
         fresh, tmp_path, fake, window, signum):
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
 

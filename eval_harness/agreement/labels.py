@@ -23,7 +23,8 @@ weight. An ``excluded`` pair counts as not relevant there (P@5 is then a lower b
 the number of such pairs is reported.
 
 :func:`pair_label` and :func:`derive_labels` are pure; :func:`load_judge_labels` is the one
-reader (the stored scores through :func:`eval_harness.agreement.data.load_judge_pairs`).
+reader (the stored scores through
+:func:`eval_harness.agreement.judge_pairs.load_judge_pairs`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from eval_harness.agreement.data import load_judge_pairs
+from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.review import adjudicated_labels
 from eval_harness.settings import DISAGREEMENT_RULES, AgreementSettings
 

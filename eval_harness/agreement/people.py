@@ -142,9 +142,9 @@ class PeopleRecorded:
 
 
 def record_with_people(conn: psycopg.Connection, result) -> PeopleRecorded:
-    """Write ``result``'s (a :class:`~eval_harness.agreement.data.DatasetAgreement`) people
-    figures and kappa interval onto the newest judges' record rows, and the human verdicts onto
-    the anchors; one transaction, committed. A role that may only read the harness schema (or
+    """Write ``result``'s (a :class:`~eval_harness.agreement.dataset_agreement.DatasetAgreement`)
+    people figures and kappa interval onto the newest judges' record rows, and the human verdicts
+    onto the anchors; one transaction, committed. A role that may only read the harness schema (or
     a read-only transaction) writes nothing: the transaction is rolled back and ``written``
     is False, so the caller can say so."""
     try:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from eval_harness.agreement.data import DatasetAgreement, RaterVsHuman
+from eval_harness.agreement.dataset_agreement import DatasetAgreement, RaterVsHuman
 from eval_harness.agreement.people import format_people_markdown
 from eval_harness.judges.dual.record import format_record_markdown
 from eval_harness.metrics.agreement import AgreementReport, QueryKappa, landis_koch_label

@@ -5,7 +5,7 @@ both are built from are read through :mod:`eval_harness.datasets.ground_truth`.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.agreement.sample`,
-:mod:`eval_harness.calibration.corrected`): every function runs in the caller's transaction.
+:mod:`eval_harness.calibration.ppi_p_at_5`): every function runs in the caller's transaction.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Whether a calibration changes a dataset's weights: the grid against the weights in force.
+"""The calibration decision: whether a calibration changes a dataset's weights, against the
+weights in force, and what it publishes (:class:`CalibrationOutcome`).
 
 Calibration searches a grid of weights on the same queries it then scores them on, so the
 highest mean P@5 on the grid beats the weights in force by chance alone, and more so the
@@ -36,7 +37,7 @@ point chosen, not adjusted for having chosen it (the adjusted p carries the sear
 two weights (a judge over-rating documents that share the query's words favours a
 keyword-heavy weight), so the permutation test on judge labels can be certain of a gain that
 exists only in the judges. With a human sample that corrects the gain
-(:func:`eval_harness.calibration.judged_gain.judged_gain`: one prediction-powered inference
+(:func:`eval_harness.calibration.ppi_gain.judged_gain`: one prediction-powered inference
 over the per-query differences best - in force, ``1 - alpha`` interval),
 :func:`with_judged_gain` changes the weights only when **both** hold:
 
@@ -54,6 +55,10 @@ is at most ``alpha`` under either failure mode), at the cost of some power. The 
 sentence then reports the corrected gain and its interval. Without a usable human sample
 (none, or fewer than two sampled queries fully labelled at both weights) the decision rests
 on the permutation test alone and says that the judges' bias is uncorrected.
+
+This is the one test of "is it better?": the uplift over the default weight, its bootstrap
+interval and randomization p-value (:func:`eval_harness.metrics.calibration.
+uplift_over_default`) and the cross-validated P@5 are printed beside it and decide nothing.
 """
 
 from __future__ import annotations
@@ -62,14 +67,12 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
 
 import numpy as np
 
+from eval_harness.calibration.verdict import VerdictFigure
 from eval_harness.metrics.calibration import paired_bootstrap_interval
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 TIE_TOLERANCE = 1e-12  # a permuted maximum this close to the observed one counts as reaching it
 SIGN_BUDGET = 2_000_000  # sign entries per chunk: ~16 MB of float64, reused
@@ -275,71 +278,21 @@ def decide_weights(per_query_p_at_5: np.ndarray, grid: list[tuple[float, float]]
                           label_source=label_source, note=note)
 
 
-def decision_columns(decision: WeightDecision | None) -> dict[str, Any]:
-    """The grid frame's decision columns (the same on every row of one calibration), from
-    which the Dagster asset that publishes reads the decision back (:func:`decision_from_row`)."""
-    if decision is None:
-        return {"decision": None, "in_force_semantic": math.nan, "in_force_keyword": math.nan,
-                "decision_gain": math.nan, "decision_ci_low": math.nan,
-                "decision_ci_high": math.nan, "decision_adjusted_p": math.nan,
-                "decision_alpha": math.nan, "decision_min_gain": math.nan,
-                "decision_permutations": 0, "decision_label_source": None,
-                "decision_note": None, "decision_ppi_gain": math.nan,
-                "decision_ppi_ci_low": math.nan, "decision_ppi_ci_high": math.nan,
-                "decision_n_human": 0}
-    return {"decision": decision.decision, "in_force_semantic": decision.in_force[0],
-            "in_force_keyword": decision.in_force[1], "decision_gain": decision.gain,
-            "decision_ci_low": decision.low, "decision_ci_high": decision.high,
-            "decision_adjusted_p": decision.adjusted_p, "decision_alpha": decision.alpha,
-            "decision_min_gain": decision.min_gain,
-            "decision_permutations": decision.permutations,
-            "decision_label_source": decision.label_source, "decision_note": decision.note,
-            "decision_ppi_gain": _nan(decision.ppi_gain),
-            "decision_ppi_ci_low": _nan(decision.ppi_low),
-            "decision_ppi_ci_high": _nan(decision.ppi_high),
-            "decision_n_human": decision.n_human or 0}
+@dataclass(frozen=True)
+class CalibrationOutcome:
+    """What one calibration of a dataset decided, as publishing writes it
+    (:func:`eval_harness.calibration.workflow.publish_calibration`): the best grid point, the
+    decision on the weights and the figure the verdict is given on. The CLI takes it from the
+    calibration (:attr:`eval_harness.calibration.result.CalibrationResult.outcome`), Dagster's
+    publishing asset from the grid the calibration stored
+    (:func:`eval_harness.calibration.history.outcome_from_grid`)."""
 
-
-def decision_from_row(best: pd.Series) -> WeightDecision | None:
-    """The decision the best row of a grid frame carries (:func:`decision_columns`); None for
-    a grid from before the decision rule."""
-    kind = best.get("decision")
-    if not isinstance(kind, str) or kind not in ("changed", "kept"):
-        return None
-    note = best.get("decision_note")
-    return WeightDecision(
-        changed=kind == "changed",
-        in_force=(float(best["in_force_semantic"]), float(best["in_force_keyword"])),
-        best=(float(best["semantic_weight"]), float(best["keyword_weight"])),
-        gain=float(best["decision_gain"]), low=float(best["decision_ci_low"]),
-        high=float(best["decision_ci_high"]), adjusted_p=float(best["decision_adjusted_p"]),
-        alpha=float(best["decision_alpha"]), min_gain=float(best["decision_min_gain"]),
-        permutations=int(best["decision_permutations"]),
-        label_source=str(best.get("decision_label_source") or "human"),
-        note=note if isinstance(note, str) and note else None,
-        **_ppi_fields(best))
-
-
-def _ppi_fields(best: pd.Series) -> dict[str, Any]:
-    """The PPI fields of a decision row; none for a row without them (a history written
-    before them, or a decision on human labels or without a human sample)."""
-    gain = best.get("decision_ppi_gain")
-    if gain is None or _is_nan(gain):
-        return {}
-    return {"ppi_gain": float(gain), "ppi_low": float(best["decision_ppi_ci_low"]),
-            "ppi_high": float(best["decision_ppi_ci_high"]),
-            "n_human": int(best["decision_n_human"])}
-
-
-def _nan(value: float | None) -> float:
-    return math.nan if value is None else float(value)
-
-
-def _is_nan(value: Any) -> bool:
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return True
+    dataset: str
+    best_semantic: float           # the best grid point's semantic weight
+    decision: WeightDecision | None  # None: a grid stored before the decision rule
+    figure: VerdictFigure
+    label_source: str              # of the figure: human | judges | judges+ppi
+    calibrated_at: datetime
 
 
 def _label(weight: float) -> str:

@@ -2,10 +2,13 @@
 
 Every calibration appends one row per weight to ``calibration_grid_history`` (run time,
 dataset, weights, all metrics, each P@5 with its interval, the P@5 ceiling, best/default
-flags, the verdict and the figure it is given on), so nightly trends can be plotted with one
-query. The CLI writes it directly;
-the Dagster asset writes it too and also hands the same frame to Dagster's DuckDB I/O manager
-(table ``calibration_grid``, the latest grid only).
+flags, the verdict and the figure it is given on, the decision and its evidence), so nightly
+trends can be plotted with one query. This module is where a calibration result becomes that
+table (:func:`grid_frame`) and where a stored table becomes typed objects again
+(:func:`outcome_from_grid`, :func:`decision_from_grid`, :func:`figure_from_grid`), for the
+readers of stored grids: Dagster's publishing asset and P@5 check (the Dagster asset that
+calibrates hands the same frame to Dagster's DuckDB I/O manager: table ``calibration_grid``,
+the latest grid only) and the run report.
 
 DuckDB lets one process write a database file at a time. Writers here open the file, write
 in one transaction and close it at once; when another process holds the lock they retry with
@@ -16,21 +19,22 @@ A transaction is all-or-nothing, so a crash never leaves half a grid.
 
 from __future__ import annotations
 
+import math
 import random
 import time
-from pathlib import Path
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
 
-from eval_harness.calibration.decision import (WeightDecision, decision_columns,
-                                               decision_from_row)
-from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
-from eval_harness.calibration.run import CalibrationResult
-from eval_harness.calibration.verdict import (VerdictBands, VerdictFigure, figure_columns,
-                                              figure_from_row)
 from eval_harness import stopping
+from eval_harness.calibration.decision import CalibrationOutcome, WeightDecision
+from eval_harness.calibration.result import CalibrationResult
+from eval_harness.calibration.sql import GRID_COLUMNS, grid_history_rows, insert_grid_rows
+from eval_harness.calibration.verdict import VerdictBands, VerdictFigure, graded_figure
 
 MAX_LOCK_WAIT_SECONDS = 15.0
 # numeric columns an older history file may lack
@@ -45,12 +49,11 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
     """One row per weight of the grid, with the columns of :data:`GRID_COLUMNS`."""
     figure = figure_columns(result.figure)
     decided = decision_columns(result.decision)
-    in_force = result.decision.in_force if result.decision is not None else None
     rows = [dict(point.to_dict(), run_at=result.calibrated_at, dataset=result.dataset,
                  p_at_5_ceiling=result.p_at_5_ceiling, is_best=point == result.best,
                  is_default=point == result.default, n_queries=result.n_queries,
                  candidate_depth=result.candidate_depth, verdict=result.verdict,
-                 is_in_force=in_force is not None and _same_pair(point, in_force),
+                 is_in_force=_same_pair(point, result.decision.in_force),
                  **figure, **decided)
             for point in result.grid]
     frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
@@ -66,6 +69,20 @@ def grid_frame(result: CalibrationResult) -> pd.DataFrame:
 def _same_pair(point, pair: tuple[float, float]) -> bool:
     return (abs(point.semantic_weight - pair[0]) <= 1e-9
             and abs(point.keyword_weight - pair[1]) <= 1e-9)
+
+
+def outcome_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> CalibrationOutcome:
+    """What the calibration that stored ``frame`` decided, as publishing writes it: its
+    calibrated row, the decision and the verdict figure (graded under ``bands``) that row
+    carries. A grid from before the verdict columns falls back to its ``label_source``
+    column, else "human"."""
+    best = calibrated_row(frame)
+    figure = figure_from_row(best, bands)
+    return CalibrationOutcome(
+        dataset=str(best["dataset"]), best_semantic=float(best["semantic_weight"]),
+        decision=decision_from_row(best), figure=figure,
+        label_source=figure.label_source or str(best.get("label_source", "human")),
+        calibrated_at=calibrated_at(best))
 
 
 def decision_from_grid(frame: pd.DataFrame) -> WeightDecision | None:
@@ -85,9 +102,121 @@ def calibrated_row(frame: pd.DataFrame) -> pd.Series:
 def figure_from_grid(frame: pd.DataFrame, bands: VerdictBands) -> VerdictFigure:
     """The P@5 the grid's verdict is given on, with its label source (and interval, when
     corrected by a human sample), and the verdict under ``bands``
-    (:func:`eval_harness.calibration.verdict.figure_from_row`)."""
+    (:func:`figure_from_row`)."""
     return figure_from_row(calibrated_row(frame), bands)
 
+
+def calibrated_at(best: pd.Series) -> datetime:
+    """A grid row's ``run_at`` as an aware datetime (grid_frame writes UTC; a frame read back
+    without its time zone is taken as UTC)."""
+    stamp = pd.Timestamp(best["run_at"])
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).to_pydatetime()
+
+
+# ------------------------------------------------------------ the decision and figure columns
+
+def decision_columns(decision: WeightDecision) -> dict[str, Any]:
+    """The grid frame's decision columns (the same on every row of one calibration), from
+    which the Dagster asset that publishes reads the decision back (:func:`decision_from_row`)."""
+    return {"decision": decision.decision, "in_force_semantic": decision.in_force[0],
+            "in_force_keyword": decision.in_force[1], "decision_gain": decision.gain,
+            "decision_ci_low": decision.low, "decision_ci_high": decision.high,
+            "decision_adjusted_p": decision.adjusted_p, "decision_alpha": decision.alpha,
+            "decision_min_gain": decision.min_gain,
+            "decision_permutations": decision.permutations,
+            "decision_label_source": decision.label_source, "decision_note": decision.note,
+            "decision_ppi_gain": _nan(decision.ppi_gain),
+            "decision_ppi_ci_low": _nan(decision.ppi_low),
+            "decision_ppi_ci_high": _nan(decision.ppi_high),
+            "decision_n_human": decision.n_human or 0}
+
+
+def decision_from_row(best: pd.Series) -> WeightDecision | None:
+    """The decision the best row of a grid frame carries (:func:`decision_columns`); None for
+    a grid from before the decision rule."""
+    kind = best.get("decision")
+    if not isinstance(kind, str) or kind not in ("changed", "kept"):
+        return None
+    note = best.get("decision_note")
+    return WeightDecision(
+        changed=kind == "changed",
+        in_force=(float(best["in_force_semantic"]), float(best["in_force_keyword"])),
+        best=(float(best["semantic_weight"]), float(best["keyword_weight"])),
+        gain=float(best["decision_gain"]), low=float(best["decision_ci_low"]),
+        high=float(best["decision_ci_high"]), adjusted_p=float(best["decision_adjusted_p"]),
+        alpha=float(best["decision_alpha"]), min_gain=float(best["decision_min_gain"]),
+        permutations=int(best["decision_permutations"]),
+        label_source=str(best.get("decision_label_source") or "human"),
+        note=note if isinstance(note, str) and note else None,
+        **_ppi_fields(best))
+
+
+def _ppi_fields(best: pd.Series) -> dict[str, Any]:
+    """The PPI fields of a decision row; none for a row without them (a history written
+    before them, or a decision on human labels or without a human sample)."""
+    gain = best.get("decision_ppi_gain")
+    if gain is None or _number(gain) is None:
+        return {}
+    return {"ppi_gain": float(gain), "ppi_low": float(best["decision_ppi_ci_low"]),
+            "ppi_high": float(best["decision_ppi_ci_high"]),
+            "n_human": int(best["decision_n_human"])}
+
+
+def figure_columns(figure: VerdictFigure) -> dict[str, Any]:
+    """The grid frame's ``verdict_*`` columns (the same on every row of one calibration)."""
+    lo, hi = figure.interval if figure.interval is not None else (math.nan, math.nan)
+    return {"verdict_p_at_5": figure.p_at_5, "verdict_label_source": figure.label_source,
+            "verdict_interval_low": lo, "verdict_interval_high": hi,
+            "verdict_judges_p_at_5": _nan(figure.judges_p_at_5),
+            "verdict_n_human": figure.n_human or 0, "verdict_n_judged": figure.n_judged or 0,
+            "verdict_semantic_weight": figure.semantic_weight,
+            "verdict_keyword_weight": _nan(figure.keyword_weight),
+            "verdict_weights": figure.weights}
+
+
+def figure_from_row(best: pd.Series, bands: VerdictBands) -> VerdictFigure:
+    """The verdict figure the calibrated row of a grid frame carries (:func:`figure_columns`)
+    and the verdict under ``bands``. A row without those columns (a history written before
+    them) gives its P@5, the label source unrecorded."""
+    recorded = _number(best.get("verdict_semantic_weight"))
+    at = ({"semantic_weight": float(best["semantic_weight"])} if recorded is None  # older
+          else {"semantic_weight": recorded,
+                "keyword_weight": _number(best.get("verdict_keyword_weight")),
+                "weights": _text(best.get("verdict_weights"))})
+    figure = _number(best.get("verdict_p_at_5"))
+    if figure is None:
+        return graded_figure(float(best["p_at_5"]), bands, **at,
+                             label_source=_text(best.get("label_source")))
+    lo, hi = _number(best.get("verdict_interval_low")), _number(best.get("verdict_interval_high"))
+    ppi = lo is not None and hi is not None
+    return graded_figure(figure, bands, label_source=_text(best.get("verdict_label_source")),
+                         **at, interval=(lo, hi) if ppi else None,
+                         judges_p_at_5=_number(best.get("verdict_judges_p_at_5")) if ppi
+                         else None,
+                         n_human=int(best["verdict_n_human"]) if ppi else None,
+                         n_judged=int(best["verdict_n_judged"]) if ppi else None)
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _number(value: Any) -> float | None:
+    """A frame cell as a float; None for a missing cell, None or NaN."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+# ------------------------------------------------------------------------- the DuckDB file
 
 def append_grid_history(path: Path | str, frame: pd.DataFrame, *,
                         history: duckdb.DuckDBPyConnection | None = None) -> int:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 
+from eval_harness.calibration.grid import GridPoint
+from eval_harness.calibration.result import CalibrationResult
+
 
 def interval_level(alpha: float | None) -> str:
     """``"95% "`` for alpha 0.05; empty when the level is unknown (a grid from before it)."""
@@ -23,15 +26,15 @@ def format_interval(low: float | None, high: float | None) -> str:
     return f"[{low:.4f}, {high:.4f}]"
 
 
-def p_at_5_interval(point) -> str:
-    """A :class:`~eval_harness.calibration.run.GridPoint`'s P@5 interval, formatted."""
+def p_at_5_interval(point: GridPoint) -> str:
+    """A :class:`~eval_harness.calibration.grid.GridPoint`'s P@5 interval, formatted."""
     return format_interval(point.p_at_5_low, point.p_at_5_high)
 
 
-def interval_note(result) -> str:
-    """How a :class:`~eval_harness.calibration.run.CalibrationResult`'s P@5 intervals were
+def interval_note(result: CalibrationResult) -> str:
+    """How a :class:`~eval_harness.calibration.result.CalibrationResult`'s P@5 intervals were
     computed, in one line."""
-    alpha = None if result.decision is None else result.decision.alpha
+    alpha = result.decision.alpha
     return (f"P@5 interval: {interval_level(alpha)}percentile bootstrap over the "
             f"{result.n_queries} queries ({result.bootstrap_resamples} resamples, seeded): "
             f"each describes one weight's P@5, not a difference between weights (the "

@@ -7,7 +7,7 @@ From the judges' agreement with people on the labelled human sample (the PPI ter
   the weights in force needs to be at most that wide;
 * ``gain`` (with ``power``): the human-labelled queries a PPI test of the gain
   P@5(candidate) - P@5(in force), one PPI over the per-query differences
-  (:mod:`.judged_gain`), needs to detect a true gain of that size with that power at
+  (:mod:`.ppi_gain`), needs to detect a true gain of that size with that power at
   ``alpha``. The candidate is the grid point the judges' labels rank best apart from the
   weights in force: the one a decision would test.
 
@@ -26,8 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from eval_harness.calibration.corrected import human_sample_verdicts
-from eval_harness.calibration.judged_gain import paired_differences, query_figures, sample_frame
+from scipy.stats import norm
+
+from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.ppi_gain import paired_differences, query_figures, sample_frame
+from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
+from eval_harness.calibration.result import CalibrationResult
+from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.metrics.ppi_plan import LabelPlan, plan_for_power, plan_for_width
 from eval_harness.settings import Settings
 
@@ -54,8 +59,6 @@ class HumanLabelPlan:
     too_few: bool = False                  # labelled, but fewer than 2 complete queries
 
     def paragraph(self) -> str:
-        from eval_harness.calibration.run import weight_label
-
         if self.first_sample:
             return (f"No query of the human sample of '{self.dataset}' is labelled yet, so "
                     "there is no judge-human agreement to plan from: draw and label a first "
@@ -110,8 +113,6 @@ def _sentence_start(text: str) -> str:
 
 
 def _power_now(plan: LabelPlan, gain: float, alpha: float) -> float:
-    from scipy.stats import norm
-
     if plan.standard_error == 0.0:
         return 1.0
     shift = abs(gain) / plan.standard_error
@@ -125,8 +126,6 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
     """The plan for ``dataset`` (module docstring); reads the store only. Raises ``ValueError``
     (one sentence) when neither ``target_width`` nor ``gain`` is given, and what
     :func:`~eval_harness.calibration.run.calibrate_with_settings` raises on judge labels."""
-    from eval_harness.calibration.run import calibrate_with_settings
-
     _check_options(target_width, gain, power, alpha)
     with conn.transaction():
         human = human_sample_verdicts(conn, dataset)
@@ -139,7 +138,7 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
     if not np.isclose(result.sweep.semantic_weights, in_force, atol=1e-9).any():
         in_force = result.default.semantic_weight  # not on the grid: the default is
         base["in_force"] = in_force
-    figures = query_figures(result, in_force, human, frame)
+    figures = query_figures(result.candidates, result.sweep, in_force, human, frame)
     complete = [q for q in figures.judge if q in figures.human]
     if len(complete) < 2:
         return HumanLabelPlan(**base, too_few=True)
@@ -151,7 +150,8 @@ def plan_human_labels(conn: psycopg.Connection, settings: Settings, dataset: str
             yhat_unlabeled=list(figures.judge.values()), target_width=target_width, alpha=alpha)
     if gain is not None:
         candidate = _best_other_point(result, in_force)
-        y, yhat, yhat_all, _ = paired_differences(result, candidate, in_force, human, frame)
+        y, yhat, yhat_all, _ = paired_differences(result.candidates, result.sweep, candidate,
+                                                  in_force, human, frame)
         if y.size < 2:
             return HumanLabelPlan(**base, too_few=True)
         plan["candidate"] = candidate
@@ -174,7 +174,7 @@ def _check_options(target_width, gain, power, alpha) -> None:
         raise ValueError(f"--alpha must lie in (0, 1), got {alpha}.")
 
 
-def _best_other_point(result, in_force: float) -> float:
+def _best_other_point(result: CalibrationResult, in_force: float) -> float:
     others = [p for p in result.grid if not math.isclose(p.semantic_weight, in_force,
                                                          abs_tol=1e-9)]
     if not others:

@@ -25,7 +25,7 @@ import psycopg
 
 from eval_harness.calibration import sql
 from eval_harness.calibration.decision import WeightDecision
-from eval_harness.calibration.weights import (DatasetNotInConfig, WeightsWritten,
+from eval_harness.calibration.config_writeback import (DatasetNotInConfig, WeightsWritten,
                                               write_calibrated_weights)
 from eval_harness.retrieval.weights import keyword_weight_for
 
@@ -72,7 +72,7 @@ def publish_calibrated_weights(conn: psycopg.Connection, config_path: Path | Non
     raised and nothing is written. ``label_source`` (human or judges) is what the
     calibration scored; the row keeps it. With a ``kept`` ``decision`` the row records the
     weights in force (``semantic_weight`` is then ignored) and config.yaml is not touched;
-    ``decision`` None (a grid from before the rule) publishes ``semantic_weight`` as before.
+    ``decision`` None (a grid stored before the decision rule) publishes ``semantic_weight``.
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("publish_calibrated_weights needs a connection without an open "

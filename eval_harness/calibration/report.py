@@ -14,9 +14,10 @@ import math
 import re
 from pathlib import Path
 
+from eval_harness.calibration.grid import GridPoint, weight_label
 from eval_harness.calibration.intervals import interval_level, interval_note, p_at_5_interval
-from eval_harness.calibration.run import (CalibrationResult, GridPoint, decision_line,
-                                          label_source_line, summary_lines, weight_label)
+from eval_harness.calibration.result import CalibrationResult
+from eval_harness.calibration.text import decision_line, label_source_line, summary_lines
 from eval_harness.files import write_file_atomically, write_report
 
 REPORT_NAME = "calibration-results-{dataset}.md"
@@ -90,14 +91,12 @@ def calibration_markdown(result: CalibrationResult, plot_name: str | None = None
 
 def _best_mark(result: CalibrationResult) -> str:
     """The best grid point's mark: adopted when the decision changed the weights to it."""
-    changed = result.decision is not None and result.decision.changed
+    changed = result.decision.changed
     return "**best: adopted**" if changed else "best grid point (not adopted)"
 
 
 def _in_force(result: CalibrationResult, point: GridPoint) -> bool:
     """Whether ``point`` holds the weights in force before the calibration."""
-    if result.decision is None:
-        return math.isclose(point.semantic_weight, result.current_weight, abs_tol=1e-9)
     semantic, keyword = result.decision.in_force
     return (math.isclose(point.semantic_weight, semantic, abs_tol=1e-9)
             and math.isclose(point.keyword_weight, keyword, abs_tol=1e-9))
@@ -113,8 +112,7 @@ def plot_p_at_5(result: CalibrationResult) -> bytes:
 
 def interval_label(result: CalibrationResult) -> str:
     """The legend entry of the plots' P@5 interval band."""
-    alpha = None if result.decision is None else result.decision.alpha
-    return f"P@5 {interval_level(alpha)}interval (query bootstrap)"
+    return f"P@5 {interval_level(result.decision.alpha)}interval (query bootstrap)"
 
 
 def p_at_5_figure(result: CalibrationResult):
@@ -125,7 +123,7 @@ def p_at_5_figure(result: CalibrationResult):
     noise-level difference from looking like a peak); the P@5 ceiling is drawn when it falls
     inside that range, else named in the legend. The legend sits outside the plot, so it
     covers no point."""
-    import matplotlib
+    import matplotlib  # heavy, and only the report draws: imported when it does
 
     matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
     from matplotlib.figure import Figure
@@ -149,12 +147,12 @@ def p_at_5_figure(result: CalibrationResult):
         axes.scatter([in_force[0].semantic_weight], [in_force[0].p_at_5], s=70, marker="s",
                      facecolors="none", edgecolors="tab:purple", zorder=3,
                      label=f"in force {weight_label(in_force[0].semantic_weight)}")
-    if result.decision is not None and result.decision.changed:  # a star only for a change
+    if result.decision.changed:  # a star only for a change
         axes.scatter([result.best.semantic_weight], [result.best.p_at_5], s=120, marker="*",
                      color="tab:red", zorder=4,
                      label=f"adopted {weight_label(result.best.semantic_weight)} "
                            f"(adjusted p {result.decision.adjusted_p:.3g})")
-    elif result.decision is not None:
+    else:
         axes.plot([], [], " ", label=f"kept: best {weight_label(result.best.semantic_weight)} "
                                      f"adjusted p {result.decision.adjusted_p:.2g}")
     # the intervals set the axis too: a noise-level difference must look like one

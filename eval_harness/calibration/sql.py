@@ -72,7 +72,7 @@ GRID_COLUMNS = {  # column -> DuckDB type, in table order
     # NULL on older rows, which gave it at the best grid point
     "verdict_semantic_weight": "DOUBLE", "verdict_keyword_weight": "DOUBLE",
     "verdict_weights": "VARCHAR",
-    # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged);
+    # the share of the weight's top 5 carrying any label (eval_harness.calibration.judged_at_5);
     # added later too: NULL on the rows of a history written before it
     "judged_at_5": "DOUBLE",
     # the decision on the weights (eval_harness.calibration.decision), added later like the above

@@ -4,19 +4,10 @@ verdict, one line each (``eval-harness calibrate``'s output and the Dagster asse
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from eval_harness.calibration.grid import weight_label
 from eval_harness.calibration.intervals import interval_note, p_at_5_interval
-
-if TYPE_CHECKING:
-    from eval_harness.calibration.run import CalibrationResult
-
-
-def weight_label(weight: float) -> str:
-    """0.7 -> "0.70", 0.05 -> "0.05", 0.125 -> "0.125": at least two decimals, exact."""
-    text = f"{weight:.10f}".rstrip("0")
-    whole, _, decimals = text.partition(".")
-    return f"{whole}.{decimals.ljust(2, '0')}"
+from eval_harness.calibration.result import CalibrationResult
 
 
 def format_table(result: CalibrationResult) -> str:
@@ -67,8 +58,6 @@ def label_source_line(result: CalibrationResult) -> str:
 def decision_line(result: CalibrationResult) -> str:
     """The decision on the weights and its evidence, in one line (:mod:`.decision`)."""
     decision = result.decision
-    if decision is None:
-        return "Decision: not made (a calibration from before the decision rule)"
     if decision.corrected:  # judge labels with a human sample: both guards (.decision)
         interval = (f"interval: prediction-powered inference over queries, "
                     f"{1 - decision.alpha:.0%}; a change needs adjusted p <= alpha and the "
@@ -82,7 +71,8 @@ def decision_line(result: CalibrationResult) -> str:
 
 def summary_lines(result: CalibrationResult) -> list[str]:
     """The decision, best vs default, uplift with interval, cross-validated P@5, verdict:
-    one line each."""
+    one line each (the uplift and cross-validation describe the grid; the decision alone
+    decides)."""
     uplift, best, default = result.uplift, result.best, result.default
     relative = "n/a" if uplift.relative is None else f"{uplift.relative:+.1%}"
     lines = [decision_line(result),

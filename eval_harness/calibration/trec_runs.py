@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from eval_harness.calibration.grid import weight_label
 from eval_harness.calibration.report import dataset_file_stem
-from eval_harness.calibration.run import CalibrationResult, weight_label
+from eval_harness.calibration.result import CalibrationResult
 from eval_harness.files import write_file_atomically
 from eval_harness.retrieval.fusion import fuse_normalised
 from eval_harness.retrieval.hybrid import dataset_info

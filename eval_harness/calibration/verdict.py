@@ -1,39 +1,40 @@
 """The P@5 verdict of a calibration (story 2.9) and the one figure it is given on.
 
-A calibration's verdict rests on one P@5 at the weights in force after the decision
-(:mod:`.decision`: the best grid point when the decision changed the weights to it, else the
-weights kept; a verdict on weights the decision did not adopt would describe weights nobody
-runs), named with those weights and its label source, and every output says the same figure
-(:func:`verdict_figure` decides, once):
+The rule (:func:`precision_verdict`): P@5 ``>= full_success`` is full success, ``>=
+partial_success`` partial success, else failure. A calibration's verdict rests on one P@5 at
+the weights in force after the decision (:mod:`.decision`: the best grid point when the
+decision changed the weights to it, else the weights kept; a verdict on weights the decision
+did not adopt would describe weights nobody runs), named with those weights and its label
+source, and every output says the same figure (:func:`verdict_figure` decides, once):
 
 * labels ``human`` (expected_docs: qrels, the RAG system's ground truth): the P@5 on that
-  complete ground truth. A human sample beside it is reported (:mod:`.corrected`) but does not
-  replace it: nothing is estimated that the complete labels give exactly;
+  complete ground truth. A human sample beside it is reported (:mod:`.ppi_p_at_5`) but does
+  not replace it: nothing is estimated that the complete labels give exactly;
 * labels ``judges`` and no labelled human sample: the judges' P@5, as the grid has it;
-* labels ``judges`` with a labelled human sample (:mod:`.corrected`): the P@5 corrected by
+* labels ``judges`` with a labelled human sample (:mod:`.ppi_p_at_5`): the P@5 corrected by
   prediction-powered inference (clipped to [0, 1]), with its 95% interval, label source
   :data:`PPI_LABEL_SOURCE`. The judges alone are biased; the corrected figure is the one
   with a valid interval, and the judges' own figure is shown beside it.
 
-Where it goes: the CLI's text and JSON (:mod:`.run`), the ``calibrated_weights`` row (CLI and
-Dagster), and the grid frame's ``verdict_*`` columns (:func:`figure_columns`), from which the
-DuckDB history, Dagster's ``p_at_5_verdict`` check and the run report read it back
-(:func:`figure_from_row`, :func:`eval_harness.calibration.history.figure_from_grid`).
+Where it goes: the calibration result (:mod:`.result`) and so the CLI's text and JSON, the
+``calibrated_weights`` row (CLI and Dagster), and the grid frame's ``verdict_*`` columns
+(:func:`eval_harness.calibration.history.grid_frame`), from which the DuckDB history,
+Dagster's ``p_at_5_verdict`` check and the run report read it back
+(:func:`eval_harness.calibration.history.figure_from_grid`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-from eval_harness.metrics.calibration import Verdict, precision_verdict
+import numpy as np
 
-if TYPE_CHECKING:
-    import pandas as pd
+from eval_harness.calibration.grid import GridPoint, weight_label
+from eval_harness.calibration.ppi_p_at_5 import CorrectedP5
 
-    from eval_harness.calibration.run import CalibrationResult
-
+Verdict = Literal["full_success", "partial_success", "failure"]
 PPI_LABEL_SOURCE = "judges+ppi"  # the judges' labels corrected by a human sample (PPI)
 VERDICT_LABELS = {"full_success": "full success", "partial_success": "partial success",
                   "failure": "failure"}
@@ -49,6 +50,33 @@ class VerdictBands:
 
     full_success: float = 0.75
     partial_success: float = 0.70
+
+
+def precision_verdict(p_at_5: float, *, full_success: float = 0.75,
+                      partial_success: float = 0.70) -> Verdict:
+    """Story 2.9 verdict: ``p_at_5 >= full_success`` is "full_success", ``partial_success
+    <= p_at_5 < full_success`` "partial_success", below that "failure". Comparisons are
+    exact (no rounding), so 0.7499 is partial and 0.6999 is failure. Bands out of order or
+    a P@5 outside [0, 1] raise ``ValueError``.
+
+    Examples
+    --------
+    >>> precision_verdict(0.75), precision_verdict(0.7499), precision_verdict(0.6999)
+    ('full_success', 'partial_success', 'failure')
+    >>> precision_verdict(0.65, full_success=0.7, partial_success=0.6)
+    'partial_success'
+    """
+    if not 0.0 <= partial_success <= full_success <= 1.0:
+        raise ValueError(f"verdict bands need 0 <= partial_success <= full_success <= 1, "
+                         f"got {partial_success} and {full_success}.")
+    if not (isinstance(p_at_5, (int, float, np.floating)) and math.isfinite(p_at_5)
+            and 0.0 <= p_at_5 <= 1.0):
+        raise ValueError(f"P@5 must be a number in [0, 1], got {p_at_5!r}.")
+    if p_at_5 >= full_success:
+        return "full_success"
+    if p_at_5 >= partial_success:
+        return "partial_success"
+    return "failure"
 
 
 @dataclass(frozen=True)
@@ -69,8 +97,6 @@ class VerdictFigure:
     @property
     def at(self) -> str:
         """The weights the verdict is given at, in words."""
-        from eval_harness.calibration.run import weight_label
-
         pair = f"semantic {weight_label(self.semantic_weight)}"
         if self.keyword_weight is not None:
             pair += f" / keyword {weight_label(self.keyword_weight)}"
@@ -125,72 +151,26 @@ def verdict_sentence(verdict: Verdict, p_at_5: float, bands: VerdictBands,
     return text
 
 
-def verdict_figure(result: CalibrationResult, bands: VerdictBands | None = None) -> VerdictFigure:
-    """The figure ``result``'s verdict is given on (module docstring) and the verdict under
-    ``bands`` (default: the calibration's own)."""
-    bands = bands or result.bands
-    point = result.verdict_point
+def verdict_figure(point: GridPoint, bands: VerdictBands, *, label_source: str,
+                   weights: str | None, corrected: CorrectedP5 | None) -> VerdictFigure:
+    """The figure a calibration's verdict is given on (module docstring) and the verdict under
+    ``bands``: at ``point`` (the weights in force after the decision, ``weights`` saying how:
+    changed or kept), labelled ``label_source``; ``corrected``: the PPI-corrected P@5 there,
+    when a labelled human sample gave one."""
     at = {"semantic_weight": point.semantic_weight, "keyword_weight": point.keyword_weight,
-          "weights": result.verdict_weights}
-    corrected = result.corrected.at_verdict(result) if result.corrected is not None else None
-    if corrected is None or result.label_source != "judges":
-        return _graded(point.p_at_5, bands, label_source=result.label_source, **at)
+          "weights": weights}
+    if corrected is None or label_source != "judges":
+        return graded_figure(point.p_at_5, bands, label_source=label_source, **at)
     ppi = corrected.ppi
-    return _graded(min(max(ppi.estimate, 0.0), 1.0), bands, label_source=PPI_LABEL_SOURCE,
-                   **at, interval=(float(ppi.interval[0]), float(ppi.interval[1])),
-                   judges_p_at_5=corrected.judge_p_at_5, n_human=ppi.n_human,
-                   n_judged=ppi.n_judged)
+    return graded_figure(min(max(ppi.estimate, 0.0), 1.0), bands,
+                         label_source=PPI_LABEL_SOURCE, **at,
+                         interval=(float(ppi.interval[0]), float(ppi.interval[1])),
+                         judges_p_at_5=corrected.judge_p_at_5, n_human=ppi.n_human,
+                         n_judged=ppi.n_judged)
 
 
-def figure_columns(figure: VerdictFigure) -> dict[str, Any]:
-    """The grid frame's ``verdict_*`` columns (the same on every row of one calibration)."""
-    lo, hi = figure.interval if figure.interval is not None else (math.nan, math.nan)
-    return {"verdict_p_at_5": figure.p_at_5, "verdict_label_source": figure.label_source,
-            "verdict_interval_low": lo, "verdict_interval_high": hi,
-            "verdict_judges_p_at_5": (math.nan if figure.judges_p_at_5 is None
-                                      else figure.judges_p_at_5),
-            "verdict_n_human": figure.n_human or 0, "verdict_n_judged": figure.n_judged or 0,
-            "verdict_semantic_weight": figure.semantic_weight,
-            "verdict_keyword_weight": (math.nan if figure.keyword_weight is None
-                                       else figure.keyword_weight),
-            "verdict_weights": figure.weights}
-
-
-def figure_from_row(best: pd.Series, bands: VerdictBands) -> VerdictFigure:
-    """The verdict figure the calibrated row of a grid frame carries (:func:`figure_columns`)
-    and the verdict under ``bands``. A row without those columns (a history written before
-    them) gives its P@5, the label source unrecorded."""
-    recorded = _number(best.get("verdict_semantic_weight"))
-    at = ({"semantic_weight": float(best["semantic_weight"])} if recorded is None  # older
-          else {"semantic_weight": recorded,
-                "keyword_weight": _number(best.get("verdict_keyword_weight")),
-                "weights": _text(best.get("verdict_weights"))})
-    figure = _number(best.get("verdict_p_at_5"))
-    if figure is None:
-        return _graded(float(best["p_at_5"]), bands, **at,
-                       label_source=_text(best.get("label_source")))
-    lo, hi = _number(best.get("verdict_interval_low")), _number(best.get("verdict_interval_high"))
-    ppi = lo is not None and hi is not None
-    return _graded(figure, bands, label_source=_text(best.get("verdict_label_source")),
-                   **at, interval=(lo, hi) if ppi else None,
-                   judges_p_at_5=_number(best.get("verdict_judges_p_at_5")) if ppi else None,
-                   n_human=int(best["verdict_n_human"]) if ppi else None,
-                   n_judged=int(best["verdict_n_judged"]) if ppi else None)
-
-
-def _graded(p_at_5: float, bands: VerdictBands, **fields: Any) -> VerdictFigure:
+def graded_figure(p_at_5: float, bands: VerdictBands, **fields: Any) -> VerdictFigure:
+    """A :class:`VerdictFigure` of ``p_at_5`` (and ``fields``), graded under ``bands``."""
     verdict = precision_verdict(p_at_5, full_success=bands.full_success,
                                 partial_success=bands.partial_success)
     return VerdictFigure(verdict=verdict, p_at_5=float(p_at_5), **fields)
-
-
-def _number(value) -> float | None:
-    """A frame cell as a float; None for a missing cell, None or NaN."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def _text(value) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -16,31 +16,38 @@ from typing import Callable
 
 import psycopg
 
-from eval_harness.cli.calibrate import add_calibrate_command
 from eval_harness import stopping
-from eval_harness.cli.common import (EXIT_ERROR, EXIT_OK, CliError, config_notice,
-                                     internal_error, quiet_psycopg_warnings,
-                                     store_lost_message)
+from eval_harness.cli.answers import add_answers_commands
+from eval_harness.cli.calibrate import add_calibrate_command
+from eval_harness.cli.common import (CliError, config_notice, internal_error,
+                                     quiet_psycopg_warnings, store_lost_message)
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.errors import EXIT_ERROR, EXIT_OK
 from eval_harness.escaping.terminal import say, say_error
 from eval_harness.escaping.visible import visible
 from eval_harness.judges.client.notice_scope import said_once_per_command
-from eval_harness.progress import progress_bar
-from eval_harness.settings import ConfigError, Settings, load_settings
-from eval_harness.store import MigrationError, StoreUnavailable, open_store
-from eval_harness.datasets.beir import DatasetError
-from eval_harness.store.connection import redact_conninfo, server_failure
-from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
-from eval_harness.datasets.live import LiveMappingError
 from eval_harness.judges.client.stops import StoreLost
+from eval_harness.progress import progress_bar
+from eval_harness.retrieval.hybrid import (MAX_CANDIDATE_DEPTH, UnknownDataset, dataset_info,
+                                           hybrid_search)
+from eval_harness.retrieval.report import configured_retrieval_report, format_report
+from eval_harness.settings import ConfigError, Settings, load_settings
+from eval_harness.store import MigrationError, StoreUnavailable, locate_store, migrate, open_store
+from eval_harness.datasets.beir import DatasetError
+from eval_harness.store.catalog import privilege_refusal
+from eval_harness.store.connection import redact_conninfo, server_failure
+from eval_harness.datasets.prepare import (dataset_embedder_factory, describe_demo_store,
+                                         missing_dataset_message, prepare_dataset)
+from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
+from eval_harness.datasets.ground_truth import stored_query_embedding
+from eval_harness.datasets.ingest import ingest_beir
+from eval_harness.datasets.live import LiveMappingError
 
 def cmd_migrate(args, settings: Settings) -> int:
-    from eval_harness.store import locate_store, migrate
-
     location = locate_store(settings)
     say(f"store: {location.description}")
     with location.connection() as conn:
@@ -50,8 +57,6 @@ def cmd_migrate(args, settings: Settings) -> int:
 
 
 def cmd_ingest(args, settings: Settings) -> int:
-    from eval_harness.datasets.ingest import ingest_beir
-
     configured = settings.datasets.get(args.name)
     if configured is not None and configured.is_live:
         raise CliError(f"dataset '{args.name}' is configured as live in config.yaml (read in "
@@ -80,8 +85,6 @@ def cmd_ingest(args, settings: Settings) -> int:
 
 
 def cmd_attach(args, settings: Settings) -> int:
-    from eval_harness.datasets.prepare import describe_demo_store, prepare_dataset
-
     cfg = settings.dataset(args.dataset)
     if not cfg.is_live:
         raise CliError(f"dataset '{cfg.name}' is not live (datasets.{cfg.name} has a 'path'): "
@@ -103,10 +106,6 @@ def cmd_attach(args, settings: Settings) -> int:
 def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic_weight: float):
     """The stored embedding when ``text`` is a ground-truth query, else one from an embedder
     (a configured live dataset's own, ``local:``/``openai:``)."""
-    from eval_harness.retrieval.hybrid import dataset_info
-    from eval_harness.datasets.ground_truth import stored_query_embedding
-    from eval_harness.datasets.prepare import dataset_embedder_factory
-
     row = stored_query_embedding(conn, dataset, text)
     if row is not None:
         return row[0]
@@ -125,8 +124,6 @@ def _query_embedding(conn, settings: Settings, dataset: str, text: str, semantic
 
 def _search_depth(args, settings: Settings) -> int:
     """The candidate depth ``search`` uses; a bad ``--k`` or ``--candidate-depth`` stops it."""
-    from eval_harness.retrieval.hybrid import MAX_CANDIDATE_DEPTH
-
     if args.k < 1:
         raise CliError(f"--k must be a positive integer, got {args.k}.")
     if args.candidate_depth is None:
@@ -139,8 +136,6 @@ def _search_depth(args, settings: Settings) -> int:
 
 def _depth_notice(k: int, depth: int, *, semantic: bool) -> str | None:
     """One line when ``k`` asks for more than the candidates can give, else None."""
-    from eval_harness.retrieval.hybrid import MAX_CANDIDATE_DEPTH
-
     if k <= depth:
         return None
     ranked = (f"the {depth} nearest documents and the {depth} best keyword matches are ranked, "
@@ -152,8 +147,6 @@ def _depth_notice(k: int, depth: int, *, semantic: bool) -> str | None:
 
 
 def cmd_search(args, settings: Settings) -> int:
-    from eval_harness.retrieval.hybrid import hybrid_search
-
     depth = _search_depth(args, settings)
     weights = settings.weights_for(args.dataset)  # the dataset's calibrated ones, else global
     weight = weights.semantic if args.semantic_weight is None else args.semantic_weight
@@ -188,8 +181,7 @@ def cmd_search(args, settings: Settings) -> int:
 
 
 def cmd_report(args, settings: Settings) -> int:
-    from eval_harness.retrieval.report import configured_retrieval_report, format_report
-
+    # the run report imports pandas, duckdb and scipy.stats: seconds only this command needs
     from eval_harness.reporting.run_report import build_run_report
 
     dataset = args.dataset or settings.default_dataset
@@ -268,6 +260,7 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     add_review_commands(sub)
     add_calibrate_command(sub)
     add_judge_command(sub)
+    add_answers_commands(sub)
     add_gate_commands(sub, partition_runner=partition_runner)
     add_doctor_command(sub)
     add_index_command(sub)
@@ -328,9 +321,6 @@ def _privilege_refusal(exc: psycopg.Error, settings: Settings | None) -> str | N
     """For "permission denied": the role, the object and the GRANT it lacks, read on a new
     connection of the same role (:func:`eval_harness.store.catalog.privilege_refusal`);
     None for any other error, or when that cannot be read."""
-    from eval_harness.store import locate_store
-    from eval_harness.store.catalog import privilege_refusal
-
     if settings is None or not isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return None
     try:
@@ -342,9 +332,6 @@ def _privilege_refusal(exc: psycopg.Error, settings: Settings | None) -> str | N
 
 def _missing_dataset(exc: Exception, settings: Settings | None) -> str | None:
     """What to run for a configured dataset the store lacks (attach or ingest), else None."""
-    from eval_harness.retrieval.hybrid import UnknownDataset
-    from eval_harness.datasets.prepare import missing_dataset_message
-
     name = getattr(exc, "dataset", None)
     if not isinstance(exc, UnknownDataset) or settings is None or name is None:
         return None

@@ -24,9 +24,12 @@ import uuid
 from pathlib import Path
 
 from eval_harness import stopping
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
+from eval_harness.store import open_store
+from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
 
 
 def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
@@ -53,11 +56,14 @@ def add_calibrate_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args, settings: Settings) -> int:
-    from eval_harness.calibration.history import HistoryUnavailable
-    from eval_harness.calibration.run import calibrate_with_settings, format_table
+    # The calibration stack (pandas, DuckDB, matplotlib) costs every other command seconds
+    # at start-up, and only this one needs it: imported when it runs.
+    from eval_harness.calibration.history import (MAX_LOCK_WAIT_SECONDS,
+                                                  HistoryUnavailable)
+    from eval_harness.calibration.run import calibrate_with_settings
+    from eval_harness.calibration.text import format_table
     from eval_harness.calibration.trec_runs import write_trec_runs
-    from eval_harness.store import open_store
-    from eval_harness.datasets.prepare import check_attached_dataset, prepare_dataset
+    from eval_harness.calibration.workflow import write_calibration
 
     dataset = args.dataset or settings.default_dataset
     location = open_store(settings, read_only=args.no_write)
@@ -86,9 +92,16 @@ def cmd_calibrate(args, settings: Settings) -> int:
         notes.append(f"dry run (--no-write): the calibrated_weights table, config.yaml, history "
                      f"and report of dataset '{result.dataset}' left unchanged")
     else:
+        path = settings.history_duckdb_path
         try:
             with stopping.cooperative():  # a stop waits until every output is written
-                notes += _write_outputs(location, result, settings, written)
+                published, recorded = write_calibration(
+                    location, settings, result, run_id=uuid.uuid4().hex[:12],
+                    on_wait=lambda: print(
+                        f"eval-harness: the calibration history {path} is held by another "
+                        f"process; waiting for it (at most {MAX_LOCK_WAIT_SECONDS:g} s) "
+                        f"before writing anything", file=sys.stderr))
+                notes += _written(result.dataset, published, recorded, written)
         except HistoryUnavailable as exc:
             raise CliError(str(exc)) from None
         except stopping.Interrupted as exc:
@@ -111,30 +124,10 @@ def cmd_calibrate(args, settings: Settings) -> int:
     return EXIT_FAILED if result.verdict == "failure" else EXIT_OK
 
 
-def _write_outputs(location, result, settings: Settings, written: dict) -> list[str]:
-    """The calibrated_weights row and config.yaml, the DuckDB history, the report
-    (:mod:`eval_harness.calibration.workflow`); fills ``written`` and returns one note each.
-
-    The history file is opened first: when another process holds it, that wait comes before
-    anything is written, so a stop signal during it (which ends it) leaves nothing written."""
-    from eval_harness.calibration.history import MAX_LOCK_WAIT_SECONDS, open_history
-
-    path = settings.history_duckdb_path
-    with open_history(path, on_wait=lambda: print(
-            f"eval-harness: the calibration history {path} is held by another process; "
-            f"waiting for it (at most {MAX_LOCK_WAIT_SECONDS:g} s) before writing anything",
-            file=sys.stderr)) as history:
-        return _write_with_history(location, result, settings, written, history)
-
-
-def _write_with_history(location, result, settings: Settings, written: dict,
-                        history) -> list[str]:
-    from eval_harness.calibration.history import grid_frame
-    from eval_harness.calibration.workflow import publish_calibration, record_calibration
-
-    dataset, grid = result.dataset, grid_frame(result)
-    published = publish_calibration(location, settings, grid,
-                                    run_id=uuid.uuid4().hex[:12]).weights
+def _written(dataset: str, published, recorded, written: dict) -> list[str]:
+    """Fill ``written`` with where the calibration of ``dataset`` went (a
+    :class:`~eval_harness.calibration.publish.WeightsPublished` and a
+    :class:`~eval_harness.calibration.workflow.CalibrationRecorded`); one note each."""
     written["weights"] = published.to_dict()
     weights = f"semantic {published.semantic:g} / keyword {published.keyword:g}"
     notes = [f"calibrated_weights: row {published.row_id} for dataset '{dataset}' ({weights}, "
@@ -152,7 +145,6 @@ def _write_with_history(location, result, settings: Settings, written: dict,
         else:
             notes.append(f"config.yaml: {change.path} already holds {change.key} {weights}; "
                          f"unchanged")
-    recorded = record_calibration(settings, result, grid, history=history)
     written["history"] = str(recorded.history_path)
     notes.append(f"history: {recorded.history_rows} rows of dataset '{dataset}' appended to "
                  f"calibration_grid_history in {recorded.history_path}")

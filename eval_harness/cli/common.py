@@ -1,4 +1,5 @@
-"""What every ``eval-harness`` subcommand module shares: exit codes and the user-facing error.
+"""What every ``eval-harness`` subcommand module shares: the user-facing error, the sentences
+for an internal error and a lost store, the config notice, and parsing ``--since``.
 
 Kept apart from :mod:`eval_harness.cli`, which imports the subcommand modules, so they can
 import this at the top instead of reaching back into ``cli`` at call time.
@@ -9,10 +10,12 @@ from __future__ import annotations
 import logging
 import tempfile
 import traceback
+from datetime import date, datetime, time, timezone
 from typing import TYPE_CHECKING
 
-# exit codes and the one-sentence error, shared with the Dagster-backed commands
-from eval_harness.errors import EXIT_ERROR, EXIT_FAILED, EXIT_OK, UserError  # noqa: F401
+# the one-sentence error, shared with the Dagster-backed commands
+from eval_harness.errors import UserError
+from eval_harness.store.connection import redact_conninfo, server_failure
 
 if TYPE_CHECKING:
     from eval_harness.settings import Settings
@@ -25,8 +28,6 @@ def internal_error(exc: Exception) -> str:
     means "the work ran and found a failure" and CI acts on it, so this is exit 2 like any
     other "could not run". The traceback goes to a temporary file the sentence names; both
     are redacted (an exception may quote a connection string)."""
-    from eval_harness.store.connection import redact_conninfo
-
     lines = str(exc).strip().splitlines()
     what = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     try:
@@ -44,8 +45,6 @@ def store_lost_message(settings, lost) -> str:
     """One sentence when the store went away under paid work (``lost``: a
     :class:`~eval_harness.judges.client.stops.StoreLost`): what happened, what was kept, where the
     server's log is, and that a rerun resumes."""
-    from eval_harness.store.connection import redact_conninfo, server_failure
-
     error = getattr(lost, "error", None) or lost
     what = server_failure(settings, error) if settings is not None else None
     if what is None:
@@ -104,3 +103,19 @@ def config_notice(settings: "Settings") -> str | None:
     if settings.config_origin == "option":
         return None
     return f"eval-harness: config: {describe_config(settings)}"
+
+
+def parse_since(text: str) -> datetime:
+    """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
+    try:
+        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
+                         "timestamp (e.g. 2025-03-03T12:00:00Z).") from None
+    if moment.tzinfo is None:
+        raise CliError(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
+    return moment

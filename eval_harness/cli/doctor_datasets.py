@@ -38,8 +38,8 @@ from eval_harness.retrieval.keyword_cost import (MEASURED_QUERIES, FetchCost, Ke
                                                  measure_fetch_cost, measure_index_cost,
                                                  measure_keyword_cost)
 from eval_harness.settings import Settings
-from eval_harness.datasets.live_catalog import (LiveDataset, ground_truth_queries,
-                                                uncached_query_count)
+from eval_harness.datasets.live_catalog import LiveDataset, ground_truth_queries, uncached_query_count
+from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
 from eval_harness.datasets.embeddings import (EMBEDDINGS_FILE, LOCAL_MODEL,
                                            local_embedder_installed,
                                            local_embeddings_install_command)
@@ -124,8 +124,6 @@ def _queries_to_embed(conn: psycopg.Connection, settings: Settings, cfg: Dataset
                       dataset: LiveDataset | None) -> int | None:
     """How many ground-truth queries attaching ``cfg`` must embed (None: unknown). The demo
     store brings its own query vectors (embeddings.npz), so it needs none."""
-    from eval_harness.datasets.prepare import demo_store_wanted, uses_demo_schema
-
     if uses_demo_schema(cfg, settings) and demo_store_wanted(settings):
         return 0
     if dataset is None or dataset.ground_truth is None:

@@ -20,6 +20,9 @@ from eval_harness.judges.client.providers.base import Provider
 from eval_harness.settings import Settings
 from eval_harness.store.connection import redact_url
 
+# Only `doctor` needs the judges' request pipeline (the session and its retry rules, a dozen
+# modules), and every command loads this module: it is imported where the checks run.
+
 PROBE_TIMEOUT_SECONDS = 5.0
 
 
@@ -46,8 +49,7 @@ def _quiet_judge_notices() -> Iterator[None]:
 def effective_judges(settings: Settings) -> dict[str, str | None]:
     """The judge each slot will use, by the session's own fallback rules; ``None`` for a
     slot that cannot be built (its key is missing and fallback is off)."""
-    from eval_harness.judges.client.session import JudgeUnavailable, resolve_judge_specs  # SDKs: late
-
+    from eval_harness.judges.client.session import JudgeUnavailable, resolve_judge_specs
     config: JudgeSettings = settings.judges
     try:
         with _quiet_judge_notices():
@@ -93,8 +95,7 @@ def _provider_message(exc: Exception) -> str:
 def _probe_failure(provider: Provider, exc: Exception, where: str, timeout: float,
                    secrets: tuple[str | None, ...]) -> Check:
     """One sanitised line for a failed probe: rejected keys FAIL, busy providers warn."""
-    from eval_harness.judges.client.retry import sanitize
-
+    from eval_harness.judges.client.retry import sanitize  # see the imports
     message = sanitize(_provider_message(exc), secrets)[:160]
     status = getattr(exc, "status_code", None)
     name = provider.name

@@ -1,4 +1,4 @@
-"""``eval-harness answers import FILE [--format F]`` and ``eval-harness gate``.
+"""``eval-harness gate``: the quality gates over a window of answers, and where their results go.
 
 ``gate`` exit codes, as in :mod:`eval_harness.cli`: 0 every blocking check passes (warnings
 may fail), 1 a blocking check fails, 2 the gates could not run (bad config, unreachable
@@ -18,72 +18,42 @@ terminal, ``--since`` shows a progress bar on stderr (answers evaluated, batch b
 ``--junit-xml`` and ``--summary`` are written on every exit: when the gates could not run
 (exit 2) they say why, so a CI job shows the reason rather than a missing report. ``gate``
 loads its own settings for that reason: a bad config is one of the reasons reported.
+
+After the gate report (and its CI files), ``--to-phoenix`` posts every current result of the
+window's answers as span annotations and ``--otlp`` writes them as ``gen_ai.evaluation.result``
+events (:mod:`eval_harness.gates.outcomes`). Either failing is one sentence and exit 2: the
+gate results themselves are stored, and running the same command again sends them again.
 """
 
 from __future__ import annotations
 
 import argparse
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from time import perf_counter
 
 import psycopg
 
 from eval_harness import stopping
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError, store_lost_message
-from eval_harness.cli.gate_outputs import (add_publish_arguments, add_pull_command,
-                                           publish_results)
+from eval_harness.cli.common import CliError, parse_since, store_lost_message
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
-from eval_harness.escaping.visible import visible
-from eval_harness.gates.answer_formats import FORMATS as ANSWER_FORMATS
+from eval_harness.files import write_report
+from eval_harness.gates.answers_mapping import answers_relation_of
+from eval_harness.gates.otel_events import OtlpError, emit_evaluation_events
+from eval_harness.gates.outcomes import window_outcomes
+from eval_harness.gates.phoenix import DEFAULT_URL as PHOENIX_URL
+from eval_harness.gates.phoenix import PhoenixError, post_annotations
+from eval_harness.gates.window import TimeWindow
 from eval_harness.judges.client.stops import StoreLost
+from eval_harness.progress import progress_bar
 from eval_harness.settings import Settings, load_settings
 from eval_harness.store import MigrationError, StoreUnavailable, open_store
 from eval_harness.store.connection import server_failure
 
-
-def cmd_answers_import(args, settings: Settings) -> int:
-    from eval_harness.gates.answer_formats import detect_format, import_answers_file
-    from eval_harness.gates.answers_mapping import import_refusal
-
-    refusal = import_refusal(settings)
-    if refusal is not None:
-        raise CliError(refusal)
-    relation = settings.quality_gates.answers_relation
-    fmt = args.format
-    if fmt is None:  # said before reading on, so a bad record is read against it
-        guess = detect_format(Path(args.file))
-        say(f"format: {guess.format} (detected: {visible(guess.reason)})", flush=True)
-        fmt = guess.format
-    location = open_store(settings)
-    notes: list[str] = []  # what the reader skipped, said once the import is in
-    try:
-        with location.connection() as conn:
-            report, _ = import_answers_file(conn, Path(args.file), fmt=fmt, relation=relation,
-                                            notes=notes)
-    except psycopg.Error as exc:
-        raise CliError(f"importing {args.file} failed in the store: "
-                         f"{str(exc).strip().splitlines()[0]}") from None
-    for note in notes:
-        say(visible(note))
-    say(f"answers from {visible(report.path)} into '{relation}': {report}")
-    return EXIT_OK
-
-
-def parse_since(text: str) -> datetime:
-    """``YYYY-MM-DD`` (midnight UTC) or an ISO-8601 timestamp with a timezone."""
-    try:
-        return datetime.combine(date.fromisoformat(text), time(0), tzinfo=timezone.utc)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise CliError(f"--since {text!r} is neither a date YYYY-MM-DD nor an ISO-8601 "
-                         "timestamp (e.g. 2025-03-03T12:00:00Z).") from None
-    if moment.tzinfo is None:
-        raise CliError(f"--since {text!r} has no timezone; add one (e.g. {text}Z).")
-    return moment
+# Only this command needs the gate runner, its report and the CI files (they import
+# scipy.stats, for Wilson intervals: seconds at start-up) and the gates' registry (it brings
+# the judge layer behind the LLM gates): they are imported where the command runs.
 
 
 def _partition_day(text: str | None, settings: Settings) -> date:
@@ -107,9 +77,7 @@ def run_gate_window(settings: Settings, day: date, gates):
     """Gate partition ``day`` through the library (the same gates and stored results as the
     Dagster job; ``eval-harness`` as installed runs the Dagster job instead, see
     :mod:`eval_harness_pipelines.gate`, so the run lands in the UI's history)."""
-    from eval_harness.gates.answers import TimeWindow
-    from eval_harness.gates.answers_mapping import answers_relation_of
-    from eval_harness.gates.runner import run_quality_gates
+    from eval_harness.gates.runner import run_quality_gates  # heavy: see the imports
 
     location = open_store(settings)
     return run_quality_gates(location, TimeWindow.day(day), gates,
@@ -117,7 +85,7 @@ def run_gate_window(settings: Settings, day: date, gates):
 
 
 def cmd_gate(args, settings: Settings | None = None) -> int:
-    from eval_harness.gates.report import format_gate_table
+    from eval_harness.gates.report import format_gate_table  # heavy: see the imports
 
     started, clock = datetime.now(timezone.utc), perf_counter()
     try:
@@ -132,17 +100,14 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
     # One report object feeds every output.
     say(report.to_json() if args.json else format_gate_table(report))
     _write_ci_outputs(report, args, started, perf_counter() - clock)
-    publish_results(args, settings, report)  # --to-phoenix / --otlp: after the CI files
+    _publish_results(args, settings, report)  # --to-phoenix / --otlp: after the CI files
     return EXIT_OK if report.passed else EXIT_FAILED
 
 
 def gate_report(args, settings: Settings):
     """Run the gates ``args`` ask for (``--since`` or ``--partition``); their report."""
-    from eval_harness.gates.answers import TimeWindow
-    from eval_harness.gates.answers_mapping import answers_relation_of
-    from eval_harness.gates.registry import configured_gates
+    from eval_harness.gates.registry import configured_gates  # heavy: see the imports
     from eval_harness.gates.runner import run_quality_gates
-    from eval_harness.progress import progress_bar
 
     gates = configured_gates(settings)  # a configuration error stops here, exit 2
     if not gates:
@@ -186,14 +151,15 @@ def _reason(exc: Exception) -> str:
 
 
 def _write_ci_outputs(report, args, started: datetime, seconds: float) -> None:
-    from eval_harness.gates.ci_output import junit_xml, markdown_summary
+    from eval_harness.gates.ci_output import junit_xml, markdown_summary  # heavy: see the imports
 
     _write(args.junit_xml, junit_xml(report, seconds=seconds, started=started))
     _write(args.summary, markdown_summary(report))
 
 
 def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> None:
-    from eval_harness.gates.ci_output import junit_error_xml, markdown_error_summary
+    from eval_harness.gates.ci_output import (  # heavy: see the imports
+        junit_error_xml, markdown_error_summary)
 
     window = args.partition or (f"since {args.since}" if args.since else None)
     _write(args.junit_xml, junit_error_xml(reason, window=window, seconds=seconds,
@@ -202,8 +168,6 @@ def _write_ci_error(args, reason: str, started: datetime, seconds: float) -> Non
 
 
 def _write(path: str | None, text: str) -> None:
-    from eval_harness.files import write_report
-
     if path:
         target = Path(path).resolve()
         write_report(target.parent, target.name, text)
@@ -211,21 +175,8 @@ def _write(path: str | None, text: str) -> None:
 
 def add_gate_commands(subparsers: argparse._SubParsersAction, *,
                       partition_runner=None) -> None:
-    """``answers import`` and ``gate``; ``partition_runner(settings, day, gates)`` gates a
-    ``--partition`` day (default: the library's :func:`run_gate_window`)."""
-    answers = subparsers.add_parser("answers", help="the answers the quality gates read")
-    answers_sub = answers.add_subparsers(dest="answers_command", required=True)
-    imported = answers_sub.add_parser(
-        "import", help="load answers from a file: the harness's JSONL, OpenInference spans "
-                       "(Phoenix export, OTLP/JSON), RAGAS or DeepEval rows (idempotent by "
-                       "id; a bad record imports nothing)")
-    imported.add_argument("file", help="the answers file (see README, 'Answers from traces "
-                                       "and eval datasets')")
-    imported.add_argument("--format", choices=ANSWER_FORMATS, default=None,
-                          help="the file's format (default: detected from its first record)")
-    imported.set_defaults(func=cmd_answers_import)
-    add_pull_command(answers_sub)
-
+    """``gate``; ``partition_runner(settings, day, gates)`` gates a ``--partition`` day
+    (default: the library's :func:`run_gate_window`)."""
     gate = subparsers.add_parser(
         "gate", help="run the quality gates; exit 0 pass, 1 a blocking gate fails, 2 error")
     window = gate.add_mutually_exclusive_group()
@@ -243,5 +194,44 @@ def add_gate_commands(subparsers: argparse._SubParsersAction, *,
                       help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
                            "the gates cannot run, why")
     # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
-    add_publish_arguments(gate)
+    _add_publish_arguments(gate)
     gate.set_defaults(func=cmd_gate, loads_own_settings=True, partition_runner=partition_runner)
+
+
+def _publish_results(args, settings: Settings, report) -> None:
+    """Send the window's gate results where ``--to-phoenix`` / ``--otlp`` ask."""
+    to_phoenix, otlp = getattr(args, "to_phoenix", None), getattr(args, "otlp", None)
+    if not (to_phoenix or otlp):
+        return
+    from eval_harness.gates.registry import configured_gates  # heavy: see the imports
+
+    outcomes = window_outcomes(open_store(settings), report.window, configured_gates(settings),
+                               relation=settings.quality_gates.answers_relation)
+    if to_phoenix:
+        _to_phoenix(to_phoenix, outcomes)
+    if otlp:
+        try:
+            sent = emit_evaluation_events(otlp, outcomes)
+        except OtlpError as exc:
+            raise CliError(str(exc)) from None
+        say(f"{sent} gen_ai.evaluation.result events written to {otlp}.")
+
+
+def _to_phoenix(url: str, outcomes) -> None:
+    try:
+        posted, unlinked = post_annotations(url, outcomes)
+    except PhoenixError as exc:
+        raise CliError(str(exc)) from None
+    say(f"{posted} gate results posted to Phoenix at {url} as span annotations.")
+    if unlinked:
+        say(f"{unlinked} answers have no span id (not imported from a trace), so their "
+            "results were not posted to Phoenix.")
+
+
+def _add_publish_arguments(gate: argparse.ArgumentParser) -> None:
+    gate.add_argument("--to-phoenix", nargs="?", const=PHOENIX_URL, metavar="URL",
+                      help="post each result as a span annotation on the answer's span in "
+                           f"Phoenix (default URL {PHOENIX_URL})")
+    gate.add_argument("--otlp", metavar="FILE|URL",
+                      help="write each result as an OpenTelemetry gen_ai.evaluation.result "
+                           "event: OTLP/JSON lines to FILE, or OTLP/HTTP to a collector URL")

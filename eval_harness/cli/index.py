@@ -19,11 +19,13 @@ import time
 
 import psycopg
 
-from eval_harness.cli.common import EXIT_OK, CliError
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.settings import Settings
 from eval_harness.store.connection import locate_store
 from eval_harness.datasets.corpus import Corpus
+from eval_harness.datasets.register import dataset_row
 from eval_harness.datasets.live_catalog import live_datasets
 from eval_harness.datasets.live_indexes import (RELATION_KINDS, IndexAssessment, assess_indexes,
                                         drop_statement, index_busy)
@@ -33,8 +35,6 @@ from eval_harness.store.migrate import MigrationError, pending_migrations
 def _live_corpus(conn: psycopg.Connection, settings: Settings, name: str) -> Corpus:
     """The corpus of live dataset ``name`` (attached, else configured); ingested or unknown
     datasets are refused with one sentence."""
-    from eval_harness.datasets.register import dataset_row
-
     try:
         attached_known = not pending_migrations(conn, settings.schema)
     except MigrationError:

@@ -16,7 +16,7 @@ runs of different shards go side by side, each paying only for its own pairs.
 
 ``--grid-pool`` (or ``judges.grid_pool: true``) adds, for a dataset with human labels, every
 calibration grid weight's top 5 to the pairs (:mod:`eval_harness.judges.dual.plan`): the
-documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged`).
+documents that leave P@5 a lower bound (Judged@5, :mod:`eval_harness.calibration.judged_at_5`).
 
 ``--retest`` (or ``judges.retest``) has each judge re-score a seeded sample of queries past
 the reply cache after the run (:mod:`eval_harness.judges.retest`): the summary says how
@@ -49,7 +49,8 @@ import json
 import sys
 from dataclasses import replace
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.judges.client.pricing import MissingPrice
 from eval_harness.progress import progress_bar

@@ -11,17 +11,20 @@ import json
 import sys
 from pathlib import Path
 
-from eval_harness.cli.common import EXIT_FAILED, EXIT_OK, CliError
+from eval_harness.agreement.review import import_review_csv, refresh_and_export
+from eval_harness.agreement.sample import export_sample_csv, import_sample_csv, is_sample_file
+from eval_harness.cli.common import CliError
+from eval_harness.errors import EXIT_FAILED, EXIT_OK
 from eval_harness.escaping.terminal import say
 from eval_harness.escaping.visible import visible
 from eval_harness.settings import Settings
 from eval_harness.store import open_store
 
+# The label plan and the agreement report import scipy.stats: seconds at start-up that only
+# `review sample --plan` and `agreement` need, so they are imported where those run.
 
 
 def cmd_review_export(args, settings: Settings) -> int:
-    from eval_harness.agreement.review import refresh_and_export
-
     dataset = args.dataset or settings.default_dataset
     with open_store(settings, read_only=True).connection() as conn:
         # Refresh first, so the file shows the judges' current scores (unless this role
@@ -41,8 +44,6 @@ def cmd_review_export(args, settings: Settings) -> int:
 
 
 def cmd_review_sample(args, settings: Settings) -> int:
-    from eval_harness.agreement.sample import export_sample_csv
-
     dataset = args.dataset or settings.default_dataset
     if args.plan:
         return _plan_sample(args, settings, dataset)
@@ -70,7 +71,7 @@ def _plan_options(args) -> list[str]:
 
 
 def _plan_sample(args, settings: Settings, dataset: str) -> int:
-    from eval_harness.calibration.label_plan import plan_human_labels
+    from eval_harness.calibration.label_plan import plan_human_labels  # heavy: see the top
 
     if args.file is not None or args.n is not None:
         raise CliError("review sample --plan draws nothing, so it takes no FILE or --n; run "
@@ -86,9 +87,6 @@ def _plan_sample(args, settings: Settings, dataset: str) -> int:
 
 
 def cmd_review_import(args, settings: Settings) -> int:
-    from eval_harness.agreement.review import import_review_csv
-    from eval_harness.agreement.sample import import_sample_csv, is_sample_file
-
     # The file names its dataset; --dataset only confirms it (default_dataset plays no part).
     sample = is_sample_file(Path(args.file))
     importer = import_sample_csv if sample else import_review_csv
@@ -104,7 +102,8 @@ def cmd_review_import(args, settings: Settings) -> int:
 
 
 def cmd_agreement(args, settings: Settings) -> int:
-    from eval_harness.agreement.data import dataset_agreement
+    # heavy: see the top
+    from eval_harness.agreement.dataset_agreement import dataset_agreement
     from eval_harness.agreement.people import recorded_agreement
     from eval_harness.agreement.report import format_agreement_markdown
 

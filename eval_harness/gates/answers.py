@@ -34,10 +34,10 @@ new answers are inserted, changed ones updated, identical ones left untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,11 @@ from eval_harness.gates import sql
 from eval_harness.gates.answer_checks import (FUTURE_TOLERANCE, AnswersFileError,
                                               check_created_at, check_text, checked_id,
                                               parse_json)
+from eval_harness.gates.window import Answer, TimeWindow
 from eval_harness.settings import Settings
 from eval_harness.datasets.beir import DatasetError, utf8_lines
+from eval_harness.store.catalog import privilege_refusal
+from eval_harness.store.migrate import harness_schema
 
 DEFAULT_RELATION = "answers"
 STREAM_BATCH_SIZE = 2000
@@ -56,56 +59,6 @@ _IMPORT_LOCK = "eval_harness.answers_import:"
 
 class AnswersRelationError(ValueError):
     """The answers relation cannot be read or written; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One stored answer, as the gates read it."""
-
-    id: str
-    query: str
-    answer: str
-    sources: Sequence[Mapping[str, Any]]
-    created_at: datetime
-    content_hash: str  # of query, answer and sources (sql.content_hash_sql)
-
-
-@dataclass(frozen=True)
-class TimeWindow:
-    """Answers with ``start <= created_at < end``; ``end`` None means no upper bound."""
-
-    start: datetime
-    end: datetime | None = None
-    partition: str | None = None  # "YYYY-MM-DD" when the window is one daily partition
-
-    def __post_init__(self) -> None:
-        if self.start.tzinfo is None or (self.end is not None and self.end.tzinfo is None):
-            raise ValueError("A time window needs timezone-aware timestamps.")
-
-    @classmethod
-    def day(cls, day: date | str) -> TimeWindow:
-        """The UTC day ``day`` (a date or ``YYYY-MM-DD``), as a daily partition."""
-        if isinstance(day, str):
-            try:
-                day = date.fromisoformat(day)
-            except ValueError:
-                raise ValueError(f"'{day}' is not a date YYYY-MM-DD.") from None
-        start = datetime.combine(day, time(0), tzinfo=timezone.utc)
-        return cls(start, start + timedelta(days=1), partition=day.isoformat())
-
-    @classmethod
-    def since(cls, start: datetime) -> TimeWindow:
-        """Every answer created at or after ``start`` (timezone-aware)."""
-        return cls(start)
-
-    def describe(self) -> str:
-        if self.partition:
-            return f"partition {self.partition} (UTC)"
-        return f"answers since {self.start.isoformat()}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"partition": self.partition, "start": self.start.isoformat(),
-                "end": self.end.isoformat() if self.end else None}
 
 
 @dataclass(frozen=True)
@@ -305,9 +258,6 @@ def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
 
 def _refusal(conn: psycopg.Connection, exc: psycopg.Error) -> str:
     """The role, the relation and the GRANT a "permission denied" lacks (one clause)."""
-    from eval_harness.store.catalog import privilege_refusal
-    from eval_harness.store.migrate import harness_schema
-
     try:
         found = privilege_refusal(conn, str(exc), harness_schema(conn))
     except psycopg.Error:

@@ -20,7 +20,8 @@ with the default threshold 0.95 a single issue fails the gate. Every occurrence 
 in ``details["issues"]`` with its line and the line's text.
 
 Code is not checked: a ``#`` comment in a shell block is not a heading and ``a[1]`` in code is
-not a citation (code and citation markers are read as in :mod:`eval_harness.gates.citations`).
+not a citation (code and citation markers are read as in
+:mod:`eval_harness.gates.citation_coverage`).
 Degenerate input: an empty answer has no issues and scores 1.0; citation coverage is the gate
 that fails it.
 """
@@ -31,7 +32,7 @@ import re
 from time import perf_counter
 from typing import Any
 
-from eval_harness.gates.citations import CITATION_PATTERN, marker_numbers, parse_answer
+from eval_harness.gates.citation_coverage import CITATION_PATTERN, marker_numbers, parse_answer
 from eval_harness.gates.result import GateResult, check_threshold
 
 GATE_NAME = "format_compliance"

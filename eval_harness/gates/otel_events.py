@@ -36,6 +36,9 @@ from urllib.parse import urlsplit
 from eval_harness.escaping.visible import encodable
 from eval_harness.gates.outcomes import GateOutcome
 
+# The OpenTelemetry SDK and its exporters are an optional extra (``otel``): imported where an
+# event is written, so that without them ``gate --otlp`` says so in one sentence.
+
 EVENT_NAME = "gen_ai.evaluation.result"
 INSTRUMENTATION_SCOPE = "eval_harness.gates"
 SERVICE_NAME = "eval-harness"

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval_harness.gates import sql
-from eval_harness.gates.answers import DEFAULT_RELATION, TimeWindow
-from eval_harness.gates.registry import Gate, configured_scale
+from eval_harness.gates.answers import DEFAULT_RELATION
+from eval_harness.gates.gate import Gate, configured_scale
+from eval_harness.gates.window import TimeWindow
 from eval_harness.store.connection import StoreLocation
 
 _REASON_CHARS = 300

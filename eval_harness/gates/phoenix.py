@@ -26,6 +26,10 @@ from eval_harness.gates.answer_formats.phoenix import span_from_phoenix
 from eval_harness.gates.outcomes import GateOutcome
 from eval_harness.gates.traces import Span, TracedAnswer, TraceProblem, answers_from_spans
 
+# Phoenix's client is an optional extra (``phoenix``), and httpx takes almost half a second to
+# import for commands that never call Phoenix: both are imported where Phoenix is called.
+
+DEFAULT_URL = "http://localhost:6006"  # where a Phoenix started with its defaults listens
 ANNOTATION_IDENTIFIER = "eval-harness"
 ANNOTATOR_KIND = "CODE"
 SPANS_PER_PULL = 10_000_000  # the client pages through them 100 at a time

@@ -1,7 +1,7 @@
 """The rows the answer_reward gate writes: ``evaluation_log`` (each scored evaluation),
 ``episode_memory`` (one reflexion per answer) and ``regeneration_queue`` (answers for the live
 assistant to regenerate); their only owner (tests/test_layers.py). Each function runs in the
-caller's transaction (:mod:`eval_harness.gates.judged`)."""
+caller's transaction (:mod:`eval_harness.gates.llm_gates`)."""
 
 from __future__ import annotations
 

@@ -24,14 +24,14 @@ scores are on 0..1 like every gate's (see :func:`eval_harness.gates.registry.con
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
 from eval_harness.escaping.visible import visible
-from eval_harness.gates.answers import TimeWindow
-from eval_harness.gates.registry import ANSWER_REWARD
+from eval_harness.gates.gate import ANSWER_REWARD
+from eval_harness.gates.window import TimeWindow
 from eval_harness.metrics.proportions import wilson_interval
 
 WORST_LISTED = 10     # worst answer ids shown per gate
@@ -239,7 +239,3 @@ def format_gate_table(report: GateReport) -> str:
         tail = f"verdict: FAIL (blocking: {', '.join(report.failed_blocking)})"
     lines.append(tail)
     return "\n".join(lines)
-
-
-def summaries_by_gate(summaries: Sequence[GateSummary]) -> dict[str, GateSummary]:
-    return {s.gate: s for s in summaries}

@@ -43,17 +43,18 @@ from time import perf_counter
 import psycopg
 
 from eval_harness import stopping
-from eval_harness.judges.client.stops import StoreLost
-from eval_harness.store.crash import is_server_failure
-from eval_harness.store.locks import take_session_lock
 from eval_harness.gates import sql
-from eval_harness.gates.answers import DEFAULT_RELATION, Answer, TimeWindow, readable_rows
-from eval_harness.gates.registry import Gate, GateRun, configured_scale, score_safely
+from eval_harness.gates.answers import DEFAULT_RELATION, readable_rows
+from eval_harness.gates.gate import Gate, GateRun, configured_scale, score_safely
 from eval_harness.gates.report import (FAILING_LISTED, WORST_LISTED, AnswersElsewhere,
                                        GateReport, GateSummary)
 from eval_harness.gates.result import GateResult
+from eval_harness.gates.window import Answer, TimeWindow
+from eval_harness.judges.client.stops import StoreLost
 from eval_harness.progress import ProgressCallback
 from eval_harness.store.connection import StoreLocation
+from eval_harness.store.crash import is_server_failure
+from eval_harness.store.locks import take_session_lock
 
 EVALUATION_BATCH_SIZE = 1000
 WINDOW_LOCK_PREFIX = "eval_harness.gates:"  # + relation and window: advisory lock key

@@ -6,7 +6,7 @@ tests/test_layers.py holds the owner map.
 
 Each function takes a connection and plain values and returns rows or plain values.
 Transactions and locks stay with the callers (:mod:`eval_harness.gates.answers`,
-:mod:`eval_harness.gates.runner`, :mod:`eval_harness.gates.judged`): a function that writes
+:mod:`eval_harness.gates.runner`, :mod:`eval_harness.gates.llm_gates`): a function that writes
 runs in the caller's transaction. The answers relation comes from configuration
 (``quality_gates.answers_relation``, or the ``quality_gates.answers`` mapping onto the RAG
 system's own table, read in place) and is composed with :mod:`psycopg.sql`, never formatted
@@ -17,16 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime, time, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-if TYPE_CHECKING:  # answers and registry import this module
-    from eval_harness.gates.answers import TimeWindow
-    from eval_harness.gates.answers_mapping import MappedAnswers
-    from eval_harness.gates.registry import Gate
+from eval_harness.gates.answers_mapping import MappedAnswers
+from eval_harness.gates.gate import Gate
+from eval_harness.gates.window import TimeWindow
 
 # ------------------------------------------------------------------------------ fragments
 

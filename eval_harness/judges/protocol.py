@@ -26,7 +26,6 @@ from typing import Any, Generic, Literal, Protocol, Sequence, TypeVar, runtime_c
 import numpy as np
 
 
-Operation = Literal["relevance", "evaluation", "grounding", "reflexion"]
 OPERATIONS: tuple[str, ...] = ("relevance", "evaluation", "grounding", "reflexion")
 T = TypeVar("T")
 

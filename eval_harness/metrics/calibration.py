@@ -1,5 +1,4 @@
-"""Hybrid weight calibration statistics: the weight grid, the best weight and its uplift, and
-the P@5 verdict.
+"""Hybrid weight calibration statistics: the weight grid, the best weight and its uplift.
 
 The sweep itself (every query ranked at every weight, bit-identical to the fusion rule) is
 :func:`eval_harness.retrieval.sweep.sweep_weights`; this module reads any object with the
@@ -8,23 +7,22 @@ harness.
 
 Statistics: the best weight, its uplift over the MEDRAG default 0.7 with a paired bootstrap
 interval and a paired sign-flip randomization test, k-fold cross-validated P@5 (the honest
-estimate, since the best weight is chosen on the same queries it is scored on), and the
-P@5 verdict of story 2.9. Numpy only (settings/calibration.py and retrieval/weights.py
-import :func:`weight_grid`).
+estimate, since the best weight is chosen on the same queries it is scored on), and each grid
+point's P@5 interval. They describe the grid; whether the weights change is decided by one
+test only, the max-statistic permutation test over the grid against the weights in force
+(:mod:`eval_harness.calibration.decision`), which the uplift's p-value does not replace. Numpy
+only (settings/calibration.py and retrieval/weights.py import :func:`weight_grid`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
 DEFAULT_SEMANTIC_WEIGHT = 0.7  # MEDRAG default (0.7 semantic / 0.3 keyword)
 TIE_TOLERANCE = 1e-12  # mean P@5 values closer than this are treated as a tie
-
-Verdict = Literal["full_success", "partial_success", "failure"]
 
 
 class WeightSweep(Protocol):
@@ -252,19 +250,21 @@ class Uplift:
     ci_low: float  # paired bootstrap interval of ``absolute``
     ci_high: float
     confidence: float
-    p_value: float  # paired sign-flip randomization test
+    p_value: float  # paired sign-flip randomization test: descriptive, it decides nothing
     n_queries: int
 
 
 def uplift_over_default(sweep: WeightSweep, *, default_weight: float = DEFAULT_SEMANTIC_WEIGHT,
                         current_weight: float | None = None, confidence: float = 0.95,
-                        n_resamples: int = 10_000, seed: int = 0) -> Uplift:
+                        n_resamples: int = 10_000, seed: int = 0,
+                        best: float | None = None) -> Uplift:
     """Uplift in P@5 of the best weight (see :func:`best_weight`) over ``default_weight``.
 
     The best weight is chosen on the same queries it is scored on, so the uplift is
     optimistic; :func:`cross_validated_p_at_5` gives the out-of-sample figure.
     ``current_weight`` (tie-break target) defaults to ``default_weight``, which must be on
-    the grid (else ``ValueError``).
+    the grid (else ``ValueError``). ``best``: the best weight when it was already chosen
+    (by :func:`best_weight`, with the same ``current_weight``).
 
     Examples
     --------
@@ -289,7 +289,8 @@ def uplift_over_default(sweep: WeightSweep, *, default_weight: float = DEFAULT_S
     (0.0, 0.2)
     """
     current_weight = default_weight if current_weight is None else current_weight
-    chosen = best_weight(sweep.semantic_weights, sweep.p_at_5, current_weight=current_weight)
+    chosen = best if best is not None else best_weight(sweep.semantic_weights, sweep.p_at_5,
+                                                       current_weight=current_weight)
     best_index = grid_index(sweep.semantic_weights, chosen)
     default_index = grid_index(sweep.semantic_weights, default_weight)
     best_row = sweep.per_query_p_at_5[best_index]
@@ -358,30 +359,3 @@ def cross_validated_p_at_5(sweep: WeightSweep, *, n_folds: int = 5, seed: int = 
         sizes.append(int(held_out.sum()))
         held_out_total += float(held_out_p5.sum())
     return CrossValidation(held_out_total / n_queries, tuple(weights), tuple(scores), tuple(sizes))
-
-
-def precision_verdict(p_at_5: float, *, full_success: float = 0.75,
-                      partial_success: float = 0.70) -> Verdict:
-    """Story 2.9 verdict: ``p_at_5 >= full_success`` is "full_success", ``partial_success
-    <= p_at_5 < full_success`` "partial_success", below that "failure". Comparisons are
-    exact (no rounding), so 0.7499 is partial and 0.6999 is failure. Bands out of order or
-    a P@5 outside [0, 1] raise ``ValueError``.
-
-    Examples
-    --------
-    >>> precision_verdict(0.75), precision_verdict(0.7499), precision_verdict(0.6999)
-    ('full_success', 'partial_success', 'failure')
-    >>> precision_verdict(0.65, full_success=0.7, partial_success=0.6)
-    'partial_success'
-    """
-    if not 0.0 <= partial_success <= full_success <= 1.0:
-        raise ValueError(f"verdict bands need 0 <= partial_success <= full_success <= 1, "
-                         f"got {partial_success} and {full_success}.")
-    if not (isinstance(p_at_5, (int, float, np.floating)) and math.isfinite(p_at_5)
-            and 0.0 <= p_at_5 <= 1.0):
-        raise ValueError(f"P@5 must be a number in [0, 1], got {p_at_5!r}.")
-    if p_at_5 >= full_success:
-        return "full_success"
-    if p_at_5 >= partial_success:
-        return "partial_success"
-    return "failure"

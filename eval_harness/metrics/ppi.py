@@ -146,7 +146,7 @@ def prediction_powered_mean(
     """
     if not 0.0 < alpha < 1.0:  # also rejects NaN
         raise ValueError(f"prediction_powered_mean: alpha must lie in (0, 1), got {alpha!r}.")
-    terms = _ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
+    terms = ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
     half_width = float(norm.ppf(1.0 - alpha / 2.0)) * terms.standard_error
     return PPIEstimate(
         estimate=terms.estimate,
@@ -200,7 +200,7 @@ def labels_to_halve_width(
     ...                             yhat_unlabeled=[0.8, 0.6, 0.6, 0.8], lam=1.0))
     None
     """
-    terms = _ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
+    terms = ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
     n, big_n = terms.n_human, terms.n_judged
     rectifier, imputed = terms.rectifier_variance, terms.imputed_variance
     if rectifier == 0.0 and imputed == 0.0:
@@ -214,9 +214,21 @@ def labels_to_halve_width(
     return max(needed - n, 0)
 
 
-def _ppi_terms(
+def ppi_terms(
     y_labeled: ArrayLike, yhat_labeled: ArrayLike, yhat_unlabeled: ArrayLike, lam: float | None
 ) -> _Terms:
+    """The PPI estimate's parts: ``lam``, the estimate ``lam * mean(yhat_unlabeled) +
+    mean(y_labeled - lam * yhat_labeled)`` and the two variances its interval and the label
+    plans are built from (``lam=None`` tunes it, as :func:`ppi_mean_ci` does).
+
+    Examples:
+        With ``lam = 1`` the estimate is the judges' mean over all queries (0.5) plus the
+        mean rectifier ((1 - 1) + (0 - 1)) / 2 = -0.5:
+
+        >>> terms = ppi_terms([1.0, 0.0], [1.0, 1.0], [1.0, 1.0, 0.0, 0.0], lam=1.0)
+        >>> (terms.estimate, terms.rectifier_variance, terms.n_human, terms.n_judged)
+        (0.0, 0.25, 2, 4)
+    """
     y = _as_query_values(y_labeled, "y_labeled")
     yhat = _as_query_values(yhat_labeled, "yhat_labeled")
     yhat_all = _as_query_values(yhat_unlabeled, "yhat_unlabeled")

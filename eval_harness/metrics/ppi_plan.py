@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
-from eval_harness.metrics.ppi import _ppi_terms
+from eval_harness.metrics.ppi import ppi_terms
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def plan_for_power(*, y_labeled: ArrayLike, yhat_labeled: ArrayLike, yhat_unlabe
 
 
 def _plan(y_labeled, yhat_labeled, yhat_unlabeled, lam, z: float, target: float) -> LabelPlan:
-    terms = _ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
+    terms = ppi_terms(y_labeled, yhat_labeled, yhat_unlabeled, lam)
     needed = human_labels_for_standard_error(
         rectifier_variance=terms.rectifier_variance, imputed_variance=terms.imputed_variance,
         n_judged=terms.n_judged, standard_error=target)

@@ -19,7 +19,10 @@ import pandas as pd
 from eval_harness.calibration.intervals import interval_level
 from eval_harness.calibration.report import (axis_label, draw_reference, legend_outside,
                                              zoomed_limits)
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
+
+# matplotlib takes over a second to import, and the Dagster definitions load this module
+# through the report asset: it is imported where a figure is drawn, not here.
 
 __all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "draw_series",
            "plot_kappa_trend", "kappa_trend_figure", "plot_p_at_5_trend", "p_at_5_trend_figure",
@@ -31,7 +34,7 @@ __all__ = ["new_figure", "figure_png", "format_run_axis", "run_labels", "draw_se
 
 def new_figure(title: str):
     """A matplotlib figure and its axes on the Agg backend (no display, no pyplot state)."""
-    import matplotlib
+    import matplotlib  # see the imports
 
     matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
     from matplotlib.figure import Figure
@@ -66,7 +69,7 @@ def format_run_axis(axes, runs: pd.DataFrame) -> None:
     """The x axis counts runs (one step per run, oldest left), each tick labelled with the
     day and time the run was recorded (UTC). Runs minutes apart and runs days apart both
     read at a glance; a time axis shows bare seconds ("15", "30") for the former."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator  # see the imports
 
     labels = run_labels(runs)
     axes.set_xlim(-0.5, len(labels) - 0.5)
@@ -181,7 +184,7 @@ def gate_trend_figure(runs: pd.DataFrame, *, min_pass_rates: Mapping[str, float]
     """Small multiples, one panel per gate on a shared run axis: gates with equal pass rates
     would hide each other on one axis. A run's pass rate pools the answers of every day it
     gated (passing / all), which the title says."""
-    import matplotlib
+    import matplotlib  # see the imports
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
@@ -250,7 +253,7 @@ def calibration_grid_figure(grid, bands: VerdictBands):
     :class:`CalibrationResult` (with the RRF reference, which the history does not keep);
     this one draws what the history holds.
     """
-    import matplotlib
+    import matplotlib  # see the imports
 
     matplotlib.use("Agg")  # no display; safe in Dagster workers and CI
     from matplotlib.figure import Figure

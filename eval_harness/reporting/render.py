@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from eval_harness.escaping.markdown_text import markdown_inline
@@ -62,8 +63,6 @@ def _cell(text: str) -> str:
 
 def render_html(sections: Sequence[Section], *, title: str) -> str:
     """The report as one self-contained HTML page (Jinja2, autoescaped; PNGs inlined)."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
     environment = Environment(loader=PackageLoader("eval_harness.reporting", "templates"),
                               autoescape=True, undefined=StrictUndefined, trim_blocks=True,
                               lstrip_blocks=True, finalize=_shown)

@@ -5,7 +5,7 @@ DuckDB history hold now (nothing is re-computed or re-evaluated here; a section 
 is missing says what to run instead of failing the report):
 
 1. summary: one line per verdict, with the time its data is from ("as of");
-2. dual-judge agreement (:func:`eval_harness.agreement.data.dataset_agreement`);
+2. dual-judge agreement (:func:`eval_harness.agreement.dataset_agreement.dataset_agreement`);
 3. the latest calibration grid in the history and its P@5 verdict;
 4. quality gates: each enabled gate's figures per day from the stored results, and the
    worst answers with the reason the gate recorded;
@@ -13,8 +13,8 @@ is missing says what to run instead of failing the report):
    (saved = the batch calls' tokens at list price - what was paid) and the judge reply cache
    (``api_cache_hit_log``: hits and the list price of the replies they served);
 6. trends: the run's headline numbers are recorded in the DuckDB history
-   (:mod:`eval_harness.reporting.history`; a re-rendered run replaces its rows) and plotted over
-   the earlier runs.
+   (:mod:`eval_harness.reporting.run_history`; a re-rendered run replaces its rows) and
+   plotted over the earlier runs.
 
 The HTML is one self-contained file (the PNGs are inlined as data URIs, so a CI artifact or
 ``reports/latest.html`` shows them anywhere); the PNGs are also written beside it for the

@@ -30,6 +30,7 @@ from typing import Iterator, Sequence
 import psycopg
 from psycopg import sql
 
+from eval_harness.retrieval.hybrid import candidate_scores
 from eval_harness.retrieval.keyword_rank import query_items, rank_query
 from eval_harness.datasets import ground_truth, keyword_index
 from eval_harness.datasets.corpus import Corpus, candidate_ids
@@ -210,8 +211,6 @@ def measure_fetch_cost(conn: psycopg.Connection, dataset: str, *, depth: int,
     the dataset has no ground-truth query. The fetches run in one transaction that is rolled
     back (READ WRITE, so the candidate cache is written as a command writes it, and then
     not kept): timing changes nothing in the store."""
-    from eval_harness.retrieval.hybrid import candidate_scores
-
     ids = sorted(ground_truth.query_keys(conn, dataset))
     if not ids:
         return None

@@ -2,7 +2,7 @@
 semantic weight, and the grid of semantic weights a calibration evaluates.
 
 The keyword weight at semantic weight ``w`` is ``round(1 - w, 10)``: the value written to
-config.yaml (:mod:`eval_harness.calibration.weights` writes it there), so the P@5 a
+config.yaml (:mod:`eval_harness.calibration.config_writeback` writes it there), so the P@5 a
 calibration measures at a weight is exactly what hybrid search at the configured weights gets
 afterwards. The grid is the ``calibration.grid`` range plus the default weight.
 """

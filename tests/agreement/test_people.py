@@ -12,7 +12,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from judge_runs import LLM, small_dataset
-from eval_harness.agreement.data import dataset_agreement, load_judge_pairs
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.people import human_verdicts, recorded_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.agreement.review import export_review_csv, import_review_csv, \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from eval_harness.agreement.data import dataset_agreement
+from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.agreement.review import queue_disagreements
 from review_store import FAST_AGREEMENT as SETTINGS, disagreeing_scores, set_scores

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from eval_harness.agreement.data import dataset_agreement, load_final_labels
-from eval_harness.agreement.review import (CSV_COLUMNS, ReviewFileError, adjudicated_labels,
-                                 export_review_csv, import_review_csv, queue_disagreements)
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.judge_pairs import load_final_labels
+from eval_harness.agreement.review import (adjudicated_labels, export_review_csv,
+                                           import_review_csv, queue_disagreements)
+from eval_harness.agreement.review_file import CSV_COLUMNS, ReviewFileError
 from review_store import (FAST_AGREEMENT as SETTINGS, QUERIES, agreeing_scores,
                           disagreeing_scores, read_csv, review_rows, set_scores, write_csv)
 

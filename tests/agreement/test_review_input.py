@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.agreement.review import (ReviewFileError, export_review_csv, import_review_csv,
-                                           queue_disagreements)
+from eval_harness.agreement.review import export_review_csv, import_review_csv, queue_disagreements
+from eval_harness.agreement.review_file import ReviewFileError
 from eval_harness_pipelines import cli
 from review_store import (DOCS, QRELS, QUERIES, disagreeing_scores, read_csv, review_rows,
                           set_scores, write_csv)

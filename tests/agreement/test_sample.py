@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.agreement.review import CSV_COLUMNS, ReviewFileError
+from eval_harness.agreement.review_file import CSV_COLUMNS, ReviewFileError
 from eval_harness.agreement.sample import (export_sample_csv, import_sample_csv,
                                            is_sample_file, sample_order)
 from eval_harness_pipelines import cli

@@ -10,7 +10,7 @@ import pytest
 
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
 from eval_harness.calibration.history import read_grid_history
-from eval_harness.calibration.run import weight_label
+from eval_harness.calibration.grid import weight_label
 from eval_harness.settings import load_settings
 from eval_harness_pipelines.assets.calibration import calibrated_weights, calibration_grid, p_at_5_verdict
 from eval_harness_pipelines.check_outcomes import BlockingCheckFailed

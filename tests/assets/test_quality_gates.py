@@ -11,7 +11,8 @@ import pytest
 from eval_harness_pipelines.check_outcomes import rounded
 from eval_harness_pipelines.assets.quality_gates import QUALITY_GATE_JOB, quality_gate_assets
 from eval_harness_pipelines.resources import default_resources
-from eval_harness.gates.answers import TimeWindow, import_configured_answers
+from eval_harness.gates.answers import import_configured_answers
+from eval_harness.gates.window import TimeWindow
 from eval_harness.metrics.proportions import wilson_interval
 from eval_harness.settings import load_settings
 from answer_files import SAMPLE
@@ -70,7 +71,7 @@ def test_checks_pass_and_fail_per_partition_on_the_real_store(store, settings,
     # 9 of 10: sa-0303-09 states what its source does not say (score 0 of 2 claims)
     assert (grounding["passed_answers"], grounding["pass_rate"]) == (9, 0.9)
     assert grounding["summary"]["failing_answer_ids"] == ["sa-0303-09"]
-    # 2025-03-05, where grounding fails: tests/gates/test_judged.py (one run per day and
+    # 2025-03-05, where grounding fails: tests/gates/test_llm_gates.py (one run per day and
     # gate version, since the test store is shared)
     assert not bad["grounding"].passed
     fmt = bad["format_compliance"]

@@ -4,11 +4,13 @@ error rates by seeded simulation (weights in force truly best; a real gain of 0.
 
 from __future__ import annotations
 
+import doctest
 import itertools
 
 import numpy as np
 import pytest
 
+from eval_harness.calibration import decision as decision_module
 from eval_harness.calibration.decision import (WeightDecision, decide_weights,
                                                max_statistic_p_value)
 
@@ -199,3 +201,7 @@ def test_a_real_gain_of_005_is_found_in_at_least_80_percent():
     decisions = _decisions(matrix, in_force_row=2, repetitions=200, seed=2, n_queries=150)
     found = np.mean([d.changed and d.best[0] in (0.75, 0.8, 0.85) for d in decisions])
     assert found >= 0.80
+
+
+def test_the_doctests_run():
+    assert doctest.testmod(decision_module).failed == 0

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
-from eval_harness.calibration.decision import (WeightDecision, decide_weights, decision_columns,
-                                               decision_from_row, with_judged_gain)
+from eval_harness.calibration.decision import WeightDecision, decide_weights, with_judged_gain
 from eval_harness.calibration.history import decision_from_grid, figure_from_grid, grid_frame
-from eval_harness.calibration.judged_gain import UNCORRECTED, judged_gain
-from eval_harness.calibration.run import (_in_force_p_at_5, calibrate_with_settings,
-                                          format_table)
+from eval_harness.calibration.ppi_gain import UNCORRECTED, judged_gain
+from eval_harness.calibration.run import calibrate_with_settings, in_force_p_at_5
+from eval_harness.calibration.text import format_table
 from eval_harness.settings import load_settings
 from judged_gain_corpus import (gain_scenario, honest_gain_scenario,  # noqa: F401
                                 label_sample)
@@ -38,7 +36,7 @@ def _uncorrected(result) -> WeightDecision:
     decided = result.decision
     grid = [(p.semantic_weight, p.keyword_weight) for p in result.grid]
     return decide_weights(result.sweep.per_query_p_at_5, grid, decided.in_force,
-                          _in_force_p_at_5(result.candidates, result.sweep, decided.in_force),
+                          in_force_p_at_5(result.candidates, result.sweep, decided.in_force),
                           best_index=result.sweep.index_of(decided.best[0]),
                           alpha=decided.alpha, min_gain=decided.min_gain,
                           permutations=10_000, bootstrap_resamples=200, label_source="judges")
@@ -118,19 +116,3 @@ def test_either_guard_alone_keeps_the_weights():
     kept = with_judged_gain(significant, estimate=0.08, low=0.04, high=0.12, n_human=40)
     assert not kept.changed and "does not clear 0.05" in kept.sentence
     assert with_judged_gain(significant, estimate=0.1, low=0.06, high=0.14, n_human=40).changed
-
-
-@pytest.mark.unit
-def test_a_decision_row_without_the_ppi_columns_still_reads():
-    import pandas as pd
-
-    judges = WeightDecision(changed=True, in_force=(0.7, 0.3), best=(0.2, 0.8), gain=0.2,
-                            low=0.1, high=0.3, adjusted_p=0.01, alpha=0.05, min_gain=0.0,
-                            permutations=10_000, label_source="judges")
-    row = pd.Series(dict(decision_columns(judges), semantic_weight=0.2, keyword_weight=0.8))
-    assert np.isnan(row["decision_ppi_gain"]) and decision_from_row(row) == judges
-    older = row.drop([c for c in row.index if c.startswith("decision_ppi")] + ["decision_n_human"])
-    assert decision_from_row(older) == judges  # a history written before the PPI columns
-    corrected = with_judged_gain(judges, estimate=0.1, low=0.02, high=0.18, n_human=30)
-    row = pd.Series(dict(decision_columns(corrected), semantic_weight=0.2, keyword_weight=0.8))
-    assert decision_from_row(row) == corrected

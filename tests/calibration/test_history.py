@@ -9,11 +9,14 @@ import sys
 import textwrap
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
-from eval_harness.calibration.history import (append_grid_history, grid_frame,
+from eval_harness.calibration.decision import WeightDecision, with_judged_gain
+from eval_harness.calibration.history import (append_grid_history, decision_columns,
+                                              decision_from_row, grid_frame,
                                               read_grid_history)
 from eval_harness.calibration.run import calibrate_dataset
 
@@ -46,7 +49,7 @@ def test_a_history_from_before_the_verdict_figure_takes_new_grids(tmp_path, conn
     append; its old rows give their verdict on their own P@5, label source not recorded."""
     from eval_harness.calibration.history import figure_from_grid
     from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
-    from eval_harness.calibration.run import VerdictBands
+    from eval_harness.calibration.verdict import VerdictBands
 
     result = calibrate_dataset(conn, corpus["name"], candidate_depth=10, **FAST)
     frame = grid_frame(result)
@@ -128,3 +131,16 @@ def test_the_decision_travels_through_the_grid_and_the_history(tmp_path, conn, c
     text = " ".join(b.text for b in section.section.blocks if hasattr(b, "text"))
     assert f"Weights: {result.decision.sentence}" in text
     assert section.metrics["decision"] == result.decision.decision
+
+
+def test_a_decision_row_without_the_ppi_columns_still_reads():
+    judges = WeightDecision(changed=True, in_force=(0.7, 0.3), best=(0.2, 0.8), gain=0.2,
+                            low=0.1, high=0.3, adjusted_p=0.01, alpha=0.05, min_gain=0.0,
+                            permutations=10_000, label_source="judges")
+    row = pd.Series(dict(decision_columns(judges), semantic_weight=0.2, keyword_weight=0.8))
+    assert np.isnan(row["decision_ppi_gain"]) and decision_from_row(row) == judges
+    older = row.drop([c for c in row.index if c.startswith("decision_ppi")] + ["decision_n_human"])
+    assert decision_from_row(older) == judges  # a history written before the PPI columns
+    corrected = with_judged_gain(judges, estimate=0.1, low=0.02, high=0.18, n_human=30)
+    row = pd.Series(dict(decision_columns(corrected), semantic_weight=0.2, keyword_weight=0.8))
+    assert decision_from_row(row) == corrected

@@ -1,5 +1,5 @@
 """Concurrent writers of the calibration grids' DuckDB history
-(eval_harness.calibration.history). config.yaml's: test_weights_concurrency.py.
+(eval_harness.calibration.history). config.yaml's: test_config_writeback_concurrency.py.
 
 Real OS processes; the writer does not touch Postgres, so this test needs no database.
 """

@@ -8,7 +8,8 @@ import pytest
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
 from eval_harness.calibration.report import (calibration_markdown, dataset_file_stem,
                                              report_file_names)
-from eval_harness.calibration.run import calibrate_dataset, format_table
+from eval_harness.calibration.run import calibrate_dataset
+from eval_harness.calibration.text import format_table
 from eval_harness.metrics.calibration import grid_p_at_5_intervals
 from eval_harness.settings import DecisionSettings
 

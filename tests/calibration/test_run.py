@@ -1,6 +1,6 @@
 """Calibration on a real store (eval_harness.calibration.run): the sweep vs SQL hybrid
 search at every weight, the result's figures, and the verdict sentence.
-The other parts: test_trec_runs.py, test_weights.py, test_history.py here,
+The other parts: test_trec_runs.py, test_config_writeback.py, test_history.py here,
 tests/cli/test_calibrate.py and tests/assets/test_calibration.py.
 Several datasets side by side: tests/cli/test_calibrate_per_dataset.py."""
 
@@ -14,7 +14,8 @@ import pytest
 
 from beir_factory import write_beir
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
-from eval_harness.calibration.run import calibrate_dataset, format_table
+from eval_harness.calibration.run import calibrate_dataset
+from eval_harness.calibration.text import format_table
 from eval_harness.metrics import ranking
 from eval_harness.metrics.calibration import weight_grid
 from eval_harness.retrieval.hybrid import hybrid_search
@@ -112,7 +113,7 @@ def test_unknown_dataset_and_empty_ground_truth(conn, tmp_path):
 
 @pytest.mark.unit
 def test_verdict_sentence_names_an_unreachable_band():
-    from eval_harness.calibration.run import VerdictBands, verdict_sentence
+    from eval_harness.calibration.verdict import VerdictBands, verdict_sentence
 
     bands = VerdictBands(0.75, 0.70)
     low_ceiling = verdict_sentence("failure", 0.17, bands, ceiling=0.226)

@@ -1,7 +1,7 @@
 """Calibrated weights are per dataset: two datasets calibrated one after the other (the
 ``calibrate`` command, and the Dagster assets) each get their own config.yaml block, report
 and calibrated_weights row, and neither touches the other's. The config writer alone:
-tests/calibration/test_weights.py."""
+tests/calibration/test_config_writeback.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from beir_factory import write_beir
 from eval_harness.calibration.sql import LATEST_WEIGHTS_SQL
 from eval_harness.calibration.report import report_file_names
-from eval_harness.calibration.weights import write_calibrated_weights
+from eval_harness.calibration.config_writeback import write_calibrated_weights
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
 from eval_harness.datasets.ingest import ingest_beir

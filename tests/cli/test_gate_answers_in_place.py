@@ -1,7 +1,7 @@
-"""`eval-harness gate` and `answers import` with ``quality_gates.answers`` (eval_harness.cli.gate):
-a seeds-style store's answers gated in place through both paths (``--since`` through the
-library, ``--partition`` through the Dagster job), a bad mapping and an import refused in one
-sentence (exit 2), and not a RAG row changed."""
+"""`eval-harness gate` and `answers import` with ``quality_gates.answers``
+(eval_harness.cli.gate, eval_harness.cli.answers): a seeds-style store's answers gated in place
+through both paths (``--since`` through the library, ``--partition`` through the Dagster job),
+a bad mapping and an import refused in one sentence (exit 2), and not a RAG row changed."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from eval_harness.calibration.judged_gain import paired_differences, query_figures, sample_frame
-from eval_harness.calibration.corrected import human_sample_verdicts
+from eval_harness.calibration.ppi_gain import paired_differences, query_figures, sample_frame
+from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.metrics.ppi_plan import plan_for_power, plan_for_width
 from eval_harness.settings import load_settings
@@ -20,12 +20,13 @@ def _vectors(db, scenario, store):
     settings = load_settings(scenario["config"], environ={"DATABASE_URL": store.url})
     result = calibrate_with_settings(db, settings, scenario["name"], labels="judges")
     human, frame = human_sample_verdicts(db, scenario["name"]), sample_frame(db, scenario["name"])
-    figures = query_figures(result, 0.7, human, frame)
+    figures = query_figures(result.candidates, result.sweep, 0.7, human, frame)
     complete = [q for q in figures.judge if q in figures.human]
     p_at_5 = dict(y_labeled=[figures.human[q] for q in complete],
                   yhat_labeled=[figures.judge[q] for q in complete],
                   yhat_unlabeled=list(figures.judge.values()))
-    y, yhat, yhat_all, _ = paired_differences(result, 0.2, 0.7, human, frame)
+    y, yhat, yhat_all, _ = paired_differences(result.candidates, result.sweep, 0.2, 0.7, human,
+                                              frame)
     return p_at_5, dict(y_labeled=y, yhat_labeled=yhat, yhat_unlabeled=yhat_all)
 
 

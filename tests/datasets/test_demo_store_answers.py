@@ -13,7 +13,8 @@ from datetime import datetime
 
 import pytest
 
-from eval_harness.gates.answers import TimeWindow, import_answers, stream_answers
+from eval_harness.gates.answers import import_answers, stream_answers
+from eval_harness.gates.window import TimeWindow
 from eval_harness.gates.answers_mapping import check_answers_mapping
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.settings import load_settings

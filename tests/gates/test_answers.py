@@ -9,7 +9,9 @@ from datetime import date, timezone
 
 import pytest
 
-from eval_harness.gates.answers import AnswersFileError, TimeWindow, import_answers, stream_answers
+from eval_harness.gates.answer_checks import AnswersFileError
+from eval_harness.gates.answers import import_answers, stream_answers
+from eval_harness.gates.window import TimeWindow
 from answer_files import answer_row, write_jsonl
 
 

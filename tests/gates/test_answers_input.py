@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eval_harness.gates.answers import AnswersFileError, import_answers, read_answers_file
+from eval_harness.gates.answer_checks import AnswersFileError
+from eval_harness.gates.answers import import_answers, read_answers_file
 
 
 def answer_line(answer_id: str, created_at: str | None = "2024-06-02T10:00:00Z") -> str:

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from eval_harness.gates.answers import (AnswersRelationError, TimeWindow, import_answers,
-                                        stream_answers)
+from eval_harness.gates.answers import AnswersRelationError, import_answers, stream_answers
+from eval_harness.gates.window import TimeWindow
 from eval_harness.gates.answers_mapping import (AnswersMappingError, check_answers_mapping,
                                                 import_refusal)
 from eval_harness.gates.runner import evaluate_window, run_quality_gates

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from eval_harness.gates import outcomes
-from eval_harness.gates.citations import citation_coverage
+from eval_harness.gates.citation_coverage import citation_coverage
 from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.outcomes import explanation
 
@@ -51,8 +51,9 @@ def test_explanations_of_judged_and_unscored_results_are_one_line():
 
 
 def test_window_outcomes_carry_trace_links_and_configured_scale(fresh, tmp_path):
-    from eval_harness.gates.answers import TimeWindow, import_answers
-    from eval_harness.gates.registry import Gate
+    from eval_harness.gates.answers import import_answers
+    from eval_harness.gates.window import TimeWindow
+    from eval_harness.gates.gate import Gate
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.gates.traces import TracedAnswer
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from eval_harness.gates.citations import citation_coverage
+from eval_harness.gates.citation_coverage import citation_coverage
 from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.result import GateResult, check_threshold
 from gate_sources import sources

@@ -2,7 +2,7 @@
 (eval_harness.gates.runner): incremental evaluation and summaries.
 
 Library tests use days in 2024-06 with ids unique to the test. Expected per-answer scores are
-worked out by hand from the gate rules (tests/gates/test_citations.py and
+worked out by hand from the gate rules (tests/gates/test_citation_coverage.py and
 tests/gates/test_format_compliance.py have the rule details); the comment next to each shows
 the count.
 """
@@ -15,8 +15,9 @@ from datetime import date, timedelta
 
 import pytest
 
-from eval_harness.gates.answers import TimeWindow, import_answers
-from eval_harness.gates.registry import Gate, per_answer
+from eval_harness.gates.answers import import_answers
+from eval_harness.gates.window import TimeWindow
+from eval_harness.gates.gate import Gate, per_answer
 from eval_harness.gates.result import GateResult
 from eval_harness.gates.runner import evaluate_window, run_quality_gates, summarize_gates
 from eval_harness.metrics.proportions import wilson_interval

@@ -92,7 +92,7 @@ def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
     ``source``, in a database of its own."""
     from datetime import datetime, timezone
 
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.settings import load_settings
@@ -117,7 +117,7 @@ def clean_gate_run(server_url, source, project, fake) -> dict[str, list]:
 GATE_RUN = """
     import os, sys
     from datetime import datetime, timezone
-    from eval_harness.gates.answers import TimeWindow
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
     from eval_harness.settings import load_settings

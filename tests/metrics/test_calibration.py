@@ -1,5 +1,6 @@
-"""The calibration statistics: the weight grid, the verdict bands, the best weight, leave-one-out
-cross-validation, the uplift over the default weight and its paired tests."""
+"""The calibration statistics: the weight grid, the best weight, leave-one-out
+cross-validation, the uplift over the default weight and its paired tests. (The verdict
+bands: tests/calibration/test_verdict.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from eval_harness.metrics.calibration import (
     best_weight, cross_validated_p_at_5, paired_bootstrap_interval,
-    paired_randomization_test, precision_verdict, uplift_over_default, weight_grid)
+    paired_randomization_test, uplift_over_default, weight_grid)
 from eval_harness.retrieval.sweep import CandidateSet, SweepResult, sweep_weights
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 from sweep_candidates import random_queries
@@ -26,20 +27,6 @@ def test_weight_grid_holds_exact_decimals():
         weight_grid(start=0.0, stop=1.0, step=0.3)
     with pytest.raises(ValueError, match="0 <= start"):
         weight_grid(start=0.5, stop=1.2, step=0.1)
-
-
-def test_verdict_edges_and_bands():
-    assert precision_verdict(0.75) == "full_success"
-    assert precision_verdict(0.7499) == "partial_success"
-    assert precision_verdict(0.70) == "partial_success"
-    assert precision_verdict(0.6999) == "failure"
-    assert precision_verdict(0.0) == "failure" and precision_verdict(1.0) == "full_success"
-    assert precision_verdict(0.8, full_success=0.85, partial_success=0.8) == "partial_success"
-    assert precision_verdict(35 / 50) == "partial_success"  # a mean P@5 of exactly 0.7
-    with pytest.raises(ValueError, match="bands"):
-        precision_verdict(0.7, full_success=0.6, partial_success=0.7)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        precision_verdict(float("nan"))
 
 
 def test_best_weight_tie_rules():
@@ -87,6 +74,8 @@ def test_uplift_interval_contains_the_point_estimate():
         assert uplift.relative == pytest.approx(uplift.absolute / uplift.default_p_at_5)
     assert 0.0 < uplift.p_value <= 1.0
     assert uplift_over_default(result, n_resamples=2000, seed=1) == uplift  # seeded
+    assert uplift_over_default(result, n_resamples=2000, seed=1,
+                               best=uplift.best_weight) == uplift  # the best chosen already
     with pytest.raises(ValueError, match="not on the swept grid"):
         uplift_over_default(sweep_weights(CandidateSet.from_queries(
             ids, semantic, keyword, relevance), [0.5, 0.8]))

@@ -28,10 +28,17 @@ MODULE_NAMES = sorted([metrics.__name__] + [
 
 
 def _public_functions(module: ModuleType) -> list:
-    """Functions whose name has no leading underscore and that the module itself defines."""
+    """Functions whose name has no leading underscore and that the module itself defines; in
+    a subpackage whose ``__init__`` exports names (metrics/agreement/), only those it exports:
+    the modules of such a package share their helpers, and its face is what callers use."""
+    package = module.__name__.rpartition(".")[0]
+    face = None
+    if package != metrics.__name__ and not hasattr(module, "__path__"):
+        exported = vars(importlib.import_module(package))
+        face = {name for name, obj in exported.items() if inspect.isfunction(obj)}
     return [obj for name, obj in vars(module).items()
             if not name.startswith("_") and inspect.isfunction(obj)
-            and obj.__module__ == module.__name__]
+            and obj.__module__ == module.__name__ and (face is None or name in face)]
 
 
 def test_walk_finds_the_metric_modules():

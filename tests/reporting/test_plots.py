@@ -16,7 +16,7 @@ import pytest
 
 from eval_harness.calibration.report import (axis_label, p_at_5_figure, plot_p_at_5,
                                              zoomed_limits)
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
 from eval_harness.reporting.plots import (calibration_grid_figure, format_run_axis, new_figure,
                                           plot_calibration_grid, run_labels)
 

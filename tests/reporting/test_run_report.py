@@ -23,13 +23,15 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from beir_factory import write_beir
-from eval_harness.gates.answers import TimeWindow, import_answers
+from eval_harness.gates.answers import import_answers
+from eval_harness.gates.window import TimeWindow
 from eval_harness.calibration.history import append_grid_history, grid_frame
-from eval_harness.calibration.run import VERDICT_LABELS, calibrate_with_settings
+from eval_harness.calibration.run import calibrate_with_settings
+from eval_harness.calibration.verdict import VERDICT_LABELS
 from eval_harness.gates.registry import configured_gates
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.reporting.history import read_run_history, runs_table
+from eval_harness.reporting.run_history import read_run_history, runs_table
 from eval_harness.reporting.blocks import SECTION_TITLES
 from eval_harness.reporting.run_report import build_run_report
 from eval_harness.settings import load_settings

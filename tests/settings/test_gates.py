@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from eval_harness.gates.registry import build_gates, reward_to_score
+from eval_harness.gates.gate import reward_to_score
+from eval_harness.gates.registry import build_gates
 from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, load_settings
 from paths import REPO
 

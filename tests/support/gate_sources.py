@@ -8,7 +8,7 @@ import dataclasses
 from eval_harness.gates.registry import build_gates
 from eval_harness.settings.gates import QualityGateSettings
 
-JUDGED_GATES = ("grounding", "answer_reward")  # their tests: tests/gates/test_judged.py
+JUDGED_GATES = ("grounding", "answer_reward")  # their tests: tests/gates/test_llm_gates.py
 
 
 def rule_gates(**changes):

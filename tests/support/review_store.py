@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from beir_factory import write_beir
-from eval_harness.agreement.review import CSV_COLUMNS
+from eval_harness.agreement.review_file import CSV_COLUMNS
 from eval_harness.settings import AgreementSettings
 
 N_QUERIES = 8

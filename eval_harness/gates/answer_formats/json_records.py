@@ -17,8 +17,7 @@ from typing import Any
 
 from eval_harness.gates.answer_checks import AnswersFileError
 from eval_harness.gates.answer_formats.json_stream import JsonStream
-from eval_harness.datasets.beir import DatasetError
-from eval_harness.datasets.beir import utf8_lines
+from eval_harness.datasets.beir import DatasetError, utf8_lines
 
 
 def text_lines(path: Path, *, blank: bool = False) -> Iterator[tuple[int, str]]:

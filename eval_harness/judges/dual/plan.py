@@ -22,7 +22,7 @@ A dataset with human labels can take the grid pool too (``judges.grid_pool: true
 ``eval-harness judge --grid-pool`` for one run): its queries are then planned as expected_docs,
 the hybrid top k, and the grid pool's documents not already listed. Human qrels usually list
 only relevant documents, so many top-5 documents of the grid carry no label and P@5 there is a
-lower bound (Judged@5 below ``calibration.min_judged``, :mod:`eval_harness.calibration.judged`);
+lower bound (Judged@5 below ``calibration.min_judged``, :mod:`eval_harness.calibration.judged_at_5`);
 with the grid pool judged, ``calibrate --labels judges`` finds every top 5 labelled. Pairs
 judged before (without the option) are cache hits, so only the new documents are paid for.
 """

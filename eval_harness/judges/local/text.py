@@ -14,7 +14,7 @@ different sentences on the same answer, and the judges' results depend on them):
 
 Both claim rules drop citation marks and Markdown headings and keep a sentence of at least
 :data:`MIN_CLAIM_WORDS` words with a content word. The citation_coverage gate
-(:mod:`eval_harness.gates.citations`) has a claim rule of its own.
+(:mod:`eval_harness.gates.citation_coverage`) has a claim rule of its own.
 """
 
 from __future__ import annotations

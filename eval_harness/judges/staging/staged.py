@@ -9,9 +9,9 @@ pooled Cohen's kappa of the sample gets the kind of interval the kappa gate uses
 (:class:`StopRule`); as soon as its lower bound reaches ``agreement.kappa_floor``, judge 2
 stops. The other queries' pairs are stored with judge 2's status :data:`SKIPPED` and no
 score: "judge 2 was not asked", neither an unscored nor a failed judgement. Their labels
-come from judge 1 alone (:func:`eval_harness.agreement.data.final_labels`). If the bound
-never reaches the floor, the sample grows to every query and judge 2 judges everything, as
-without staging.
+come from judge 1 alone (:func:`eval_harness.agreement.judge_pairs.final_labels`). If the
+bound never reaches the floor, the sample grows to every query and judge 2 judges everything,
+as without staging.
 
 Why queries and not pairs: the interval is a bootstrap over queries (documents of one query
 are judged against the same text, so they are not independent); sampling whole queries keeps

@@ -10,9 +10,9 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _label_array,
-                                                   _query_index)
-from eval_harness.metrics.agreement.kappa import _cell_codes, _kappa_values, _per_query_counts
+from eval_harness.metrics.agreement.inputs import (AgreementInputError, label_array,
+                                                   index_queries)
+from eval_harness.metrics.agreement.kappa import cell_codes, kappa_values, counts_per_query
 from eval_harness.metrics.agreement.results import BootstrapInterval
 
 DEFAULT_RESAMPLES = 2000
@@ -66,13 +66,13 @@ def kappa_bootstrap_interval(labels1: Sequence[int] | np.ndarray,
     >>> kappa_bootstrap_interval([1, 0], [1, 0], query_ids=["a", "a"]).reason
     'a bootstrap over queries needs at least 2 queries with scored pairs'
     """
-    cells = _cell_codes(_label_array(labels1, "labels1"), _label_array(labels2, "labels2"))
-    query_index, _ = _query_index(query_ids, cells.size)
-    per_query = _per_query_counts(cells, query_index)
-    return _bootstrap_kappa(per_query, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    cells = cell_codes(label_array(labels1, "labels1"), label_array(labels2, "labels2"))
+    query_index, _ = index_queries(query_ids, cells.size)
+    per_query = counts_per_query(cells, query_index)
+    return bootstrap_kappa(per_query, n_resamples=n_resamples, confidence=confidence, seed=seed)
 
 
-def _bootstrap_kappa(per_query_counts: np.ndarray, *, n_resamples: int, confidence: float,
+def bootstrap_kappa(per_query_counts: np.ndarray, *, n_resamples: int, confidence: float,
                      seed: int) -> BootstrapInterval:
     """Cluster bootstrap of pooled kappa; ``per_query_counts`` has one row per query."""
     if n_resamples < 1:
@@ -89,7 +89,7 @@ def _bootstrap_kappa(per_query_counts: np.ndarray, *, n_resamples: int, confiden
     times_drawn = rng.multinomial(n_queries, np.full(n_queries, 1.0 / n_queries),
                                   size=n_resamples)
     resampled_counts = times_drawn @ per_query_counts
-    kappas = _kappa_values(resampled_counts)
+    kappas = kappa_values(resampled_counts)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(kappas, [tail, 1.0 - tail])
     return BootstrapInterval(float(low), float(high), confidence, n_resamples, n_queries, seed)

@@ -38,8 +38,8 @@ def binarize_scores(scores: Sequence[float | None] | np.ndarray, *,
     >>> binarize_scores([0.7, 0.71], threshold=0.7)
     [0, 1]
     """
-    _check_threshold(threshold)
-    values = _score_array(scores, "scores")
+    check_threshold(threshold)
+    values = score_array(scores, "scores")
     return [None if math.isnan(v) else int(v > threshold) for v in values.tolist()]
 
 
@@ -61,13 +61,13 @@ def bin_scores(scores: Sequence[float | None] | np.ndarray, *,
     >>> bin_scores([0.2, 0.8], anchors=(0.0, 1.0))
     [0, 1]
     """
-    edges = _anchor_edges(anchors)
-    values = _score_array(scores, "scores")
+    edges = anchor_edges(anchors)
+    values = score_array(scores, "scores")
     return [None if math.isnan(v) else int(np.searchsorted(edges, v, side="left"))
             for v in values.tolist()]
 
 
-def _query_index(query_ids: Sequence[Hashable], n: int) -> tuple[np.ndarray, list[Hashable]]:
+def index_queries(query_ids: Sequence[Hashable], n: int) -> tuple[np.ndarray, list[Hashable]]:
     """Position of each pair's query in first-seen order, and the queries in that order."""
     if len(query_ids) != n:
         raise AgreementInputError(
@@ -79,7 +79,7 @@ def _query_index(query_ids: Sequence[Hashable], n: int) -> tuple[np.ndarray, lis
     return index, list(positions)
 
 
-def _score_array(scores: Sequence[float | None] | np.ndarray, name: str) -> np.ndarray:
+def score_array(scores: Sequence[float | None] | np.ndarray, name: str) -> np.ndarray:
     """Scores as float64 with NaN for unscored; rejects non-numbers and values outside [0, 1]."""
     try:
         values = np.array([np.nan if s is None else s for s in scores], dtype=np.float64)
@@ -95,7 +95,7 @@ def _score_array(scores: Sequence[float | None] | np.ndarray, name: str) -> np.n
     return values
 
 
-def _label_array(labels: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
+def label_array(labels: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
     values = np.asarray(labels)
     if values.size and not np.isin(values, (0, 1)).all():
         bad = _plain(values[~np.isin(values, (0, 1))][0])
@@ -104,7 +104,7 @@ def _label_array(labels: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
     return values.astype(np.int8).ravel()
 
 
-def _human_label_array(labels: Sequence[int | None] | np.ndarray) -> np.ndarray:
+def human_label_array(labels: Sequence[int | None] | np.ndarray) -> np.ndarray:
     """Human labels as float64 0.0/1.0 with NaN for unlabelled."""
     try:
         values = np.array([np.nan if x is None else x for x in labels], dtype=np.float64)
@@ -118,7 +118,7 @@ def _human_label_array(labels: Sequence[int | None] | np.ndarray) -> np.ndarray:
     return values
 
 
-def _category_array(categories: Sequence[int] | np.ndarray, name: str,
+def category_array(categories: Sequence[int] | np.ndarray, name: str,
                     n_categories: int) -> np.ndarray:
     values = np.asarray(categories)
     if values.size == 0:
@@ -130,7 +130,7 @@ def _category_array(categories: Sequence[int] | np.ndarray, name: str,
     return values.astype(np.intp).ravel()
 
 
-def _anchor_edges(anchors: Sequence[float]) -> np.ndarray:
+def anchor_edges(anchors: Sequence[float]) -> np.ndarray:
     points = np.asarray(anchors, dtype=np.float64)
     if points.size < 2 or not np.all(np.diff(points) > 0):
         raise AgreementInputError(
@@ -138,20 +138,20 @@ def _anchor_edges(anchors: Sequence[float]) -> np.ndarray:
     return (points[:-1] + points[1:]) / 2.0
 
 
-def _check_pairs(first: np.ndarray, second: np.ndarray, name1: str, name2: str) -> None:
+def check_pairs(first: np.ndarray, second: np.ndarray, name1: str, name2: str) -> None:
     """Both sides describe the same, non-empty list of pairs."""
-    _check_same_length(first, second, name1, name2)
+    check_same_length(first, second, name1, name2)
     if first.size == 0:
         raise AgreementInputError(f"{name1} is empty: agreement needs at least one judged pair.")
 
 
-def _check_threshold(threshold: float) -> None:
+def check_threshold(threshold: float) -> None:
     if not 0.0 <= threshold < 1.0:
         raise AgreementInputError(
             f"threshold must be in [0, 1) so that some score can be relevant, got {threshold}.")
 
 
-def _check_same_length(first: np.ndarray, second: np.ndarray, name1: str, name2: str) -> None:
+def check_same_length(first: np.ndarray, second: np.ndarray, name1: str, name2: str) -> None:
     if first.shape[0] != second.shape[0]:
         raise AgreementInputError(
             f"{name1} has {first.shape[0]} entries but {name2} has {second.shape[0]}; "

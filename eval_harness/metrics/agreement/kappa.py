@@ -13,8 +13,8 @@ from typing import Literal
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _category_array,
-                                                   _check_same_length, _label_array)
+from eval_harness.metrics.agreement.inputs import (AgreementInputError, category_array,
+                                                   check_same_length, label_array)
 from eval_harness.metrics.agreement.results import BinaryTable, KappaResult
 
 Weights = Literal["quadratic", "linear"]
@@ -98,8 +98,8 @@ def binary_table(labels1: Sequence[int] | np.ndarray,
     >>> binary_table([1, 1, 0, 0], [1, 0, 0, 0])
     BinaryTable(both=1, first_only=1, second_only=0, neither=2)
     """
-    cells = _cell_codes(_label_array(labels1, "labels1"), _label_array(labels2, "labels2"))
-    return _table_from_counts(np.bincount(cells, minlength=4))
+    cells = cell_codes(label_array(labels1, "labels1"), label_array(labels2, "labels2"))
+    return table_from_counts(np.bincount(cells, minlength=4))
 
 
 def kappa_from_table(table: BinaryTable) -> KappaResult:
@@ -158,7 +158,7 @@ def gwet_ac1(labels1: Sequence[int] | np.ndarray,
     >>> round(cohen_kappa(first, second).value, 10), round(gwet_ac1(first, second).value, 4)
     (0.0, 0.8895)
     """
-    return _gwet_ac1_from_table(binary_table(labels1, labels2))
+    return gwet_ac1_from_table(binary_table(labels1, labels2))
 
 
 def weighted_kappa(categories1: Sequence[int] | np.ndarray,
@@ -199,9 +199,9 @@ def weighted_kappa(categories1: Sequence[int] | np.ndarray,
     if n_categories < 2:
         raise AgreementInputError(
             f"Weighted kappa needs at least 2 categories, got {n_categories}.")
-    first = _category_array(categories1, "categories1", n_categories)
-    second = _category_array(categories2, "categories2", n_categories)
-    _check_same_length(first, second, "categories1", "categories2")
+    first = category_array(categories1, "categories1", n_categories)
+    second = category_array(categories2, "categories2", n_categories)
+    check_same_length(first, second, "categories1", "categories2")
     n = first.size
     observed = np.zeros((n_categories, n_categories))
     np.add.at(observed, (first, second), 1.0)
@@ -254,7 +254,7 @@ def _kappa_agreements(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p_o, p_e
 
 
-def _kappa_values(counts: np.ndarray) -> np.ndarray:
+def kappa_values(counts: np.ndarray) -> np.ndarray:
     """Kappa per stacked table; P_e = 1 (one shared label) is 1.0 as in :func:`cohen_kappa`."""
     p_o, p_e = _kappa_agreements(counts)
     no_chance_room = p_e >= 1.0
@@ -269,7 +269,7 @@ def _chance_corrected(p_o: float, p_e: float, n: int) -> KappaResult:
     return KappaResult((p_o - p_e) / (1.0 - p_e), False, None, p_o, p_e, n)
 
 
-def _gwet_ac1_from_table(table: BinaryTable) -> KappaResult:
+def gwet_ac1_from_table(table: BinaryTable) -> KappaResult:
     n = table.n
     p_a = (table.both + table.neither) / n
     pi = (2 * table.both + table.first_only + table.second_only) / (2 * n)
@@ -277,15 +277,15 @@ def _gwet_ac1_from_table(table: BinaryTable) -> KappaResult:
     return KappaResult((p_a - p_e) / (1 - p_e), False, None, p_a, p_e, n)
 
 
-def _cell_codes(labels1: np.ndarray, labels2: np.ndarray) -> np.ndarray:
+def cell_codes(labels1: np.ndarray, labels2: np.ndarray) -> np.ndarray:
     """Cell per pair: 0 neither, 1 second only, 2 first only, 3 both."""
-    _check_same_length(labels1, labels2, "labels1", "labels2")
+    check_same_length(labels1, labels2, "labels1", "labels2")
     if labels1.size == 0:
         raise AgreementInputError("No labels were given: at least one rated item is needed.")
     return 2 * labels1.astype(np.intp) + labels2.astype(np.intp)
 
 
-def _per_query_counts(cells: np.ndarray, query_index: np.ndarray,
+def counts_per_query(cells: np.ndarray, query_index: np.ndarray,
                       n_queries: int | None = None) -> np.ndarray:
     if n_queries is None:
         n_queries = int(query_index.max()) + 1
@@ -293,7 +293,7 @@ def _per_query_counts(cells: np.ndarray, query_index: np.ndarray,
     return flat.reshape(n_queries, 4).astype(np.int64)
 
 
-def _table_from_counts(counts: np.ndarray) -> BinaryTable:
+def table_from_counts(counts: np.ndarray) -> BinaryTable:
     neither, second_only, first_only, both = (int(c) for c in counts)
     return BinaryTable(both=both, first_only=first_only, second_only=second_only,
                        neither=neither)

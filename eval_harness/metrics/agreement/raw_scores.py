@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from eval_harness.metrics.agreement.inputs import (AgreementInputError, _check_pairs,
-                                                   _score_array)
+from eval_harness.metrics.agreement.inputs import (AgreementInputError, check_pairs,
+                                                   score_array)
 from eval_harness.metrics.agreement.results import (AlphaResult, OffsetTest, RankCorrelation,
-                                                    _finite_or_none)
+                                                    finite_or_none)
 
 
 def krippendorff_alpha_interval(scores1: Sequence[float | None] | np.ndarray,
@@ -42,14 +42,14 @@ def krippendorff_alpha_interval(scores1: Sequence[float | None] | np.ndarray,
     >>> round(alpha.value, 4), alpha.n_units, round(24 / 29, 4)
     (0.8276, 3, 0.8276)
     """
-    first = _score_array(scores1, "scores1")
-    second = _score_array(scores2, "scores2")
-    _check_pairs(first, second, "scores1", "scores2")
+    first = score_array(scores1, "scores1")
+    second = score_array(scores2, "scores2")
+    check_pairs(first, second, "scores1", "scores2")
     both_scored = ~(np.isnan(first) | np.isnan(second))
     if not both_scored.any():
         raise AgreementInputError(
             "Krippendorff's alpha needs at least one pair scored by both judges; none was.")
-    return _alpha_interval(first[both_scored], second[both_scored])
+    return alpha_interval(first[both_scored], second[both_scored])
 
 
 def score_offset_test(scores1: Sequence[float] | np.ndarray,
@@ -82,9 +82,9 @@ def score_offset_test(scores1: Sequence[float] | np.ndarray,
     >>> score_offset_test([0.3, 0.6], [0.3, 0.6]).p_value is None
     True
     """
-    first = _score_array(scores1, "scores1")
-    second = _score_array(scores2, "scores2")
-    _check_pairs(first, second, "scores1", "scores2")
+    first = score_array(scores1, "scores1")
+    second = score_array(scores2, "scores2")
+    check_pairs(first, second, "scores1", "scores2")
     if np.isnan(first).any() or np.isnan(second).any():
         raise AgreementInputError(
             "The offset test needs scored pairs only; drop unscored pairs first.")
@@ -95,11 +95,11 @@ def score_offset_test(scores1: Sequence[float] | np.ndarray,
         return OffsetTest(mean_difference, None, None, int(first.size), 0,
                           "every paired difference is zero: the judges score identically")
     result = stats.wilcoxon(differences, zero_method="wilcox", alternative="two-sided")
-    return OffsetTest(mean_difference, _finite_or_none(result.statistic),
-                      _finite_or_none(result.pvalue), int(first.size), n_nonzero)
+    return OffsetTest(mean_difference, finite_or_none(result.statistic),
+                      finite_or_none(result.pvalue), int(first.size), n_nonzero)
 
 
-def _alpha_interval(first: np.ndarray, second: np.ndarray) -> AlphaResult:
+def alpha_interval(first: np.ndarray, second: np.ndarray) -> AlphaResult:
     n_units = int(first.size)
     d_o = float(np.mean((first - second) ** 2))
     pooled = np.concatenate([first, second])
@@ -110,7 +110,7 @@ def _alpha_interval(first: np.ndarray, second: np.ndarray) -> AlphaResult:
     return AlphaResult(1.0 - d_o / d_e, False, None, d_o, d_e, n_units)
 
 
-def _spearman(first: np.ndarray, second: np.ndarray) -> RankCorrelation:
+def spearman_correlation(first: np.ndarray, second: np.ndarray) -> RankCorrelation:
     n = int(first.size)
     if n < 3:
         return RankCorrelation(None, None, n, "rank correlation needs at least 3 scored pairs")
@@ -119,4 +119,4 @@ def _spearman(first: np.ndarray, second: np.ndarray) -> RankCorrelation:
             return RankCorrelation(None, None, n, f"{name} gave every pair the same score, "
                                    "so rank correlation is undefined")
     result = stats.spearmanr(first, second)
-    return RankCorrelation(_finite_or_none(result.statistic), _finite_or_none(result.pvalue), n)
+    return RankCorrelation(finite_or_none(result.statistic), finite_or_none(result.pvalue), n)

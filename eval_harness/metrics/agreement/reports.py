@@ -7,17 +7,17 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from eval_harness.metrics.agreement.bootstrap import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES,
-                                                      DEFAULT_SEED, _bootstrap_kappa)
+                                                      DEFAULT_SEED, bootstrap_kappa)
 from eval_harness.metrics.agreement.inputs import (DEFAULT_ANCHORS, DEFAULT_THRESHOLD,
-                                                   AgreementInputError, _anchor_edges,
-                                                   _check_pairs, _check_threshold,
-                                                   _human_label_array, _query_index,
-                                                   _score_array)
-from eval_harness.metrics.agreement.kappa import (Weights, _cell_codes, _gwet_ac1_from_table,
-                                                  _per_query_counts, _table_from_counts,
+                                                   AgreementInputError, anchor_edges,
+                                                   check_pairs, check_threshold,
+                                                   human_label_array, index_queries,
+                                                   score_array)
+from eval_harness.metrics.agreement.kappa import (Weights, cell_codes, gwet_ac1_from_table,
+                                                  counts_per_query, table_from_counts,
                                                   kappa_from_table, landis_koch_label,
                                                   weighted_kappa)
-from eval_harness.metrics.agreement.raw_scores import (_alpha_interval, _spearman,
+from eval_harness.metrics.agreement.raw_scores import (alpha_interval, spearman_correlation,
                                                        score_offset_test)
 from eval_harness.metrics.agreement.results import (AgreementReport, BinaryTable,
                                                     BootstrapInterval, JudgeHumanReport,
@@ -71,8 +71,8 @@ def agreement_report(scores1: Sequence[float | None] | np.ndarray,
     >>> report.interpretation, report.confusion.as_matrix()
     ('Fair Agreement', [[1, 0], [1, 1]])
     """
-    first = _score_array(scores1, "scores1")
-    second = _score_array(scores2, "scores2")
+    first = score_array(scores1, "scores1")
+    second = score_array(scores2, "scores2")
     query_index, query_list, scored = _scored_pairs(
         first, second, ("scores1", "scores2"), threshold=threshold, query_ids=query_ids,
         nothing_scored=f"None of the {first.size} pairs was scored by both judges; re-run the "
@@ -84,8 +84,8 @@ def agreement_report(scores1: Sequence[float | None] | np.ndarray,
     per_query_counts, table, kappa = _pooled_kappa(labels1, labels2, query_index[scored],
                                                    n_queries=len(query_list))
     pairs_per_query = np.bincount(query_index, minlength=len(query_list))
-    binned1 = np.searchsorted(_anchor_edges(anchors), first[scored], side="left")
-    binned2 = np.searchsorted(_anchor_edges(anchors), second[scored], side="left")
+    binned1 = np.searchsorted(anchor_edges(anchors), first[scored], side="left")
+    binned2 = np.searchsorted(anchor_edges(anchors), second[scored], side="left")
 
     return AgreementReport(
         n_pairs=int(first.size),
@@ -98,13 +98,13 @@ def agreement_report(scores1: Sequence[float | None] | np.ndarray,
                                         confidence=confidence, seed=seed),
         per_query=tuple(_query_kappa(query_id, int(pairs_per_query[q]), per_query_counts[q])
                         for q, query_id in enumerate(query_list)),
-        gwet_ac1=_gwet_ac1_from_table(table),
-        krippendorff_alpha=_alpha_interval(first[scored], second[scored]),
+        gwet_ac1=gwet_ac1_from_table(table),
+        krippendorff_alpha=alpha_interval(first[scored], second[scored]),
         weighted_kappa=weighted_kappa(binned1, binned2, n_categories=len(anchors),
                                       weights=weights),
         weighted_kappa_anchors=tuple(float(a) for a in anchors),
         weighted_kappa_weights=weights,
-        spearman=_spearman(first[scored], second[scored]),
+        spearman=spearman_correlation(first[scored], second[scored]),
         confusion=table,
         offset=score_offset_test(first[scored], second[scored]),
     )
@@ -141,8 +141,8 @@ def judge_vs_human(judge_scores: Sequence[float | None] | np.ndarray,
     >>> report.n_scored, report.precision, report.recall, round(report.kappa.value, 10)
     (3, 0.5, 1.0, 0.4)
     """
-    scores = _score_array(judge_scores, "judge_scores")
-    human = _human_label_array(human_labels)
+    scores = score_array(judge_scores, "judge_scores")
+    human = human_label_array(human_labels)
     query_index, query_list, scored = _scored_pairs(
         scores, human, ("judge_scores", "human_labels"), threshold=threshold,
         query_ids=query_ids,
@@ -173,9 +173,9 @@ def _scored_pairs(first: np.ndarray, second: np.ndarray, names: tuple[str, str],
                   ) -> tuple[np.ndarray, list[Hashable], np.ndarray]:
     """The checks both reports make; each pair's query index, the queries in first-seen
     order, and which pairs both sides scored. No pair scored raises ``nothing_scored``."""
-    _check_pairs(first, second, *names)
-    _check_threshold(threshold)
-    query_index, query_list = _query_index(query_ids, first.size)
+    check_pairs(first, second, *names)
+    check_threshold(threshold)
+    query_index, query_list = index_queries(query_ids, first.size)
     scored = ~(np.isnan(first) | np.isnan(second))
     if not scored.any():
         raise AgreementInputError(nothing_scored)
@@ -185,16 +185,16 @@ def _scored_pairs(first: np.ndarray, second: np.ndarray, names: tuple[str, str],
 def _pooled_kappa(labels1: np.ndarray, labels2: np.ndarray, query_index: np.ndarray, *,
                   n_queries: int) -> tuple[np.ndarray, BinaryTable, KappaResult]:
     """Per-query 2x2 counts of the scored pairs, their pooled table and its kappa."""
-    per_query_counts = _per_query_counts(_cell_codes(labels1, labels2), query_index,
+    per_query_counts = counts_per_query(cell_codes(labels1, labels2), query_index,
                                          n_queries=n_queries)
-    table = _table_from_counts(per_query_counts.sum(axis=0))
+    table = table_from_counts(per_query_counts.sum(axis=0))
     return per_query_counts, table, kappa_from_table(table)
 
 
 def _query_bootstrap(per_query_counts: np.ndarray, *, n_resamples: int, confidence: float,
                      seed: int) -> BootstrapInterval:
     """The kappa interval, resampling the queries that have scored pairs."""
-    return _bootstrap_kappa(per_query_counts[per_query_counts.sum(axis=1) > 0],
+    return bootstrap_kappa(per_query_counts[per_query_counts.sum(axis=1) > 0],
                             n_resamples=n_resamples, confidence=confidence, seed=seed)
 
 
@@ -204,7 +204,7 @@ def _query_kappa(query_id: Hashable, n_pairs: int, counts: np.ndarray) -> QueryK
         kappa = KappaResult(None, True, "no pair of this query was scored by both judges",
                             None, None, 0)
     else:
-        kappa = kappa_from_table(_table_from_counts(counts))
+        kappa = kappa_from_table(table_from_counts(counts))
     return QueryKappa(query_id, n_pairs, n_scored, kappa)
 
 

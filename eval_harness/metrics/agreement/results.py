@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 
-class _JsonResult:
+class JsonResult:
     """Results serialise to strict JSON: undefined values are None, never NaN."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -24,7 +24,7 @@ class _JsonResult:
 
 
 @dataclass(frozen=True)
-class KappaResult(_JsonResult):
+class KappaResult(JsonResult):
     """A chance-corrected agreement ``(P_o - P_e) / (1 - P_e)``: Cohen's kappa, weighted
     kappa or Gwet's AC1.
 
@@ -41,7 +41,7 @@ class KappaResult(_JsonResult):
 
 
 @dataclass(frozen=True)
-class AlphaResult(_JsonResult):
+class AlphaResult(JsonResult):
     """Krippendorff's alpha ``1 - D_o / D_e`` with its observed and expected disagreement."""
 
     value: float | None
@@ -53,7 +53,7 @@ class AlphaResult(_JsonResult):
 
 
 @dataclass(frozen=True)
-class BinaryTable(_JsonResult):
+class BinaryTable(JsonResult):
     """The 2x2 table of two binary raters (1 = relevant); "first" is judge 1 (or the judge
     in judge-vs-human), "second" is judge 2 (or the human).
 
@@ -79,7 +79,7 @@ class BinaryTable(_JsonResult):
 
 
 @dataclass(frozen=True)
-class BootstrapInterval(_JsonResult):
+class BootstrapInterval(JsonResult):
     """Percentile interval of a statistic from a cluster bootstrap over queries."""
 
     low: float | None
@@ -93,7 +93,7 @@ class BootstrapInterval(_JsonResult):
 
 
 @dataclass(frozen=True)
-class RankCorrelation(_JsonResult):
+class RankCorrelation(JsonResult):
     """Spearman's rho between the two judges' raw scores."""
 
     rho: float | None
@@ -103,7 +103,7 @@ class RankCorrelation(_JsonResult):
 
 
 @dataclass(frozen=True)
-class OffsetTest(_JsonResult):
+class OffsetTest(JsonResult):
     """Wilcoxon signed-rank test of ``judge1 - judge2``: does one judge score higher?"""
 
     mean_difference: float
@@ -123,7 +123,7 @@ class QueryKappa:
 
 
 @dataclass(frozen=True)
-class _PooledKappaReport(_JsonResult):
+class _PooledKappaReport(JsonResult):
     """What both reports lead with: Cohen's kappa over the pooled scored pairs."""
 
     n_pairs: int
@@ -187,12 +187,12 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        return _finite_or_none(value)
+        return finite_or_none(value)
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     return value
 
 
-def _finite_or_none(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
     number = float(value)
     return number if math.isfinite(number) else None

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eval_harness.metrics.agreement.inputs import AgreementInputError, _query_index
-from eval_harness.metrics.agreement.results import BootstrapInterval, _JsonResult
+from eval_harness.metrics.agreement.inputs import AgreementInputError, index_queries
+from eval_harness.metrics.agreement.results import BootstrapInterval, JsonResult
 
 _METRICS = ("interval", "nominal")
 
 
 @dataclass(frozen=True)
-class RetestAgreement(_JsonResult):
+class RetestAgreement(JsonResult):
     """One judge's test-retest figures (see :func:`retest_agreement`). A value is None when
     it is undefined (no pair scored twice); intervals say why when they have no bounds."""
 
@@ -121,7 +121,7 @@ def retest_agreement(scores: Sequence[Sequence[float]] | np.ndarray, *,
     """
     matrix = _matrix(scores)
     labels = np.where(np.isnan(matrix), np.nan, (matrix > threshold).astype(float))
-    codes, queries = _query_index(query_ids, matrix.shape[0])
+    codes, queries = index_queries(query_ids, matrix.shape[0])
     n_queries = len(queries)
     per_query = np.zeros((n_queries, 12))
     np.add.at(per_query, codes, np.column_stack([

@@ -1,5 +1,6 @@
-"""Section 2: dual-judge agreement (:func:`eval_harness.agreement.data.dataset_agreement`),
-the judges against the human labels, and the review queue."""
+"""Section 2: dual-judge agreement
+(:func:`eval_harness.agreement.dataset_agreement.dataset_agreement`), the judges against the
+human labels, and the review queue."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 import psycopg
 
-from eval_harness.agreement.data import DatasetAgreement, dataset_agreement
+from eval_harness.agreement.dataset_agreement import DatasetAgreement, dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import HEADER as RECORD_HEADER, load_record, record_table
 from eval_harness.judges.staging.staged import stop_rule, stored_saving

@@ -7,8 +7,9 @@ import math
 from eval_harness.calibration.history import (calibrated_row, decision_from_grid,
                                               figure_from_grid, read_grid_history)
 from eval_harness.calibration.intervals import format_interval, interval_level
-from eval_harness.calibration.judged import judged_summary
-from eval_harness.calibration.run import VERDICT_LABELS, VerdictBands, weight_label
+from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.judged_at_5 import judged_summary
+from eval_harness.calibration.verdict import VERDICT_LABELS, VerdictBands
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, BuiltSection,
                                            Check, Figure, Metric, Paragraph, Section, Table,

@@ -10,13 +10,13 @@ from typing import Any
 
 import psycopg
 
-from eval_harness.gates.answers import TimeWindow
 from eval_harness.gates.answers_mapping import AnswersMappingError, answers_relation
-from eval_harness.gates.registry import (Gate, configured_gates, configured_scale,
-                                         enabled_gate_names)
+from eval_harness.gates.gate import Gate, configured_scale
+from eval_harness.gates.registry import configured_gates, enabled_gate_names
 from eval_harness.gates.report import GateSummary
 from eval_harness.gates.runner import summarize_gates
 from eval_harness.gates.sql import answers_with_result, gate_results_as_of, latest_answer_at
+from eval_harness.gates.window import TimeWindow
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (FAIL, PASS, SECTION_TITLES, WARN, Block,
                                            BuiltSection, Check, Metric, Paragraph, Section,

@@ -1,5 +1,5 @@
 """Section 6: trends. The run's headline numbers are recorded in the DuckDB history
-(:mod:`eval_harness.reporting.history`; a re-rendered run replaces its rows) and plotted
+(:mod:`eval_harness.reporting.run_history`; a re-rendered run replaces its rows) and plotted
 over the earlier runs."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from eval_harness.calibration.run import VerdictBands
+from eval_harness.calibration.verdict import VerdictBands
 from eval_harness.gates.registry import enabled_gate_names
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import (NO_DATA, SECTION_TITLES, Block, BuiltSection, Figure,
                                            Metric, Paragraph, Section, Table)
-from eval_harness.reporting.history import read_run_history, record_run, runs_table
+from eval_harness.reporting.run_history import read_run_history, record_run, runs_table
 from eval_harness.reporting.plots import (plot_cost_trend, plot_gate_trend, plot_kappa_trend,
                                           plot_p_at_5_trend, pooled_days)
 from eval_harness.settings import Settings

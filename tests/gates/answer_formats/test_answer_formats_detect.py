@@ -8,7 +8,7 @@ import pytest
 
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
                                                read_answer_records)
-from eval_harness.gates.answers import AnswersFileError
+from eval_harness.gates.answer_checks import AnswersFileError
 from answer_files import SAMPLE
 from eval_dataset_files import (deepeval_case, ragas_sample, write_deepeval_csv,
                                 write_deepeval_json, write_ragas_csv, write_ragas_jsonl)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from eval_harness.gates.answer_formats import import_answers_file, read_answer_records
-from eval_harness.gates.answers import AnswersFileError
+from eval_harness.gates.answer_checks import AnswersFileError
 from answer_files import element_line
 from eval_dataset_files import (deepeval_case, ragas_sample, write_deepeval_csv,
                                 write_deepeval_json, write_deepeval_jsonl, write_ragas_csv,

@@ -10,7 +10,7 @@ import pytest
 
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
                                                json_stream, read_answer_records)
-from eval_harness.gates.answers import AnswersFileError
+from eval_harness.gates.answer_checks import AnswersFileError
 from traced_rag import otlp_json_lines, run_rag
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from eval_harness.gates.answer_formats import (detect_format, import_answers_file,
                                                read_answer_records)
-from eval_harness.gates.answers import AnswersFileError
+from eval_harness.gates.answer_checks import AnswersFileError
 from answer_files import element_line
 from traced_rag import phoenix_dataframe_jsonl, phoenix_rest_spans, run_rag
 

@@ -80,7 +80,8 @@ def test_a_given_notifier_decides_where_notices_go(keyless, caplog):
 def test_a_keyless_gate_run_says_each_notice_once(keyless, fresh, caplog, monkeypatch):
     """The judged gates of one build share one record: grounding and answer_reward, their
     version strings and every session they open say each fallback notice once."""
-    from eval_harness.gates.answers import TimeWindow, import_answers
+    from eval_harness.gates.answers import import_answers
+    from eval_harness.gates.window import TimeWindow
     from eval_harness.gates.registry import configured_gates
     from eval_harness.gates.runner import run_quality_gates
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from judge_runs import LLM, small_dataset
-from eval_harness.agreement.data import dataset_agreement
+from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import load_record
 from eval_harness.judges.dual.run import judge_dataset

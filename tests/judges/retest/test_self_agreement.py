@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from judge_runs import LLM, small_dataset
-from eval_harness.agreement.data import dataset_agreement
+from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.retest.self_agreement import retest_sample, stored_retests

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from colliding_processes import beir
-from eval_harness.agreement.data import dataset_agreement, load_final_labels
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.judge_pairs import load_final_labels
 from eval_harness.agreement.review import queue_disagreements
 from eval_harness.agreement.labels import load_judge_labels
 from eval_harness.settings.judges import StagedSettings, parse_judge_settings

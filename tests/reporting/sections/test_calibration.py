@@ -13,7 +13,8 @@ import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
 from eval_harness.calibration.history import append_grid_history, grid_frame
-from eval_harness.calibration.run import calibrate_dataset, weight_label
+from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.run import calibrate_dataset
 from eval_harness.calibration.sql import GRID_COLUMNS, HISTORY_TABLE
 from eval_harness.reporting.blocks import Paragraph, Table
 from eval_harness.reporting.sections.calibration import calibration_section

@@ -41,11 +41,6 @@ def unregister_provider(name: str) -> None:
         remove_chat_provider(name)
 
 
-def provider_names() -> tuple[str, ...]:
-    """Every chat provider a judge spec may name."""
-    return tuple(CHAT_PROVIDERS)
-
-
 def provider(name: str) -> "Provider":
     """The provider named ``name``, its module imported on first use. Raises LookupError for
     a name that is no chat provider."""

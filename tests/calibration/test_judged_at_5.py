@@ -1,4 +1,4 @@
-"""Judged@5 against calibration.min_judged (eval_harness.calibration.judged): which grid
+"""Judged@5 against calibration.min_judged (eval_harness.calibration.judged_at_5): which grid
 weights' P@5 is a lower bound, the sentence every output shows, and the calibration's
 Judged@5 per weight on a real store against a plain loop over hybrid search's rankings."""
 
@@ -10,9 +10,10 @@ import math
 import pytest
 
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
-from eval_harness.calibration.judged import judged_summary, share_text
+from eval_harness.calibration.judged_at_5 import judged_summary, share_text
 from eval_harness.calibration.report import calibration_markdown
-from eval_harness.calibration.run import calibrate_dataset, format_table
+from eval_harness.calibration.run import calibrate_dataset
+from eval_harness.calibration.text import format_table
 from eval_harness.metrics import ranking
 from eval_harness.retrieval.report import load_qrels
 from eval_harness.retrieval.sweep import rank_top_k
@@ -112,6 +113,6 @@ def test_calibration_judged_at_5_equals_a_loop_and_every_output_says_lower_bound
 
 
 def _pair(point) -> str:
-    from eval_harness.calibration.run import weight_label
+    from eval_harness.calibration.grid import weight_label
 
     return f"{weight_label(point.semantic_weight)} / {weight_label(point.keyword_weight)}"

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from eval_harness.gates.answers import Answer
-from eval_harness.gates.judged import (LOCAL_SOURCE_CHARS, _GroundingRunner, grounding_result,
-                                       judged_gate_version)
-from eval_harness.gates.registry import GROUNDING
+from eval_harness.gates.gate import GROUNDING
+from eval_harness.gates.llm_gates import (LOCAL_SOURCE_CHARS, _GroundingRunner,
+                                          grounding_result, judged_gate_version)
+from eval_harness.gates.window import Answer
 from eval_harness.judges.local.verdicts import (CANNOT_TELL, GROUNDING_VERSION,
                                                     SUPPORTED, UNSUPPORTED, ClaimEvidence,
                                                     LocalGrounding)

@@ -9,8 +9,8 @@ point). Only numbers are kept: a flag is stored as 0 or 1; text, None and NaN ar
 
 The file is opened as :mod:`eval_harness.calibration.history` opens it (DuckDB allows one
 writer at a time: lock retries with capped backoff and jitter, then
-:class:`HistoryUnavailable`), and each write is one transaction
-(:mod:`eval_harness.reporting.sql` holds the statements).
+:class:`~eval_harness.calibration.history.HistoryUnavailable`), and each write is one
+transaction (:mod:`eval_harness.reporting.sql` holds the statements).
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval_harness.calibration.history import HistoryUnavailable, open_history
-from eval_harness.reporting.sql import (RUN_HISTORY_COLUMNS, RUN_HISTORY_TABLE,
-                                            replace_run_rows, run_history_rows)
+from eval_harness.calibration.history import open_history
+from eval_harness.reporting.sql import RUN_HISTORY_COLUMNS, replace_run_rows, run_history_rows
 
-__all__ = ["RUN_HISTORY_TABLE", "HistoryUnavailable", "history_values", "record_run",
-           "read_run_history", "runs_table"]
+__all__ = ["history_values", "record_run", "read_run_history", "runs_table"]
 
 
 def history_values(metrics: Mapping[str, object]) -> dict[str, float]:

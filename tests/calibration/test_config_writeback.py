@@ -1,5 +1,5 @@
 """Writing a dataset's calibrated weights into config.yaml
-(eval_harness.calibration.weights): everything else kept, and a crash before the rename
+(eval_harness.calibration.config_writeback): everything else kept, and a crash before the rename
 leaves the original; the writer edits only the dataset's own lines (block or flow style)."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
-from eval_harness.calibration.weights import (ConfigWriteError, DatasetNotInConfig,
+from eval_harness.calibration.config_writeback import (ConfigWriteError, DatasetNotInConfig,
                                               write_calibrated_weights)
 from eval_harness.settings import load_settings
+from paths import REPO
 
 
 # ---------------------------------------------------------------------- the config write
@@ -66,7 +67,7 @@ def test_process_killed_between_write_and_rename_leaves_the_original(tmp_path, c
     original = path.read_bytes()
     script = textwrap.dedent(f"""
         import os
-        from eval_harness.calibration.weights import write_calibrated_weights
+        from eval_harness.calibration.config_writeback import write_calibrated_weights
         os.replace = lambda *args: os._exit(9)
         write_calibrated_weights({str(path)!r}, {corpus['name']!r}, 0.9)
     """)
@@ -123,6 +124,35 @@ def test_writer_touches_only_the_datasets_own_lines(tmp_path):
     assert [parsed["datasets"][d]["hybrid_search"]["semantic"]
             for d in ("first", "second", "third")] == [0.9, 0.55, 0.0]
     assert text.startswith("# comment at the top\n") and "# heading comment" in text
+
+
+def test_writer_keeps_the_shipped_configs_layout(tmp_path):
+    """The shipped config.yaml spreads flow mappings over two lines, which ruamel.yaml would
+    render on one: the file keeps them, and gains only the dataset's three lines."""
+    path = tmp_path / "config.yaml"
+    shipped = (REPO / "config.yaml").read_text(encoding="utf-8")
+    path.write_text(shipped, encoding="utf-8")
+    write_calibrated_weights(path, "scifact", 0.6)
+    last = "                     expected_docs: expected_docs}\n"
+    assert shipped.count(last) == 1
+    assert path.read_text(encoding="utf-8") == shipped.replace(
+        last, last + "    hybrid_search:\n      semantic: 0.6\n      keyword: 0.4\n")
+    write_calibrated_weights(path, "scifact", 0.65)
+    assert path.read_text(encoding="utf-8") == shipped.replace(
+        last, last + "    hybrid_search:\n      semantic: 0.65\n      keyword: 0.35\n")
+
+
+@pytest.mark.parametrize("end", ["", "\n"])
+def test_writer_appends_after_a_flow_mapping_over_two_lines_at_the_end(tmp_path, end):
+    """The README's own-store config ends with its entry's two-line flow mapping: the block
+    goes after it, the file's last line break (or its absence) kept."""
+    path = tmp_path / "config.yaml"
+    text = ("datasets:\n  prod:\n    live:\n      ground_truth: {relation: public.ground_truth, "
+            "id: id, query: query,\n                     expected_docs: expected_docs}" + end)
+    path.write_text(text)
+    write_calibrated_weights(path, "prod", 0.6)
+    assert path.read_text() == (text.removesuffix(end) + "\n    hybrid_search:\n      semantic: "
+                                "0.6\n      keyword: 0.4" + end)
 
 
 @pytest.mark.unit

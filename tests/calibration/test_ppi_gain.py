@@ -1,5 +1,5 @@
 """The gain between two weights on biased judge labels, corrected by a human sample: one PPI
-over the per-query differences (eval_harness.calibration.judged_gain).
+over the per-query differences (eval_harness.calibration.ppi_gain).
 
 The scenario (tests/support/judged_gain_corpus.py): judges that call every document carrying
 the query's words relevant favour the keyword-heavy weight 0.2 over 0.9 by about +0.2 P@5,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from eval_harness.calibration.judged_gain import UNCORRECTED, bias_note, judged_gain
+from eval_harness.calibration.ppi_gain import UNCORRECTED, bias_note, judged_gain
 from eval_harness.calibration.run import calibrate_with_settings
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.settings import load_settings

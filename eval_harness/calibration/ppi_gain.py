@@ -1,4 +1,4 @@
-"""The gain between two weights on judge labels, corrected by the human sample (issue #22).
+"""The gain between two weights on judge labels, corrected by the human sample (PPI).
 
 On judge labels the calibration sweep's per-query P@5 carries the judges' bias, and a bias
 need not be the same at two weights: a judge that over-rates documents sharing words with the
@@ -32,21 +32,20 @@ decision on judge labels carries when no human sample exists.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
 
-from eval_harness.calibration.corrected import human_sample_verdicts
+from eval_harness.calibration.grid import weight_label
+from eval_harness.calibration.ppi_p_at_5 import human_sample_verdicts
+from eval_harness.calibration.result import CalibrationResult
 from eval_harness.metrics.ppi import prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import dataset_info
-from eval_harness.retrieval.sweep import rank_top_k
+from eval_harness.retrieval.sweep import CandidateSet, SweepResult, rank_top_k
 from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.datasets import ground_truth
-
-if TYPE_CHECKING:
-    from eval_harness.calibration.run import CalibrationResult
 
 METHOD = "prediction-powered inference (PPI++) over the per-query P@5 differences"
 UNCORRECTED = "judge labels without a human sample: the judges' bias is uncorrected"
@@ -79,8 +78,6 @@ class GainEstimate:
 
     def sentence(self) -> str:
         """One line: the gain, its interval and what it rests on."""
-        from eval_harness.calibration.run import weight_label
-
         text = (f"gain of {weight_label(self.weight_a)} over {weight_label(self.weight_b)} "
                 f"corrected by the human sample: {self.estimate:+.4f}, {self.level:.0%} "
                 f"interval [{self.low:+.4f}, {self.high:+.4f}] ({self.n_human} human-labelled "
@@ -120,10 +117,19 @@ def judged_gain(conn: psycopg.Connection, result: CalibrationResult, weight_a: f
     if result.label_source != "judges":
         raise ValueError(f"calibration of '{result.dataset}' rests on human labels; the PPI gain "
                          "corrects judge labels only: calibrate with --labels judges.")
+    return gain_on_sweep(conn, result.dataset, result.candidates, result.sweep, weight_a,
+                         weight_b, alpha=alpha)
+
+
+def gain_on_sweep(conn: psycopg.Connection, dataset: str, candidates: CandidateSet,
+                  sweep: SweepResult, weight_a: float, weight_b: float, *,
+                  alpha: float = 0.05) -> GainEstimate | None:
+    """:func:`judged_gain` on a judge-labelled sweep of ``dataset``'s ``candidates``, before
+    a calibration result exists (the decision on judge labels rests on it)."""
     with conn.transaction():
-        human = human_sample_verdicts(conn, result.dataset)
-        frame = sample_frame(conn, result.dataset)
-    return gain_from_labels(result, weight_a, weight_b, human, frame, alpha=alpha)
+        human = human_sample_verdicts(conn, dataset)
+        frame = sample_frame(conn, dataset)
+    return gain_from_labels(candidates, sweep, weight_a, weight_b, human, frame, alpha=alpha)
 
 
 def sample_frame(conn: psycopg.Connection, dataset: str) -> frozenset[int]:
@@ -132,13 +138,14 @@ def sample_frame(conn: psycopg.Connection, dataset: str) -> frozenset[int]:
     return frozenset(qid for qid, _ in ground_truth.scored_query_external_ids(conn, corpus))
 
 
-def gain_from_labels(result: CalibrationResult, weight_a: float, weight_b: float,
-                     human: dict[int, dict[int, int]], frame: frozenset[int], *,
-                     alpha: float = 0.05) -> GainEstimate | None:
+def gain_from_labels(candidates: CandidateSet, sweep: SweepResult, weight_a: float,
+                     weight_b: float, human: dict[int, dict[int, int]], frame: frozenset[int],
+                     *, alpha: float = 0.05) -> GainEstimate | None:
     """:func:`judged_gain` on labels already read: ``human`` as
-    :func:`~eval_harness.calibration.corrected.human_sample_verdicts` returns them, ``frame``
-    the sample frame's query ids."""
-    y, yhat, yhat_all, incomplete = paired_differences(result, weight_a, weight_b, human, frame)
+    :func:`~eval_harness.calibration.ppi_p_at_5.human_sample_verdicts` returns them,
+    ``frame`` the sample frame's query ids."""
+    y, yhat, yhat_all, incomplete = paired_differences(candidates, sweep, weight_a, weight_b,
+                                                       human, frame)
     if y.size < 2:
         return None
     ppi = prediction_powered_mean(y_labeled=y, yhat_labeled=yhat, yhat_unlabeled=yhat_all,
@@ -150,15 +157,15 @@ def gain_from_labels(result: CalibrationResult, weight_a: float, weight_b: float
                         incomplete_queries=incomplete)
 
 
-def paired_differences(result: CalibrationResult, weight_a: float, weight_b: float,
-                       human: dict[int, dict[int, int]], frame: frozenset[int]
+def paired_differences(candidates: CandidateSet, sweep: SweepResult, weight_a: float,
+                       weight_b: float, human: dict[int, dict[int, int]], frame: frozenset[int]
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(y, yhat, yhat_all, incomplete)``: the per-query differences of P@5 between the two
     weights, people's (``y``) and judges' (``yhat``) on the fully labelled sampled queries,
     judges' on the whole frame (``yhat_all``), in query order; ``incomplete`` counts the
     sampled queries left out."""
-    a = query_figures(result, weight_a, human, frame)
-    b = query_figures(result, weight_b, human, frame)
+    a = query_figures(candidates, sweep, weight_a, human, frame)
+    b = query_figures(candidates, sweep, weight_b, human, frame)
     both = [q for q in a.judge if q in a.human and q in b.human]
     yhat_all = np.array([a.judge[q] - b.judge[q] for q in a.judge])
     y = np.array([a.human[q] - b.human[q] for q in both])
@@ -166,15 +173,15 @@ def paired_differences(result: CalibrationResult, weight_a: float, weight_b: flo
     return y, yhat, yhat_all, len(a.incomplete | b.incomplete)
 
 
-def query_figures(result: CalibrationResult, weight: float, human: dict[int, dict[int, int]],
-                  frame: frozenset[int]) -> QueryFigures:
+def query_figures(candidates: CandidateSet, sweep: SweepResult, weight: float,
+                  human: dict[int, dict[int, int]], frame: frozenset[int]) -> QueryFigures:
     """The judges' per-query P@5 at ``weight`` from the sweep (the calibration's own labels)
     and the people's where the sampled query's top 5 there is all labelled."""
-    judged = result.sweep.per_query_p_at_5[result.sweep.index_of(weight)]
-    tops = rank_top_k(result.candidates, weight, keyword_weight=keyword_weight_for(weight),
+    judged = sweep.per_query_p_at_5[sweep.index_of(weight)]
+    tops = rank_top_k(candidates, weight, keyword_weight=keyword_weight_for(weight),
                       k=PRECISION_CUTOFF)
     judge, people, incomplete = {}, {}, set()
-    for qid, p_at_5, top in zip(result.candidates.query_ids, judged, tops):
+    for qid, p_at_5, top in zip(candidates.query_ids, judged, tops):
         if qid not in frame:
             continue
         judge[qid] = float(p_at_5)

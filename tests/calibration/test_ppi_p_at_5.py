@@ -22,7 +22,7 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 from beir_factory import write_beir
 from eval_harness.agreement.sample import export_sample_csv, import_sample_csv
 from eval_harness.judges.dual.run import judge_dataset
-from eval_harness.metrics.calibration import precision_verdict
+from eval_harness.calibration.verdict import precision_verdict
 from eval_harness.metrics.ppi import labels_to_halve_width
 from eval_harness.settings import load_settings
 from eval_harness_pipelines import cli

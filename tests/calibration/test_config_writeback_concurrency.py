@@ -1,5 +1,5 @@
 """Concurrent writers of a dataset's weights in config.yaml
-(eval_harness.calibration.weights). The DuckDB history's: test_history_concurrency.py.
+(eval_harness.calibration.config_writeback). The DuckDB history's: test_history_concurrency.py.
 
 Real OS processes; the writer does not touch Postgres, so this test needs no database.
 """
@@ -17,7 +17,7 @@ from colliding_processes import REPO, finish, python
 
 WRITE_WEIGHTS = """
     import sys, time
-    from eval_harness.calibration.weights import write_calibrated_weights
+    from eval_harness.calibration.config_writeback import write_calibrated_weights
     start = float(sys.argv[2])
     while time.time() < start:  # all writers begin together
         time.sleep(0.001)

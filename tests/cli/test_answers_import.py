@@ -1,4 +1,4 @@
-"""`eval-harness answers import FILE [--format F]` (eval_harness.cli.gate) on a real store:
+"""`eval-harness answers import FILE [--format F]` (eval_harness.cli.answers) on a real store:
 the detected format said, new/updated/unchanged counts, a bad trace named, exit codes; every
 malformed record of every format named in one sentence (file:line and field) with nothing
 imported; a trace twice in one file; what a reader skips, said."""

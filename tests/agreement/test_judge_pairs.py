@@ -1,5 +1,5 @@
-"""Judge agreement's data on the real store (eval_harness.agreement.data): loading the
-judges' scores, final labels, and the kappa gate.
+"""The judged pairs on the real store (eval_harness.agreement.judge_pairs): loading the
+judges' scores, and the final labels.
 
 Judge scores are written straight into ground_truth with SQL, as the judge layer would.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from eval_harness.agreement.data import (JudgeScoresError, dataset_agreement, final_labels,
-                                         kappa_gate, load_judge_pairs)
+from eval_harness.agreement.dataset_agreement import dataset_agreement
+from eval_harness.agreement.judge_pairs import JudgeScoresError, final_labels, load_judge_pairs
 from eval_harness.agreement.review import queue_disagreements
 from review_store import FAST_AGREEMENT as SETTINGS, N_QUERIES, set_scores
 
@@ -58,13 +58,3 @@ def test_final_labels_mean_of_judges_unless_adjudicated(db, dataset):
     overridden = final_labels(pairs, {key: 0, pairs.keys[2]: 1}, threshold=0.5)
     assert [(f.label, f.source) for f in overridden] == [
         (0, "adjudicated"), (0, "judges"), (1, "adjudicated")]
-
-
-@pytest.mark.unit
-def test_gate_uses_the_lower_bound_not_the_point_estimate():
-    assert not kappa_gate(lower_bound=0.62, kappa=0.78, floor=0.7, n_scored=50).passed
-    assert kappa_gate(lower_bound=0.70, kappa=0.78, floor=0.7, n_scored=50).passed
-    nothing = kappa_gate(lower_bound=None, kappa=None, floor=0.7, n_scored=0)
-    assert not nothing.passed and "No (query, document) pair is scored" in nothing.description
-    one_query = kappa_gate(lower_bound=None, kappa=0.9, floor=0.7, n_scored=4)
-    assert not one_query.passed and "at least 2 judged queries" in one_query.description

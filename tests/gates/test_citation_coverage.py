@@ -1,5 +1,5 @@
-"""The citation coverage gate (eval_harness.gates.citations): citation extraction, sentence
-splitting, claim sentences, coverage; properties of both rule-based gates.
+"""The citation coverage gate (eval_harness.gates.citation_coverage): citation extraction,
+sentence splitting, claim sentences, coverage; properties of both rule-based gates.
 
 Every expected value below was worked out by hand from the rules in the module docstrings;
 the comment next to it shows the count.
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from eval_harness.gates.citations import (
+from eval_harness.gates.citation_coverage import (
     CITATION_COVERAGE_THRESHOLD,
     Citation,
     citation_coverage,

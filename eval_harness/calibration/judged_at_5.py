@@ -11,7 +11,7 @@ labels cover every grid weight's top 5 (calibration refuses them otherwise), so 
 
 Every calibration output (``eval-harness calibrate`` text and ``--json``, the calibration
 report, the run report's section) states it in the same sentences, built here from plain
-grid rows, so the CLI (a :class:`~.run.CalibrationResult`) and the run report (a history
+grid rows, so the CLI (a :class:`~.result.CalibrationResult`) and the run report (a history
 frame) cannot word it differently: one sentence per named weight (the best, the weights in
 force) below the threshold, and one line counting the other grid weights below it. The cure
 is to label the rest: ``eval-harness judge --grid-pool`` has the judges label every grid
@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from eval_harness.calibration.grid import weight_label
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,6 @@ def share_text(share: float, below: float) -> str:
 
 
 def _weights(point: LowerBound) -> str:
-    from eval_harness.calibration.run import weight_label  # run imports this module
-
     return f"{weight_label(point.semantic_weight)} / {weight_label(point.keyword_weight)}"
 
 

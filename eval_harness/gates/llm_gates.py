@@ -25,7 +25,7 @@ answer_reward
     The judge scores relevance (40%), accuracy (40%) and completeness (20%) against the
     sources cut to the prompts' 4,000 characters (not the grounding cut: completeness is
     judged against the whole context); reward -1..+1,
-    mapped to the gates' scale by :func:`~eval_harness.gates.registry.reward_to_score`. A reward
+    mapped to the gates' scale by :func:`~eval_harness.gates.gate.reward_to_score`. A reward
     below ``quality_gates.reflexion_threshold`` asks the judge for a reflexion (temperature
     ``judges.temperatures.reflexion``); the record hook then writes, in the transaction that
     stores the gate results: one ``evaluation_log`` row per scored evaluation, the reflexion
@@ -67,10 +67,10 @@ from typing import Any
 import psycopg
 
 from eval_harness.gates import reflexion_sql
-from eval_harness.gates.answers import Answer
-from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
-                                         reward_to_score, score_threshold)
+from eval_harness.gates.gate import (ANSWER_REWARD, GROUNDING, GateRun, JudgedGate,
+                                     reward_to_score, score_threshold)
 from eval_harness.gates.result import GateResult
+from eval_harness.gates.window import Answer
 from eval_harness.judges import prompts
 from eval_harness.judges.local.verdicts import CANNOT_TELL_MARGIN, GROUNDING_VERSION
 from eval_harness.judges.local.relevance import CLAIM_SUPPORT_THRESHOLD, LOCAL_PROMPT_VERSION

@@ -18,9 +18,10 @@ from psycopg.types.json import Jsonb
 
 from eval_harness_pipelines.assets.quality_gates import quality_gate_assets
 from eval_harness_pipelines.resources import default_resources
-from eval_harness.gates.answers import TimeWindow, import_configured_answers
-from eval_harness.gates.registry import (ANSWER_REWARD, GROUNDING, build_gates, judged_gates,
-                                         reward_to_score)
+from eval_harness.gates.answers import import_configured_answers
+from eval_harness.gates.window import TimeWindow
+from eval_harness.gates.gate import ANSWER_REWARD, GROUNDING, reward_to_score
+from eval_harness.gates.registry import build_gates, judged_gates
 from eval_harness.gates.runner import run_quality_gates
 from eval_harness.settings.judges import RetrySettings
 from eval_harness.settings import GateSettings

@@ -22,7 +22,7 @@ Why this is valid PPI: the sampled queries are a uniform random sample of the ju
 queries (the unit drawn is the unit measured), ``y`` is a person's P@5 on them, ``yhat`` is
 computed the same way on every judged query, and :func:`prediction_powered_mean` estimates
 the mean of ``y`` over the judged queries with a 95% CLT interval over queries. The figures
-equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_corrected.py).
+equal ``ppi_py.ppi_mean_ci`` on the same vectors (tests/calibration/test_ppi_p_at_5.py).
 
 With such an estimate at the weights in force after the decision (the best weight when the
 decision changed them, else the weights kept: ``kept``) and the judges' labels calibrated
@@ -34,25 +34,21 @@ shown beside it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
 
 from eval_harness.agreement import sql as agreement_sql
-from eval_harness.agreement.review import VERDICTS
-from eval_harness.retrieval.weights import keyword_weight_for
-from eval_harness.calibration.verdict import verdict_figure
+from eval_harness.agreement.review_file import VERDICTS
+from eval_harness.calibration.grid import GridPoint, weight_label
 from eval_harness.metrics.ppi import PPIEstimate, labels_to_halve_width, prediction_powered_mean
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
-from eval_harness.retrieval.sweep import rank_top_k
+from eval_harness.retrieval.sweep import CandidateSet, rank_top_k
+from eval_harness.retrieval.weights import keyword_weight_for
 from eval_harness.datasets import ground_truth
-
-if TYPE_CHECKING:
-    from eval_harness.calibration.run import CalibrationResult
 
 LEVEL = 0.95
 LABEL_SOURCE = "judges corrected by a human sample (prediction-powered inference)"
@@ -78,7 +74,7 @@ class CorrectedP5:
 
 @dataclass(frozen=True)
 class CorrectedEstimates:
-    """What :func:`with_corrected_p_at_5` adds to a calibration (None where too few sampled
+    """What :func:`corrected_estimates` adds to a calibration (None where too few sampled
     queries are fully labelled at that weight: PPI needs two)."""
 
     default: CorrectedP5 | None
@@ -90,9 +86,8 @@ class CorrectedEstimates:
     # verdict's weights); None otherwise, or when they are not ``w / 1 - w`` (not computed)
     kept: CorrectedP5 | None = None
 
-    def at_verdict(self, result: CalibrationResult) -> CorrectedP5 | None:
-        """The corrected P@5 at the weights the verdict is given at (``result.verdict_point``)."""
-        point = result.verdict_point
+    def at(self, point: GridPoint) -> CorrectedP5 | None:
+        """The corrected P@5 at ``point`` (the weights the verdict is given at), if computed."""
         for corrected in (self.kept, self.best):
             if corrected is not None and math.isclose(corrected.semantic_weight,
                                                       point.semantic_weight, abs_tol=1e-9) \
@@ -116,8 +111,6 @@ class CorrectedEstimates:
 
     def lines(self) -> list[str]:
         """One line per weight (the verdict's own line is :mod:`.verdict`'s)."""
-        from eval_harness.calibration.run import weight_label
-
         out = []
         named = [("default", self.default), ("best", self.best)]
         for name, corrected in named + ([("kept", self.kept)] if self.kept else []):
@@ -125,11 +118,11 @@ class CorrectedEstimates:
                 out.append(f"Corrected P@5 at the {name} weight: not computed (fewer than 2 "
                            f"sampled queries have all their top 5 labelled)")
                 continue
-            out.append(_weight_line(name, corrected, weight_label))
+            out.append(_weight_line(name, corrected))
         return out
 
 
-def _weight_line(name: str, corrected: CorrectedP5, weight_label) -> str:
+def _weight_line(name: str, corrected: CorrectedP5) -> str:
     ppi = corrected.ppi
     halve = (f"labelling more of the {ppi.n_judged} judged queries cannot halve it"
              if corrected.labels_to_halve_width is None
@@ -145,29 +138,28 @@ def _weight_line(name: str, corrected: CorrectedP5, weight_label) -> str:
     return text
 
 
-def with_corrected_p_at_5(conn: psycopg.Connection, result: CalibrationResult, *,
-                          relevance_threshold: float) -> CalibrationResult:
-    """``result`` with :class:`CorrectedEstimates` and, when the best weight has one, the
-    verdict on the corrected estimate; ``result`` unchanged when nobody labelled a pair of
-    the dataset's human sample."""
+def corrected_estimates(conn: psycopg.Connection, dataset: str, candidates: CandidateSet, *,
+                        default_weight: float, best_weight: float, kept: GridPoint | None,
+                        relevance_threshold: float) -> CorrectedEstimates | None:
+    """The corrected P@5 of a calibration of ``dataset`` on ``candidates`` at the default and
+    the best weight, and at ``kept`` (the weights the decision kept, when it kept them and
+    their keyword weight is ``1 - semantic``); None when nobody labelled a pair of the
+    dataset's human sample. Reads the store only."""
     with conn.transaction():
-        human = human_sample_verdicts(conn, result.dataset)
-        judged = ground_truth.judged_query_rows(conn, result.dataset)
+        human = human_sample_verdicts(conn, dataset)
+        judged = ground_truth.judged_query_rows(conn, dataset)
     labelled = sum(len(docs) for docs in human.values())
     if labelled == 0:
-        return result
+        return None
     judge = judge_labels(judged, relevance_threshold)
-    point = result.verdict_point
-    kept = None
-    if point is not result.best and math.isclose(
-            keyword_weight_for(point.semantic_weight), point.keyword_weight, abs_tol=1e-9):
-        kept = corrected_at_weight(result, point.semantic_weight, judge, human)
-    estimates = CorrectedEstimates(
-        default=corrected_at_weight(result, result.default.semantic_weight, judge, human),
-        best=corrected_at_weight(result, result.best.semantic_weight, judge, human),
-        sampled_queries=len(human), labelled_pairs=labelled, kept=kept)
-    corrected = dataclasses.replace(result, corrected=estimates)
-    return dataclasses.replace(corrected, verdict=verdict_figure(corrected).verdict)
+    at_kept = None
+    if kept is not None and math.isclose(keyword_weight_for(kept.semantic_weight),
+                                         kept.keyword_weight, abs_tol=1e-9):
+        at_kept = corrected_at_weight(candidates, kept.semantic_weight, judge, human)
+    return CorrectedEstimates(
+        default=corrected_at_weight(candidates, default_weight, judge, human),
+        best=corrected_at_weight(candidates, best_weight, judge, human),
+        sampled_queries=len(human), labelled_pairs=labelled, kept=at_kept)
 
 
 def human_sample_verdicts(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
@@ -195,14 +187,14 @@ def judge_labels(judged_rows: list[tuple], threshold: float) -> dict[int, dict[i
     return labels
 
 
-def corrected_at_weight(result: CalibrationResult, weight: float,
+def corrected_at_weight(candidates: CandidateSet, weight: float,
                         judge: dict[int, dict[int, int]],
                         human: dict[int, dict[int, int]]) -> CorrectedP5 | None:
     """PPI of the mean human P@5 at ``weight`` over the judged queries, or None when fewer
     than two sampled queries have a fully labelled top 5 there."""
-    tops = rank_top_k(result.candidates, weight, keyword_weight=keyword_weight_for(weight),
+    tops = rank_top_k(candidates, weight, keyword_weight=keyword_weight_for(weight),
                       k=PRECISION_CUTOFF)
-    top_of = dict(zip(result.candidates.query_ids, tops))
+    top_of = dict(zip(candidates.query_ids, tops))
     yhat_all, y, yhat, incomplete = [], [], [], 0
     for qid, labels in judge.items():
         if qid not in top_of:

@@ -1,12 +1,12 @@
-"""citation_coverage with sources missing from the corpus (eval_harness.gates.citations): an
-answer read in place lists a corpus id that is no document; a marker citing it is invalid,
-and the result names it."""
+"""citation_coverage with sources missing from the corpus
+(eval_harness.gates.citation_coverage): an answer read in place lists a corpus id that is no
+document; a marker citing it is invalid, and the result names it."""
 
 from __future__ import annotations
 
 import pytest
 
-from eval_harness.gates.citations import citation_coverage
+from eval_harness.gates.citation_coverage import citation_coverage
 
 pytestmark = pytest.mark.unit
 
