@@ -37,7 +37,8 @@ def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp
     assert code == 0 and "1 verdict(s) stored" in out, err
 
     set_scores(db, project.default_dataset, agreeing_scores())
-    code, out, _ = run_cli(capsys, "--config", cfg, "agreement", "--dataset", project.default_dataset)
+    code, out, _ = run_cli(capsys, "--config", cfg, "agreement", "--dataset",
+                           project.default_dataset)
     assert code == 0 and "Gate: PASS" in out
     code, _, err = run_cli(capsys, "--config", cfg, "review", "export", file, "--dataset", "nope")
     assert code == 2 and "Dataset 'nope' is not in the store" in err

@@ -293,7 +293,8 @@ def test_cli_dry_run_json_and_text(project, capsys, conn, fake):
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith(f"dry run of judging dataset '{project.default_dataset}' (batch mode)")
+    assert lines[0].startswith(
+        f"dry run of judging dataset '{project.default_dataset}' (batch mode)")
     assert lines[1].startswith("judge1 openai:gpt-4o  pairs ") and "(0 cached)" in lines[1]
     assert "input tokens" in lines[1] and "output tokens" in lines[1] and "~$" in lines[1]
     assert lines[3].startswith("total  to pay ") and "budget $1.00 per run" in lines[3]
