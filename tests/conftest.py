@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import os
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from eval_harness.settings import load_settings
-from eval_harness.store import StoreLocation, migrate
+from eval_harness.store import StoreLocation
 from eval_harness.store.connection import embedded_server_log, start_embedded
-from scratch_databases import scratch_database
+from scratch_databases import migrated_template_database, scratch_database
 
 # Hooks and shared fixtures from tests/support/ (on pytest's pythonpath, see pyproject.toml):
 # the crash guard's hook, the review-queue dataset, the live store's BEIR folder, the stores
-# made by LangChain and LlamaIndex.
-pytest_plugins = ["pg_crash_guard", "review_store", "live_store", "rag_library_stores"]
+# made by LangChain and LlamaIndex, the project folder of the command tests, which files share
+# a test process, the unit tier's guard.
+pytest_plugins = ["pg_crash_guard", "review_store", "live_store", "rag_library_stores",
+                  "projects", "worker_scopes", "unit_tier"]
 
 
 def _server_url(tmp_path_factory) -> tuple[str, bool]:
@@ -32,8 +36,19 @@ def _server_url(tmp_path_factory) -> tuple[str, bool]:
         return url, True
     pgdata = tmp_path_factory.mktemp("pgdata")
     url = start_embedded(pgdata)
+    _skip_durability(url)
     watch_server(url, embedded_server_log(pgdata))
     return url, False
+
+
+def _skip_durability(url: str) -> None:
+    """No flush to disk at commit on the session's own embedded server: its data lives only as
+    long as the session, and a killed server process loses nothing the OS already holds, so
+    only the machine's crash (which ends the session anyway) could tell."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            admin.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+        admin.execute("SELECT pg_reload_conf()")
 
 
 @pytest.fixture(scope="session")
@@ -43,11 +58,17 @@ def server_url(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def store(server_url) -> StoreLocation:
+def migrated_template(server_url) -> str:
+    """The name of a database with every migration applied, made once per test process: the
+    migrated databases below are copies of it (tests/support/scratch_databases.py)."""
+    with migrated_template_database(server_url) as name:
+        yield name
+
+
+@pytest.fixture(scope="session")
+def store(server_url, migrated_template) -> StoreLocation:
     """A freshly created, migrated database for this test session."""
-    with scratch_database(server_url, "eh_test") as location:
-        with location.connection() as conn:
-            migrate(conn)
+    with scratch_database(server_url, "eh_test", template=migrated_template) as location:
         yield location
 
 
@@ -59,11 +80,9 @@ def empty_database(server_url) -> StoreLocation:
 
 
 @pytest.fixture
-def fresh(server_url) -> StoreLocation:
+def fresh(server_url, migrated_template) -> StoreLocation:
     """A new, migrated database for this test only (tests that count every row)."""
-    with scratch_database(server_url, "eh_fresh") as location:
-        with location.connection() as conn:
-            migrate(conn)
+    with scratch_database(server_url, "eh_fresh", template=migrated_template) as location:
         yield location
 
 
@@ -74,6 +93,22 @@ def server():
 
     with FakeLLMServer() as fake:
         yield fake
+
+
+@pytest.fixture
+def fake(request, server):
+    """The shared fake LLM server, reset for this test and again after it: every knob at its
+    constructor value (answers at once, no faults, the default replies, batches end at the
+    first poll, nothing held). A module's or test's ``fake_llm`` marker sets knobs for it,
+    e.g. ``pytestmark = pytest.mark.fake_llm(responder=...)``."""
+    server.reset()
+    marker = request.node.get_closest_marker("fake_llm")
+    for knob, value in (marker.kwargs if marker else {}).items():
+        if not hasattr(server, knob):
+            raise AttributeError(f"the fake LLM server has no knob {knob!r}")
+        setattr(server, knob, value)
+    yield server
+    server.reset()
 
 
 @pytest.fixture

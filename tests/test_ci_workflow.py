@@ -34,6 +34,7 @@ def step(workflow: dict, name: str) -> dict:
     return found
 
 
+@pytest.mark.unit
 def test_it_runs_on_pull_requests_every_night_and_by_hand(workflow):
     on = triggers(workflow)
     assert "pull_request" in on and "workflow_dispatch" in on
@@ -41,6 +42,7 @@ def test_it_runs_on_pull_requests_every_night_and_by_hand(workflow):
     assert len(nightly["cron"].split()) == 5
 
 
+@pytest.mark.unit
 def test_pip_downloads_are_cached_on_the_lock_file(workflow):
     [setup] = [s for s in steps(workflow) if s.get("uses", "").startswith("actions/setup-python")]
     assert setup["with"]["cache"] == "pip"
@@ -50,6 +52,7 @@ def test_pip_downloads_are_cached_on_the_lock_file(workflow):
     assert ".github/workflows/quality-gate.yml" in paths
 
 
+@pytest.mark.unit
 def test_the_install_works_in_a_team_repository_through_one_variable(workflow):
     install = step(workflow, "Install eval-harness (locked versions)")
     assert install["env"]["PACKAGE"] == "${{ vars.EVAL_HARNESS_PACKAGE }}"

@@ -15,6 +15,8 @@ import tomllib
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The folders scanned and the package each installs as (pyproject.toml's package-dir).
@@ -145,6 +147,7 @@ def _package_edges():
     return edges
 
 
+@pytest.mark.unit
 def test_every_unit_has_a_layer():
     units = {_unit(module) for _, module, _ in _modules()}
     unknown = sorted(units - set(LAYER_OF))
@@ -247,6 +250,7 @@ def test_each_table_is_named_only_by_its_owner():
                            + "\n".join(misplaced))
 
 
+@pytest.mark.unit
 def test_the_owner_check_sees_sql_and_not_prose():
     mentions = {table for statement in (
         "SELECT count(*) FROM ground_truth WHERE dataset = %s",
@@ -261,6 +265,7 @@ def test_the_owner_check_sees_sql_and_not_prose():
     assert not NAMES_TABLE.findall("SELECT 1 FROM ground_truths_of_another_kind")
 
 
+@pytest.mark.unit
 def test_pyproject_lists_every_package():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     options = config["tool"]["setuptools"]

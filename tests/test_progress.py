@@ -52,6 +52,7 @@ def recorder() -> tuple[list[tuple[int, int | None]], object]:
 # The helper
 
 
+@pytest.mark.unit
 def test_a_terminal_gets_a_bar_with_the_description_and_the_count():
     stream = FakeTerminal()
     with progress_bar("judging", unit="pair", stream=stream) as progress:
@@ -63,6 +64,7 @@ def test_a_terminal_gets_a_bar_with_the_description_and_the_count():
     assert "%|" in drawn and "\r" in drawn
 
 
+@pytest.mark.unit
 def test_an_unknown_total_counts_up_and_a_later_total_makes_it_a_bar():
     stream = FakeTerminal()
     with progress_bar("gating", unit="answer", stream=stream) as progress:
@@ -72,6 +74,7 @@ def test_an_unknown_total_counts_up_and_a_later_total_makes_it_a_bar():
     assert "3/10" in drawn and "%|" in drawn
 
 
+@pytest.mark.unit
 def test_no_terminal_no_bar_and_no_callback(tmp_path):
     stream = io.StringIO()
     with progress_bar("judging", stream=stream) as progress:
@@ -82,6 +85,7 @@ def test_no_terminal_no_bar_and_no_callback(tmp_path):
     assert (tmp_path / "log.txt").read_text() == ""
 
 
+@pytest.mark.unit
 def test_a_closed_or_odd_stream_is_not_a_terminal(tmp_path):
     stream = (tmp_path / "closed.txt").open("w")
     stream.close()
@@ -124,6 +128,7 @@ class CountingEmbedder:
         return np.array([[len(t), 1.0, 2.0, 3.0] for t in texts], dtype=np.float32)
 
 
+@pytest.mark.unit
 def test_embedding_in_batches_reports_each_batch_and_keeps_the_order():
     calls, progress = recorder()
     embedder = CountingEmbedder()
@@ -196,7 +201,8 @@ def test_judge_run_reports_every_judged_pair(fresh, settings, tmp_path):
 
 
 @pytest.fixture
-def project(fresh, tmp_path, monkeypatch):
+def answered(fresh, tmp_path):
+    """The dataset ``cli`` (6 documents, 2 queries) and one answer, in the test's database."""
     folder = write_beir(tmp_path / "data", {f"d{i}": f"doc {i} aspirin" for i in range(6)},
                         {"q1": "aspirin", "q2": "doc"}, [("q1", "d1", 1), ("q2", "d2", 1)])
     with fresh.connection() as conn:
@@ -206,32 +212,33 @@ def project(fresh, tmp_path, monkeypatch):
                       "cholesterol [2].", Jsonb([{"id": "s1", "text": "aspirin"},
                                                  {"id": "s2", "text": "statins"}])))
         conn.commit()
-    config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent("""
+
+
+def write_cli_config(path, answered):
+    path.write_text(textwrap.dedent("""
         default_dataset: cli
         quality_gates:
           gates:
             grounding: {enabled: false}
             answer_reward: {enabled: false}
     """))
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    return {"config": str(config), "tmp": tmp_path, "url": fresh.url}
+
+
+pytestmark = pytest.mark.project(config=write_cli_config, database="fresh")  # the tests below
 
 
 def test_judge_command_draws_on_a_terminal_stderr_and_keeps_json_clean(project, monkeypatch,
                                                                        capsys):
     terminal = FakeTerminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert cli.main(["--config", project["config"], "judge", "--json"]) == 0
+    assert cli.main(["--config", str(project), "judge", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert "judging" in terminal.getvalue() and f"/{summary['pairs']}" in terminal.getvalue()
 
 
 def test_commands_print_no_bar_when_stderr_is_not_a_terminal(project, capsys):
     for argv in (["judge"], ["judge", "--json"], ["gate", "--since", "2025-05-06"]):
-        code = cli.main(["--config", project["config"], *argv])
+        code = cli.main(["--config", str(project), *argv])
         out, err = capsys.readouterr()
         assert code == 0, err
         assert not any(mark in out + err for mark in BAR_MARKS), argv
@@ -259,9 +266,9 @@ def _run_with_pty_stderr(argv: list[str], env: dict[str, str], cwd: Path) -> tup
 
 def test_gate_command_draws_a_bar_on_a_real_terminal(project):
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_HARNESS_")}
-    env["DATABASE_URL"] = project["url"]
-    argv = [str(Path(sys.executable).with_name("eval-harness")), "--config", project["config"],
+    env["DATABASE_URL"] = project.store.url
+    argv = [str(Path(sys.executable).with_name("eval-harness")), "--config", str(project),
             "gate", "--since", "2025-05-06"]
-    code, drawn = _run_with_pty_stderr(argv, env, project["tmp"])
+    code, drawn = _run_with_pty_stderr(argv, env, project.folder)
     assert code == 0, drawn
     assert "gating" in drawn and "%|" in drawn and "/1" in drawn

@@ -1,5 +1,5 @@
-"""The README says what the offline grounding judge can and cannot be trusted with (issue
-#20): with the measured figures, each of which must be a figure of benchmarks/RESULTS.md's
+"""The README says what the offline grounding judge can and cannot be trusted with:
+with the measured figures, each of which must be a figure of benchmarks/RESULTS.md's
 "Grounding validation" (so the two cannot drift apart), that summaries are out of its reach,
 and an LLM-judge configuration for them that the settings accept as it is written."""
 
@@ -8,9 +8,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from eval_harness.settings import load_settings
+
+pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
 HEADING = "**What it can and cannot be trusted with.**"

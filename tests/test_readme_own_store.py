@@ -16,6 +16,8 @@ import pytest
 from eval_harness_pipelines import cli
 from live_store import PROJECT_ENVIRONMENT, seeds_project
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -26,6 +26,7 @@ def _signal_self(signum: int) -> None:
     time.sleep(0.01)  # the handler runs at the next bytecode boundary
 
 
+@pytest.mark.unit
 def test_a_cooperative_block_is_not_interrupted_inside_and_raises_at_its_end():
     heard, after_signal = [], []
     with pytest.raises(stopping.Interrupted) as raised, stopping.cooperative(), \
@@ -40,6 +41,7 @@ def test_a_cooperative_block_is_not_interrupted_inside_and_raises_at_its_end():
         assert stopping.requested() is None
 
 
+@pytest.mark.unit
 def test_what_stopped_work_kept_is_in_the_line():
     with pytest.raises(stopping.Interrupted) as raised, stopping.cooperative():
         _signal_self(signal.SIGINT)
@@ -49,6 +51,7 @@ def test_what_stopped_work_kept_is_in_the_line():
                                  "again to finish")
 
 
+@pytest.mark.unit
 def test_a_command_is_interrupted_where_it_is_outside_cooperative_blocks():
     with stopping.handle_stop_signals():
         with pytest.raises(stopping.Interrupted) as raised:
@@ -61,6 +64,7 @@ def test_a_command_is_interrupted_where_it_is_outside_cooperative_blocks():
     assert stopping.requested() is None
 
 
+@pytest.mark.unit
 def test_a_signal_another_handler_took_is_still_seen():
     """An orchestrator's own handler (Dagster's, around an op) takes the signal: the
     command still learns of it, and which signal it was, once that code returns."""
@@ -73,13 +77,6 @@ def test_a_signal_another_handler_took_is_still_seen():
             signal.signal(signal.SIGTERM, previous)
         assert taken == [signal.SIGTERM]
         assert stopping.requested() == signal.SIGTERM
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    yield server
-    server.release_replies()
 
 
 def _session(settings, conn, fake) -> JudgeSession:

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (  # noqa: F401 (fake)
+from colliding_processes import (
     CLI,
     beir,
     child_env,
     cli,
     dagster_run_statuses,
-    fake,
     fake_keys,
     finish,
     ledger_counts,
@@ -40,6 +39,8 @@ from signal_runs import (
     kept_of,
     library_settings,
 )
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_run_with_llm_judges_at_the_shipped_rates_stops_within_3_s_25_s_in(

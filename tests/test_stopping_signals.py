@@ -19,22 +19,17 @@ from datetime import date
 
 import pytest
 
-from colliding_processes import (  # noqa: F401 (fake)
-    CLI,
+from colliding_processes import (
     beir,
     child_env,
     cli,
     dagster_run_statuses,
-    fake,
     fake_keys,
     finish,
     held,
     ledger_counts,
     lock_waiters,
-    python,
     scalar,
-    spawn,
-    two_judges_config,
     wait_until,
 )
 from signal_runs import (
@@ -54,6 +49,7 @@ from signal_runs import (
 # judge: judgements kept
 
 
+@pytest.mark.slow
 def test_a_stopped_judge_run_keeps_what_it_paid_for_and_the_rerun_pays_only_the_rest(
         fresh, tmp_path, fake):
     from eval_harness.judges.dual.run import judge_dataset
@@ -81,6 +77,7 @@ def test_a_stopped_judge_run_keeps_what_it_paid_for_and_the_rerun_pays_only_the_
     assert ledger_counts(fresh) == (judgements, judgements)  # each paid for once
 
 
+@pytest.mark.slow
 def test_a_second_signal_while_stopping_exits_at_once(fresh, tmp_path, fake):
     """The first SIGINT waits a few seconds for the replies on their way (which never come
     here); a second one ends the process at once, still with exit code 130."""
@@ -127,6 +124,7 @@ def test_a_judge_run_waiting_for_another_runs_lock_stops_at_once(fresh, tmp_path
 # ---------------------------------------------------------------------------------------
 # gate: answers gated (--since through the library, --partition through Dagster)
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window, signum", [(["--since", GATE_DAY], signal.SIGTERM),
                                             (["--partition", GATE_DAY], signal.SIGINT)],
                          ids=["since-SIGTERM", "partition-SIGINT"])
@@ -242,6 +240,7 @@ def test_a_stopped_calibration_writes_nothing(fresh, tmp_path):
 # run: the Dagster jobs in-process
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_step(
         fresh, tmp_path, fake):
     """Ctrl-C in the terminal (SIGINT to the whole process group, Dagster's log-mirroring
@@ -270,6 +269,7 @@ def test_a_run_stopped_while_judging_ends_its_dagster_run_and_starts_no_later_st
     assert list(dagster_run_statuses(home).values()) == ["CANCELED"]
 
 
+@pytest.mark.slow
 def test_a_run_stopped_in_a_step_dagster_interrupts_starts_no_later_step(fresh, tmp_path):
     """SIGTERM while the ingest step waits for a lock (held here): Dagster's own handler
     interrupts that op; the command still ends at once with exit 143 and one line."""

@@ -122,10 +122,12 @@ def test_no_test_file_imports_another_test_file_or_a_conftest():
         "move what is shared into tests/support/ (fixtures: a plugin of the root conftest)")
 
 
+@pytest.mark.unit
 def test_helper_modules_live_only_in_tests_support():
     assert helpers_outside_support(TESTS) == []
 
 
+@pytest.mark.unit
 def test_every_test_file_mirrors_the_module_it_tests():
     assert misplaced_test_files(ROOT) == [], (
         "eval_harness/<pkg>/[<sub>/]<module>.py: tests/<pkg>/[<sub>/]test_<module>[_<aspect>].py")
@@ -134,6 +136,7 @@ def test_every_test_file_mirrors_the_module_it_tests():
 # ------------------------------------------------------------------------- the checks fail
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("statement", [
     "import test_live_dataset",
     "from test_live_dataset import WORDS",
@@ -149,6 +152,7 @@ def test_an_import_of_a_test_file_is_caught(tmp_path, statement):
     assert len(imports_of_test_files(tmp_path)) == 1
 
 
+@pytest.mark.unit
 def test_imports_of_helpers_and_the_harness_pass(tmp_path):
     (tmp_path / "test_fine.py").write_text(
         "import pytest\nfrom beir_factory import write_beir\nfrom . import sibling\n"
@@ -156,6 +160,7 @@ def test_imports_of_helpers_and_the_harness_pass(tmp_path):
     assert imports_of_test_files(tmp_path) == []
 
 
+@pytest.mark.unit
 def test_a_helper_outside_support_is_caught(tmp_path):
     (tmp_path / "support").mkdir()
     for name in ("conftest.py", "test_a.py", "support/helper.py", "stray_helper.py"):
@@ -163,6 +168,7 @@ def test_a_helper_outside_support_is_caught(tmp_path):
     assert helpers_outside_support(tmp_path) == ["stray_helper.py"]
 
 
+@pytest.mark.unit
 def test_a_test_file_outside_the_mirror_is_caught(tmp_path):
     for name in ("eval_harness/__init__.py", "eval_harness/progress.py",
                  "eval_harness/store/__init__.py", "eval_harness/store/ingest.py",

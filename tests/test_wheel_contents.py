@@ -48,6 +48,7 @@ def _build_wheel(tmp_path: Path) -> tuple[Path, str]:
     return wheels[0], done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_the_build_warns_of_nothing_and_ships_the_package_data(tmp_path):
     """No install prints setuptools' "Package would be ignored" warning for the templates
     folder; the templates and migrations are still in the wheel."""
@@ -62,6 +63,7 @@ def test_the_build_warns_of_nothing_and_ships_the_package_data(tmp_path):
     assert templates and migrations and (templates | migrations) <= names
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_the_dagster_folders_as_eval_harness_pipelines(tmp_path):
     with zipfile.ZipFile(_build_wheel(tmp_path)[0]) as wheel:
         names = wheel.namelist()

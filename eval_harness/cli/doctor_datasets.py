@@ -9,8 +9,8 @@ store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
   (the line carries the install command), ``openai:`` needs ``OPENAI_API_KEY``; and its
   dimensions match the corpus column. Missing, it FAILs when ``attach`` (or ``ingest``)
   would have to embed something; when every query vector is cached it warns, since only
-  ``search`` of new text needs it then. The doctor used to say "ok" to all of this and
-  ``attach`` stopped on the missing extra.
+  ``search`` of new text needs it then: the doctor says so before ``attach`` would stop on
+  the missing extra.
 * **keyword**: a live dataset mapped with ``tsvector: null`` has its keyword side measured
   on its own ground-truth queries (:mod:`eval_harness.retrieval.keyword_cost`): the time per
   query, what a stored tsvector column would cost, what that means for a command that
@@ -334,7 +334,7 @@ def fetch_checks(conn: psycopg.Connection, name: str, depth: int, *,
     yield Check(OK, "fetch", f"'{name}' {CONNECTIONS_SENTENCE}")
 
 
-# What more server cores give (benchmarks/RESULTS.md, issue #25, measures 1 to 4 connections).
+# What more server cores give (benchmarks/RESULTS.md measures 1 to 4 connections).
 CONNECTIONS_SENTENCE = (
     "more connections: a command fetches its candidates on one connection, so more server "
     "cores run several commands side by side but do not make one faster")

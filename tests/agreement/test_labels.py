@@ -66,6 +66,7 @@ def test_beir_folder_without_qrels_keeps_every_query_unlabelled(conn, unlabelled
     assert len(rows) == 8 and all(docs == [] and grades == [] for _, docs, grades in rows)
 
 
+@pytest.mark.unit
 def test_missing_split_beside_other_splits_is_refused(tmp_path):
     folder = write_beir(tmp_path / "b", {"d1": "a b"}, {"q1": "a"}, [("q1", "d1", 1)],
                         split="dev")
@@ -79,6 +80,7 @@ def _reject(mapping, where, known):
         raise DatasetConfigError(f"'{where}.{sorted(unknown)[0]}' is unknown.")
 
 
+@pytest.mark.unit
 def test_live_queries_mapping_parses_and_exactly_one_source_is_required(tmp_path):
     corpus = {"relation": "rag.l2_insights", "id": "id", "content": "content",
               "embedding": "embedding"}
@@ -160,6 +162,7 @@ def test_pool_holds_every_grid_weights_top_5(conn, settings, unlabelled):
 
 # -------------------------------------------------------------------------------- labels
 
+@pytest.mark.unit
 @pytest.mark.parametrize("rule, expected", [
     # judge 1 says 0.9 (relevant), judge 2 says 0.3 (not): mean 0.6 > 0.5
     ("exclude", (None, "excluded")), ("judge1", (1, "rule")), ("mean", (1, "rule"))])
@@ -171,6 +174,7 @@ def test_disagreement_follows_the_rule(rule, expected):
                        "mean": (0, "rule")}[rule]
 
 
+@pytest.mark.unit
 def test_agreement_and_adjudication_and_unscored():
     assert pair_label(0.8, 0.6, threshold=0.5, rule="exclude") == (1, "judges")
     assert pair_label(0.1, 0.5, threshold=0.5, rule="judge1") == (0, "judges")  # 0.5 is not > 0.5
@@ -230,13 +234,11 @@ history:
 """
 
 
-@pytest.fixture
-def project(tmp_path, store, unlabelled, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    path = tmp_path / "config.yaml"
+def write_unlabelled(path, unlabelled):
     path.write_text(CONFIG.format(**unlabelled))
-    return path
+
+
+pytestmark = pytest.mark.project(config=write_unlabelled)  # the project of the tests below
 
 
 def run(capsys, config, *args):

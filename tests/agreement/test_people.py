@@ -28,15 +28,10 @@ from eval_harness_pipelines import cli
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
-from judge_runs import LLM, quiet, small_dataset
+from judge_runs import LLM, small_dataset
 from review_store import read_csv, write_csv
 
 THRESHOLD = 0.5
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
 
 
 def _dataset(conn, tmp_path, queries: int = 8) -> str:

@@ -84,6 +84,7 @@ def test_another_seed_is_refused_in_one_sentence(db, dataset, tmp_path):
         export_sample_csv(db, dataset, tmp_path / "b.csv", n=0)
 
 
+@pytest.mark.unit
 def test_the_draw_is_uniform_over_the_judged_queries():
     """Over 3,000 seeds each of 24 queries is drawn into a sample of 6 with probability 1/4:
     counts within 4.5 standard deviations of 750 (binomial sd ~23.7)."""

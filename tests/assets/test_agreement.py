@@ -30,9 +30,9 @@ from eval_harness_pipelines.resources import default_resources
 from review_store import (
     N_QUERIES,
     agreeing_scores,
-    agreement_project,
     disagreeing_scores,
     set_scores,
+    write_agreement_config,
 )
 
 ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
@@ -141,13 +141,11 @@ def test_told_to_block_every_place_says_fail_and_agreement_exits_1(stand_in_labe
 # The asset and its blocking check on the review dataset
 
 
-@pytest.fixture
-def project(tmp_path, dataset, store, monkeypatch):
-    return agreement_project(tmp_path, dataset, store, monkeypatch)
+pytestmark = pytest.mark.project(config=write_agreement_config)  # the tests below
 
 
 def materialize_agreement(project, store):
-    resources = default_resources(config_path=str(project["config"]), database_url=store.url)
+    resources = default_resources(config_path=str(project), database_url=store.url)
     result = dg.materialize([judge_agreement, kappa_lower_bound_above_floor],
                             resources=resources, raise_on_error=False)
     materialization = result.get_asset_materialization_events()[0] \
@@ -157,7 +155,7 @@ def materialize_agreement(project, store):
 
 
 def test_asset_check_passes_when_judges_agree(project, store, db):
-    set_scores(db, project["name"], agreeing_scores())
+    set_scores(db, project.default_dataset, agreeing_scores())
     result, metadata, check = materialize_agreement(project, store)
     assert result.success and check.passed
     assert metadata["kappa"] == 1.0 and metadata["kappa_ci_low"] == 1.0
@@ -165,12 +163,12 @@ def test_asset_check_passes_when_judges_agree(project, store, db):
     assert metadata["landis_koch"] == "Almost Perfect Agreement"
     assert metadata["gwet_ac1"] == 1.0 and metadata["krippendorff_alpha"] > 0.9
     assert check.metadata["floor"].value == 0.7 and check.metadata["lower_bound"].value == 1.0
-    report = project["root"] / "reports" / "agreement.md"
+    report = project.folder / "reports" / "agreement.md"
     assert report.is_file() and "Gate: PASS" in report.read_text(encoding="utf-8")
 
 
 def test_asset_check_fails_on_a_low_lower_bound_and_blocks(project, store, db):
-    set_scores(db, project["name"], disagreeing_scores())
+    set_scores(db, project.default_dataset, disagreeing_scores())
     result, metadata, check = materialize_agreement(project, store)
     assert not result.success  # the blocking check failed the run
     assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
@@ -189,6 +187,7 @@ def test_asset_check_fails_clearly_when_nothing_is_scored(project, store):
     assert not check.passed and "No (query, document) pair is scored" in check.description
 
 
+@pytest.mark.unit
 def test_agreement_is_its_own_job_until_the_judges_feed_it():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

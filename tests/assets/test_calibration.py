@@ -148,6 +148,7 @@ def test_failure_verdict_blocks_with_error(tmp_path, store, corpus):
     assert check.metadata["verdict"].value == "failure"
 
 
+@pytest.mark.unit
 def test_definitions_hold_the_calibration_job():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

@@ -6,10 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import dagster as dg
+import pytest
 
 from eval_harness.judges.anchors.drift import compare_judge
 from eval_harness.settings.judges import DriftSettings
 from eval_harness_pipelines.assets.judging import drift_result, dual_judge_scores, judge_drift
+
+pytestmark = pytest.mark.unit
 
 THRESHOLD = 0.5
 

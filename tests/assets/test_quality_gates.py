@@ -20,6 +20,7 @@ from paths import REPO
 
 # --- the bundled sample -----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_sample_sources_are_verbatim_scifact_passages():
     """Each source is a retrieved chunk: the abstract's text at ``span``, whole sentences, no
     longer than the grounding cut (so the grounding judge sees all of it)."""
@@ -120,6 +121,7 @@ def test_the_report_read_from_the_store_is_what_the_checks_of_the_run_recorded(
     assert format_gate_table(stored) == format_gate_table(from_checks)
 
 
+@pytest.mark.unit
 def test_definitions_load_with_the_quality_gate_job():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

@@ -108,6 +108,7 @@ def _write(path, dataset, weight):
     return path.read_text()
 
 
+@pytest.mark.unit
 def test_writer_touches_only_the_datasets_own_lines(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(LAYOUT)
@@ -157,6 +158,7 @@ def test_writer_appends_after_a_flow_mapping_over_two_lines_at_the_end(tmp_path,
                                 "0.6\n      keyword: 0.4" + end)
 
 
+@pytest.mark.unit
 def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_bytes(b"datasets:\r\n  a:\r\n    path: x  # here\r\n  b:\r\n    path: y\r\n")
@@ -170,6 +172,7 @@ def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
                                 "{semantic: 0.8, keyword: 0.2}}}\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, error, message", [
     ("default_dataset: x\n", DatasetNotInConfig, "dataset 'a' has no entry under 'datasets'"),
     ("datasets:\n  b: {path: y}\n", DatasetNotInConfig, "add datasets.a (its path or live"),

@@ -28,6 +28,7 @@ def enumerated_p(differences: np.ndarray) -> float:
     return reach / 2 ** n
 
 
+@pytest.mark.unit
 def test_hand_worked_two_queries():
     # d = [[0.2, 0], [0.2, 0.2]]: observed max mean = max(0.2, 0.1) = 0.2. Patterns:
     # (+,+) -> means (0.2, 0.1), max 0.2 reaches; (+,-) -> (0, -0.1); (-,+) -> (0, 0.1);
@@ -35,12 +36,14 @@ def test_hand_worked_two_queries():
     assert max_statistic_p_value(np.array([[0.2, 0.0], [0.2, 0.2]])) == (0.25, 4)
 
 
+@pytest.mark.unit
 def test_hand_worked_three_queries_one_point():
     # One grid point, all three queries gain 0.2: only (+,+,+) reaches 0.2, p = 1/8.
     p, used = max_statistic_p_value(np.array([[0.2], [0.2], [0.2]]))
     assert (p, used) == (0.125, 8)
 
 
+@pytest.mark.unit
 def test_a_second_grid_point_raises_the_adjusted_p():
     # The first point as above (observed maximum 0.2); a second point that loses 0.2 on
     # every query reaches a mean of 0.2 under the pattern (-,-,-), so two of the eight
@@ -49,6 +52,7 @@ def test_a_second_grid_point_raises_the_adjusted_p():
     assert max_statistic_p_value(d)[0] == 0.25
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("seed", range(12))
 def test_exact_enumeration_equals_the_reference(seed):
     rng = np.random.default_rng(seed)
@@ -60,6 +64,7 @@ def test_exact_enumeration_equals_the_reference(seed):
     assert p == pytest.approx(enumerated_p(d), abs=1e-12)
 
 
+@pytest.mark.unit
 def test_drawn_patterns_agree_with_enumeration():
     rng = np.random.default_rng(7)
     d = rng.choice([-0.2, 0.0, 0.2, 0.4], size=(12, 6))
@@ -70,6 +75,7 @@ def test_drawn_patterns_agree_with_enumeration():
     assert max_statistic_p_value(d, permutations=2000, seed=3)[0] == p  # seeded
 
 
+@pytest.mark.unit
 def test_no_difference_anywhere_is_p_one():
     assert max_statistic_p_value(np.zeros((50, 3))) == (1.0, 1)
 
@@ -81,6 +87,7 @@ def _decide(per_query, baseline, **options):
                           best_index=best, **options)
 
 
+@pytest.mark.unit
 def test_a_clear_gain_changes_and_says_so():
     baseline = np.zeros(40)
     per_query = np.vstack([np.zeros(40), np.full(40, 0.2)])
@@ -93,6 +100,7 @@ def test_a_clear_gain_changes_and_says_so():
                                  "[+0.2000, +0.2000], adjusted p = 0.001")
 
 
+@pytest.mark.unit
 def test_min_gain_keeps_a_significant_but_small_gain():
     per_query = np.vstack([np.zeros(40), np.full(40, 0.2)])
     decision = _decide(per_query, np.zeros(40), min_gain=0.25, permutations=1000)
@@ -101,6 +109,7 @@ def test_min_gain_keeps_a_significant_but_small_gain():
     assert decision.sentence.endswith("(below min_gain 0.25)")
 
 
+@pytest.mark.unit
 def test_noise_keeps_the_weights_in_force():
     baseline = np.array([0.2, 0.4, 0.0, 0.2])
     per_query = np.vstack([baseline, [0.4, 0.2, 0.2, 0.2]])  # +0.05 on 4 queries
@@ -111,6 +120,7 @@ def test_noise_keeps_the_weights_in_force():
     assert decision.sentence.endswith("; judge labels: the judges' bias is uncorrected")
 
 
+@pytest.mark.unit
 def test_best_point_equal_to_the_weights_in_force_is_kept_at_p_one():
     baseline = np.array([0.2, 0.4, 0.0])
     decision = decide_weights(np.vstack([baseline - 0.2 * (baseline > 0), baseline]),
@@ -120,6 +130,7 @@ def test_best_point_equal_to_the_weights_in_force_is_kept_at_p_one():
     assert decision.sentence == "kept 0.7 / 0.3: no grid point scores higher (adjusted p = 1.00)"
 
 
+@pytest.mark.unit
 def test_to_dict_is_json_safe_and_complete():
     import json
 
@@ -131,6 +142,7 @@ def test_to_dict_is_json_safe_and_complete():
                                 "[-0.0062, +0.0124], adjusted p = 0.93")
 
 
+@pytest.mark.unit
 def test_mismatched_shapes_are_refused():
     with pytest.raises(ValueError, match="one per-query P@5 row per grid point"):
         decide_weights(np.zeros((2, 3)), GRID[:3], (0.7, 0.3), np.zeros(3), best_index=0)

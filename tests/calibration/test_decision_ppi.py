@@ -103,6 +103,7 @@ def test_without_a_human_sample_the_bias_is_uncorrected(db, gain_scenario, store
     assert decision.note == UNCORRECTED and decision.sentence.endswith(UNCORRECTED)
 
 
+@pytest.mark.unit
 def test_either_guard_alone_keeps_the_weights():
     judges = WeightDecision(changed=False, in_force=(0.7, 0.3), best=(0.2, 0.8), gain=0.2,
                             low=0.1, high=0.3, adjusted_p=0.2, alpha=0.05, min_gain=0.0,

@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from colliding_processes import REPO, finish, python
 
 # ---------------------------------------------------------------------------------------
@@ -42,6 +44,7 @@ HALF_WRITTEN_GRID = """
 """
 
 
+@pytest.mark.slow
 def test_history_writers_take_turns_and_a_killed_writer_leaves_no_partial_grid(tmp_path):
     from eval_harness.calibration.history import read_grid_history
 

@@ -22,6 +22,7 @@ from eval_harness.retrieval.sweep import rank_top_k
 GRID = [(0.5, 0.5, 0.95), (0.6, 0.4, 0.74), (0.7, 0.3, 0.85), (0.8, 0.2, 0.6), (0.9, 0.1, 0.92)]
 
 
+@pytest.mark.unit
 def test_named_weights_below_min_judged_get_the_sentence():
     summary = judged_summary("cranfield", GRID, min_judged=0.9,
                              named={"best": 0.6, "in force": 0.7})
@@ -43,6 +44,7 @@ def test_named_weights_below_min_judged_get_the_sentence():
     json.dumps(data, allow_nan=False)
 
 
+@pytest.mark.unit
 def test_one_weight_both_best_and_in_force_is_named_once():
     summary = judged_summary("d", GRID, min_judged=0.8, named={"best": 0.6, "in force": 0.6})
     lines = summary.lines()
@@ -56,6 +58,7 @@ def test_one_weight_both_best_and_in_force_is_named_once():
         "--grid-pool` labels the rest)"]
 
 
+@pytest.mark.unit
 def test_no_sentence_at_or_above_min_judged_or_when_not_recorded():
     assert judged_summary("d", GRID, min_judged=0.6, named={"best": 0.6}).lines() == []
     assert not judged_summary("d", GRID, min_judged=0.0, named={"best": 0.6}).is_lower_bound
@@ -67,6 +70,7 @@ def test_no_sentence_at_or_above_min_judged_or_when_not_recorded():
     assert off_grid.named == () and len(off_grid.others) == 2
 
 
+@pytest.mark.unit
 def test_share_text_stays_visibly_below_the_threshold():
     assert share_text(0.74, 0.9) == "74%"
     assert share_text(0.895, 0.9) == "89.5%"  # "90%" would read as meeting 0.9

@@ -3,6 +3,8 @@ grid point's P@5 interval in its table (and the CLI's text table)."""
 
 from __future__ import annotations
 
+import pytest
+
 from calibration_corpus import FAST, corpus  # noqa: F401 (fixture)
 from eval_harness.calibration.report import (
     calibration_markdown,
@@ -15,6 +17,7 @@ from eval_harness.metrics.calibration import grid_p_at_5_intervals
 from eval_harness.settings import DecisionSettings
 
 
+@pytest.mark.unit
 def test_dataset_names_become_file_names_without_collisions():
     assert dataset_file_stem("scifact.v2-test_1") == "scifact.v2-test_1"
     odd, other = dataset_file_stem("prod store/eu"), dataset_file_stem("prod store?eu")

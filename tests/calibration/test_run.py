@@ -111,6 +111,7 @@ def test_unknown_dataset_and_empty_ground_truth(conn, tmp_path):
         calibrate_dataset(conn, name)
 
 
+@pytest.mark.unit
 def test_verdict_sentence_names_an_unreachable_band():
     from eval_harness.calibration.verdict import VerdictBands, verdict_sentence
 

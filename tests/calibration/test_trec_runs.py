@@ -17,6 +17,7 @@ from eval_harness.metrics.calibration import weight_grid
 
 
 # --------------------------------------------------- TREC runs vs ranx and trec_eval
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [2, 10])
 def test_trec_runs_give_our_metrics_in_ranx_and_trec_eval(conn, corpus, tmp_path, depth):
     grid = weight_grid(start=0.0, stop=1.0, step=0.1)

@@ -23,16 +23,10 @@ from eval_dataset_files import deepeval_case, write_deepeval_json
 from eval_harness_pipelines import cli as pipelines_cli
 from traced_rag import otlp_json_lines, phoenix_rest_spans, run_rag
 
-
-@pytest.fixture
-def project(tmp_path, fresh, monkeypatch):
-    """The shipped config.yaml (gates reading the harness's own answers table) on a database
-    of its own: the traced answers are dated today, and the tests count its rows."""
-    config = harness_answers_config(tmp_path)
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return config
+# The shipped config.yaml (gates reading the harness's own answers table) on a database of its
+# own: the traced answers are dated today, and the tests count its rows.
+pytestmark = pytest.mark.project(config=lambda path: harness_answers_config(path.parent),
+                                 database="fresh")
 
 
 def test_import_of_traces_says_the_format_and_counts(project, capsys, tmp_path):

@@ -15,12 +15,7 @@ from eval_harness.calibration.history import read_grid_history
 from eval_harness.retrieval.report import retrieval_report
 from eval_harness.settings import load_settings
 
-
-@pytest.fixture
-def project(tmp_path, store, corpus, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return write_config(tmp_path / "config.yaml", corpus)
+pytestmark = pytest.mark.project(config=write_config)  # the corpus's config
 
 
 def test_calibrate_keeps_the_weights_in_force_when_the_gain_is_noise(project, corpus, capsys,

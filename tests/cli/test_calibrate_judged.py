@@ -11,12 +11,7 @@ import pytest
 from calibration_corpus import corpus, write_config  # noqa: F401 (fixture)
 from eval_harness_pipelines import cli
 
-
-@pytest.fixture
-def project(tmp_path, store, corpus, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return write_config(tmp_path / "config.yaml", corpus)
+pytestmark = pytest.mark.project(config=write_config)  # the corpus's config
 
 
 def _calibrate(project, corpus, capsys, min_judged, *extra):

@@ -105,16 +105,15 @@ history:
 """
 
 
-@pytest.fixture
-def project(tmp_path, store, datasets, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    path = tmp_path / "config.yaml"
+def write_both(path, datasets):
+    """CONFIG for the two datasets, ``keyword`` as ``a`` and ``semantic`` as ``b``."""
     path.write_text(CONFIG.format(a=datasets["keyword"]["name"],
                                   a_folder=datasets["keyword"]["folder"],
                                   b=datasets["semantic"]["name"],
                                   b_folder=datasets["semantic"]["folder"]))
-    return path
+
+
+pytestmark = pytest.mark.project(config=write_both)
 
 
 def calibrate(capsys, config, *args) -> dict:

@@ -55,7 +55,9 @@ def write_config(root, extra_own: dict | None = None) -> str:
 
 
 @pytest.fixture(params=["text", "uuid"])
-def project(request, tmp_path, fresh, beir_folder, monkeypatch):
+def own_ids(request, fresh, beir_folder) -> str:
+    """The RAG store and one of its own ids' kind (text or uuid) in the test's database, with
+    two served answers citing own ids, one of them unknown; returns the kind."""
     kind = request.param
     with fresh.connection() as conn:
         build_rag_store(conn, beir_folder, schema="rag")
@@ -68,28 +70,28 @@ def project(request, tmp_path, fresh, beir_folder, monkeypatch):
                 "'2025-03-01T11:00:00Z')".replace("{t}",
                                                   "varchar[]" if kind == "text" else "uuid[]"),
                 (own_doc_id(kind, 1), own_doc_id(kind, 2), UNKNOWN[kind]))
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for variable in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY",
-                     "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return {"kind": kind, "root": tmp_path, "config": write_config(tmp_path), "store": fresh}
+    return kind
+
+
+pytestmark = pytest.mark.project(config=lambda path, own_ids: write_config(path.parent),
+                                 database="fresh", chdir=True)
 
 
 UNKNOWN = {"text": "doc-999", "uuid": "00000000-0000-4000-8000-000000000999"}
 
 
 def cli(capsys, project, *argv):
-    return run_cli(capsys, "--config", project["config"], *argv)
+    return run_cli(capsys, "--config", str(project), *argv)
 
 
 def checksum(project) -> str:
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         return own_store_checksum(conn, "own")
 
 
-def test_a_store_with_own_ids_runs_through_every_command(project, capsys):
-    kind, root = project["kind"], project["root"]
+@pytest.mark.slow
+def test_a_store_with_own_ids_runs_through_every_command(project, own_ids, capsys):
+    kind, root = own_ids, project.folder
     before = checksum(project)
     doc_ids = {own_doc_id(kind, n) for n in range(1, 61)}
     for dataset in ("own", "ints"):
@@ -138,7 +140,7 @@ def test_a_store_with_own_ids_runs_through_every_command(project, capsys):
                          "--trec-runs", str(runs))
     result = json.loads(out)
     assert code in (0, 1) and "Traceback" not in err, err  # 1: the P@5 verdict failed
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         qrels = {qid: {doc: 1 for doc in expected} for qid, expected in conn.execute(
             "SELECT id::text, expected_ids::text[] FROM own.questions")}
     warnings.filterwarnings("ignore")  # numba casting warnings inside ranx
@@ -155,7 +157,7 @@ def test_a_store_with_own_ids_runs_through_every_command(project, capsys):
     assert "Traceback" not in err, err
     checks = {c["gate"]: c for c in json.loads(out)["checks"]}
     assert checks["citation_coverage"]["failing_answer_ids"] == ["a2"]
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         missing = conn.execute(
             "SELECT details->'missing_sources' FROM eval_harness.gate_results "
             "WHERE answer_id = 'a2' AND gate = 'citation_coverage'").fetchone()[0]

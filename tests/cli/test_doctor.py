@@ -74,13 +74,6 @@ def ingested(store):
         conn.commit()
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.echo_auth_on_error = False
-    return server
-
-
 def fake_env(store, fake, **more) -> dict[str, str]:
     return {"DATABASE_URL": store.url, "OPENAI_API_KEY": OPENAI_KEY,
             "ANTHROPIC_API_KEY": ANTHROPIC_KEY, "OPENAI_BASE_URL": fake.openai_base_url,
@@ -199,6 +192,7 @@ def test_unreachable_store_is_a_fail_line_and_exit_1(tmp_path, monkeypatch, caps
         assert line(out.splitlines(), name).startswith("skip")
 
 
+@pytest.mark.unit
 def test_a_bad_config_is_a_fail_line_not_an_error(tmp_path, capsys):
     config = tmp_path / "bad.yaml"
     config.write_text("hybrid_search: {semantic: 2.0}\n")

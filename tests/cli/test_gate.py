@@ -12,23 +12,16 @@ import pytest
 from answer_files import SAMPLE
 from cli_runs import run_cli
 
-# --- the gate command ------------------------------------------------------------------------
-
-@pytest.fixture
-def project(tmp_path, store, monkeypatch):
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+pytestmark = pytest.mark.project(config=f"""
 quality_gates:
   partition_start: 2025-01-01
   answers_file: {SAMPLE}
 dagster:
   home: dagster-home
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return config
 
+
+# --- the gate command ------------------------------------------------------------------------
 
 def test_gate_command_exit_codes_and_json(project, capsys):
     code, out, err = run_cli(capsys, "--config", project, "answers", "import", SAMPLE)

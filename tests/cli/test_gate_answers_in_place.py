@@ -36,25 +36,25 @@ dagster:
 
 
 @pytest.fixture
-def project(tmp_path, fresh, beir_folder, monkeypatch):
+def served(fresh, beir_folder):
+    """The RAG store with its served answers laid out, in the test's database."""
     with fresh.connection() as conn:
         build_rag_store(conn, beir_folder, schema="rag")
         lay_out_served_answers(conn)
-    config = tmp_path / "config.yaml"
-    config.write_text(CONFIG.format(created_at="served_at"))
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return {"config": config, "store": fresh}
+
+
+pytestmark = pytest.mark.project(
+    config=lambda path, served: path.write_text(CONFIG.format(created_at="served_at")),
+    database="fresh")
 
 
 def checksum(project) -> str:
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         return served_checksum(conn)
 
 
 def test_both_gate_paths_read_the_answers_in_place(project, capsys):
-    before, config = checksum(project), project["config"]
+    before, config = checksum(project), project
     code, out, err = run_cli(capsys, "--config", config, "gate", "--since", DAY, "--json")
     assert code == 1, err  # citation_coverage: 3 of 4 < 0.90, blocking
     checks = {c["gate"]: c for c in json.loads(out)["checks"]}
@@ -71,7 +71,7 @@ def test_both_gate_paths_read_the_answers_in_place(project, capsys):
 
 def test_a_bad_mapping_and_an_import_are_refused_in_one_sentence(project, capsys, tmp_path):
     before = checksum(project)
-    code, _, err = run_cli(capsys, "--config", project["config"], "answers", "import", SAMPLE)
+    code, _, err = run_cli(capsys, "--config", project, "answers", "import", SAMPLE)
     assert code == 2 and "'quality_gates.answers' maps the RAG system's own table " \
         "rag.served_answers, which the harness only reads" in err
     bad = tmp_path / "bad.yaml"

@@ -30,15 +30,10 @@ IDS = (TITLE_AND_CLEAR, NEWLINE, CONTROLS, MARKUP, ORDINARY)
 # What the data holds that must never reach a terminal or a CI file as itself.
 ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
-
-@pytest.fixture
-def project(tmp_path, fresh, monkeypatch):
-    """The shipped config.yaml on a database of its own (the gates read the harness's own
-    answers table; the LLM gates fall back to local judges without API keys)."""
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for name in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    return harness_answers_config(tmp_path)
+# The shipped config.yaml on a database of its own (the gates read the harness's own answers
+# table; the LLM gates fall back to local judges without API keys).
+pytestmark = pytest.mark.project(config=lambda path: harness_answers_config(path.parent),
+                                 database="fresh")
 
 
 def hostile_answers(folder):

@@ -10,22 +10,19 @@ import pytest
 from cli_runs import run_cli
 from review_store import (
     agreeing_scores,
-    agreement_project,
     disagreeing_scores,
     read_csv,
     set_scores,
+    write_agreement_config,
     write_csv,
 )
 
-
-@pytest.fixture
-def project(tmp_path, dataset, store, monkeypatch):
-    return agreement_project(tmp_path, dataset, store, monkeypatch)
+pytestmark = pytest.mark.project(config=write_agreement_config)
 
 
 def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp_path):
-    cfg = project["config"]
-    set_scores(db, project["name"], disagreeing_scores())
+    cfg = project
+    set_scores(db, project.default_dataset, disagreeing_scores())
     code, out, err = run_cli(capsys, "--config", cfg, "agreement")
     assert code == 1 and "Gate: FAIL" in out  # ran, found the labels untrustworthy
     code, out, _ = run_cli(capsys, "--config", cfg, "agreement", "--json")
@@ -45,8 +42,9 @@ def test_cli_review_round_trip_and_agreement_exit_codes(project, db, capsys, tmp
     code, out, err = run_cli(capsys, "--config", cfg, "review", "import", file)
     assert code == 0 and "1 verdict(s) stored" in out, err
 
-    set_scores(db, project["name"], agreeing_scores())
-    code, out, _ = run_cli(capsys, "--config", cfg, "agreement", "--dataset", project["name"])
+    set_scores(db, project.default_dataset, agreeing_scores())
+    code, out, _ = run_cli(capsys, "--config", cfg, "agreement", "--dataset",
+                           project.default_dataset)
     assert code == 0 and "Gate: PASS" in out
     code, _, err = run_cli(capsys, "--config", cfg, "review", "export", file, "--dataset", "nope")
     assert code == 2 and "Dataset 'nope' is not in the store" in err

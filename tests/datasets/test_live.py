@@ -138,6 +138,7 @@ def test_a_stored_tsvector_column_ranks_like_the_expression(fresh, beir_folder):
 
 # ------------------------------------------------------------------ names as SQL reads them
 
+@pytest.mark.unit
 def test_relation_and_column_names_are_read_as_sql_reads_them():
     from eval_harness.settings.datasets import parse_sql_name, sql_name
 

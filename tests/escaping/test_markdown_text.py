@@ -13,6 +13,8 @@ from markdown_it import MarkdownIt
 import eval_harness.escaping.markdown_text as module
 from eval_harness.escaping.markdown_text import markdown_code, markdown_inline
 
+pytestmark = pytest.mark.unit
+
 RENDERER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 HOSTILE = ["<img src=x onerror=alert(1)>", "[link](http://evil.example)", "![i](x.png)",
            "<http://evil.example>", "**bold** _em_ *em* ~~del~~", "a | b | c", "`code`",

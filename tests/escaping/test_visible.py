@@ -12,6 +12,8 @@ import pytest
 import eval_harness.escaping.visible as module
 from eval_harness.escaping.visible import encodable, visible, visible_lines
 
+pytestmark = pytest.mark.unit
+
 ORDINARY = ["sa-0304-07", "Café au lait, naïve résumé", "東京の答え", "데이터", "Ελληνικά",
             "עברית", "العربية", "emoji 👩‍💻 ✓", "C:\\data\\answers.jsonl", "a\\nb (a backslash)",
             "tabs and  spaces", "🇫🇷 flag"]

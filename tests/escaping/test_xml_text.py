@@ -8,8 +8,12 @@ import random
 import xml.etree.ElementTree as ET
 from xml.parsers import expat
 
+import pytest
+
 import eval_harness.escaping.xml_text as module
 from eval_harness.escaping.xml_text import xml_safe, xml_safe_tree
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_doctests_run():

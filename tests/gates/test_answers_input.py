@@ -27,6 +27,7 @@ def write_lines(path, lines: list[bytes]):
 
 # --- 5a: a byte that is not UTF-8 is named on its own line ---------------------------------
 
+@pytest.mark.unit
 def test_bad_utf8_byte_names_its_line_and_the_byte(tmp_path):
     tag = uuid.uuid4().hex[:8]
     lines = [answer_line(f"{tag}-{n}").encode() for n in range(1, 6)]
@@ -52,6 +53,7 @@ def test_bad_utf8_imports_nothing(conn, tmp_path):
                         (f"{tag}%",)).fetchone()[0] == 0
 
 
+@pytest.mark.unit
 def test_byte_order_mark_and_crlf_are_still_read(tmp_path):
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + answer_line("a").encode() + b"\r\n"
@@ -75,6 +77,7 @@ def test_answer_from_the_year_2999_is_refused_naming_file_line_and_date(conn, tm
                         (f"{tag}%",)).fetchone()[0] == 0
 
 
+@pytest.mark.unit
 def test_future_tolerance_is_one_day_of_clock_skew(tmp_path):
     now = datetime.now(UTC)
     soon = (now + timedelta(hours=12)).isoformat()

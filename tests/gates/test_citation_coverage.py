@@ -26,6 +26,7 @@ from gate_sources import sources
 
 # --- citation extraction ---------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_accepted_citation_forms():
     answer = "A [1]. B [1][2]. C [1, 2]. D [2;3]. E [1-3]. F [2–4]. G [1, 3-4]. H [ 5 ]. I [3-1]."
     assert [(c.marker, c.numbers) for c in extract_citations(answer)] == [
@@ -35,11 +36,13 @@ def test_accepted_citation_forms():
     ]
 
 
+@pytest.mark.unit
 def test_what_is_not_a_citation():
     answer = "Footnote [^1], year [2020], letters [a], code `x[1]`.\n\n```\ny = z[2]\n```\n"
     assert extract_citations(answer) == []
 
 
+@pytest.mark.unit
 def test_citation_lines_are_lines_of_the_original_answer():
     answer = "Intro [1].\n\n```\nline [9]\n```\n\nAfter code [2]."
     assert extract_citations(answer) == [Citation("[1]", (1,), 1), Citation("[2]", (2,), 7)]
@@ -47,6 +50,7 @@ def test_citation_lines_are_lines_of_the_original_answer():
 
 # --- sentence splitting ----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_abbreviations_do_not_end_sentences():
     answer = ("Dr. Smith compared tools, e.g. Python and Rust. Results from the U.S. Census "
               "agree, i.e. They match. Lewis et al. (2020) found it vs. Baselines. Done.")
@@ -58,6 +62,7 @@ def test_abbreviations_do_not_end_sentences():
     ]
 
 
+@pytest.mark.unit
 def test_numbers_initials_and_lowercase_continuations():
     answer = ("See No. 5 for details. Fig. 3 shows it. The plan by J. Smith was cheap. "
               "Apples, pears, etc. and more fruit. The answer is no. The end.")
@@ -71,6 +76,7 @@ def test_numbers_initials_and_lowercase_continuations():
     ]
 
 
+@pytest.mark.unit
 def test_decimals_and_urls_are_not_split():
     answer = ("Recall rose by 3.14 points to 0.62 overall. See https://example.com/a.b?x=1.5 "
               "for data. Visit www.example.org. It has more.")
@@ -82,6 +88,7 @@ def test_decimals_and_urls_are_not_split():
     ]
 
 
+@pytest.mark.unit
 def test_question_exclamation_and_markers_after_the_stop():
     answer = "Wait! Is it true? Yes. RAG helps.[1] It works. [2] Really well [3]."
     assert split_sentences(answer) == [
@@ -89,6 +96,7 @@ def test_question_exclamation_and_markers_after_the_stop():
     ]
 
 
+@pytest.mark.unit
 def test_each_list_item_is_one_unit():
     answer = ("Intro text here:\n\n"
               "- First item. Still the first item [1]\n"
@@ -109,11 +117,13 @@ def test_each_list_item_is_one_unit():
     ]
 
 
+@pytest.mark.unit
 def test_a_line_right_after_a_list_item_continues_it():
     assert split_sentences("- An item\nstill the item. Yes.\n\nNew paragraph.") == [
         "An item still the item. Yes.", "New paragraph."]
 
 
+@pytest.mark.unit
 def test_headings_and_code_are_not_units():
     answer = ("# Title\n\n## Section [1]\nText one.\n\n"
               "```python\nx = 1. Not a sentence\n```\n\n"
@@ -125,6 +135,7 @@ def test_headings_and_code_are_not_units():
     assert split_sentences(answer) == ["Text one.", "Use   now.", "Done.", "Last line."]
 
 
+@pytest.mark.unit
 def test_table_rows_blockquotes_and_paragraph_lines():
     answer = ("| Method | Recall |\n|---|---|\n| BM25 works well | 0.61 [1] |\n\n"
               "> Quoted claim one. Quoted claim two.\n\n"
@@ -136,6 +147,7 @@ def test_table_rows_blockquotes_and_paragraph_lines():
     ]
 
 
+@pytest.mark.unit
 def test_degenerate_splitting():
     assert split_sentences("") == []
     assert split_sentences("\n\n  \n") == []
@@ -145,6 +157,7 @@ def test_degenerate_splitting():
 
 # --- claim sentences -------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("unit", "expected"), [
     ("RAG reduces hallucination rates [1].", True),         # 4 words
     ("RAG reduces hallucinations [1].", False),              # 3 words
@@ -161,6 +174,7 @@ def test_claim_sentence(unit, expected):
     assert is_claim_sentence(unit) is expected
 
 
+@pytest.mark.unit
 def test_claim_word_minimum_is_an_option():
     assert is_claim_sentence("It doesn't work for GPT-4 models.", min_words=6) is True
     assert is_claim_sentence("It doesn't work for GPT-4 models.", min_words=7) is False
@@ -187,6 +201,7 @@ print("not counted. Not at all [7]")
 """
 
 
+@pytest.mark.unit
 def test_coverage_counts_cited_claim_sentences():
     result = citation_coverage(COVERAGE_ANSWER, sources(2))
     # claims: "Retrieval-augmented ... [1]." cited, "It reduces ... practice." uncited,
@@ -209,6 +224,7 @@ def test_coverage_counts_cited_claim_sentences():
     }
 
 
+@pytest.mark.unit
 def test_invalid_citation_halves_the_score():
     result = citation_coverage(COVERAGE_ANSWER, sources(1))
     assert result.details["invalid_citations"] == [2]  # [2] and the 2 of [1, 2]
@@ -216,6 +232,7 @@ def test_invalid_citation_halves_the_score():
     assert result.score == 0.3  # 0.6 * 0.5
 
 
+@pytest.mark.unit
 def test_coverage_threshold_is_inclusive_and_configurable():
     cited = "- Claim number one is here [1]\n" * 7
     uncited = "- Claim number one is here\n" * 3
@@ -225,6 +242,7 @@ def test_coverage_threshold_is_inclusive_and_configurable():
     assert citation_coverage(COVERAGE_ANSWER, sources(2), threshold=0.6).passed is True
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("answer", "source_count", "invalid", "score"), [
     ("The first claim is cited [0].", 1, [0], 0.5),        # coverage 1.0, n < 1
     ("The first claim is cited [1-3].", 2, [3], 0.5),     # a range reaching past the sources
@@ -239,6 +257,7 @@ def test_invalid_citations_and_missing_sources(answer, source_count, invalid, sc
     assert result.score == score
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("answer", [
     "",
     "   \n\n",
@@ -254,6 +273,7 @@ def test_no_claim_sentence_is_degenerate_and_fails(answer):
     assert result.details["degenerate"] == "no_claim_sentences"
 
 
+@pytest.mark.unit
 def test_uncited_claims_are_capped_but_counted():
     answer = "\n".join(f"- Uncited claim number {n} here" for n in range(15))
     result = citation_coverage(answer, sources(1))
@@ -262,6 +282,7 @@ def test_uncited_claims_are_capped_but_counted():
     assert result.details["uncited_claims"][0] == "Uncited claim number 0 here"
 
 
+@pytest.mark.unit
 def test_marker_outside_claims_does_not_make_a_claim_cited():
     # "[x]" is not a marker, so every "[" does not open one and each unit is searched.
     answer = "A claim with a [x] bracket here. A claim with a real cite here [1]."
@@ -281,6 +302,7 @@ markdownish = pieces_of(list("abcXYZ019 .!?:,;-*+#|>[]()`~\n\t")
                         max_size=120)
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(answer=markdownish, source_count=st.integers(min_value=0, max_value=4))
 def test_scores_stay_in_range(answer, source_count):
@@ -294,6 +316,7 @@ def test_scores_stay_in_range(answer, source_count):
     json.dumps(fmt.to_dict())
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(answer=pieces_of(list("abcXYZ09 .!?:-*#[]()\n") + ["[1]", "Word "], max_size=80),
        code=pieces_of(list("abc09 .!?#-*[]()\n") + ["[7]"], max_size=40))
@@ -313,6 +336,7 @@ def test_an_out_of_range_citation_exactly_halves(answer):
         assert invalid.score == valid.score * 0.5
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(answer=markdownish)
 @example(answer="a```a\na[1]a```")  # Hypothesis: a code span over a line break hides [1]
@@ -327,6 +351,7 @@ def test_gate_counts_agree_with_the_public_helpers(answer):
 
 # --- fast paths give the same answers as the general rules -----------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("unit, expected", [
     ("Does RAG reduce hallucination rates? [١]", False),   # Unicode digit: still a marker
     ("Does RAG reduce hallucination rates?[1][2]", False),
@@ -339,6 +364,7 @@ def test_claim_sentence_fast_paths(unit, expected):
     assert is_claim_sentence(unit) is expected
 
 
+@pytest.mark.unit
 def test_sentence_ends_after_markers_digits_and_abbreviations():
     answer = ("It rose by 3.14 points [2]. Dr. Lewis agrees.[1] See No. 5 again. "
               "Use e.g. BM25 here. It ends 2020. Done.")
@@ -348,11 +374,13 @@ def test_sentence_ends_after_markers_digits_and_abbreviations():
     ]
 
 
+@pytest.mark.unit
 def test_thematic_breaks_and_list_items_that_look_alike():
     answer = "- - -\n\n- item one is here -\n\n* * *\n\n* item two is here *"
     assert split_sentences(answer) == ["item one is here -", "item two is here *"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("answer", [
     "\n- ```[1]e.g.e.g.",                                   # found by Hypothesis
     "- ```\n  Aspirin lowers the risk of attack [1].\n  ```",

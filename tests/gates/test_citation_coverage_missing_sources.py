@@ -8,6 +8,8 @@ import pytest
 
 from eval_harness.gates.citation_coverage import citation_coverage
 
+pytestmark = pytest.mark.unit
+
 MISSING = {"id": 99999, "text": "", "missing": True}
 FOUND = {"id": 5, "text": "Coffee raises blood pressure briefly."}
 TWO_CLAIMS = "Coffee raises blood pressure briefly [1]. Sleep helps memory in older adults [2]."

@@ -10,6 +10,9 @@ import pytest
 
 from eval_harness.gates.format_compliance import FORMAT_COMPLIANCE_THRESHOLD, format_compliance
 
+pytestmark = pytest.mark.unit
+
+
 # --- format_compliance -----------------------------------------------------------------------
 
 CLEAN_ANSWER = """## Retrieval

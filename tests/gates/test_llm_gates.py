@@ -24,19 +24,11 @@ from eval_harness.settings import GateSettings
 from eval_harness.settings.judges import RetrySettings
 from eval_harness_pipelines.assets.quality_gates import quality_gate_assets
 from eval_harness_pipelines.resources import default_resources
-from fake_llm_server import default_reply, judge_settings, poor_verdicts_for
+from fake_llm_server import judge_settings, poor_verdicts_for
 
 POOR = "POOR-ANSWER"
 _days = iter(date(2024, 8, 1) + timedelta(days=i) for i in range(60))
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate = 0.0, 0.0
-    server.responder = poor_verdicts_for(POOR)  # a poor verdict for answers marked POOR
-    yield server
-    server.responder = default_reply
+pytestmark = pytest.mark.fake_llm(responder=poor_verdicts_for(POOR))  # poor for POOR answers
 
 
 def llm_settings(settings, fake):

@@ -33,6 +33,8 @@ from eval_harness.judges.protocol import ClaimCheck, Grounding, JudgeResult, Out
 from eval_harness.settings import load_settings
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
 FACT = "The bridge over the river Wear was opened in 1929 and carries 18,000 vehicles a day."
 PADDING = "Puffins nest on the cliffs of the island every summer, and birdwatchers count them. "
 

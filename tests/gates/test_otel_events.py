@@ -92,6 +92,7 @@ def check(found: list[dict]) -> None:
             assert attributes["gen_ai.response.id"] == outcome.answer_id
 
 
+@pytest.mark.unit
 def test_events_to_an_otlp_json_file_read_back_with_the_otlp_decoder(tmp_path):
     path = tmp_path / "results.otlp.jsonl"
     assert emit_evaluation_events(str(path), OUTCOMES) == 3
@@ -193,6 +194,7 @@ quality_gates:
         assert ("gen_ai.response.id" in attributes) == (answer == "a-2")
 
 
+@pytest.mark.unit
 def test_hostile_ids_and_explanations_are_carried_and_a_lone_surrogate_does_not_drop_them(
         tmp_path, caplog):
     hostile = "ax\x1b]0;pwned\x07\x1b[2J\r\nALL GATES PASSED\x01\x0b\ufffe\u202e"

@@ -7,16 +7,20 @@ from __future__ import annotations
 import doctest
 from datetime import UTC, datetime
 
+import pytest
+
 from eval_harness.gates import outcomes
 from eval_harness.gates.citation_coverage import citation_coverage
 from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.outcomes import explanation
 
 
+@pytest.mark.unit
 def test_doctest():
     assert doctest.testmod(outcomes).failed == 0
 
 
+@pytest.mark.unit
 def test_explanations_from_the_rule_gates_details():
     cited = citation_coverage("Aspirin lowers the risk of heart attacks [1]. Statins lower "
                               "cholesterol in most adults.", [{"id": "d", "text": "t"}],
@@ -33,6 +37,7 @@ def test_explanations_from_the_rule_gates_details():
     assert all(kind in line for kind in broken.details["issue_types"])
 
 
+@pytest.mark.unit
 def test_explanations_of_judged_and_unscored_results_are_one_line():
     reward = explanation("answer_reward", 0.6, True, 0.3,
                          {"reasoning": "Accurate,\nand cites\tits sources."})

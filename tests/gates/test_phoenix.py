@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from eval_harness.gates.outcomes import GateOutcome
 from eval_harness.gates.phoenix import annotation
+
+pytestmark = pytest.mark.unit
 
 HOSTILE = "ax\x1b]0;pwned\x07\x1b[2J\r\nALL GATES PASSED\x01\ufffe\u202e"
 

@@ -27,10 +27,7 @@ def phoenix(tmp_path_factory):
         yield url
 
 
-@pytest.fixture
-def project(tmp_path, fresh, monkeypatch):
-    config = tmp_path / "config.yaml"
-    config.write_text("""
+pytestmark = [pytest.mark.slow, pytest.mark.project(database="fresh", config="""
 quality_gates:
   partition_start: 2025-01-01
   answers_file: null
@@ -41,11 +38,7 @@ quality_gates:
     answer_reward: {enabled: false}
 dagster:
   home: dagster-home
-""")
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return config
+""")]
 
 
 def send_spans(url: str, spans) -> None:

@@ -13,6 +13,9 @@ from eval_harness.gates.format_compliance import format_compliance
 from eval_harness.gates.result import GateResult, check_threshold
 from gate_sources import sources
 
+pytestmark = pytest.mark.unit
+
+
 # --- GateResult ------------------------------------------------------------------------------
 
 def test_gate_result_is_frozen_and_json_serialisable():

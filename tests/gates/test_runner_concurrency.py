@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from colliding_processes import (  # noqa: F401 (fixture)
+from colliding_processes import (
     child_env,
     cli,
-    fake,
     fake_keys,
     finish,
     held,
@@ -143,6 +142,7 @@ GATE_RUN = """
 """
 
 
+@pytest.mark.slow
 def test_a_killed_gate_run_finished_by_two_reruns_at_once_evaluates_each_answer_once(
         fresh, tmp_path, gate_fake, server_url):
     """(a) The run (batches of 2 answers) is killed after its first batches; (b) then two gate

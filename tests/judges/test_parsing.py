@@ -19,6 +19,8 @@ from eval_harness.judges.parsing import (
 )
 from eval_harness.judges.protocol import AnswerEvaluation, reward_from_criteria
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("reply, expected", [
     ("0.7", 0.7), ("0.7.", 0.7), ("Score: 0.7", 0.7), ("**0.7**", 0.7), (" 0.7 \n", 0.7),

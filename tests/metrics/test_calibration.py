@@ -21,6 +21,8 @@ from eval_harness.retrieval.sweep import CandidateSet, SweepResult, sweep_weight
 from eval_harness.retrieval.weights import DEFAULT_WEIGHTS
 from sweep_candidates import random_queries
 
+pytestmark = pytest.mark.unit
+
 
 def test_weight_grid_holds_exact_decimals():
     assert DEFAULT_WEIGHTS.tolist() == [0.5, 0.6, 0.7, 0.8, 0.9]

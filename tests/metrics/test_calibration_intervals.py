@@ -6,6 +6,8 @@ from scipy import stats
 
 from eval_harness.metrics.calibration import grid_p_at_5_intervals, paired_bootstrap_interval
 
+pytestmark = pytest.mark.unit
+
 
 def _small_sweep(seed: int = 3, n_weights: int = 4, n_queries: int = 30) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 6, (n_weights, n_queries)) / 5.0  # P@5

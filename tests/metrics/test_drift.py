@@ -10,6 +10,8 @@ from scipy import stats
 from eval_harness.metrics.drift import drift_alarm, paired_shift, wilson_lower_bound
 from eval_harness.metrics.proportions import wilson_interval
 
+pytestmark = pytest.mark.unit
+
 REPETITIONS = 200
 
 

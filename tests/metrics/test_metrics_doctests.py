@@ -21,6 +21,8 @@ import pytest
 
 import eval_harness.metrics as metrics
 
+pytestmark = pytest.mark.unit
+
 MODULE_NAMES = sorted([metrics.__name__] + [
     info.name for info in pkgutil.walk_packages(metrics.__path__, metrics.__name__ + ".")])
 

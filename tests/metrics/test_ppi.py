@@ -92,6 +92,7 @@ def test_estimate_and_interval_equal_ppi_python_on_random_cases(lam):
         assert set(tuned_lambdas) == {lam}
 
 
+@pytest.mark.unit
 def test_hand_worked_classical_example():
     # y = [1, 0], judges on them [1, 1], judges on all four [1, 1, 0, 1], lam = 1:
     # estimate = 3/4 + mean(0, -1) = 0.25; R = var(0, -1) = 0.25; I = var(1, 1, 0, 1) = 0.1875;
@@ -105,6 +106,7 @@ def test_hand_worked_classical_example():
     assert result.lam == 1.0
 
 
+@pytest.mark.unit
 def test_lambda_zero_is_the_human_sample_alone():
     rng = np.random.default_rng(3)
     human, judge = p_at_5_population(rng, 500)
@@ -114,6 +116,7 @@ def test_lambda_zero_is_the_human_sample_alone():
     assert half_width(result) == pytest.approx(Z95 * y.std() / math.sqrt(80))
 
 
+@pytest.mark.unit
 def test_constant_judge_gives_the_human_mean_with_lambda_one():
     result = prediction_powered_mean(
         y_labeled=[0.2, 0.6, 0.4], yhat_labeled=[0.8] * 3, yhat_unlabeled=[0.8] * 10
@@ -122,6 +125,7 @@ def test_constant_judge_gives_the_human_mean_with_lambda_one():
     assert result.estimate == pytest.approx(0.4)
 
 
+@pytest.mark.unit
 def test_tuned_lambda_leans_on_people_when_the_judge_is_noisy():
     # A judge whose noise dwarfs its signal: classical PPI (lam = 1) is wider than the human
     # sample alone; the tuned weight is small and its interval the narrowest of the three.
@@ -135,6 +139,7 @@ def test_tuned_lambda_leans_on_people_when_the_judge_is_noisy():
     assert half_width(tuned) < min(half_width(classical), half_width(people))
 
 
+@pytest.mark.unit
 def test_to_dict_is_the_calibrate_json_object():
     result = prediction_powered_mean(
         y_labeled=[1, 0], yhat_labeled=[1, 1], yhat_unlabeled=[1, 1, 0, 1], lam=1.0
@@ -151,6 +156,7 @@ def test_to_dict_is_the_calibrate_json_object():
         result.estimate = 0.0  # frozen: a reported figure is not edited afterwards
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
@@ -172,6 +178,7 @@ def test_degenerate_input_is_refused_in_one_sentence(inputs, message):
         assert str(error.value).count(". ") == 0 and str(error.value).endswith(".")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("option", "message"),
     [({"alpha": 1.0}, "alpha must lie"), ({"lam": 1.5}, "lam must lie"),
@@ -187,6 +194,7 @@ def test_bad_options_are_refused(option, message):
 # ------------------------------------------------------------------ coverage by simulation
 
 
+@pytest.mark.unit
 def test_ppi_interval_covers_human_p_at_5_where_the_judge_mean_misses():
     """200 labelled of 2,000 queries, a judge over-rating by +0.1 with noise, 200 repetitions.
 
@@ -240,6 +248,7 @@ def test_four_times_the_labels_halve_the_width_when_the_judged_term_is_small():
     assert ratio == pytest.approx(0.5, abs=0.02)
 
 
+@pytest.mark.unit
 def test_plan_accounts_for_the_judged_term():
     # 10,000 judged queries, 200 labelled, classical PPI: I / N is not negligible, so 4n is not
     # enough (about 0.53 of the width) and the plan asks for more; its figure does halve it.
@@ -255,6 +264,7 @@ def test_plan_accounts_for_the_judged_term():
     assert mean_half_width(rng, human, judge, 4 * n, lam=1.0) / base > 0.52
 
 
+@pytest.mark.unit
 def test_plan_is_none_when_labelling_every_query_would_not_halve_the_width():
     # 2,000 judged, 200 labelled, classical PPI: the judged term alone holds the width above
     # half even with every query labelled.
@@ -273,6 +283,7 @@ def test_plan_is_none_when_labelling_every_query_would_not_halve_the_width():
     assert halving_plan(big_human, big_judge, np.arange(200), lam=1.0) is not None
 
 
+@pytest.mark.unit
 def test_plan_is_zero_when_the_width_is_already_zero():
     assert labels_to_halve_width(y_labeled=[0.4, 0.4], yhat_labeled=[0.4, 0.4],
                                  yhat_unlabeled=[0.4] * 5) == 0

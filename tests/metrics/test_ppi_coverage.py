@@ -30,6 +30,7 @@ def per_query(store, tmp_path_factory):
     return hidden_qrels_p_at_5(store, tmp_path_factory.mktemp("scifact-hidden"))
 
 
+@pytest.mark.slow
 def test_the_ppi_interval_covers_the_qrels_p5_the_judges_miss(per_query):
     judge, human = per_query
     assert judge.size == 300

@@ -24,6 +24,8 @@ from scipy.stats import norm
 
 from eval_harness.metrics.ppi import prediction_powered_mean
 
+pytestmark = pytest.mark.unit
+
 REPETITIONS, N_QUERIES, SAMPLE = 200, 1000, 150
 TOP_A, TOP_B = [0, 1, 2, 3, 4], [0, 1, 2, 5, 6]
 

@@ -15,6 +15,8 @@ from eval_harness.metrics.ppi_plan import (
     plan_for_width,
 )
 
+pytestmark = pytest.mark.unit
+
 Z = norm.ppf(0.975)
 
 

@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 
 from eval_harness.metrics.proportions import wilson_interval
 
+pytestmark = pytest.mark.unit
+
+
 # --- Wilson interval ------------------------------------------------------------------------
 
 # Newcombe (1998), Statistics in Medicine 17:857-872, Table II, method 3 (Wilson score

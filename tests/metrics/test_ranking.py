@@ -22,6 +22,7 @@ from eval_harness.metrics.ranking import (
 QRELS = {"a": 2, "b": 0, "c": 1, "d": 1}  # relevant: a (grade 2), c, d; b judged not relevant
 
 
+@pytest.mark.unit
 def test_hand_worked_values():
     ranking = ["b", "a", "x", "c"]
     # top 5 holds a and c: 2 hits / 5 (denominator is k although only 4 were retrieved)
@@ -37,6 +38,7 @@ def test_hand_worked_values():
     assert ndcg_at_k(ranking, QRELS, k=10) == pytest.approx(0.540586, abs=1e-6)
 
 
+@pytest.mark.unit
 def test_perfect_ranking_scores_one():
     ranking = ["a", "c", "d"]
     assert ndcg_at_k(ranking, QRELS, k=10) == pytest.approx(1.0)
@@ -45,6 +47,7 @@ def test_perfect_ranking_scores_one():
     assert precision_at_k(ranking, QRELS, k=5) == pytest.approx(0.6) == p_at_k_ceiling(QRELS, k=5)
 
 
+@pytest.mark.unit
 def test_degenerate_inputs():
     no_relevant = {"a": 0, "b": 0}
     for metric in (precision_at_k, recall_at_k, ndcg_at_k, reciprocal_rank_at_k):
@@ -62,6 +65,7 @@ def test_degenerate_inputs():
     assert precision_at_k(["a", "c", "a"], QRELS, k=2) == 1.0
 
 
+@pytest.mark.unit
 def test_mean_metrics_averages_over_qrels_queries():
     qrels = {"q1": QRELS, "q2": {"z": 1}}
     means = mean_metrics({"q1": ["a", "c", "d"]}, qrels)  # q2 retrieved nothing: scores 0
@@ -73,6 +77,7 @@ def test_mean_metrics_averages_over_qrels_queries():
         mean_metrics({}, {})
 
 
+@pytest.mark.unit
 @settings(max_examples=200, deadline=None)
 @given(ranking=st.lists(st.integers(0, 30), unique=True, max_size=15),
        qrels=st.dictionaries(st.integers(0, 30), st.integers(0, 3), max_size=12),
@@ -137,6 +142,7 @@ def test_equal_to_ranx_on_random_runs():
     assert means["ndcg_at_10"] == pytest.approx(ranx_means["ndcg@10"], abs=1e-9)
 
 
+@pytest.mark.unit
 def test_equal_to_trec_eval_on_random_runs():
     pytrec_eval = pytest.importorskip("pytrec_eval")
     rankings, qrels, runs = _random_queries(3000, seed=11)

@@ -8,6 +8,8 @@ import pytest
 
 from eval_harness.metrics.ranking import judged_at_k, judged_share, precision_at_k
 
+pytestmark = pytest.mark.unit
+
 QRELS = {"a": 2, "b": 0, "c": 1}  # b is judged, as not relevant
 
 

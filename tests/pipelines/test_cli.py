@@ -24,16 +24,14 @@ QUERIES = {"q1": "aspirin heart", "q2": "cholesterol", "q3": "memory sleep"}
 QRELS = [("q1", "d1", 1), ("q1", "d3", 1), ("q2", "d2", 1), ("q3", "d5", 1)]
 
 
-@pytest.fixture
-def project(tmp_path, store, monkeypatch):
-    """A project folder with its own config.yaml and dataset, pointed at the test store."""
+def write_project(path):
+    """A config.yaml and its own dataset (in ``data`` beside it, under a new name)."""
     name = f"p{uuid.uuid4().hex[:8]}"
     # each query's vector equals its first relevant document's vector
     vectors = np.eye(len(DOCS), 8, dtype=np.float32)
-    write_beir(tmp_path / "data", DOCS, QUERIES, QRELS, doc_vectors=vectors,
+    write_beir(path.parent / "data", DOCS, QUERIES, QRELS, doc_vectors=vectors,
                query_vectors=vectors[[0, 1, 4]])
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    path.write_text(f"""
 default_dataset: {name}
 datasets:
   {name}:
@@ -46,15 +44,16 @@ hybrid_search:
 dagster:
   home: dagster-home
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)  # `run` sets it for its job
-    return {"config": config, "name": name, "root": tmp_path}
+
+
+# a project folder with its own config.yaml and dataset, on the test store (the fixture
+# clears EVAL_HARNESS_CONFIG, which `run` sets for its job)
+pytestmark = pytest.mark.project(config=write_project)
 
 
 def test_ingest_search_and_report(project, capsys):
-    cfg, name = str(project["config"]), project["name"]
-    code, out, _ = run_cli(capsys, "--config", cfg, "ingest", str(project["root"] / "data"),
+    cfg, name = str(project), project.default_dataset
+    code, out, _ = run_cli(capsys, "--config", cfg, "ingest", str(project.folder / "data"),
                            "--name", name)
     assert code == 0 and "6 new" in out and "PostgreSQL at" in out
     assert "***" in out or "@" not in out.split("PostgreSQL at")[1].split()[0]
@@ -73,22 +72,22 @@ def test_malformed_dataset_exits_2_with_one_sentence(project, capsys, tmp_path):
     folder = write_beir(tmp_path / "bad", DOCS, QUERIES, QRELS)
     with (folder / "queries.jsonl").open("a") as out:
         out.write("{not json\n")
-    code, out, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
-                             "--name", project["name"])
+    code, out, err = run_cli(capsys, "--config", str(project), "ingest", str(folder),
+                             "--name", project.default_dataset)
     assert code == 2
     assert err.count("\n") == 1 and "queries.jsonl:4: not valid JSON" in err
     assert "Traceback" not in err
 
 
 def test_unknown_dataset_exits_2(project, capsys):
-    code, _, err = run_cli(capsys, "--config", str(project["config"]), "search", "--dataset",
+    code, _, err = run_cli(capsys, "--config", str(project), "search", "--dataset",
                            "missing", "x", "--semantic-weight", "0")
     assert code == 2 and "Dataset 'missing' is not in the store" in err
 
 
 def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
-    cfg, name = str(project["config"]), project["name"]
-    assert run_cli(capsys, "--config", cfg, "ingest", str(project["root"] / "data"),
+    cfg, name = str(project), project.default_dataset
+    assert run_cli(capsys, "--config", cfg, "ingest", str(project.folder / "data"),
                    "--name", name)[0] == 0
     # the dataset was embedded with "test-random": no embedder can produce that model
     code, _, err = run_cli(capsys, "--config", cfg, "search", "--dataset", name, "new words")
@@ -98,6 +97,7 @@ def test_free_text_search_without_embedder_says_how_to_get_one(project, capsys):
     assert code == 0 and json.loads(out)["hits"][0]["external_id"] == "d2"
 
 
+@pytest.mark.unit
 def test_definitions_load_and_validate():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB
@@ -110,7 +110,7 @@ def test_definitions_load_and_validate():
 
 
 def test_assets_materialize_on_the_real_store(project, store):
-    resources = default_resources(config_path=str(project["config"]), database_url=store.url)
+    resources = default_resources(config_path=str(project), database_url=store.url)
     result = dg.materialize([corpus_and_ground_truth, retrieval_report], resources=resources)
     assert result.success
     by_key = {e.step_materialization_data.materialization.asset_key.to_user_string():
@@ -119,7 +119,7 @@ def test_assets_materialize_on_the_real_store(project, store):
     assert by_key["corpus"]["documents_new"].value == 6
     assert by_key["ground_truth"]["queries_new"].value == 3
     assert 0.0 <= by_key["retrieval_report"]["P@5"].value <= 1.0
-    assert (project["root"] / "reports" / "retrieval-report.md").is_file()
+    assert (project.folder / "reports" / "retrieval-report.md").is_file()
     # materializing again changes nothing in the store
     again = dg.materialize([corpus_and_ground_truth], resources=resources)
     meta = again.get_asset_materialization_events()[0].step_materialization_data.materialization
@@ -127,22 +127,23 @@ def test_assets_materialize_on_the_real_store(project, store):
 
 
 def test_run_command_runs_the_main_job(project, capsys):
-    answer = {"id": f"a-{project['name']}", "query": "q", "answer": "Aspirin helps [1].",
-              "sources": [{"id": "d1", "text": "aspirin"}],
-              "created_at": "2019-06-01T10:00:00Z"}  # before any other test's days
-    (project["root"] / "answers.jsonl").write_text(json.dumps(answer) + "\n")
-    with project["config"].open("a") as config:
+    # dated before any other test's days
+    answer = {"id": f"a-{project.default_dataset}", "query": "q", "answer": "Aspirin helps [1].",
+              "sources": [{"id": "d1", "text": "aspirin"}], "created_at": "2019-06-01T10:00:00Z"}
+    (project.folder / "answers.jsonl").write_text(json.dumps(answer) + "\n")
+    with project.open("a") as config:
         config.write("quality_gates:\n  answers_file: answers.jsonl\n")
-    code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
+    code, out, err = run_cli(capsys, "--config", str(project), "run")
     assert code == 0, err
     assert "P@5" in out and "nDCG@10" in out and "dagster dev" in out
     assert "answers: 1 new" in out
     assert "answers of 2019-06-01 are before quality_gates.partition_start" in out
-    code, out, err = run_cli(capsys, "--config", str(project["config"]), "run")
+    code, out, err = run_cli(capsys, "--config", str(project), "run")
     assert code == 0 and "answers: 0 new, 0 updated, 1 unchanged" in out
-    assert (project["root"] / "dagster-home" / "dagster.yaml").is_file()
+    assert (project.folder / "dagster-home" / "dagster.yaml").is_file()
 
 
+@pytest.mark.unit
 def test_run_gates_only_days_that_are_answers_partitions(capsys):
     """Answers dated before partition_start or after today (UTC) are named and skipped
     (the shared test store must not get such answers: other tests gate --since)."""
@@ -168,8 +169,8 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
         pass
     folder = write_beir(tmp_path / "noemb", DOCS, QUERIES, QRELS)
     (folder / "embeddings.npz").unlink()
-    code, _, err = run_cli(capsys, "--config", str(project["config"]), "ingest", str(folder),
-                           "--name", project["name"])
+    code, _, err = run_cli(capsys, "--config", str(project), "ingest", str(folder),
+                           "--name", project.default_dataset)
     assert code == 2
     from eval_harness.datasets.embeddings import local_embeddings_install_command
 
@@ -177,6 +178,7 @@ def test_dataset_without_embeddings_and_no_embedder_says_how_to_get_one(project,
     assert f"{sys.executable} -m pip install torch==2.13.0 -c " in err  # this venv's own pip
 
 
+@pytest.mark.unit
 def test_nightly_schedules_resolve_to_their_jobs():
     from datetime import datetime
 

@@ -7,12 +7,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
 import psycopg
+import pytest
 from psycopg import sql
 
 from eval_harness.settings import load_settings
 from eval_harness_pipelines.dagster_home import MARKER, prepare_dagster_home
 
 
+@pytest.mark.unit
 def test_local_instance_without_postgres_url(tmp_path, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     settings = load_settings(environ={}).with_overrides(dagster_home=tmp_path / "home")
@@ -21,6 +23,7 @@ def test_local_instance_without_postgres_url(tmp_path, monkeypatch):
     assert text.startswith(MARKER) and "storage" not in text
 
 
+@pytest.mark.unit
 def test_hand_written_dagster_yaml_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")

@@ -43,6 +43,7 @@ JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_
 
 # ----------------------------------------------------------------------------- structure
 
+@pytest.mark.unit
 def test_every_step_is_named_after_the_asset_it_materializes():
     from eval_harness_pipelines.definitions import defs
     defs = defs()  # what Dagster loads: the definitions of ./config.yaml
@@ -68,6 +69,7 @@ def _blocking(checks) -> dict[str, bool]:
     return {spec.name: spec.blocking for check in checks for spec in check.check_specs}
 
 
+@pytest.mark.unit
 def test_checks_are_declared_blocking_exactly_as_configured(tmp_path):
     from eval_harness_pipelines.assets.agreement import kappa_lower_bound_above_floor
     from eval_harness_pipelines.assets.calibration import p_at_5_verdict
@@ -336,6 +338,7 @@ def run_gates(defs, instance, day: str):
         partition_key=day, instance=instance, raise_on_error=False)
 
 
+@pytest.mark.slow
 def test_answers_partitions_show_only_current_check_results(store, conn, tmp_path,
                                                             monkeypatch):
     for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",

@@ -14,6 +14,8 @@ import pytest
 
 from paths import REPO as ROOT
 
+pytestmark = pytest.mark.slow
+
 
 def free_port() -> int:
     with socket.socket() as sock:

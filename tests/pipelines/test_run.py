@@ -27,6 +27,8 @@ from eval_harness.store import migrate
 from paths import REPO as ROOT
 from scratch_databases import scratch_database
 
+pytestmark = pytest.mark.slow
+
 EVAL_HARNESS = Path(sys.executable).with_name("eval-harness")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1",
                  "EVAL_HARNESS_JUDGE2", "DAGSTER_HOME", "EVAL_HARNESS_CONFIG",

@@ -37,10 +37,12 @@ def rendered(blocks) -> tuple[str, str]:
     return (render_markdown([section], title="run"), render_html([section], title="run"))
 
 
+@pytest.mark.unit
 def test_no_run_recorded_shows_nothing():
     assert judge_trend_blocks([]) == [] and judge_trend_figure([]) is None
 
 
+@pytest.mark.unit
 def test_one_run_date_is_a_figure_and_a_row_per_judge():
     rows = [row(0, 1, "openai:gpt-4o"), row(0, 2, "anthropic:claude-haiku-4-5", people=None)]
     figure, table = judge_trend_blocks(rows)
@@ -92,6 +94,7 @@ def test_several_dates_and_a_changed_model_each_get_their_series():
     assert markdown.count("openai:gpt-4.1 (prompt v1)") == 1
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("runs", [1, 4])
 def test_a_record_without_any_figure_measured_has_a_table_but_no_plot(runs):
     empty = [replace(row(day, 1, "local:lexical"), retest_flip_rate=None, kappa_other=None,

@@ -62,6 +62,7 @@ def overlaps(a, b) -> bool:
 
 # ------------------------------------------------------------------- the calibration grid
 
+@pytest.mark.unit
 def test_grid_p_at_5_is_zoomed_to_its_values_and_says_the_axis_does_not_start_at_0():
     figure = calibration_grid_figure(grid(), BANDS)
     top, bottom = figure.axes
@@ -110,6 +111,7 @@ def test_legends_cover_no_line():
         assert box.x1 <= figure_box.x1 + 1
 
 
+@pytest.mark.unit
 def test_a_p_at_5_inside_the_bands_shows_the_thresholds_in_view():
     near = [0.705, 0.722, 0.741, 0.733, 0.716]
     figure = calibration_grid_figure(grid(near, ceiling=0.80), BANDS)
@@ -150,6 +152,7 @@ def stars(axes) -> list:
                             star.vertices / np.abs(star.vertices).max())]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("changed", [False, True])
 def test_the_star_marks_only_a_change_made(changed):
     """The best point gets its star only when the decision adopted it; the weights in force
@@ -193,6 +196,7 @@ def band(axes):
     return found[0] if found else None
 
 
+@pytest.mark.unit
 def test_both_plots_shade_each_interval_and_keep_it_in_view():
     """The issue: the plot zoomed to the points alone made a noise-level peak fill the axis.
     Every interval lies inside the y range, so the spread of the points is drawn against
@@ -215,6 +219,7 @@ def test_both_plots_shade_each_interval_and_keep_it_in_view():
         assert "P@5 95% interval (query bootstrap)" in labels
 
 
+@pytest.mark.unit
 def test_a_grid_from_before_the_intervals_has_no_band():
     top = calibration_grid_figure(grid(), BANDS).axes[0]
     assert band(top) is None
@@ -224,6 +229,7 @@ def test_a_grid_from_before_the_intervals_has_no_band():
 
 # ------------------------------------------------------------------------- the zoom rule
 
+@pytest.mark.unit
 def test_zoomed_limits_values_worked_out():
     # [0.2, 0.4]: span 0.2, pad 0.03 -> (0.17, 0.43)
     assert zoomed_limits([0.2, 0.4]) == pytest.approx((0.17, 0.43))
@@ -252,6 +258,7 @@ def tick_labels(axes, runs):
     return [tick.get_text() for tick in axes.get_xticklabels() if tick.get_text()]
 
 
+@pytest.mark.unit
 def test_runs_minutes_apart_are_labelled_with_their_time_not_bare_seconds():
     runs = runs_at(["2026-11-24 02:00:09", "2026-11-24 02:01:00", "2026-11-24 02:01:42"])
     figure, axes = new_figure("t")
@@ -262,6 +269,7 @@ def test_runs_minutes_apart_are_labelled_with_their_time_not_bare_seconds():
     assert "2026" in axes.get_xlabel() and "UTC" in axes.get_xlabel()
 
 
+@pytest.mark.unit
 def test_many_nightly_runs_get_at_most_eight_readable_ticks():
     runs = runs_at(pd.date_range("2026-10-01 02:00", periods=40, freq="D"))
     figure, axes = new_figure("t")
@@ -272,6 +280,7 @@ def test_many_nightly_runs_get_at_most_eight_readable_ticks():
     assert labels[0] == "10-01\n02:00"
 
 
+@pytest.mark.unit
 def test_run_labels_add_seconds_only_when_needed():
     assert run_labels(runs_at(["2026-01-01 02:00", "2026-01-02 02:00"])) == [
         "01-01\n02:00", "01-02\n02:00"]
@@ -299,8 +308,9 @@ def marker_centres(axes, artist) -> np.ndarray:
     return axes.transData.transform(np.column_stack([artist.get_xdata(), artist.get_ydata()]))
 
 
+@pytest.mark.unit
 def test_p_at_5_best_equal_to_default_is_drawn_beside_it_not_under_it():
-    """Issue #20: "P@5 best" hid under "P@5 default" (same values, same places)."""
+    """"P@5 best" hid under "P@5 default" (same values, same places)."""
     from eval_harness.reporting.plots import p_at_5_trend_figure
 
     figure = p_at_5_trend_figure(trend_runs(), bands=BANDS)
@@ -314,7 +324,7 @@ def test_p_at_5_best_equal_to_default_is_drawn_beside_it_not_under_it():
 
 
 def test_each_gate_has_a_panel_of_its_own_and_the_pooling_is_said():
-    """Issue #20: one gate line hid under another (same values); a run's pass rate pools
+    """One gate line hid under another (same values); a run's pass rate pools
     the answers of every day it gated, and the plot says so."""
     from eval_harness.reporting.plots import gate_trend_figure, plot_gate_trend
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 
 def test_html_escapes_stored_text_and_keeps_only_its_own_markup():
     from eval_harness.reporting.blocks import Paragraph, Section, Table

@@ -7,6 +7,8 @@ import pytest
 
 from eval_harness.retrieval.fusion import NonFiniteScores, fuse_normalised, fuse_scores
 
+pytestmark = pytest.mark.unit
+
 
 def test_fuse_scores_refuses_a_nan_and_names_the_query():
     semantic = np.array([0.9, np.nan, 0.1])

@@ -123,6 +123,7 @@ def test_weight_one_is_the_semantic_ranking(conn, corpus):
         assert ranked.tolist() == by_semantic.tolist()
 
 
+@pytest.mark.slow
 def test_report_metrics_equal_ranx(conn, corpus):
     report = retrieval_report(conn, corpus["name"], semantic_weight=0.7, keyword_weight=0.3,
                               candidate_depth=10)

@@ -18,15 +18,13 @@ DOCS = {f"d{n}": f"heart health note number {n}" for n in range(1, 9)}
 QUERIES = {"q1": "heart health"}
 
 
-@pytest.fixture
-def project(tmp_path, store, monkeypatch):
+def make_project(path):
     """A config with candidate_depth 3 and an ingested eight-document dataset."""
     name = f"k{uuid.uuid4().hex[:8]}"
     vectors = np.eye(len(DOCS), 8, dtype=np.float32)
-    write_beir(tmp_path / "data", DOCS, QUERIES, [("q1", "d1", 1)], doc_vectors=vectors,
+    write_beir(path.parent / "data", DOCS, QUERIES, [("q1", "d1", 1)], doc_vectors=vectors,
                query_vectors=vectors[[0]])
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    path.write_text(f"""
 default_dataset: {name}
 datasets:
   {name}:
@@ -38,16 +36,15 @@ hybrid_search:
 dagster:
   home: dagster-home
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    code = cli.main(["--config", str(config), "ingest", str(tmp_path / "data"), "--name", name])
+    code = cli.main(["--config", str(path), "ingest", str(path.parent / "data"), "--name", name])
     assert code == 0
-    return {"config": str(config), "name": name}
+
+
+pytestmark = pytest.mark.project(config=make_project)  # the tests below
 
 
 def search(capsys, project, *extra):
-    code = cli.main(["--config", project["config"], "search", "--dataset", project["name"],
+    code = cli.main(["--config", str(project), "search", "--dataset", project.default_dataset,
                      "heart health", "--json", *extra])
     out, err = capsys.readouterr()
     return code, out, err
@@ -77,7 +74,7 @@ def test_k_above_the_candidate_depth_gets_a_notice(project, capsys):
     assert "--k 100000" in err and "candidate depth 3" in err and "--candidate-depth" in err
     assert "at most 6 results" in err
     # keyword-only (free text, no embedding): one list of 3 candidates
-    code = cli.main(["--config", project["config"], "search", "--dataset", project["name"],
+    code = cli.main(["--config", str(project), "search", "--dataset", project.default_dataset,
                      "health note", "--semantic-weight", "0", "--k", "10"])
     out, err = capsys.readouterr()
     assert code == 0 and "at most 3 results" in err and err.count("\n") == 1

@@ -146,6 +146,7 @@ def test_a_document_without_an_embedding_is_no_candidate_and_empty_queries_match
     assert _harness_top(conn, corpus, "zzqxv wqrtz") == []
 
 
+@pytest.mark.unit
 def test_the_per_lexeme_term_is_tsrank_s_for_one_and_two_positions():
     # tsrank.c calc_rank_or with w = 0.1f: one position: resj = 0.1f, inner = (0.1f + 0.1f)
     # - 0.1f = 0.1f in float32; two: resj = 0.1f + 0.025f (= 0.125f after rounding),

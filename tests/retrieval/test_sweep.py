@@ -54,6 +54,7 @@ def test_sweep_equals_rank_candidates_and_ranking_metrics():
     np.testing.assert_allclose(result.mrr_at_10, np.mean(reference["rr10"], axis=1), atol=1e-12)
 
 
+@pytest.mark.unit
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), levels=st.integers(1, 6),
        weight=st.sampled_from(list(weight_grid(start=0.0, stop=1.0, step=0.01))))
@@ -67,6 +68,7 @@ def test_top10_is_bit_equal_to_rank_candidates(seed, levels, weight):
         np.testing.assert_array_equal(ours[q], expected)
 
 
+@pytest.mark.unit
 def test_last_bit_of_the_keyword_weight_decides_the_order():
     # ns = (0, 0.25, 1), nk = (1, 0, 0). At w = 0.8 fusion.py computes
     # doc 1: 0.8 * 0 + (1.0 - 0.8) * 1 = 0.19999999999999996 and doc 2: 0.8 * 0.25 = 0.2,
@@ -81,6 +83,7 @@ def test_last_bit_of_the_keyword_weight_decides_the_order():
     assert rank_top_k(candidates, 0.8, keyword_weight=0.2)[0].tolist() == [3, 1, 2]
 
 
+@pytest.mark.unit
 def test_weight_one_is_the_pure_semantic_ranking():
     ids, semantic, keyword, relevance = random_queries(np.random.default_rng(3), 100)
     candidates = CandidateSet.from_queries(ids, semantic, keyword, relevance)
@@ -90,6 +93,7 @@ def test_weight_one_is_the_pure_semantic_ranking():
         np.testing.assert_array_equal(ours[q], by_semantic[:10])
 
 
+@pytest.mark.unit
 def test_candidate_set_rejects_bad_input():
     with pytest.raises(ValueError, match="twice"):
         CandidateSet.from_queries([np.array([3, 3])], [np.zeros(2)], [np.zeros(2)], [{}])
@@ -103,6 +107,7 @@ def test_candidate_set_rejects_bad_input():
         sweep_weights(missing)
 
 
+@pytest.mark.unit
 def test_per_retriever_mode_follows_ranx_min_max():
     # semantic run returned docs 1, 2, 3; keyword run returned docs 2, 4
     candidates = CandidateSet.from_runs({"q": {1: 0.9, 2: 0.5, 3: 0.1}}, {"q": {2: 7.0, 4: 3.0}},
@@ -117,6 +122,7 @@ def test_per_retriever_mode_follows_ranx_min_max():
     assert result.p_at_5_ceiling == pytest.approx(0.4)
 
 
+@pytest.mark.unit
 def test_per_retriever_mode_equals_a_direct_ranx_rule_on_random_runs():
     rng = np.random.default_rng(99)
     semantic_run, keyword_run, qrels = {}, {}, {}
@@ -141,6 +147,7 @@ def test_per_retriever_mode_equals_a_direct_ranx_rule_on_random_runs():
             np.testing.assert_array_equal(ours[q], rank_candidates(docs, fused)[:10])
 
 
+@pytest.mark.unit
 def test_reciprocal_rank_fusion_hand_worked():
     # semantic ranks: 10 -> 1, 20 -> 2, 30 -> 3; keyword ranks: 30 -> 1, 10 -> 2, 20 -> 3
     # RRF (k=60): 10: 1/61 + 1/62, 20: 1/62 + 1/63, 30: 1/63 + 1/61 -> order 10, 30, 20

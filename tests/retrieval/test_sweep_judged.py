@@ -12,6 +12,8 @@ from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.sweep import CandidateSet, sweep_weights
 from sweep_candidates import random_queries
 
+pytestmark = pytest.mark.unit
+
 
 def test_judged_at_5_equals_a_direct_loop_at_every_weight():
     rng = np.random.default_rng(31)

@@ -8,6 +8,8 @@ import pytest
 from eval_harness.retrieval.fusion import NonFiniteScores
 from eval_harness.retrieval.sweep import CandidateSet, sweep_weights
 
+pytestmark = pytest.mark.unit
+
 
 def test_the_sweep_refuses_a_nan_semantic_score_naming_the_query():
     candidates = CandidateSet.from_queries(

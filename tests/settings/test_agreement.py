@@ -6,6 +6,8 @@ import pytest
 
 from eval_harness.settings import AgreementSettings, ConfigError, load_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_agreement_settings_parse_and_reject_bad_values(tmp_path):
     config = tmp_path / "config.yaml"

@@ -7,6 +7,8 @@ import pytest
 
 from eval_harness.settings import ConfigError, load_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_calibration_config_errors_are_one_sentence(tmp_path):
     path = tmp_path / "config.yaml"

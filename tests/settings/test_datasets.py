@@ -8,6 +8,8 @@ import pytest
 from eval_harness.settings import load_settings
 from eval_harness.settings.datasets import Relation
 
+pytestmark = pytest.mark.unit
+
 CONFIG = """\
 datasets:
   prod:

@@ -65,6 +65,7 @@ def parse(config: dict, folder: Path):
 
 # --- unknown keys ------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("content", "key", "suggestion"), [
     ("hybrid_serch:\n  semantic: 0.5\n", "hybrid_serch", "hybrid_search"),
     ("hybrid_search:\n  semantc: 0.5\n", "hybrid_search.semantc", "hybrid_search.semantic"),
@@ -113,6 +114,7 @@ def test_every_level_of_the_shipped_config_refuses_a_misspelt_key(tmp_path):
             (dotted, str(error.value))
 
 
+@pytest.mark.unit
 def test_several_unknown_keys_are_named_together_and_a_far_one_gets_no_guess(other):
     message = load_error(other("zzz: 1\nhybrid_serch: {}\n"))
     assert message.startswith("other.yaml: unknown keys 'zzz', 'hybrid_serch' "
@@ -139,6 +141,7 @@ def dataset_holding(rest: tuple[str, ...], documented: list[tuple[str, ...]]) ->
     return entry
 
 
+@pytest.mark.unit
 def test_the_shipped_config_and_every_key_of_the_readme_table_load(tmp_path):
     settings = load_settings(REPO / "config.yaml", environ={})
     assert settings.config_path == REPO / "config.yaml"
@@ -169,6 +172,7 @@ def test_the_shipped_config_and_every_key_of_the_readme_table_load(tmp_path):
         parse(config, tmp_path)  # every key the README documents is known
 
 
+@pytest.mark.unit
 def test_judges_section_parsed_alone_names_its_source():
     with pytest.raises(ConfigError, match=r"^team\.yaml: unknown key 'judges\.concurency' "
                                           r"\(did you mean 'judges\.concurrency'\?\)"):
@@ -177,6 +181,7 @@ def test_judges_section_parsed_alone_names_its_source():
 
 # --- the file actually read --------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("content", "rest"), [
     ("hybrid_search: {semantic: 2.0}\n", "hybrid_search weights must lie in [0, 1]."),
     ("hybrid_search: 3\n", "'hybrid_search' must be a mapping."),
@@ -197,6 +202,7 @@ def test_every_message_starts_with_the_file_that_was_read(other, content, rest):
     assert load_error(other(content)) == f"other.yaml: {rest}"
 
 
+@pytest.mark.unit
 def test_bad_yaml_is_one_sentence_with_line_and_column(other):
     text = ("store:\n  embedded_pgdata: x\nhybrid_search:\n  semantic: 0.7\n  keyword: 0.3\n"
             "datasets:\n  a: b: c\n")
@@ -205,6 +211,7 @@ def test_bad_yaml_is_one_sentence_with_line_and_column(other):
                                        "not allowed here.")
 
 
+@pytest.mark.unit
 def test_an_unconfigured_dataset_names_the_file(other):
     path = other("datasets:\n  mine: {path: data}\n")
     settings = load_settings(path, environ={})
@@ -214,6 +221,7 @@ def test_an_unconfigured_dataset_names_the_file(other):
                                 "under datasets (configured: mine).")
 
 
+@pytest.mark.unit
 def test_the_command_prints_the_file_and_the_suggestion_in_one_line(other, capsys):
     path = other("hybrid_serch:\n  semantic: 0.5\n")
     code = cli.main(["--config", path, "report"])
@@ -225,6 +233,7 @@ def test_the_command_prints_the_file_and_the_suggestion_in_one_line(other, capsy
                    "judges, dagster.\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("relation", "column", "fragment"), [
     ("rag.l2 insights", "content", "'datasets.live.live.corpus.relation' must be a table or "
                                    "view name as SQL writes it"),

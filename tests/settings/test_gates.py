@@ -11,6 +11,9 @@ from eval_harness.gates.registry import build_gates
 from eval_harness.settings import ConfigError, GateSettings, QualityGateSettings, load_settings
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
+
 # --- settings --------------------------------------------------------------------------------
 
 def test_quality_gate_settings_from_the_repository_config():

@@ -11,6 +11,8 @@ from eval_harness.settings.datasets import Relation
 from eval_harness.settings.gates_answers import AnswersMapping
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
 MAPPED = ("quality_gates:\n  answers_file: null\n  answers: {relation: rag.served, id: answer_id, "
           "query: question, answer: response, created_at: served_at, "
           "sources: {column: source_ids, kind: ids}, dataset: prod}\n")

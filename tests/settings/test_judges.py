@@ -12,6 +12,8 @@ from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
 from eval_harness.settings.judges_anchors import AnchorSettings
 from paths import REPO
 
+pytestmark = pytest.mark.unit
+
 REPO_CONFIG = REPO / "config.yaml"
 
 

@@ -7,6 +7,8 @@ import pytest
 from eval_harness.settings import ConfigError
 from eval_harness.settings.judges import AnchorSettings, DriftSettings, parse_judge_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_anchors_are_off_when_absent_and_on_with_a_section():
     assert parse_judge_settings({}).anchors == AnchorSettings(enabled=False)

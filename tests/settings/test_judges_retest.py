@@ -7,6 +7,8 @@ import pytest
 from eval_harness.settings import ConfigError
 from eval_harness.settings.judges import RetestSettings, parse_judge_settings
 
+pytestmark = pytest.mark.unit
+
 
 def test_retest_is_off_by_default_and_when_disabled():
     assert parse_judge_settings({}).retest == RetestSettings(enabled=False)

@@ -21,10 +21,9 @@ from eval_harness.store.connection import StoreLocation, StoreUnavailable, redac
 
 SECRET = "S3cret-alpha beta7"  # two words: a quoted key=value password may hold a space
 FRAGMENTS = ("S3cret", "beta7")
-ENVIRONMENT = ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
-               "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "DAGSTER_POSTGRES_URL")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, expected", [
     ("postgresql://u:pw1234@db.example:5432/app",
      "postgresql://u:***@db.example:5432/app"),
@@ -56,6 +55,7 @@ def test_redact_conninfo_hides_every_password_libpq_reads(text, expected):
     assert redact_conninfo(expected) == expected  # redacting twice changes nothing
 
 
+@pytest.mark.unit
 def test_libpq_reads_the_passwords_that_are_redacted():
     """The forms above are what libpq itself takes as a password (not a guess of ours)."""
     parse = psycopg.conninfo.conninfo_to_dict
@@ -106,17 +106,16 @@ UNREACHABLE_FORMS = {**forms(UNREACHABLE, SECRET),
                      "unterminated quote": f"host=127.0.0.1 port=1 password='{SECRET}"}
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    for variable in ENVIRONMENT:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").mkdir()
-    config = tmp_path / "config.yaml"
-    config.write_text("default_dataset: tiny\ndatasets:\n  tiny: {path: data}\n"
-                      "dagster: {home: dagster-home}\n"
-                      "judges: {judge1: local:lexical, judge2: local:embedding}\n")
-    return config
+def write_tiny(path):
+    """A config naming one dataset folder, ``data``, empty."""
+    (path.parent / "data").mkdir()
+    path.write_text("default_dataset: tiny\ndatasets:\n  tiny: {path: data}\n"
+                    "dagster: {home: dagster-home}\n"
+                    "judges: {judge1: local:lexical, judge2: local:embedding}\n")
+
+
+# the project of the commands below: no database until a test sets DATABASE_URL
+pytestmark = pytest.mark.project(config=write_tiny, database=None, chdir=True)
 
 
 def command_output(capsys, config: Path, *argv: str) -> tuple[int | None, str]:
@@ -212,6 +211,7 @@ def pieces(text: str, size: int = 4) -> set[str]:
     return {text[i:i + size] for i in range(len(text) - size + 1)}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("form", sorted(MALFORMED))
 @pytest.mark.parametrize("command", ["migrate", "report", "doctor", "run"])
 def test_a_malformed_url_names_its_part_and_quotes_nothing_of_the_password(

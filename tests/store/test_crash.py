@@ -116,6 +116,7 @@ def _backend_waiting_on_a_lock(url: str) -> int:
     raise AssertionError("the ingest never waited on the lock")
 
 
+@pytest.mark.slow
 def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
     """A suite on a server that crashes in its second test: the session stops there, the
     reason from the log is printed, and the three tests after it do not run."""
@@ -154,10 +155,11 @@ def test_a_crash_stops_the_test_session_with_its_reason(tmp_path):
         def test_after(conn, n):
             conn.execute("SELECT 1")
     """))
-    # its own basetemp: a pytest run in the default one prunes old sessions there
+    # its own basetemp: a pytest run in the default one prunes old sessions there; without
+    # Phoenix's plugin, as in pyproject.toml's addopts (it imports the whole Phoenix server)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "-p", "no:randomly", f"--basetemp={tmp_path / 'inner'}",
-                             str(suite)], cwd=tmp_path,
+                             "-p", "no:randomly", "-p", "no:phoenix",
+                             f"--basetemp={tmp_path / 'inner'}", str(suite)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=180)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output  # pytest: interrupted

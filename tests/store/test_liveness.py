@@ -26,16 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from colliding_processes import (  # noqa: F401 (fixture)
-    beir,
-    child_env,
-    cli,
-    fake,
-    fake_keys,
-    finish,
-    judges_yaml,
-    wait_until,
-)
+from colliding_processes import beir, child_env, cli, fake_keys, finish, judges_yaml, wait_until
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.store import StoreLocation, migrate
 from eval_harness.store.connection import embedded_server_log, start_embedded

@@ -60,6 +60,7 @@ def install_scan():
     return scan_install()
 
 
+@pytest.mark.slow
 def test_no_avx512_outside_dispatched_functions(install_scan):
     offenders = {scan.path.name: sorted(scan.evex_outside_dispatch)[:5]
                  for scan in install_scan if scan.evex_outside_dispatch}
@@ -100,6 +101,7 @@ def test_scanner_finds_avx512_outside_dispatch_and_allows_it_inside(tmp_path):
     assert "baseline" not in {f for functions in scan.features.values() for f in functions}
 
 
+@pytest.mark.unit
 def test_cpu_check_names_what_is_missing_and_what_to_do():
     check_cpu_supports_embedded(machine="x86_64", flags=set(REQUIRED_X86_64_FLAGS) | {"sse2"})
     check_cpu_supports_embedded(machine="aarch64", flags=set())  # not checked there
@@ -111,6 +113,7 @@ def test_cpu_check_names_what_is_missing_and_what_to_do():
     assert "\n" not in message
 
 
+@pytest.mark.unit
 def test_this_cpu_passes_the_check():
     check_cpu_supports_embedded()  # the suite runs on it, so it must
 
@@ -129,6 +132,7 @@ def _hnsw_workload(url: str) -> None:
         probe_pgvector(conn)
 
 
+@pytest.mark.slow
 def test_embedded_server_runs_on_a_cpu_without_avx512(qemu, tmp_path):
     from emulated_server import emulated_postgres
 
@@ -137,6 +141,7 @@ def test_embedded_server_runs_on_a_cpu_without_avx512(qemu, tmp_path):
         assert last_crash(log) is None, last_crash(log)
 
 
+@pytest.mark.slow
 def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
     """Migrations, ingest with its HNSW build and hybrid search, all on the emulated CPU."""
     from beir_factory import write_beir
@@ -164,6 +169,7 @@ def test_harness_ingests_and_searches_on_a_cpu_without_avx512(qemu, tmp_path):
         assert last_crash(log) is None, last_crash(log)
 
 
+@pytest.mark.slow
 def test_declared_requirement_is_real_a_cpu_without_avx2_crashes(qemu):
     """SandyBridge has AVX but no AVX2/FMA: the locked pgvector build dies there, which is why
     the start-up check asks for x86-64-v3 and the README says so. `doctor` names the crash."""

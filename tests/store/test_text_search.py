@@ -73,20 +73,18 @@ def _config(root, tsvector: str = "null") -> str:
     return str(config)
 
 
-@pytest.fixture
-def project(tmp_path, fresh, monkeypatch):
-    """config.yaml with ``live`` on the RAG store's corpus and ``copy`` for the same folder,
-    both on the custom configuration (a copy of english), on a fresh database."""
-    folder = _folder(tmp_path)
+def make_project(path, fresh):
+    """config.yaml with ``live`` on the RAG store's corpus and ``copy`` for the same folder
+    (``data``), both on the custom configuration (a copy of english)."""
+    folder = _folder(path.parent)
     with fresh.connection() as conn:
         conn.execute(f"CREATE TEXT SEARCH CONFIGURATION {CONFIGURATION} (COPY = english)")
         build_rag_store(conn, folder, schema="rag", language=CONFIGURATION)
         conn.commit()
-    monkeypatch.setenv("DATABASE_URL", fresh.url)
-    for variable in ("DAGSTER_HOME", "EVAL_HARNESS_CONFIG", "OPENAI_API_KEY",
-                     "ANTHROPIC_API_KEY", "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2"):
-        monkeypatch.delenv(variable, raising=False)
-    return {"root": tmp_path, "config": _config(tmp_path), "folder": folder, "store": fresh}
+    _config(path.parent)
+
+
+pytestmark = pytest.mark.project(config=make_project, database="fresh")
 
 
 def _p_at_5(capsys, config, dataset: str) -> list[tuple[float, float]]:
@@ -117,11 +115,11 @@ def _keyword_scores_are_ts_rank(conn, dataset: str) -> int:
 
 
 def test_an_altered_configuration_is_derived_again_and_equals_a_fresh_copy(project, capsys):
-    config = project["config"]
+    config = str(project)
     code, out, err = run_cli(capsys, "--config", config, "attach", "--dataset", "live")
     assert code == 0 and "(first build)" in out, err
     before = _p_at_5(capsys, config, "live")
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         stemmed = _keyword_scores_are_ts_rank(conn, "live")
         conn.execute(TO_SIMPLE)
         conn.commit()
@@ -144,13 +142,13 @@ def test_an_altered_configuration_is_derived_again_and_equals_a_fresh_copy(proje
         "(the text-search configuration public.eng_custom changed: the dictionaries of "
         "asciihword, asciiword, hword, hword_asciipart and 2 more)"), line
     after = _p_at_5(capsys, config, "live")
-    code, _, err = run_cli(capsys, "--config", config, "ingest", project["folder"],
+    code, _, err = run_cli(capsys, "--config", config, "ingest", str(project.folder / "data"),
                            "--name", "copy", "--language", CONFIGURATION)
     assert code == 0, err
     copy = _p_at_5(capsys, config, "copy")
     assert after == unattached == copy
     assert after != before  # the change moved the figures: the comparison can fail
-    with project["store"].connection() as conn:
+    with project.store.connection() as conn:
         corpus = dataset_info(conn, "live", with_counts=False).corpus
         assert keyword_index.current_source(conn, corpus) is not None  # ranked from it again
         _keyword_scores_are_ts_rank(conn, "live")

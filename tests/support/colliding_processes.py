@@ -11,8 +11,9 @@ ACCESS EXCLUSIVE lock on a table both of them write, waits until both are queued
 lock of the code under test), then lets go (``lock_step``). Without the library's own
 serialisation both would then run their writes side by side.
 
-The BEIR ingest (``beir`` + ``ingest``) and the fake LLM provider (the ``fake`` fixture and
-``fake_keys``) are here because the ingest, judge, review and gate tests all build on them.
+The BEIR ingest (``beir`` + ``ingest``) and the fake LLM provider's keys (``fake_keys``, for the
+root conftest's ``fake``) are here because the ingest, judge, review and gate tests all build
+on them.
 """
 
 from __future__ import annotations
@@ -207,18 +208,6 @@ def two_judges_config(folder: Path, tmp_path: Path, *, concurrency: int,
 
 # ---------------------------------------------------------------------------------------
 # The fake LLM provider: reply cache and cost log
-
-
-@pytest.fixture
-def fake(server):
-    """The shared fake provider, reset: every reply correct and at once; reset again after."""
-    from fake_llm_server import default_reply
-
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    yield server
-    server.reset()
-    server.latency, server.responder = 0.0, default_reply
 
 
 def fake_keys(fake) -> dict[str, str]:

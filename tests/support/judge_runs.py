@@ -1,5 +1,5 @@
-"""What the judge-run tests share: the two LLM judges they configure, the fake server made
-quick and faultless, and a small BEIR dataset ingested under a fresh name."""
+"""What the judge-run tests share: the two LLM judges they configure and a small BEIR dataset
+ingested under a fresh name."""
 
 from __future__ import annotations
 
@@ -8,16 +8,8 @@ from pathlib import Path
 
 from colliding_processes import beir
 from eval_harness.datasets.ingest import ingest_beir
-from fake_llm_server import default_reply
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
-
-
-def quiet(server):
-    """``server`` reset, answering at once, without faults, with the default replies."""
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    return server
 
 
 def small_dataset(conn, root: Path, prefix: str, *, queries: int, n_docs: int = 30,

@@ -38,11 +38,10 @@ def dataset(db, tmp_path):
     return {"name": name, "folder": folder}
 
 
-def agreement_project(tmp_path, dataset, store, monkeypatch) -> dict:
+def write_agreement_config(path: Path, dataset) -> None:
     """A config.yaml for the review dataset (kappa floor 0.70, 300 resamples, a Dagster home
-    in ``tmp_path``) with ``DATABASE_URL`` set: what the asset and the CLI tests run."""
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    beside it): the project the asset and the CLI tests run (tests/support/projects.py)."""
+    path.write_text(f"""
 default_dataset: {dataset['name']}
 datasets:
   {dataset['name']}:
@@ -53,9 +52,6 @@ agreement:
 dagster:
   home: dagster-home
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    monkeypatch.delenv("EVAL_HARNESS_CONFIG", raising=False)
-    return {"config": config, "root": tmp_path, **dataset}
 
 
 def set_scores(db, dataset: str, scores: dict[str, list[tuple[str, float | None, float | None]]],

@@ -75,6 +75,7 @@ def test_the_definitions_summary_reads_the_workspace_without_a_browser(tmp_path)
     assert set(summary.checks) <= set(summary.assets)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 def test_ui_shows_the_definitions_and_materializes_main_job(tmp_path):
     screenshots = tmp_path / "screenshots"
@@ -108,6 +109,7 @@ def living_members(group: int) -> list[str]:
             if pgrp == group and state != "Z"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 def test_the_browser_runs_on_the_installed_chromedriver_without_selenium_manager(
         tmp_path, monkeypatch):
@@ -138,6 +140,7 @@ with headless_chromium(Path(sys.argv[1]), Path(sys.argv[2])) as driver:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_killed_check_leaves_no_chromedriver_or_chromium_behind(tmp_path):

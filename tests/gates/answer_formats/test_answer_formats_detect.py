@@ -24,6 +24,7 @@ from eval_harness.gates.answer_formats import (
 from traced_rag import otlp_json_lines, phoenix_dataframe_jsonl, phoenix_rest_spans, run_rag
 
 
+@pytest.mark.unit
 def test_every_format_is_detected(tmp_path):
     spans, _ = run_rag(["Does sleep help memory?"])
     files = {
@@ -46,6 +47,7 @@ def test_every_format_is_detected(tmp_path):
         .format == "deepeval"
 
 
+@pytest.mark.unit
 def test_an_unknown_record_asks_for_format(tmp_path):
     path = tmp_path / "other.jsonl"
     path.write_text('{"question": "q", "reply": "a"}\n')
@@ -72,6 +74,7 @@ def test_a_named_format_overrides_detection(conn, tmp_path):
         import_answers_file(conn, path, fmt="jsonl")
 
 
+@pytest.mark.unit
 def test_a_broken_first_line_is_named_by_its_line(tmp_path):
     path = tmp_path / "spans.jsonl"
     path.write_text('\n{"resourceSpans": [\n{"resourceSpans": []}\n')

@@ -40,6 +40,7 @@ def ragas_rows(tag: str):
             ragas_sample(f"Anything else? {tag}", "No.", [])]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("write", [write_ragas_jsonl, write_ragas_csv])
 def test_ragas_rows_become_answers_with_sources_in_order(tmp_path, write):
     path = write(tmp_path / "ragas.data", ragas_rows("t"))
@@ -62,6 +63,7 @@ def test_ragas_jsonl_and_csv_give_the_same_ids_and_reimport_is_idempotent(conn, 
     assert guess.format == "ragas" and (again.inserted, again.updated, again.unchanged) == (0, 0, 2)
 
 
+@pytest.mark.unit
 def test_ragas_context_ids_and_an_own_id_are_used(tmp_path):
     row = ragas_sample("q", "a [1].", PASSAGES, retrieved_context_ids=["4983", 12])
     row["id"] = "served-17"
@@ -81,6 +83,7 @@ def test_ragas_missing_user_input_is_named_by_line(conn, tmp_path):
                         (rows[0]["user_input"],)).fetchone()[0] == 0
 
 
+@pytest.mark.unit
 def test_ragas_bad_json_line_and_duplicate_row_are_named(tmp_path):
     rows = ragas_rows("d")
     path = write_ragas_jsonl(tmp_path / "ragas.jsonl", rows + [rows[0]])
@@ -98,6 +101,7 @@ def deepeval_cases(tag: str):
             deepeval_case(f"Anything else? {tag}", "No.", [])]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("write", [write_deepeval_json, write_deepeval_csv,
                                    write_deepeval_jsonl])
 def test_deepeval_cases_become_answers(tmp_path, write):
@@ -117,6 +121,7 @@ def test_deepeval_import_is_idempotent(conn, tmp_path):
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 2)
 
 
+@pytest.mark.unit
 def test_deepeval_golden_without_output_is_named_with_what_to_do(tmp_path):
     cases = deepeval_cases("g")
     cases[1]["actual_output"] = None
@@ -129,6 +134,7 @@ def test_deepeval_golden_without_output_is_named_with_what_to_do(tmp_path):
         "answer: run your app over the goldens and save the test cases)")
 
 
+@pytest.mark.unit
 def test_deepeval_csv_row_with_too_many_values_is_named(tmp_path):
     path = write_deepeval_csv(tmp_path / "cases.csv", deepeval_cases("c"))
     path.write_text(path.read_text() + "q,a,,,,,,,,,,,,,,,,extra\n")
@@ -137,6 +143,7 @@ def test_deepeval_csv_row_with_too_many_values_is_named(tmp_path):
     assert str(raised.value) == f"{path}:4: more values than the header has columns"
 
 
+@pytest.mark.unit
 def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_path):
     path = tmp_path / "ragas.jsonl"
     path.write_text('{"user_input": "q", "retrieved_contexts": ["bad \\ud800 text"], '
@@ -151,6 +158,7 @@ def test_unpaired_surrogate_and_nul_are_named_before_the_store_sees_them(tmp_pat
         read_answer_records(path, "ragas")
 
 
+@pytest.mark.unit
 def test_deepeval_json_that_does_not_parse_is_named_by_its_line(tmp_path):
     path = write_deepeval_json(tmp_path / "cases.json", deepeval_cases("j"))
     lines = path.read_text().splitlines()
@@ -161,6 +169,7 @@ def test_deepeval_json_that_does_not_parse_is_named_by_its_line(tmp_path):
     assert str(raised.value) == f"{path}:5: not valid JSON (Expecting ',' delimiter)"
 
 
+@pytest.mark.unit
 def test_a_broken_first_line_of_json_lines_is_named_as_line_1(tmp_path):
     path = write_ragas_jsonl(tmp_path / "ragas.jsonl", ragas_rows("b"))
     lines = path.read_text().splitlines()

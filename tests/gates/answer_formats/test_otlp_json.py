@@ -60,6 +60,7 @@ def test_reimport_is_idempotent_and_a_changed_answer_is_an_update(conn, tmp_path
     assert (changed.inserted, changed.updated, changed.unchanged) == (0, 1, 2)
 
 
+@pytest.mark.unit
 def test_base64_ids_of_protobufs_generic_json_read_the_same(tmp_path):
     spans, _ = run_rag()
     hex_path, b64_path = tmp_path / "hex.jsonl", tmp_path / "b64.jsonl"
@@ -97,6 +98,7 @@ def test_a_line_that_is_not_json_is_named(conn, tmp_path):
     assert stored(conn, [e.trace_id for e in expected]) == {}
 
 
+@pytest.mark.unit
 def test_a_span_without_a_trace_id_is_named(tmp_path):
     spans, _ = run_rag()
     request = json.loads(otlp_json_lines(spans, batches=1))
@@ -108,6 +110,7 @@ def test_a_span_without_a_trace_id_is_named(tmp_path):
     assert str(raised.value) == f"{path}:1: its traceId is not 16 bytes of hex (or base64)"
 
 
+@pytest.mark.unit
 def test_a_line_that_is_no_trace_export_is_named(tmp_path):
     spans, _ = run_rag()
     path = tmp_path / "traces.jsonl"
@@ -118,6 +121,7 @@ def test_a_line_that_is_no_trace_export_is_named(tmp_path):
                                  "list)")
 
 
+@pytest.mark.unit
 def test_a_trace_from_the_future_is_named_by_line_and_trace(tmp_path):
     spans, expected = run_rag(["Does sleep help memory?"])
     text = otlp_json_lines(spans, batches=1)
@@ -152,6 +156,7 @@ def _layouts(tmp_path, spans) -> dict:
     return files
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("chunk", [json_stream.CHUNK, 97])
 def test_every_layout_of_a_trace_export_reads_the_same(tmp_path, monkeypatch, chunk):
     # 97 characters at a time: every value is cut by the reads, and read text is dropped
@@ -164,6 +169,7 @@ def test_every_layout_of_a_trace_export_reads_the_same(tmp_path, monkeypatch, ch
     assert all(answers == read["lines"] for answers in read.values())
 
 
+@pytest.mark.unit
 def test_a_bad_span_of_a_pretty_printed_document_is_named_by_its_line(tmp_path, monkeypatch):
     monkeypatch.setattr(json_stream, "CHUNK", 97)
     spans, _ = run_rag()
@@ -180,6 +186,7 @@ def test_a_bad_span_of_a_pretty_printed_document_is_named_by_its_line(tmp_path, 
     assert str(raised.value) == f"{path}:{line}: its traceId is not 16 bytes of hex (or base64)"
 
 
+@pytest.mark.unit
 def test_a_byte_that_is_not_utf8_is_named_by_its_line_and_column(tmp_path, monkeypatch):
     monkeypatch.setattr(json_stream, "CHUNK", 97)  # the bad byte far into the file
     spans, _ = run_rag()

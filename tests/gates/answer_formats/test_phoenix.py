@@ -35,6 +35,7 @@ def check(records, expected, *, precision=timedelta(0)):
         assert abs(record.created_at - e.started) <= precision
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("shape", ["array", "rest-body", "jsonl"])
 def test_rest_span_objects_in_each_file_shape(tmp_path, shape):
     spans, expected = run_rag()
@@ -65,6 +66,7 @@ def test_dataframe_rows_written_by_pandas(conn, tmp_path):
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
 
 
+@pytest.mark.unit
 def test_a_span_without_trace_id_is_named_by_line(tmp_path):
     spans, _ = run_rag()
     objects = phoenix_rest_spans(spans)
@@ -76,6 +78,7 @@ def test_a_span_without_trace_id_is_named_by_line(tmp_path):
     assert str(raised.value) == f"{path}:4: not a Phoenix span (no context.trace_id)"
 
 
+@pytest.mark.unit
 def test_a_span_without_start_time_is_named_by_record(tmp_path):
     spans, _ = run_rag()
     objects = phoenix_rest_spans(spans)
@@ -108,6 +111,7 @@ def test_a_trace_without_retriever_is_named_and_nothing_imported(conn, tmp_path)
                         ([e.trace_id for e in expected],)).fetchone()[0] == 0
 
 
+@pytest.mark.unit
 def test_top_level_ids_and_dotted_attributes_are_read_too(tmp_path):
     spans, expected = run_rag(["Does sleep help memory?"])
     objects = phoenix_rest_spans(spans)
@@ -123,6 +127,7 @@ def test_top_level_ids_and_dotted_attributes_are_read_too(tmp_path):
     check(read_answer_records(path, "openinference"), expected)
 
 
+@pytest.mark.unit
 def test_a_bad_json_line_and_a_trace_without_llm_span_are_named(tmp_path):
     spans, expected = run_rag()
     objects = phoenix_rest_spans(spans)
@@ -139,6 +144,7 @@ def test_a_bad_json_line_and_a_trace_without_llm_span_are_named(tmp_path):
     assert f"trace {expected[0].trace_id}: has no LLM span" in str(raised.value)
 
 
+@pytest.mark.unit
 def test_a_span_exported_twice_is_read_once_or_refused_when_it_differs(tmp_path):
     spans, expected = run_rag(["Does sleep help memory?"], rewrite=False)
     objects = phoenix_rest_spans(spans)

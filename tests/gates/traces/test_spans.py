@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from eval_harness.gates.traces import Span, answers_from_spans, flat_attributes
+
+pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 3, 3, 9, 15, tzinfo=UTC)
 

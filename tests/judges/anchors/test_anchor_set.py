@@ -12,12 +12,7 @@ from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
-from judge_runs import LLM, quiet, small_dataset
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM, small_dataset
 
 
 def _dataset(conn, tmp_path, *, queries: int) -> str:
@@ -35,6 +30,7 @@ def _purposes(conn, run_id):
         "SELECT purpose FROM api_cost_log WHERE run_id = %s ORDER BY id", (run_id,))]
 
 
+@pytest.mark.slow
 def test_a_drifting_judge_is_caught_on_100_anchors_and_only_the_anchors_are_paid(
         settings, conn, tmp_path, fake):
     name = _dataset(conn, tmp_path, queries=24)
@@ -85,6 +81,7 @@ def test_a_changed_judge_is_compared_on_the_anchors_before_its_labels(
     assert "of the anchors' labels, scores " in line and line in run.format()
 
 
+@pytest.mark.unit
 def test_choose_anchors_is_seeded_and_order_free():
     pairs = [(f"q{i}", d) for i in range(20) for d in range(5)]
     chosen = choose_anchors(pairs, size=10, seed=3)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import uuid
 from datetime import date, timedelta
 
-import pytest
-
 from colliding_processes import beir
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.anchors.drift import stored_comparisons
@@ -17,18 +15,10 @@ from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, DriftSettings
 from eval_harness_pipelines.assets.judging import drift_result
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
-from fake_llm_server import default_reply, judge_settings
+from fake_llm_server import judge_settings
 from judge_runs import LLM
 
 CHANGED = date(2026, 3, 14)  # the day the provider swaps the model behind "gpt-4o"
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    yield server
-    server.reset()
 
 
 def _night_passes(conn, dataset: str) -> None:

@@ -1,14 +1,15 @@
 """Anchors are paid once per dataset, judge spec and UTC day: two shard runs at once
 freeze one set and re-judge it once (anchor requests == anchors x LLM judges), a backfill
-run the same day pays nothing, a new human verdict on an anchor or the next day pays again; nothing
-outside the anchors is paid twice (provider requests counted against the fake LLM server)."""
+run the same day pays nothing, a new human verdict on an anchor or the next day pays
+again; nothing outside the anchors is paid twice (provider requests counted against the
+fake LLM server)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from colliding_processes import beir, fake, fake_keys, two_judges_config, wait_until  # noqa: F401
+from colliding_processes import beir, fake_keys, two_judges_config, wait_until
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.anchors.drift import stored_comparisons
 from eval_harness.judges.anchors.sql import frozen_anchors, set_human_labels

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from eval_harness.judges.anchors.refreeze import frozen_judges
 from eval_harness.judges.anchors.sql import frozen_anchors
 from eval_harness.judges.dual.run import judge_dataset
@@ -18,12 +16,7 @@ from eval_harness_pipelines import cli
 from fake_llm_judges import DriftingJudge, JudgeBehaviours
 from fake_llm_server import judge_settings
 from judge_cli_env import judge_cli_environment
-from judge_runs import LLM, quiet, small_dataset
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM, small_dataset
 
 
 def _dataset(conn, tmp_path, *, queries: int = 6) -> str:

@@ -38,6 +38,7 @@ def _limiter(time_: FakeTime, rpm: float = 3000, tpm: float | None = None, *,
 # -- reading the headers ------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_openai_headers_are_read_with_their_go_style_durations():
     signal = provider("openai").read_rate_headers({
         "X-RateLimit-Limit-Requests": "500", "x-ratelimit-remaining-requests": "499",
@@ -50,6 +51,7 @@ def test_openai_headers_are_read_with_their_go_style_durations():
     assert parse_reset("2", now=NOW) == 2.0
 
 
+@pytest.mark.unit
 def test_anthropic_headers_are_read_with_their_rfc3339_reset_and_retry_after():
     reset = (NOW + timedelta(seconds=1.5)).isoformat().replace("+00:00", "Z")
     signal = provider("anthropic").read_rate_headers({
@@ -60,6 +62,7 @@ def test_anthropic_headers_are_read_with_their_rfc3339_reset_and_retry_after():
                                 token_limit=40000, retry_after=3.0)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("bad", ["abc", "-5", "0", "nan", "inf", "", "1e", "3,000"])
 def test_malformed_limits_are_ignored_and_leave_the_rate_alone(bad):
     time_ = FakeTime()
@@ -73,6 +76,7 @@ def test_malformed_limits_are_ignored_and_leave_the_rate_alone(bad):
     assert limiter.controller.paused_until == -math.inf
 
 
+@pytest.mark.unit
 def test_a_reset_moment_without_a_timezone_or_in_another_form_is_ignored():
     assert parse_reset("2026-11-24T12:00:05", now=NOW) is None  # naive: which zone?
     assert parse_reset("in a bit", now=NOW) is None
@@ -83,6 +87,7 @@ def test_a_reset_moment_without_a_timezone_or_in_another_form_is_ignored():
 # -- the controller ------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_a_provider_limit_below_the_ceiling_lowers_the_rate_and_one_above_does_not_raise_it():
     time_ = FakeTime()
     limiter = _limiter(time_, 3000)
@@ -94,6 +99,7 @@ def test_a_provider_limit_below_the_ceiling_lowers_the_rate_and_one_above_does_n
     assert limiter.requests_per_minute == pytest.approx(3000)
 
 
+@pytest.mark.unit
 def test_a_lowered_rate_does_not_send_the_old_rates_burst():
     time_ = FakeTime()
 
@@ -109,6 +115,7 @@ def test_a_lowered_rate_does_not_send_the_old_rates_burst():
     assert asyncio.run(run()) == pytest.approx(3.0)  # one at once, then one a second
 
 
+@pytest.mark.unit
 def test_a_429_pauses_until_its_retry_after_and_halves_the_rate_once_per_congestion():
     time_ = FakeTime()
 
@@ -134,6 +141,7 @@ def test_a_429_pauses_until_its_retry_after_and_halves_the_rate_once_per_congest
     assert rate == pytest.approx(750)
 
 
+@pytest.mark.unit
 def test_a_retry_after_longer_than_max_pause_pauses_only_max_pause():
     time_ = FakeTime()
     limiter = _limiter(time_, 3000, max_pause=30.0)
@@ -141,6 +149,7 @@ def test_a_retry_after_longer_than_max_pause_pauses_only_max_pause():
     assert limiter.controller.paused_until == pytest.approx(time_.now + 30.0)
 
 
+@pytest.mark.unit
 def test_what_remains_caps_the_next_burst_and_nothing_left_waits_one_request():
     time_ = FakeTime()
 
@@ -164,6 +173,7 @@ def test_what_remains_caps_the_next_burst_and_nothing_left_waits_one_request():
     assert total == pytest.approx(0.1)  # ... then one request's worth at 600/min
 
 
+@pytest.mark.unit
 def test_nothing_remaining_without_a_limit_pauses_until_the_reset():
     time_ = FakeTime()
     limiter = _limiter(time_, 3000)
@@ -172,6 +182,7 @@ def test_nothing_remaining_without_a_limit_pauses_until_the_reset():
     assert limiter.controller.paused_until == pytest.approx(time_.now + 1.5)
 
 
+@pytest.mark.unit
 def test_recovery_is_additive_in_time_and_never_exceeds_the_ceiling():
     controller = RateController(3000, recovery_seconds=20.0)
     controller.observe(NONE_LEFT_SIGNAL, now=1.0, outcome="refused")
@@ -186,6 +197,7 @@ def test_recovery_is_additive_in_time_and_never_exceeds_the_ceiling():
     assert rates.index(max(rates)) == pytest.approx(99, abs=1)  # half the target in 10 s
 
 
+@pytest.mark.unit
 def test_recovery_does_not_count_idle_time_nor_the_burst_rate():
     controller = RateController(3000, recovery_seconds=20.0)
     controller.observe(NONE_LEFT_SIGNAL, now=0.0, outcome="refused")
@@ -196,6 +208,7 @@ def test_recovery_does_not_count_idle_time_nor_the_burst_rate():
     assert controller.rate == pytest.approx(1650)
 
 
+@pytest.mark.unit
 def test_recovery_stops_at_the_providers_limit_when_it_is_below_the_ceiling():
     controller = RateController(3000)
     limit = RateSignal(request_limit=1000)
@@ -209,6 +222,7 @@ def test_recovery_stops_at_the_providers_limit_when_it_is_below_the_ceiling():
     assert controller.rate == pytest.approx(1000)
 
 
+@pytest.mark.unit
 def test_errors_other_than_429_neither_cut_nor_raise_the_rate():
     controller = RateController(3000)
     controller.observe(NONE_LEFT_SIGNAL, now=1.0, outcome="refused")
@@ -216,6 +230,7 @@ def test_errors_other_than_429_neither_cut_nor_raise_the_rate():
     assert controller.rate == pytest.approx(1500) and controller.cuts == 1
 
 
+@pytest.mark.unit
 def test_token_limits_lower_a_configured_token_ceiling_and_impose_none_when_unset():
     time_ = FakeTime()
     limited = _limiter(time_, 3000, 100_000)

@@ -34,6 +34,7 @@ def _capacity(remaining: int, limit: int = 3000) -> dict[str, str]:
             "x-ratelimit-remaining-requests": str(remaining)}
 
 
+@pytest.mark.unit
 def test_random_refusals_that_the_headers_contradict_neither_cut_nor_pause():
     """10% of replies refused at random while the provider's bucket shows room: the rate
     stays at the limit (before: every such 429 halved it and paused the provider)."""
@@ -56,6 +57,7 @@ def test_random_refusals_that_the_headers_contradict_neither_cut_nor_pause():
     assert refused > 100 and controller.stray == refused
 
 
+@pytest.mark.unit
 def test_a_stray_429_pauses_only_its_request_and_a_congestion_pauses_all():
     time_ = FakeTime()
 
@@ -80,6 +82,7 @@ def test_a_stray_429_pauses_only_its_request_and_a_congestion_pauses_all():
     assert RetryPolicy(RetrySettings(), random.Random(0)).wait(1, 30.0) == 30.0
 
 
+@pytest.mark.unit
 def test_without_headers_random_refusals_do_not_cut_but_a_real_limit_does():
     """Without ``remaining`` one 429 proves nothing: 10.5% refused at random for a minute
     cuts nothing; a limit at half our rate (half the requests refused) cuts within a second."""
@@ -102,6 +105,7 @@ def test_without_headers_random_refusals_do_not_cut_but_a_real_limit_does():
     assert controller.rate == pytest.approx(1500) and controller.paused_until == now + 1.0
 
 
+@pytest.mark.unit
 def test_a_wait_no_call_takes_is_no_rate_signal():
     """A 429 asking for longer than calls wait (``beyond_wait``) ends its call; pausing or
     slowing the others for it would not bring the moment nearer."""
@@ -114,6 +118,7 @@ def test_a_wait_no_call_takes_is_no_rate_signal():
     assert controller.rate == 3000 and controller.beyond == 10
 
 
+@pytest.mark.unit
 def test_a_burst_of_refusals_without_headers_is_one_congestion():
     controller = RateController(3000)
     for i in range(4):  # four in a row: not yet evidence of a limit
@@ -129,6 +134,7 @@ def test_a_burst_of_refusals_without_headers_is_one_congestion():
     assert controller.paused_seconds == pytest.approx(2.0)
 
 
+@pytest.mark.unit
 def test_a_low_remaining_eases_the_rate_before_any_refusal_at_most_once_a_second():
     controller = RateController(3000)
     controller.observe(RateSignal(request_limit=3000, requests_remaining=100), now=0.0)
@@ -187,6 +193,7 @@ def _share_a_quota(*, other_rpm: float, seconds: float = 60.0, limit: float = 30
             "cuts": controller.cuts, "served": served}
 
 
+@pytest.mark.unit
 def test_sharing_a_quota_settles_at_the_rest_without_a_refusal_storm():
     """Another client takes 1,500 of the key's 3,000/min: ``remaining`` runs low before the
     bucket is empty, so the client eases to the rest instead of paying refusals to find it

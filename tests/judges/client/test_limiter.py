@@ -18,6 +18,8 @@ import pytest
 from eval_harness.judges.client.limiter import RateLimiter
 from fake_llm_client import FakeTime
 
+pytestmark = pytest.mark.unit
+
 EPS = 1e-6  # seconds: the fake clock adds up float waits
 
 

@@ -9,6 +9,8 @@ from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.protocol import ChatRequest, Message, Usage
 from eval_harness.settings.judges import Price
 
+pytestmark = pytest.mark.unit
+
 
 def test_prices_match_by_longest_prefix_and_apply_batch_discount():
     table = PriceTable({"claude-haiku-4-5": Price(1.0, 5.0, 0.1),

@@ -35,13 +35,6 @@ def vllm():
     unregister_provider("vllm")
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.echo_auth_on_error = 0.0, 0.0, False
-    return server
-
-
 def _vllm_settings(settings, fake, **variables):
     """Judge 1 on the vllm provider, pointed at the fake server's OpenAI API by its own
     variable (VLLM_BASE_URL), as the settings read it from the environment."""
@@ -58,6 +51,7 @@ def _session(settings, conn, time_):
                         **time_.options())
 
 
+@pytest.mark.unit
 def test_config_accepts_a_registered_provider_only():
     with pytest.raises(ConfigError, match=r"unknown provider 'vllm' \(known: openai, "
                                           r"anthropic, local\)"):

@@ -32,11 +32,7 @@ def _replying(score: str):
     return responder
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.responder = _replying("0.2")
-    return server
+pytestmark = pytest.mark.fake_llm(responder=_replying("0.2"))
 
 
 @pytest.fixture
@@ -90,6 +86,7 @@ def _legacy_key(request: ChatRequest) -> str:
 # Normalising a base URL
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("given, normalised", [
     ("https://api.openai.com/v1", "https://api.openai.com/v1"),
     ("https://api.openai.com/v1/", "https://api.openai.com/v1"),
@@ -109,6 +106,7 @@ def test_base_urls_are_normalised_to_scheme_host_port_and_path(given, normalised
     assert normalised_base_url(normalised) == normalised  # idempotent
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("given", ["localhost:8000/v1", "api.openai.com/v1", "ftp://host/v1",
                                    "http://host:notaport/v1", "", "https://"])
 def test_a_value_that_is_not_a_url_is_refused_without_being_repeated(given):
@@ -118,6 +116,7 @@ def test_a_value_that_is_not_a_url_is_refused_without_being_repeated(given):
     assert str(error.value) == "a base URL must look like https://host[:port]/path"
 
 
+@pytest.mark.unit
 def test_no_base_url_is_the_providers_default_server():
     for name in ("openai", "anthropic"):
         default = provider(name).default_base_url
@@ -169,6 +168,7 @@ def test_the_key_names_the_server_and_nothing_about_how_its_url_is_spelled():
     assert cache_key(replace(default, provider="anthropic")) != cache_key(default)
 
 
+@pytest.mark.unit
 def test_the_key_recipe_changed_so_old_rows_cannot_match():
     for request in (_request(), _request(base_url="http://127.0.0.1:8000/v1"),
                     _request(provider="anthropic", model="claude-haiku-4-5")):

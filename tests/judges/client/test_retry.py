@@ -52,6 +52,7 @@ def _anthropic_body(type_, message="refused", error_code=None):
     return {"type": "error", "error": error}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sdk, status, body, headers, kind, code, retry_after", [
     # OpenAI: the quota comes as a 429, like a rate limit
     ("openai", 429, _openai_body("insufficient_quota", "insufficient_quota",
@@ -95,6 +96,7 @@ def test_sdk_errors_are_classified(sdk, status, body, headers, kind, code, retry
     assert info.status_code == status and KEY not in info.message
 
 
+@pytest.mark.unit
 def test_a_quota_error_echoing_the_key_is_classified_with_the_key_masked():
     body = _openai_body("insufficient_quota", "insufficient_quota",
                         f"no quota left for Bearer {KEY}")
@@ -104,12 +106,6 @@ def test_a_quota_error_echoing_the_key_is_classified_with_the_key_masked():
 
 # ---------------------------------------------------------------------------------------
 # End to end: the fake server says the account has no quota
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    return server
 
 
 @pytest.fixture
@@ -236,6 +232,7 @@ def test_a_dual_judge_run_without_quota_stops_early_and_writes_nothing(batch, se
                         "judged_docs IS NOT NULL", (dataset,)).fetchone()[0] == 0
 
 
+@pytest.mark.unit
 def test_run_stopped_covers_both_reasons():
     from eval_harness.judges.client.stops import BudgetExhausted
 

@@ -25,13 +25,6 @@ SPECS = ["openai:gpt-4o", "anthropic:claude-haiku-4-5"]
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.echo_auth_on_error = 0.0, 0.0, False
-    return server
-
-
-@pytest.fixture
 def time_():
     return FakeTime()
 
@@ -399,6 +392,7 @@ def test_api_keys_never_leak_into_errors_logs_or_reprs(settings, conn, fake, tim
             assert key not in text
 
 
+@pytest.mark.unit
 def test_rate_limiter_spaces_requests_and_tokens_on_a_fake_clock():
     time_ = FakeTime()
 

@@ -29,18 +29,10 @@ from eval_harness.judges.client.session import JudgeSession
 from eval_harness.judges.client.stops import AuthenticationRejected, RunStopped
 from eval_harness.judges.dual.run import judge_dataset
 from fake_llm_server import FakeTime, default_reply, judge_settings
-from judge_cli_env import judge_cli_environment
 from paths import REPO
 
 LLM = {"judge1": "openai:gpt-4o", "judge2": "anthropic:claude-haiku-4-5"}
 KEY = "sk-test-secret-0123456789"
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    yield server
-    server.reset()
 
 
 @pytest.fixture
@@ -67,6 +59,7 @@ def _sdk_error(sdk: str, status: int, body: dict):
     return client._make_status_error_from_response(response)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sdk, status, body", [
     ("openai", 401, {"error": {"message": f"Incorrect API key provided: {KEY}",
                                "type": "invalid_request_error", "code": "invalid_api_key"}}),
@@ -83,6 +76,7 @@ def test_a_rejected_key_is_classified_as_auth_permanent(sdk, status, body):
     assert KEY not in info.message
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_other_client_errors_stay_client_errors(status):
     body = {"error": {"message": "bad", "type": "invalid_request_error", "code": None}}
@@ -222,10 +216,8 @@ def test_retry_rows_of_a_killed_run_are_all_stored(store, fake, tmp_path, datase
 # 8. A pair left unscored is incomplete, and `judge --retry-unscored` re-asks exactly it
 
 
-@pytest.fixture
-def project(tmp_path, store, dataset, monkeypatch, fake):
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+def write_judged(path, dataset):
+    path.write_text(f"""
 default_dataset: {dataset}
 hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
 judges:
@@ -236,8 +228,9 @@ judges:
     openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
     anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
 """)
-    judge_cli_environment(monkeypatch, store, fake, tag="cli")
-    return str(config)
+
+
+pytestmark = pytest.mark.project(config=write_judged, judges_on_fake="cli")  # the tests below
 
 
 def _judge(config: str, *extra: str) -> tuple[int, str]:
@@ -255,7 +248,7 @@ def test_unscored_pairs_are_incomplete_and_retry_unscored_re_asks_exactly_them(
         return "no idea" if bad in user else default_reply(api, system, user, body)
 
     fake.responder = garbage_for_one_document
-    code, _ = _judge(project)
+    code, _ = _judge(str(project))
     out = capsys.readouterr()[0]
     unscored = int(re.search(r"unscored (\d+)", out).group(1))
     assert unscored >= 2  # both judges, on every pair with that document
@@ -264,13 +257,13 @@ def test_unscored_pairs_are_incomplete_and_retry_unscored_re_asks_exactly_them(
     first_calls = fake.chat_requests
 
     # a plain rerun answers from the cache: the same garbage, still unscored, nothing paid
-    code, _ = _judge(project)
+    code, _ = _judge(str(project))
     out = capsys.readouterr()[0]
     assert code == 1 and f"unscored {unscored}" in out and fake.chat_requests == first_calls
 
     # the provider answers properly now: --retry-unscored asks those pairs only, once each
     fake.responder = default_reply
-    code, _ = _judge(project, "--retry-unscored", "--json")
+    code, _ = _judge(str(project), "--retry-unscored", "--json")
     summary = json.loads(capsys.readouterr()[0])
     asked = fake.chat_records()[first_calls:]
     assert code == 0 and summary["unscored"] == 0 and summary["failed"] == 0
@@ -278,6 +271,6 @@ def test_unscored_pairs_are_incomplete_and_retry_unscored_re_asks_exactly_them(
     assert all(bad in json.dumps(r.body) for r in asked)
 
     # the new replies replaced the bad ones in the cache: a plain rerun is complete, free
-    code, _ = _judge(project)
+    code, _ = _judge(str(project))
     out = capsys.readouterr()[0]
     assert code == 0 and "unscored 0" in out and fake.chat_requests == first_calls + unscored

@@ -21,6 +21,7 @@ def _settings(**judges):
     return replace(base, judges=replace(base.judges, **judges))
 
 
+@pytest.mark.unit
 def test_without_keys_the_default_falls_back_to_two_different_local_judges(caplog,
                                                                            monkeypatch):
     monkeypatch.setattr(session_module, "_announced", set())
@@ -34,12 +35,14 @@ def test_without_keys_the_default_falls_back_to_two_different_local_judges(caplo
     assert caplog.text.count("OPENAI_API_KEY is not set") == 1  # said once
 
 
+@pytest.mark.unit
 def test_fallback_keeps_the_two_judges_different():
     judge1, judge2, notices = resolve_judge_specs(
         _settings(judge1="local:embedding", judge2="anthropic:claude-haiku-4-5"))
     assert (judge1, judge2) == ("local:embedding", "local:lexical") and len(notices) == 1
 
 
+@pytest.mark.unit
 def test_without_fallback_a_missing_key_is_an_error_naming_it():
     with pytest.raises(JudgeUnavailable, match="ANTHROPIC_API_KEY is not set"):
         resolve_judge_specs(_settings(judge1="local:lexical", fallback_to_local=False))

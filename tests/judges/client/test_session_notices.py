@@ -115,6 +115,7 @@ def test_one_command_says_each_notice_once_across_its_runs(keyless, conn, caplog
     assert len(_warnings(caplog)) == 4
 
 
+@pytest.mark.slow
 def test_the_gate_command_prints_each_notice_once(fresh, tmp_path):
     """Counted in the real command's output (a process of its own, as a person runs it):
     `eval-harness gate --partition` with the judged gates on and no API keys printed each

@@ -22,12 +22,6 @@ DAY = "the openai server asked to wait 86400 s (1 day) before retrying"
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    return server
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     """Two queries, two documents each, with texts no other test used (empty cache)."""
     tag = uuid.uuid4().hex[:8]
@@ -87,6 +81,7 @@ def test_a_server_asking_to_wait_a_day_is_said_once_with_the_figure(settings, co
                     "calls were given up: run again later"]
 
 
+@pytest.mark.unit
 def test_the_wait_notice_says_when_sending_was_paused_at_a_time():
     asked = WaitAsked(longest_s=7200.0, calls_given_up=1)
     assert wait_asked_notice("anthropic", asked, max_wait_s=120.0, paused_s=60.0) == (

@@ -24,14 +24,6 @@ from judge_runs import LLM
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     return ingest_aspirin_dataset(conn, tmp_path / "data", "dryrun")
 
@@ -266,28 +258,27 @@ def _disagree(api, system, user, body):
 # The command line
 
 
-@pytest.fixture
-def project(tmp_path, store, dataset, monkeypatch, fake):
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+def write_judged(path, dataset):
+    path.write_text(f"""
 default_dataset: {dataset}
 datasets:
   {dataset}:
-    path: {tmp_path / 'data'}
+    path: {path.parent / 'data'}
 hybrid_search: {{semantic: 0.7, keyword: 0.3, candidate_depth: 5}}
 judges:
   budget_usd: 1.0
   judge1: openai:gpt-4o
   judge2: anthropic:claude-haiku-4-5
 """)
-    judge_cli_environment(monkeypatch, store, fake, tag="dry")
-    return {"config": str(config), "name": dataset}
+
+
+pytestmark = pytest.mark.project(config=write_judged, judges_on_fake="dry")  # the tests below
 
 
 def test_cli_dry_run_json_and_text(project, capsys, conn, fake):
-    before = _store_state(conn, project["name"])
+    before = _store_state(conn, project.default_dataset)
     conn.commit()
-    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--json",
+    code = cli.main(["--config", str(project), "judge", "--dry-run", "--json",
                      "--limit", "2"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -297,20 +288,21 @@ def test_cli_dry_run_json_and_text(project, capsys, conn, fake):
         "openai:gpt-4o", "anthropic:claude-haiku-4-5"]
     assert report["total"]["to_pay"] == 2 * report["pairs"] and report["budget_usd"] == 1.0
     assert set(report["by_provider"]) == {"openai", "anthropic"}
-    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--batch"])
+    code = cli.main(["--config", str(project), "judge", "--dry-run", "--batch"])
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith(f"dry run of judging dataset '{project['name']}' (batch mode)")
+    assert lines[0].startswith(
+        f"dry run of judging dataset '{project.default_dataset}' (batch mode)")
     assert lines[1].startswith("judge1 openai:gpt-4o  pairs ") and "(0 cached)" in lines[1]
     assert "input tokens" in lines[1] and "output tokens" in lines[1] and "~$" in lines[1]
     assert lines[3].startswith("total  to pay ") and "budget $1.00 per run" in lines[3]
     assert "sk-test-dry" not in out + err
-    assert fake.records == [] and _store_state(conn, project["name"]) == before
+    assert fake.records == [] and _store_state(conn, project.default_dataset) == before
 
 
 def test_cli_dry_run_refuses_retry_unscored(project, capsys, fake):
-    code = cli.main(["--config", project["config"], "judge", "--dry-run", "--retry-unscored"])
+    code = cli.main(["--config", str(project), "judge", "--dry-run", "--retry-unscored"])
     err = capsys.readouterr()[1]
     assert code == 2 and "--dry-run does not estimate --retry-unscored" in err
     assert fake.records == []

@@ -6,20 +6,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-import pytest
-
 from colliding_processes import beir
 from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from fake_llm_server import judge_settings
-from judge_runs import LLM, quiet
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM
 
 
 def test_dry_run_prices_the_anchor_requests_on_their_own_lines(settings, conn, tmp_path, fake):

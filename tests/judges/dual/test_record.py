@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from eval_harness.agreement.dataset_agreement import dataset_agreement
 from eval_harness.agreement.report import format_agreement_markdown
 from eval_harness.judges.dual.record import load_record
@@ -17,12 +15,7 @@ from eval_harness.reporting.sections.agreement import agreement_section
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from fake_llm_judges import DriftingJudge, JudgeBehaviours, NoisyJudge
 from fake_llm_server import judge_settings
-from judge_runs import LLM, quiet, small_dataset
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM, small_dataset
 
 
 def _dataset(conn, tmp_path) -> str:

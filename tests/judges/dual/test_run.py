@@ -23,14 +23,6 @@ from eval_harness_pipelines.resources import default_resources
 from fake_llm_server import FakeTime, judge_settings
 from fake_llm_server import default_reply as _default_responder
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
-from judge_runs import quiet
-
-
-@pytest.fixture
-def fake(server):
-    quiet(server)
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
 
 
 @pytest.fixture
@@ -187,6 +179,7 @@ def test_store_dual_judge_scores_has_the_seed_tool_semantics(settings, conn, dat
         store_dual_judge_scores(query_id, query, [{"id": "x"}], conn=conn, settings=config)
 
 
+@pytest.mark.unit
 def test_pair_kappa_binarizes_strictly_above_the_threshold():
     # the seed's example: [0.8, 0.6, 0.3, 0.9, 0.4] vs [0.7, 0.6, 0.2, 0.8, 0.4] agree fully
     assert pair_kappa([0.8, 0.6, 0.3, 0.9, 0.4], [0.7, 0.6, 0.2, 0.8, 0.4], threshold=0.5) == 1.0
@@ -230,10 +223,8 @@ def test_batch_round_trip_through_both_batch_apis(settings, conn, dataset, fake,
 # The command line and the asset
 
 
-@pytest.fixture
-def project(tmp_path, store, dataset, monkeypatch):
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
+def write_judged(path, dataset):
+    path.write_text(f"""
 default_dataset: {dataset['name']}
 datasets:
   {dataset['name']}:
@@ -245,16 +236,13 @@ judges:
     openai: {{requests_per_minute: 100000, tokens_per_minute: null}}
     anthropic: {{requests_per_minute: 100000, tokens_per_minute: null}}
 """)
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL",
-                     "ANTHROPIC_BASE_URL", "EVAL_HARNESS_JUDGE1", "EVAL_HARNESS_JUDGE2",
-                     "EVAL_HARNESS_JUDGE_BUDGET_USD", "EVAL_HARNESS_CONFIG"):
-        monkeypatch.delenv(variable, raising=False)
-    return {"config": str(config), "name": dataset["name"]}
+
+
+pytestmark = pytest.mark.project(config=write_judged)  # the tests below
 
 
 def test_cli_judge_prints_a_json_summary_offline(project, capsys):
-    code = cli.main(["--config", project["config"], "judge", "--dataset", project["name"],
+    code = cli.main(["--config", str(project), "judge", "--dataset", project.default_dataset,
                      "--limit", "2", "--json"])
     out, err = capsys.readouterr()
     summary = json.loads(out)
@@ -272,18 +260,18 @@ def test_cli_judge_with_llm_judges_and_a_text_summary(project, capsys, fake, mon
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cli-000000")
     monkeypatch.setenv("OPENAI_BASE_URL", fake.openai_base_url)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.anthropic_base_url)
-    code = cli.main(["--config", project["config"], "judge"])
+    code = cli.main(["--config", str(project), "judge"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "judge1 openai:gpt-4o, judge2 anthropic:claude-haiku-4-5" in out
     assert "pooled kappa" in out and "cache hits 0" in out and "cost $" in out
     assert "sk-test-cli" not in out + err
-    code, out = cli.main(["--config", project["config"], "judge"]), capsys.readouterr()[0]
+    code, out = cli.main(["--config", str(project), "judge"]), capsys.readouterr()[0]
     assert code == 0 and "provider calls 0" in out and "cost $0.0000" in out
 
 
 def test_cli_judge_unknown_dataset_is_one_sentence(project, capsys):
-    code = cli.main(["--config", project["config"], "judge", "--dataset", "nope"])
+    code = cli.main(["--config", str(project), "judge", "--dataset", "nope"])
     err = capsys.readouterr()[1]
     last = err.strip().splitlines()[-1]
     assert code == 2 and "Traceback" not in err
@@ -291,7 +279,7 @@ def test_cli_judge_unknown_dataset_is_one_sentence(project, capsys):
 
 
 def test_asset_materializes_with_the_summary_in_its_metadata(project, store):
-    resources = default_resources(config_path=project["config"], database_url=store.url)
+    resources = default_resources(config_path=str(project), database_url=store.url)
     result = dg.materialize([dual_judge_scores], resources=resources, run_config={
         "ops": {"dual_judge_scores": {"config": {"limit": 2}}}})
     assert result.success
@@ -302,6 +290,7 @@ def test_asset_materializes_with_the_summary_in_its_metadata(project, store):
     assert metadata["run_id"].value == result.run_id
 
 
+@pytest.mark.unit
 def test_definitions_include_the_judging_asset():
     from eval_harness_pipelines.definitions import defs
     from eval_harness_pipelines.jobs import MAIN_JOB

@@ -5,18 +5,11 @@ requests counted against the fake LLM server)."""
 
 from __future__ import annotations
 
-import pytest
-
 from eval_harness.judges.dual.dry_run import estimate_judge_run
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.settings.judges import AnchorSettings, RetestSettings
 from fake_llm_server import judge_settings
-from judge_runs import LLM, quiet, small_dataset
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM, small_dataset
 
 
 def _dataset(conn, tmp_path, *, queries: int = 6) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import signal
 
-from colliding_processes import (  # noqa: F401 (fixture)
+import pytest
+
+from colliding_processes import (
     child_env,
     cli,
-    fake,
     fake_keys,
     finish,
     held,
@@ -27,6 +28,7 @@ from colliding_processes import (  # noqa: F401 (fixture)
 from judge_projects import clean_judge_run, judge_project, judged_rows
 
 
+@pytest.mark.slow
 def test_a_killed_judge_run_finished_by_two_reruns_at_once_pays_for_each_pair_once(
         fresh, tmp_path, fake, server_url):
     """(a) The run is killed after it wrote some queries; (b) then two reruns start together.
@@ -72,6 +74,7 @@ def test_a_killed_judge_run_finished_by_two_reruns_at_once_pays_for_each_pair_on
     assert judged_rows(fresh) == clean_judge_run(server_url, project, fake)
 
 
+@pytest.mark.slow
 def test_a_query_reingested_while_it_is_judged_does_not_get_scores_for_its_old_text(
         fresh, tmp_path, fake):
     """The judge run plans and judges q0; before it writes, an ingest changes q0's text (and

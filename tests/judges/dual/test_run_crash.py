@@ -27,7 +27,7 @@ from eval_harness.judges.client.ledger import BatchedRequest, BatchReply, JudgeL
 from eval_harness.judges.dual.run import judge_dataset, judge_dataset_async
 from eval_harness.judges.protocol import Completion, Usage
 from eval_harness.settings.judges import BatchSettings
-from fake_llm_server import FakeTime, default_reply, judge_settings
+from fake_llm_server import FakeTime, judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES  # the corpus of dual/test_run.py
 from paths import REPO
 
@@ -52,15 +52,6 @@ CHILD = """
                                 run_id=a["run_id"])
     print(json.dumps(summary.to_dict()))
 """
-
-
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    server.batch_polls, server.batch_errors = 1, 0
-    yield server
-    server.release_replies()
 
 
 @pytest.fixture
@@ -150,6 +141,7 @@ def _batch_run(conn, config, dataset: str, time_: FakeTime, run_id: str | None =
 # Live runs: every paid reply is durable before the next one
 
 
+@pytest.mark.slow
 def test_a_killed_live_run_keeps_every_reply_it_received_and_the_rerun_asks_only_the_rest(
         settings, conn, watch, store, fake, dataset, tmp_path):
     received = 5  # fewer than any query's judgements: no query is written before the kill

@@ -22,14 +22,6 @@ from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
 from eval_harness_pipelines import cli
 from fake_llm_server import judge_settings
 from judge_corpus import DOCS, LLM, QRELS, QUERIES
-from judge_runs import quiet
-
-
-@pytest.fixture
-def fake(server):
-    quiet(server)
-    server.batch_polls, server.batch_errors = 1, 0
-    return server
 
 
 @pytest.fixture
@@ -95,6 +87,7 @@ def test_grid_pool_plans_every_grid_top_5_and_pays_only_for_new_pairs(settings, 
     assert _judged(conn, name) == judged
 
 
+@pytest.mark.slow
 def test_cli_grid_pool_option_plans_the_grid_pool(settings, conn, dataset, fake, store,
                                                  tmp_path, monkeypatch, capsys):
     name = dataset["name"]

@@ -10,10 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from colliding_processes import (  # noqa: F401
+from colliding_processes import (
     child_env,
     cli,
-    fake,
     fake_keys,
     finish,
     ledger_counts,
@@ -26,12 +25,14 @@ from eval_harness.judges.dual.shards import parse_shard, queries_of_shard, shard
 from judge_projects import clean_judge_run, judge_project, judged_rows
 
 
+@pytest.mark.unit
 def test_a_query_shard_is_a_pinned_hash_of_its_external_id():
     # sha256("q0")[:8] as a big-endian integer is ...7 mod 8 (python -c, hashlib)
     assert [shard_of(x, 8) for x in ("q0", "q1", "q2", "1", "abc")] == [7, 2, 3, 1, 2]
     assert all(shard_of(f"q{i}", 1) == 0 for i in range(50))
 
 
+@pytest.mark.unit
 def test_shards_partition_the_queries_completely_and_evenly():
     planned = [PlannedQuery(i, f"query-{i}", "text", None, (i,)) for i in range(800)]
     shards = [queries_of_shard(planned, (i, 8)) for i in range(8)]
@@ -44,6 +45,7 @@ def test_shards_partition_the_queries_completely_and_evenly():
     assert queries_of_shard(planned, None) == planned
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", ["2/2", "-1/2", "a/b", "1", "0/0", ""])
 def test_a_bad_shard_is_refused_in_one_sentence(text):
     with pytest.raises(ValueError, match="a shard is i/n with 0 <= i < n"):
@@ -51,6 +53,7 @@ def test_a_bad_shard_is_refused_in_one_sentence(text):
     assert parse_shard("1/4") == (1, 4)
 
 
+@pytest.mark.slow
 def test_two_shard_processes_and_a_duplicate_pay_for_each_pair_once(fresh, tmp_path, fake,
                                                                     server_url):
     """`judge --shard 0/2` and `--shard 1/2` run side by side, and `--shard 0/2` a second time
@@ -107,6 +110,7 @@ def _question(record) -> int:
     return int(json.dumps(record.body).split("question ", 1)[1].split(" ", 1)[0])
 
 
+@pytest.mark.slow
 def test_two_shard_layouts_at_once_pay_for_each_judgement_once(fresh, tmp_path, fake):
     """`--shard 0/2` and `1/2` beside `--shard 0/3` and `1/3`: four processes
     with requests in flight at the same time, the layouts' shards overlapping. Every distinct

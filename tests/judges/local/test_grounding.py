@@ -26,6 +26,8 @@ from eval_harness.judges.local.verdicts import (
 )
 from eval_harness.judges.prompts import truncate
 
+pytestmark = pytest.mark.unit
+
 T = 0.66  # judges.local.lexical_support
 
 # Unrelated filler, about 3,450 characters of it, in sentences that share common words

@@ -68,6 +68,7 @@ def test_the_cannot_tell_margin_follows_its_rule(figures):
     assert validation.cannot_tell_margin(band, figures.shipped_threshold) == CANNOT_TELL_MARGIN
 
 
+@pytest.mark.unit
 def test_unigram_precision_hand_worked():
     # "the cat sat" against "a cat sat down": cat, sat found; the not -> 2 / 3
     assert validation.unigram_precision("The cat sat", "a cat sat down") == pytest.approx(2 / 3)
@@ -75,6 +76,7 @@ def test_unigram_precision_hand_worked():
     assert validation.claim_supports("Sure!", "anything") == []  # no claim: nothing to support
 
 
+@pytest.mark.unit
 def test_the_deciding_support_reproduces_the_gate_rule():
     rng = np.random.default_rng(0)
     for _ in range(2000):

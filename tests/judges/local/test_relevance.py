@@ -43,11 +43,13 @@ def embedding():
     return EmbeddingJudge(LocalJudgeSettings())
 
 
+@pytest.mark.unit
 def test_both_implement_the_judge_protocol(lexical, embedding):
     assert isinstance(lexical, Judge) and isinstance(embedding, Judge)
     assert (lexical.spec, embedding.spec) == ("local:lexical", "local:embedding")
 
 
+@pytest.mark.unit
 def test_the_two_relevance_signals_are_genuinely_different(lexical, embedding):
     same, orthogonal = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
     query = Passage("aspirin heart attack", 1, same)
@@ -60,6 +62,7 @@ def test_the_two_relevance_signals_are_genuinely_different(lexical, embedding):
     assert emb[0] < 0.5 < emb[1]  # the vectors disagree / agree
 
 
+@pytest.mark.unit
 def test_relevance_is_deterministic_and_in_range(lexical):
     first = run(lexical.relevance("aspirin heart", SOURCES[0]))
     second = run(lexical.relevance("aspirin heart", SOURCES[0]))
@@ -67,6 +70,7 @@ def test_relevance_is_deterministic_and_in_range(lexical):
     assert first.cost_usd == 0.0 and first.calls == 0 and first.outcome is Outcome.SCORED
 
 
+@pytest.mark.unit
 def test_embedding_ramp_maps_cosine_floor_and_ceiling(embedding):
     query = np.array([1.0, 0.0])
 
@@ -79,17 +83,20 @@ def test_embedding_ramp_maps_cosine_floor_and_ceiling(embedding):
     assert score(0.6) == pytest.approx(0.5, abs=1e-3)
 
 
+@pytest.mark.unit
 def test_missing_embedding_is_failed_not_guessed(embedding):
     result = run(embedding.relevance(Passage("q", 1, np.ones(3)), Passage("d", 7)))
     assert result.outcome is Outcome.FAILED and result.value is None
     assert "no stored embedding for the document 7" in result.error
 
 
+@pytest.mark.unit
 def test_query_without_content_words_is_failed(lexical):
     result = run(lexical.relevance("the of and", "anything"))
     assert result.outcome is Outcome.FAILED and result.value is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("support, threshold", [(lexical_support, 0.6), (trigram_support, 0.5)])
 def test_grounding_supports_paraphrase_and_catches_wrong_numbers(support, threshold):
     answer = ("Aspirin lowers the risk of heart attacks by 20 percent in adults [1]. "
@@ -102,11 +109,13 @@ def test_grounding_supports_paraphrase_and_catches_wrong_numbers(support, thresh
     assert grounding.supported_share == pytest.approx(1 / 3)
 
 
+@pytest.mark.unit
 def test_an_answer_without_claims_has_no_grounding_share(lexical):
     result = run(lexical.grounding("Sure!", SOURCES))
     assert result.scored and result.value.claims == () and result.value.supported_share is None
 
 
+@pytest.mark.unit
 def test_evaluation_rewards_a_grounded_answer_and_penalises_an_off_topic_one(lexical,
                                                                              embedding):
     query = "Does aspirin reduce the risk of heart attack?"
@@ -122,6 +131,7 @@ def test_evaluation_rewards_a_grounded_answer_and_penalises_an_off_topic_one(lex
         assert any("not supported" in issue for issue in low.issues)
 
 
+@pytest.mark.unit
 def test_reflexion_turns_issues_into_a_problem_and_a_lesson(lexical):
     evaluation = evaluate_answer_locally(
         "Does aspirin help?", SOURCES, "Aspirin cures cancer in young children quickly.",
@@ -134,6 +144,7 @@ def test_reflexion_turns_issues_into_a_problem_and_a_lesson(lexical):
     assert via_judge.problem and via_judge.lesson
 
 
+@pytest.mark.unit
 def test_lexical_relevance_saturates():
     assert lexical_relevance("aspirin", "aspirin aspirin aspirin aspirin") == 1.0
     assert lexical_relevance("aspirin statins", "aspirin") < lexical_relevance(

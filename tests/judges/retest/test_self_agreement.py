@@ -19,12 +19,7 @@ from eval_harness_pipelines import cli
 from fake_llm_judges import JudgeBehaviours, NoisyJudge
 from fake_llm_server import default_reply, judge_settings
 from judge_cli_env import judge_cli_environment
-from judge_runs import LLM, quiet, small_dataset
-
-
-@pytest.fixture
-def fake(server):
-    return quiet(server)
+from judge_runs import LLM, small_dataset
 
 
 def _dataset(conn, tmp_path, *, queries: int = 12, tag: str | None = None) -> str:
@@ -41,6 +36,7 @@ def _requests_by_purpose(conn, run_id):
                              "GROUP BY purpose", (run_id,)).fetchall())
 
 
+@pytest.mark.slow
 def test_noisy_judge_flip_rate_is_measured_within_its_interval(settings, conn, tmp_path, fake):
     """Judge 1 flips a retest label with probability p = 0.2, judge 2 is stable. In each of
     three seeded repetitions (a fresh dataset, a fresh noise seed) the measured flip rate's
@@ -109,6 +105,7 @@ def test_nothing_outside_the_retest_is_paid_twice(settings, conn, tmp_path, fake
     assert "- judge 1 (openai:gpt-4o) flips " in markdown and "of pairs unstable" in markdown
 
 
+@pytest.mark.unit
 def test_retest_sample_is_seeded_and_order_free():
     from eval_harness.judges.dual.plan import PlannedQuery
 
@@ -171,6 +168,7 @@ judges:
     assert fake.chat_requests > 0  # the retests, past the cache
 
 
+@pytest.mark.unit
 def test_the_fake_drifting_judge_flips_its_share_after_the_given_requests():
     """The fake provider's drifting judge (the drift check's test double): the base answers up
     to ``after_requests``, then a fixed share of flipped labels and shifted scores."""

@@ -35,15 +35,6 @@ STAGED = StagedSettings(enabled=True, seed=0, first_queries=3, step_queries=3)
 
 
 @pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate, server.responder = 0.0, 0.0, default_reply
-    yield server
-    server.reset()
-    server.responder = default_reply
-
-
-@pytest.fixture
 def dataset(tmp_path, conn):
     """12 queries, 2 expected documents each plus hybrid hits, texts unique to this test."""
     tag = uuid.uuid4().hex[:8]
@@ -206,12 +197,14 @@ def test_the_saving_is_what_a_dry_run_says_judge_2_would_still_pay(settings, con
     assert f"{staging.saved_usd:.4f} USD" in text
 
 
+@pytest.mark.unit
 def test_sample_sizes_grow_by_step_and_end_at_every_query():
     assert list(sample_sizes(10, first=3, step=4)) == [3, 7, 10]
     assert list(sample_sizes(2, first=20, step=20)) == [2]
     assert list(sample_sizes(0, first=3, step=3)) == [0]
 
 
+@pytest.mark.unit
 def test_the_stop_rule_spends_alpha_over_the_looks_that_can_stop_early():
     agreement = AgreementSettings()
     # 300 queries by 20: 15 looks, the last (every query) skips nothing -> 14 early looks
@@ -229,6 +222,7 @@ def test_the_stop_rule_spends_alpha_over_the_looks_that_can_stop_early():
     assert none.looks == 0 and "no early look" in none.describe()
 
 
+@pytest.mark.unit
 def test_staged_settings_parse_and_refuse_bad_values():
     assert parse_judge_settings({}).staged == StagedSettings()
     assert not StagedSettings().enabled

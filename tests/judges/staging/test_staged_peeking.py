@@ -150,6 +150,7 @@ def test_judges_well_above_the_floor_still_stop_early(simulated):
     assert corrected.mean() <= 0.5 * QUERIES
 
 
+@pytest.mark.unit
 def test_the_simulated_bound_is_the_stop_rules_bound():
     """The simulation's bootstrap is the production one: on a few runs, every look's lower
     bound equals what the staged run computes (sample_agreement at the rule's level)."""

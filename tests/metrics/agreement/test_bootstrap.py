@@ -16,6 +16,8 @@ from eval_harness.metrics.agreement import (
     kappa_bootstrap_interval,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_bootstrap_interval_contains_estimate_and_narrows_with_more_queries():
     widths = []

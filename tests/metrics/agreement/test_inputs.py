@@ -15,6 +15,8 @@ from eval_harness.metrics.agreement import (
     judge_vs_human,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_empty_input_raises_one_clear_sentence():
     with pytest.raises(AgreementInputError, match=r"^No labels were given") as error:

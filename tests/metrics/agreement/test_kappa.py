@@ -73,6 +73,7 @@ def test_kappa_and_ac1_are_symmetric_bounded_and_match_sklearn(pairs):
         assert forward.value == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("table", "published"), [
     # Wikipedia, "Cohen's kappa", simple example: 50 grant proposals, readers A and B.
     #              B yes  B no
@@ -94,6 +95,7 @@ def test_kappa_reproduces_published_tables(table, published):
     assert round(cohen_kappa(first, second).value, 3) == round(published, 3)
 
 
+@pytest.mark.unit
 def test_seed_example_full_agreement_is_one():
     # Story 1.11, "Kappa Calculation with Known Values": all 5 docs agree -> kappa 1.0.
     judge1 = [0.8, 0.6, 0.3, 0.9, 0.4]  # binary [1, 1, 0, 1, 0]
@@ -106,6 +108,7 @@ def test_seed_example_full_agreement_is_one():
     assert report.interpretation == "Almost Perfect Agreement"
 
 
+@pytest.mark.unit
 def test_degenerate_kappa_is_flagged_never_nan():
     both_relevant = cohen_kappa([1, 1, 1], [1, 1, 1])
     assert (both_relevant.value, both_relevant.degenerate) == (1.0, True)
@@ -118,6 +121,7 @@ def test_degenerate_kappa_is_flagged_never_nan():
     assert undefined.value is None and undefined.degenerate and "undefined" in undefined.reason
 
 
+@pytest.mark.unit
 def test_gwet_ac1_hand_worked():
     # Wikipedia table above (n = 50): P_a = (20 + 15)/50 = 0.7.
     # Rater 1 says yes 25 times, rater 2 30 times: pi = (25 + 30)/(2 * 50) = 0.55.
@@ -151,6 +155,7 @@ def test_weighted_kappa_equals_sklearn(weights):
     assert compared > 250
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("kappa", "label"), [
     (-0.01, "Poor Agreement"), (0.0, "Slight Agreement"), (0.20, "Slight Agreement"),
     (0.1 + 0.1, "Slight Agreement"), (0.21, "Fair Agreement"), (0.40, "Fair Agreement"),

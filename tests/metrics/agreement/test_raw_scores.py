@@ -9,6 +9,8 @@ import pytest
 
 from eval_harness.metrics.agreement import krippendorff_alpha_interval, score_offset_test
 
+pytestmark = pytest.mark.unit
+
 
 def test_krippendorff_alpha_interval_hand_worked():
     # Units (judge1, judge2): (1.0, 0.7), (0.3, 0.3), (0.0, 0.5), (0.7, 1.0); n = 8 values.

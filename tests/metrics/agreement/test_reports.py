@@ -12,6 +12,8 @@ import pytest
 from agreement_samples import clustered_scores, sklearn_kappa
 from eval_harness.metrics.agreement import agreement_report, bin_scores, cohen_kappa, judge_vs_human
 
+pytestmark = pytest.mark.unit
+
 
 def test_unscored_pairs_are_counted_and_left_out():
     scores1 = [0.9, None, 0.2, 0.8, float("nan"), 0.1, 0.7, 0.3]

@@ -41,6 +41,7 @@ def test_alpha_matches_the_krippendorff_package(binary, metric):
     assert checked > 200
 
 
+@pytest.mark.unit
 def test_a_stable_judge_has_flip_rate_0_and_alpha_1():
     scores = np.repeat(np.linspace(0.0, 1.0, 30)[:, None], 4, axis=1)
     result = retest_agreement(scores, query_ids=np.arange(30) // 3)
@@ -50,6 +51,7 @@ def test_a_stable_judge_has_flip_rate_0_and_alpha_1():
     assert (result.alpha_labels_interval.low, result.alpha_labels_interval.high) == (1.0, 1.0)
 
 
+@pytest.mark.unit
 def test_unscored_retests_are_left_out_not_counted_as_flips():
     scores = [[0.9, np.nan, 0.9], [0.1, 0.1, np.nan], [np.nan, 0.9, 0.1]]
     result = retest_agreement(scores, query_ids=[1, 2, 3])
@@ -66,6 +68,7 @@ def _noisy_judge(rng, *, p: float, queries: int, pairs: int, repeats: int) -> np
     return np.column_stack([np.where(labels, 0.8, 0.2), retests])
 
 
+@pytest.mark.unit
 def test_flip_rate_interval_covers_the_flip_probability():
     """A judge that flips each retest label with probability p: the 95% query-bootstrap
     interval covers p in most seeded repetitions (200, vectorised: seconds)."""
@@ -79,24 +82,28 @@ def test_flip_rate_interval_covers_the_flip_probability():
     assert covered >= 0.88 * 200  # nominal 95%; percentile intervals run a little short
 
 
+@pytest.mark.unit
 def test_fewer_than_two_queries_gives_an_interval_without_bounds():
     result = retest_agreement([[0.9, 0.1], [0.2, 0.2]], query_ids=["q", "q"])
     assert result.flip_rate == 0.5
     assert result.flip_interval.low is None and "two queries" in result.flip_interval.reason
 
 
+@pytest.mark.unit
 def test_nothing_scored_twice_gives_none():
     result = retest_agreement([[0.9, np.nan], [np.nan, 0.2]], query_ids=[1, 2])
     assert result.flip_rate is None and result.alpha_scores is None
     assert result.flip_interval.low is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("bad, message", [([], "non-empty"), ([[0.1, 0.2]], "query_ids")])
 def test_bad_input_says_what_to_give(bad, message):
     with pytest.raises(AgreementInputError, match=message):
         retest_agreement(bad, query_ids=[1, 2])
 
 
+@pytest.mark.unit
 def test_unknown_metric_is_refused():
     with pytest.raises(AgreementInputError, match="metric"):
         krippendorff_alpha([[0.1, 0.2]], metric="ratio")

@@ -26,13 +26,6 @@ from fake_llm_server import FakeTime, judge_settings
 
 # --------------------------------------------------------------------------- cache hit log
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    server.latency, server.fault_rate = 0.0, 0.0
-    return server
-
-
 def test_cache_hits_are_logged_with_the_list_price_they_saved(settings, conn, fake, tmp_path):
     config = judge_settings(settings, fake, judge1="openai:gpt-4o", judge2="local:lexical")
     query = f"aspirin heart attack risk {uuid.uuid4().hex}"
