@@ -281,3 +281,91 @@ def test_pyproject_lists_every_package():
     assert listed == on_disk, (
         "pyproject.toml [tool.setuptools] packages differs from the packages on disk: "
         f"missing {sorted(on_disk - listed)}, listed without a folder {sorted(listed - on_disk)}")
+
+
+def _module_imports():
+    """{module: {imported module: [line, ...]}} over every harness import (module level,
+    inside functions, under TYPE_CHECKING), each resolved to the module it names: ``from
+    a.b import c`` names module ``a.b.c`` when that is a module, else ``a.b``."""
+    found: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for path, module, is_init in _modules():
+        for line, imported in _imports(path, module, is_init):
+            if imported != module:
+                found[module][imported].append(line)
+    return found
+
+
+def test_no_import_cycle_between_modules():
+    """Two modules that import each other, directly or round a longer loop, are one module
+    or share a third: a cycle is refused even when an import inside a function hides it."""
+    imports = _module_imports()
+    edges = {(here, there) for here, targets in imports.items() for there in targets}
+    problems = []
+    for component in _cycles(edges):
+        problems.append(f"cycle between {', '.join(component)}:")
+        problems += [f"  {here} imports {there} (line {', '.join(map(str, sorted(set(lines))))})"
+                     for here in component for there, lines in sorted(imports[here].items())
+                     if there in component]
+    assert not problems, "\n".join(problems)
+
+
+def _private_uses(path: Path, module: str, is_init: bool):
+    """(line, what) for each name starting with ``_`` that the file takes from another
+    harness module: ``from m import _name`` or ``m._name`` on an imported module ``m``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_init else module.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] not in ("eval_harness", "eval_harness_pipelines"):
+                continue
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if _is_module(full):
+                    aliases[alias.asname or alias.name] = full
+                elif alias.name.startswith("_") and source != module:
+                    yield node.lineno, f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name.split(".")[0] in ("eval_harness",
+                                                                 "eval_harness_pipelines"):
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            yield node.lineno, f"{aliases[node.value.id]}.{node.attr}"
+
+
+def test_no_module_takes_another_modules_private_names():
+    """A name starting with ``_`` is its module's own: another module that needs it makes
+    it public in its one owner, or the two are one module."""
+    taken = [f"{path.relative_to(ROOT)}:{line} takes {what}"
+             for path, module, is_init in _modules()
+             for line, what in _private_uses(path, module, is_init)]
+    assert not taken, "private names taken from another module:\n" + "\n".join(taken)
+
+
+def test_the_private_check_sees_both_forms(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text("from eval_harness.store import connection\n"
+                      "from eval_harness.store.connection import _embedded_dir, StoreLocation\n"
+                      "connection._private_helper()\nconnection.__name__\n", encoding="utf-8")
+    assert sorted(_private_uses(source, "eval_harness.probe", False)) == [
+        (2, "eval_harness.store.connection._embedded_dir"),
+        (3, "eval_harness.store.connection._private_helper")]
+
+
+def test_re_exports_only_at_a_packages_face():
+    """``# noqa: F401`` (an import kept for others to take from here) only in an
+    ``__init__``, the package's public face."""
+    shims = [f"{path.relative_to(ROOT)}:{number}"
+             for path, _, is_init in _modules() if not is_init
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "noqa: F401" in line]
+    assert not shims, "re-exports outside a package __init__:\n" + "\n".join(shims)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, is_dataclass
-from datetime import date, datetime, timezone  # noqa: F401  (timezone: the doctests)
+from datetime import date, datetime
 from typing import Any
 
 import numpy as np
@@ -167,6 +167,7 @@ def to_jsonable(value: Any) -> Any:
     --------
     >>> to_jsonable({"kappa": float("nan"), "n": np.int64(3), "interval": (0.1, 0.2)})
     {'kappa': None, 'n': 3, 'interval': [0.1, 0.2]}
+    >>> from datetime import timezone
     >>> to_jsonable({"recorded_at": datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone.utc)})
     {'recorded_at': '2026-11-26T01:02:03+00:00'}
     """
