@@ -282,3 +282,91 @@ def test_pyproject_lists_every_package():
         "pyproject.toml [tool.setuptools] packages differs from the packages on disk: "
         f"missing {sorted(on_disk - listed)}, listed without a folder {sorted(listed - on_disk)}")
 
+
+
+def _module_edges():
+    """{(importing module, imported module): ["path:line", ...]} for every harness import.
+
+    ``from package import name`` imports the package (its ``__init__``) unless ``name`` is a
+    module of it; a module's imports of itself are left out."""
+    edges = defaultdict(list)
+    for path, module, is_init in _modules():
+        for line, imported in _imports(path, module, is_init):
+            while imported and not _is_module(imported):
+                imported = imported.rpartition(".")[0]
+            site = f"{path.relative_to(ROOT)}:{line}"
+            if imported and imported != module and site not in edges[module, imported]:
+                edges[module, imported].append(site)
+    return edges
+
+
+def test_no_import_cycle_between_modules():
+    edges = _module_edges()
+    problems = []
+    for component in _cycles(edges):
+        problems.append(f"cycle between the modules {', '.join(component)}:")
+        problems += [f"  {where} imports {there}"
+                     for (here, there), sites in sorted(edges.items())
+                     if here in component and there in component for where in sites]
+    assert not problems, ("two modules import each other (merge them, or move what both "
+                          "need into one owner below them):\n" + "\n".join(problems))
+
+
+def _private_uses(path: Path, module: str, is_init: bool):
+    """(line, "module._name") for every private name of another harness module the file
+    takes: ``from m import _name`` or ``m._name`` on an imported module ``m``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    aliases = {}  # local name -> harness module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                base = module.split(".") if is_init else module.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            if source.split(".")[0] not in ("eval_harness", "eval_harness_pipelines"):
+                continue
+            for alias in node.names:
+                if _is_module(f"{source}.{alias.name}"):
+                    aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
+                elif alias.name.startswith("_") and source != module:
+                    yield node.lineno, f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name.split(".")[0] in ("eval_harness",
+                                                                  "eval_harness_pipelines"):
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            yield node.lineno, f"{aliases[node.value.id]}.{node.attr}"
+
+
+def test_no_module_takes_another_modules_private_names():
+    taken = [f"{path.relative_to(ROOT)}:{line} takes {name}"
+             for path, module, is_init in _modules()
+             for line, name in _private_uses(path, module, is_init)]
+    assert not taken, ("a module uses another module's private name (make it public in its "
+                       "one owner, or merge the two):\n" + "\n".join(taken))
+
+
+@pytest.mark.unit
+def test_the_private_check_sees_both_forms(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text("from eval_harness.settings.values import _hidden, mapping_of\n"
+                      "from eval_harness.settings import values\n"
+                      "values._other(mapping_of)\n"
+                      "values.number_of(values.__name__)\n", encoding="utf-8")
+    found = list(_private_uses(source, "eval_harness.example", False))
+    assert found == [(1, "eval_harness.settings.values._hidden"),
+                     (3, "eval_harness.settings.values._other")]
+
+
+def test_re_exports_only_at_a_packages_face():
+    shims = [f"{path.relative_to(ROOT)}:{number}"
+             for path, _, is_init in _modules() if not is_init
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"noqa:\s*F401", line)]
+    assert not shims, ("a module re-exports names it imports (import them from their owner; "
+                       "a package's __init__ is the only public face):\n" + "\n".join(shims))
