@@ -42,15 +42,9 @@ def log_costs(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
         cur.executemany(_INSERT_COST, rows)
 
 
-def log_retries(conn: psycopg.Connection, rows: Sequence[tuple]) -> None:
-    """Insert retries into ``api_retry_log``: ``(run_id, api_name, model, operation,
-    error_type, status_code, retry_count, wait_seconds, success)``."""
-    with conn.cursor() as cur:
-        cur.executemany(_INSERT_RETRY, rows)
-
-
 def log_retry(conn: psycopg.Connection, row: tuple) -> int:
-    """Insert one retry into ``api_retry_log`` (the row as :func:`log_retries` takes it);
+    """Insert one retry into ``api_retry_log``: ``(run_id, api_name, model, operation,
+    error_type, status_code, retry_count, wait_seconds, success)``;
     returns its id, for :func:`mark_retries_succeeded`."""
     with conn.cursor() as cur:
         cur.execute(_INSERT_RETRY + " RETURNING id", row)
