@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from eval_harness.judges.client.ledger import BatchedRequest, BatchReply
+from eval_harness.judges.client.ledger import BatchedRequest, BatchReply, JudgeLedger
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.providers.base import BatchState, ChatClient
 from eval_harness.judges.client.retry import classify_error
@@ -86,7 +86,7 @@ class _Batch:
     status: str = "submitted"
 
 
-async def prefill_cache_by_batch(pipeline: CallPipeline,
+async def prefill_cache_by_batch(pipeline: CallPipeline[JudgeLedger],
                                  planned: Sequence[tuple[ChatRequest, int | None]],
                                  settings: BatchSettings, *, sleep: Sleep = asyncio.sleep,
                                  clock: Clock = time.monotonic) -> BatchReport:
@@ -125,7 +125,7 @@ async def prefill_cache_by_batch(pipeline: CallPipeline,
     return report
 
 
-async def _resume_open_batches(pipeline: CallPipeline, provider: ChatClient,
+async def _resume_open_batches(pipeline: CallPipeline[JudgeLedger], provider: ChatClient,
                                wanted: set[str], report: BatchReport) -> list[_Batch]:
     """The open batches of earlier runs that hold some of ``wanted``; lost ones abandoned."""
     resumed: list[_Batch] = []
@@ -143,7 +143,7 @@ async def _resume_open_batches(pipeline: CallPipeline, provider: ChatClient,
     return resumed
 
 
-async def _submit(pipeline: CallPipeline, provider: ChatClient,
+async def _submit(pipeline: CallPipeline[JudgeLedger], provider: ChatClient,
                   wanted: dict[str, tuple[ChatRequest, int | None]],
                   report: BatchReport) -> _Batch | None:
     """Submit what the budget allows of ``wanted`` as one batch and register it."""
@@ -183,7 +183,7 @@ async def _submit(pipeline: CallPipeline, provider: ChatClient,
     return batch
 
 
-async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
+async def _wait_and_store(pipeline: CallPipeline[JudgeLedger], batches: list[_Batch],
                           settings: BatchSettings, report: BatchReport, *, sleep: Sleep,
                           clock: Clock) -> None:
     deadline = clock() + settings.max_wait_seconds
@@ -209,7 +209,8 @@ async def _wait_and_store(pipeline: CallPipeline, batches: list[_Batch],
         report.pending_batch_ids.append(batch.batch_id)
 
 
-async def _poll(pipeline: CallPipeline, batch: _Batch, report: BatchReport) -> bool:
+async def _poll(pipeline: CallPipeline[JudgeLedger], batch: _Batch,
+                report: BatchReport) -> bool:
     """Poll ``batch`` once; True when it is settled (results stored, or lost)."""
     provider = pipeline.providers[batch.provider]
     state = await _state(provider, batch.batch_id)
@@ -250,8 +251,8 @@ async def _state(provider: ChatClient, batch_id: str) -> BatchState | None:
         raise
 
 
-def _store(pipeline: CallPipeline, batch: _Batch, results: dict[str, Completion | str],
-           report: BatchReport, *, status: str) -> None:
+def _store(pipeline: CallPipeline[JudgeLedger], batch: _Batch,
+           results: dict[str, Completion | str], report: BatchReport, *, status: str) -> None:
     replies = [BatchReply(key, request, got,
                           pipeline.prices.cost(request.model, got.usage, batch=True))
                for key, request in batch.requests.items()
@@ -271,7 +272,7 @@ def _store(pipeline: CallPipeline, batch: _Batch, results: dict[str, Completion 
     report.errored += len(batch.planned - {reply.key for reply in replies})
 
 
-def _release(pipeline: CallPipeline, batch: _Batch) -> None:
+def _release(pipeline: CallPipeline[JudgeLedger], batch: _Batch) -> None:
     """Give back the budget still reserved for ``batch``'s requests (not answered here)."""
     for reserve in batch.reserved.values():
         pipeline.budget.settle(reserve, 0.0)

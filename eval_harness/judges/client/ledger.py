@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import psycopg
 
@@ -89,6 +90,26 @@ class BatchReply:
     request: BatchedRequest
     completion: Completion
     cost: float
+
+
+class CallLedger(Protocol):
+    """What the call pipeline (:class:`~eval_harness.judges.client.runner.CallPipeline`) reads
+    and writes: the reply cache, cost rows, retry rows and cache hits. :class:`JudgeLedger`
+    keeps them in Postgres; the pipeline's unit tests keep them in memory. Batch mode needs
+    the batch register too, which only :class:`JudgeLedger` has."""
+
+    def cached(self, key: str) -> Completion | None: ...
+
+    def record_cache_hit(self, request: ChatRequest, *, saved_cost: float) -> None: ...
+
+    def record_call(self, request: ChatRequest, completion: Completion, *, cost: float,
+                    batch: bool = False, query_id: int | None = None,
+                    retry_ids: Sequence[int] = (), replace: bool = False,
+                    purpose: str = "label") -> None: ...
+
+    def record_retry(self, request: ChatRequest, event: RetryEvent) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class JudgeLedger:

@@ -69,13 +69,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import psycopg
 
 from eval_harness.judges.client.adaptive import AdaptiveRateLimiter
 from eval_harness.judges.client.budget import Budget, BudgetLine, BudgetLineExhausted
-from eval_harness.judges.client.ledger import JudgeLedger, RetryEvent
+from eval_harness.judges.client.ledger import CallLedger, RetryEvent
 from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.client.providers import provider as provider_named
@@ -97,6 +97,7 @@ from eval_harness.judges.protocol import ChatRequest, Completion
 from eval_harness.settings.judges import RateLimit
 
 T = TypeVar("T")
+LedgerT = TypeVar("LedgerT", bound=CallLedger)
 
 
 @dataclass
@@ -157,8 +158,12 @@ class CallOutcome:
         return self.completion is not None and not self.cache_hit
 
 
-class CallPipeline:
-    def __init__(self, *, providers: Mapping[str, ChatClient], ledger: JudgeLedger,
+class CallPipeline(Generic[LedgerT]):
+    """The pipeline of one run (see the module docstring), writing to ``ledger``: a
+    :class:`~eval_harness.judges.client.ledger.JudgeLedger` in a session (batch mode needs
+    one), any :class:`~eval_harness.judges.client.ledger.CallLedger` otherwise."""
+
+    def __init__(self, *, providers: Mapping[str, ChatClient], ledger: LedgerT,
                  prices: PriceTable, budget: Budget, retry: RetryPolicy,
                  rate_limits: Mapping[str, RateLimit], concurrency: int,
                  secrets: Iterable[str | None] = (), clock: Clock = time.monotonic,
