@@ -88,8 +88,11 @@ def _gate(store, relation) -> dict:
     from eval_harness.gates.runner import evaluate_window, summarize_gates
     from eval_harness.gates.window import TimeWindow
     from eval_harness.settings import QualityGateSettings
+    from eval_harness.settings.gates import DEFAULT_GATES, GateSettings
 
-    gates = build_gates(QualityGateSettings())
+    gates = build_gates(QualityGateSettings(gates={  # the rule gates (judged ones: elsewhere)
+            **DEFAULT_GATES, "grounding": GateSettings(enabled=False),
+            "answer_reward": GateSettings(enabled=False)}))
     window = TimeWindow.day(DAY.date())
     run = evaluate_window(store, window, gates, relation=relation)
     started = time.perf_counter()

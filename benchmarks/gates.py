@@ -162,6 +162,7 @@ def _stream_child(answer_count: int, seed: int, results) -> None:
     from eval_harness.gates.runner import evaluate_window, summarize_gates
     from eval_harness.gates.window import TimeWindow
     from eval_harness.settings import QualityGateSettings
+    from eval_harness.settings.gates import DEFAULT_GATES, GateSettings
     from eval_harness.store import StoreLocation, migrate
     from eval_harness.store.connection import start_embedded
 
@@ -172,7 +173,9 @@ def _stream_child(answer_count: int, seed: int, results) -> None:
             conn.commit()
         load_s = _load_answers(store, answer_count, seed)
         rss_before = _peak_rss_mb()
-        gates = build_gates(QualityGateSettings())
+        gates = build_gates(QualityGateSettings(gates={  # the rule gates (judged ones: elsewhere)
+            **DEFAULT_GATES, "grounding": GateSettings(enabled=False),
+            "answer_reward": GateSettings(enabled=False)}))
         window = TimeWindow.day(STREAM_DAY.date())
         run = evaluate_window(store, window, gates)
         rss_evaluated = _peak_rss_mb()
