@@ -8,8 +8,7 @@ from dataclasses import replace
 import pytest
 
 from eval_harness.settings import ConfigError, load_settings
-from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
-from eval_harness.settings.judges_anchors import AnchorSettings
+from eval_harness.settings.judges import AnchorSettings, JudgeSettings, parse_judge_settings
 from paths import REPO
 
 pytestmark = pytest.mark.unit

@@ -46,8 +46,7 @@ def judge_settings(base, server: FakeLLMServer | None, **judges):
     """
     from dataclasses import replace
 
-    from eval_harness.settings.judges import RateLimit
-    from eval_harness.settings.judges_anchors import AnchorSettings
+    from eval_harness.settings.judges import AnchorSettings, RateLimit
 
     # the shipped config.yaml has anchors on; a test that wants them says so
     judges.setdefault("anchors", AnchorSettings())
