@@ -180,8 +180,8 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
     dataset's human sample; ``grid_step`` overrides the step; ``labels``: human, judges or
     None (module docstring)."""
     options = settings.calibration
-    grid = grid_from_range(options.grid_start, options.grid_stop,
-                           options.grid_step if grid_step is None else grid_step)
+    grid = grid_from_range(options.grid.start, options.grid.stop,
+                           options.grid.step if grid_step is None else grid_step)
     dataset = dataset or settings.default_dataset
     weights = settings.weights_for(dataset)  # the weights in force: its own, else the global
     return calibrate_dataset(
@@ -190,7 +190,7 @@ def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
         decision=options.decision, default_weight=options.default_weight,
         candidate_depth=weights.candidate_depth, rrf_k=options.rrf_k,
         cv_folds=options.cv_folds, seed=options.seed,
-        bands=VerdictBands(options.full_success, options.partial_success),
+        bands=VerdictBands(options.verdict.full_success, options.verdict.partial_success),
         bootstrap_resamples=options.bootstrap_resamples, labels=labels,
         agreement=settings.agreement, min_judged=options.min_judged, human_sample=True)
 

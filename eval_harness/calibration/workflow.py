@@ -48,7 +48,8 @@ class CalibrationRecorded:
 
 def verdict_bands(settings: Settings) -> VerdictBands:
     """The P@5 bands of config.yaml's ``calibration`` section."""
-    return VerdictBands(settings.calibration.full_success, settings.calibration.partial_success)
+    return VerdictBands(settings.calibration.verdict.full_success,
+                         settings.calibration.verdict.partial_success)
 
 
 def write_calibration(location: StoreLocation, settings: Settings, result: CalibrationResult,

@@ -37,8 +37,8 @@ def configured_grid(settings: Settings) -> np.ndarray:
     """The semantic weights a calibration with ``settings`` evaluates (the grid and the
     default weight), ascending."""
     options = settings.calibration
-    return grid_with_default(grid_from_range(options.grid_start, options.grid_stop,
-                                             options.grid_step), options.default_weight)
+    return grid_with_default(grid_from_range(options.grid.start, options.grid.stop,
+                                             options.grid.step), options.default_weight)
 
 
 def grid_or_default(grid) -> np.ndarray:

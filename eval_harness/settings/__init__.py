@@ -1,9 +1,12 @@
 """Typed settings: ``config.yaml`` + environment -> :class:`Settings`, passed down explicitly.
 
 This is the only module that reads the environment; everything else receives a ``Settings``.
-The sections are parsed by their own modules (:mod:`.agreement`, :mod:`.calibration`,
-:mod:`.gates`, :mod:`.datasets`, :mod:`.judges`); this one holds the top level, ``store:``,
-``embedder:``, ``history:`` and ``dagster:``, and puts them together.
+The file is validated in one pass by :class:`ConfigFile`, a pydantic model whose sections are
+declared by their own modules (:mod:`.agreement`, :mod:`.calibration`, :mod:`.gates`,
+:mod:`.datasets`, :mod:`.judges`; this one declares ``store:``, ``embedder:``, ``history:`` and
+``dagster:``); a refusal is one sentence (:func:`.errors.config_error`). :class:`Settings` puts
+the validated sections, the paths resolved against the config file's folder and the
+environment's part together.
 """
 
 from __future__ import annotations
@@ -13,44 +16,103 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from eval_harness.settings.agreement import DISAGREEMENT_RULES, AgreementSettings, parse_agreement
-from eval_harness.settings.calibration import (
-    CalibrationSettings,
-    DecisionSettings,
-    HybridWeights,
-    parse_calibration,
-    parse_hybrid,
-)
-from eval_harness.settings.datasets import DatasetConfig, DatasetConfigError, parse_datasets
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from pydantic import BeforeValidator, PlainValidator
+from pydantic.dataclasses import dataclass as section
+
+from eval_harness.settings.agreement import DISAGREEMENT_RULES, AgreementSettings
+from eval_harness.settings.calibration import CalibrationSettings, DecisionSettings, HybridWeights
+from eval_harness.settings.datasets import DatasetConfig, DatasetEntry, dataset_config
+from eval_harness.settings.errors import ConfigError, problem
 from eval_harness.settings.file import DEFAULT_CONFIG_NAME, locate_config, read_config
-from eval_harness.settings.gates import GateSettings, QualityGateSettings, parse_quality_gates
-from eval_harness.settings.judges import JudgeSettings, parse_judge_settings
-from eval_harness.settings.values import mapping_of
+from eval_harness.settings.gates import GateSettings, QualityGateSettings
+from eval_harness.settings.judges import JudgeSettings, provider_variables, with_environment
+from eval_harness.settings.values import SECTION, OrEmpty, validated
 
-# Each section's type lives in its own module (agreement, calibration, gates, datasets,
-# judges); the ones importers name from here are re-exported.
 __all__ = ["AgreementSettings", "CalibrationSettings", "ConfigError", "DEFAULT_SCHEMA",
            "DecisionSettings",
            "DISAGREEMENT_RULES", "GateSettings", "HybridWeights", "QualityGateSettings",
            "Settings", "load_settings"]
 
-
-# Every key config.yaml may hold, section by section: any other key is an error (a typo must
-# not silently keep a default). Sections parsed from a dataclass list its fields instead.
-TOP_LEVEL_KEYS = ("store", "default_dataset", "datasets", "embedder", "hybrid_search",
-                  "agreement", "calibration", "history", "quality_gates", "judges", "dagster")
-STORE_KEYS = ("embedded_pgdata", "schema", "demo_rag_schema", "demo_rag_source",
-              "demo_rag_answers")
 DEMO_RAG_SOURCE = "datasets/scifact"  # store.demo_rag_source's default
 DEFAULT_SCHEMA = "eval_harness"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-EMBEDDER_KEYS = ("provider", "model")
-HISTORY_KEYS = ("duckdb_path",)
-DAGSTER_KEYS = ("home", "nightly")
-NIGHTLY_KEYS = ("cron", "timezone")
+
+
+def _schema_name(value: Any) -> str:
+    if not isinstance(value, str) or not _SCHEMA_NAME.match(value):
+        raise problem("must be a lower-case schema name (letters, digits, _), "
+                      f"got {value!r}.")
+    return value
+
+
+def _none_if_empty(value: Any) -> Any:
+    return value or None
+
+
+def _cron_line(value: Any) -> str:
+    cron = str(value)
+    if len(cron.split()) != 5:
+        raise problem(f"must have five fields, got {cron!r}.")
+    return cron
+
+
+SchemaName = Annotated[str, PlainValidator(_schema_name)]
+
+
+@section(frozen=True, config=SECTION)
+class StoreSection:
+    """``store:``: where the harness keeps its tables (paths relative to the config file)."""
+
+    embedded_pgdata: str = ".eval-harness/pgdata"
+    schema: SchemaName = DEFAULT_SCHEMA      # every table the harness owns
+    # embedded store only: the bundled SciFact laid out in this schema like a RAG system's
+    # own store (None: no demo store)
+    demo_rag_schema: Annotated[SchemaName | None, BeforeValidator(_none_if_empty)] = None
+    demo_rag_source: str = DEMO_RAG_SOURCE   # the BEIR folder (with embeddings.npz) laid out
+    # answers laid out there as the RAG system's answers table (None: none)
+    demo_rag_answers: Annotated[str | None, BeforeValidator(_none_if_empty)] = None
+
+
+@section(frozen=True, config=SECTION)
+class EmbedderSection:
+    provider: str = "auto"
+    model: str = "all-MiniLM-L6-v2"
+
+
+@section(frozen=True, config=SECTION)
+class HistorySection:
+    duckdb_path: str = ".eval-harness/history.duckdb"
+
+
+@section(frozen=True, config=SECTION)
+class NightlySection:
+    cron: Annotated[str, PlainValidator(_cron_line)] = "0 2 * * *"   # when nightly_job runs
+    timezone: str = "UTC"
+
+
+@section(frozen=True, config=SECTION)
+class DagsterSection:
+    home: str = ".eval-harness/dagster"
+    nightly: Annotated[NightlySection, OrEmpty] = NightlySection()
+
+
+@section(frozen=True, config=SECTION)
+class ConfigFile:
+    """What ``config.yaml`` may hold: each top-level section, in the order the file has them."""
+
+    store: Annotated[StoreSection, OrEmpty] = StoreSection()
+    default_dataset: str = "scifact"
+    datasets: Annotated[Mapping[str, DatasetEntry], OrEmpty] = field(default_factory=dict)
+    embedder: Annotated[EmbedderSection, OrEmpty] = EmbedderSection()
+    hybrid_search: Annotated[HybridWeights, OrEmpty] = HybridWeights()
+    agreement: Annotated[AgreementSettings, OrEmpty] = AgreementSettings()
+    calibration: Annotated[CalibrationSettings, OrEmpty] = CalibrationSettings()
+    history: Annotated[HistorySection, OrEmpty] = HistorySection()
+    quality_gates: Annotated[QualityGateSettings, OrEmpty] = QualityGateSettings()
+    judges: Annotated[JudgeSettings, OrEmpty] = JudgeSettings()
+    dagster: Annotated[DagsterSection, OrEmpty] = DagsterSection()
 
 
 @dataclass(frozen=True)
@@ -88,6 +150,10 @@ class Settings:
     judges: JudgeSettings = JudgeSettings()
     anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
+    # The environment's *_API_KEY / *_BASE_URL variables: a provider reads its key and server
+    # by the variable it declares (eval_harness.judges.client.providers.base).
+    provider_variables: Mapping[str, str] = field(default_factory=dict, repr=False,
+                                                  compare=False)
 
     def dataset(self, name: str) -> DatasetConfig:
         try:
@@ -108,20 +174,6 @@ class Settings:
 
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
-
-
-def _datasets(raw: Mapping[str, Any], root: Path) -> dict[str, DatasetConfig]:
-    try:
-        return parse_datasets(mapping_of(raw, "datasets"), root, reject_unknown_keys)
-    except DatasetConfigError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _schema_name(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not _SCHEMA_NAME.match(value):
-        raise ConfigError(f"'{key}' must be a lower-case schema name (letters, digits, _), "
-                          f"got {value!r}.")
-    return value
 
 
 def load_settings(config_path: Path | str | None = None,
@@ -147,46 +199,41 @@ def load_settings(config_path: Path | str | None = None,
 
 def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -> Settings:
     """The typed settings of a parsed file; errors carry no file name (the caller adds it)."""
-    reject_unknown_keys(raw, "", TOP_LEVEL_KEYS)
     root = path.resolve().parent
-    store = mapping_of(raw, "store", STORE_KEYS)
-    embedder = mapping_of(raw, "embedder", EMBEDDER_KEYS)
-    dagster = mapping_of(raw, "dagster", DAGSTER_KEYS)
-    history = mapping_of(raw, "history", HISTORY_KEYS)
-    nightly = mapping_of(dagster, "nightly", NIGHTLY_KEYS, where="dagster")
-    pgdata = env.get("EVAL_HARNESS_PGDATA") or store.get("embedded_pgdata", ".eval-harness/pgdata")
-    dagster_home = env.get("DAGSTER_HOME") or dagster.get("home", ".eval-harness/dagster")
-    cron = str(nightly.get("cron", "0 2 * * *"))
-    if len(cron.split()) != 5:
-        raise ConfigError(f"'dagster.nightly.cron' must have five fields, got {cron!r}.")
+    raw = {**raw, "judges": with_environment(raw.get("judges"), env)}
+    file = validated(ConfigFile, raw, context={"root": root})
+    store, dagster = file.store, file.dagster
+    pgdata = env.get("EVAL_HARNESS_PGDATA") or store.embedded_pgdata
+    home = env.get("DAGSTER_HOME") or dagster.home
+    given = raw.get("datasets") or {}
     return Settings(
         config_path=path.resolve() if path.is_file() else None,
         root=root,
         database_url=env.get("DATABASE_URL") or None,
-        embedded_pgdata=(root / str(pgdata)).resolve(),
-        schema=_schema_name(store.get("schema", DEFAULT_SCHEMA), "store.schema"),
-        demo_rag_schema=(_schema_name(store["demo_rag_schema"], "store.demo_rag_schema")
-                         if store.get("demo_rag_schema") else None),
-        demo_rag_source=(root / str(store.get("demo_rag_source", DEMO_RAG_SOURCE))).resolve(),
-        demo_rag_answers=((root / str(store["demo_rag_answers"])).resolve()
-                          if store.get("demo_rag_answers") else None),
-        default_dataset=str(raw.get("default_dataset", "scifact")),
-        datasets=_datasets(raw, root),
-        embedder_provider=str(embedder.get("provider", "auto")),
-        embedder_model=str(embedder.get("model", "all-MiniLM-L6-v2")),
-        hybrid=parse_hybrid(raw),
-        agreement=parse_agreement(raw),
-        calibration=parse_calibration(raw),
-        quality_gates=parse_quality_gates(raw, root),
-        history_duckdb_path=(root / str(history.get("duckdb_path",
-                                                    ".eval-harness/history.duckdb"))).resolve(),
-        dagster_home=(root / str(dagster_home)).resolve(),
-        nightly_cron=cron,
-        nightly_timezone=str(nightly.get("timezone", "UTC")),
+        embedded_pgdata=(root / pgdata).resolve(),
+        schema=store.schema,
+        demo_rag_schema=store.demo_rag_schema,
+        demo_rag_source=(root / store.demo_rag_source).resolve(),
+        demo_rag_answers=((root / store.demo_rag_answers).resolve()
+                          if store.demo_rag_answers else None),
+        default_dataset=file.default_dataset,
+        datasets={str(name): dataset_config(str(name), entry, given[name])
+                  for name, entry in file.datasets.items()},
+        embedder_provider=file.embedder.provider,
+        embedder_model=file.embedder.model,
+        hybrid=file.hybrid_search,
+        agreement=file.agreement,
+        calibration=file.calibration,
+        quality_gates=file.quality_gates,
+        history_duckdb_path=(root / file.history.duckdb_path).resolve(),
+        dagster_home=(root / home).resolve(),
+        nightly_cron=dagster.nightly.cron,
+        nightly_timezone=dagster.nightly.timezone,
         dagster_postgres_url=env.get("DAGSTER_POSTGRES_URL") or None,
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
-        judges=parse_judge_settings(mapping_of(raw, "judges"), env, source=None),
+        judges=file.judges,
         anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
+        provider_variables=provider_variables(env),
     )

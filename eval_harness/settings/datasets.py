@@ -51,9 +51,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from eval_harness.errors import InvalidInput
+from pydantic import BeforeValidator, PlainValidator, model_validator
+from pydantic.dataclasses import dataclass as section
+from pydantic_core import ArgsKwargs
+
+from eval_harness.settings.errors import problem, unknown
+from eval_harness.settings.values import SECTION, Flag, Share, resolved_path, validated
 
 DATASET_KEYS = ("path", "language", "split", "embeddings", "embedder", "live", "hybrid_search")
 LIVE_KEYS = ("corpus", "ground_truth", "queries", "write_judge_scores")
@@ -73,10 +78,6 @@ EMBEDDER_PROVIDERS = ("local", "openai")
 _NAME_PART = re.compile(r'\s*(?:([A-Za-z_][A-Za-z0-9_$]*)|"((?:[^"]|"")*)")\s*')
 _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_$]*$")  # prints without quotes
 MAX_NAME_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1: a longer name would be cut short
-
-
-class DatasetConfigError(InvalidInput):
-    """A dataset entry is invalid; the message names the dotted key (the caller adds the file)."""
 
 
 @dataclass(frozen=True)
@@ -156,14 +157,6 @@ class LiveMapping:
 
 
 @dataclass(frozen=True)
-class DatasetWeights:
-    """Weights calibration wrote for one dataset (``datasets.<name>.hybrid_search``)."""
-
-    semantic: float
-    keyword: float
-
-
-@dataclass(frozen=True)
 class DatasetConfig:
     name: str
     path: Path | None = None            # the BEIR folder of an ingested dataset
@@ -180,169 +173,268 @@ class DatasetConfig:
         return self.live is not None
 
 
-def parse_embedder(value: Any, where: str) -> str:
-    """``provider:model`` with a known provider, as given."""
-    text = str(value) if value is not None else ""
-    provider, colon, model = text.partition(":")
-    if not colon or provider not in EMBEDDER_PROVIDERS or not model.strip():
-        raise DatasetConfigError(
-            f"'{where}' must be provider:model with provider local or openai "
-            f"(e.g. local:all-MiniLM-L6-v2 or openai:text-embedding-3-small), got {value!r}.")
-    return text
-
-
-def parse_datasets(section: Mapping[str, Any], root: Path,
-                   reject_unknown_keys) -> dict[str, DatasetConfig]:
-    """Each entry of ``datasets:``; ``reject_unknown_keys(mapping, where, known)`` is the
-    settings' check (it names close matches)."""
-    result = {}
-    for name, entry in section.items():
-        where = f"datasets.{name}"
-        if not isinstance(entry, Mapping):
-            raise DatasetConfigError(f"'{where}' needs a 'path' (an ingested BEIR folder) or a "
-                                     "'live' mapping onto your own tables.")
-        reject_unknown_keys(entry, where, DATASET_KEYS)
-        live = _live(entry["live"], where, reject_unknown_keys) if "live" in entry else None
-        if live is None and "path" not in entry:
-            raise DatasetConfigError(f"'{where}' needs a 'path' (an ingested BEIR folder) or a "
-                                     "'live' mapping onto your own tables.")
-        if live is not None and "path" in entry:
-            raise DatasetConfigError(f"'{where}' has both 'path' and 'live': a dataset is "
-                                     "either ingested from a folder or read in place.")
-        embeddings = entry.get("embeddings")
-        embedder = entry.get("embedder")
-        if live is not None and embedder is None:
-            raise DatasetConfigError(
-                f"'{where}.embedder' is needed for a live dataset: the model that made the "
-                "corpus embeddings (e.g. openai:text-embedding-3-small), so queries are "
-                "embedded by the same one.")
-        result[str(name)] = DatasetConfig(
-            name=str(name),
-            path=(root / str(entry["path"])).resolve() if "path" in entry else None,
-            language=str(entry.get("language", "english")),
-            split=str(entry.get("split", "test")),
-            embeddings=(root / str(embeddings)).resolve() if embeddings else None,
-            embedder=parse_embedder(embedder, f"{where}.embedder") if embedder else None,
-            live=live,
-            weights=_weights(entry.get("hybrid_search"), f"{where}.hybrid_search",
-                             reject_unknown_keys),
-            language_given="language" in entry)
-    return result
-
-
-def _weights(section: Any, where: str, reject_unknown_keys) -> DatasetWeights | None:
-    if section is None:
-        return None
-    if not isinstance(section, Mapping):
-        raise DatasetConfigError(f"'{where}' must be a mapping with semantic and keyword.")
-    reject_unknown_keys(section, where, DATASET_WEIGHT_KEYS)
-    values = []
-    for key in DATASET_WEIGHT_KEYS:
-        value = section.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not 0.0 <= value <= 1.0:
-            raise DatasetConfigError(f"'{where}.{key}' must be a number in [0, 1], "
-                                     f"got {value!r}.")
-        values.append(float(value))
-    return DatasetWeights(*values)
-
-
-def _live(section: Any, where: str, reject_unknown_keys) -> LiveMapping:
-    where = f"{where}.live"
-    if not isinstance(section, Mapping):
-        raise DatasetConfigError(f"'{where}' must be a mapping with corpus and "
-                                 "ground_truth (or queries).")
-    reject_unknown_keys(section, where, LIVE_KEYS)
-    if "corpus" not in section:
-        raise DatasetConfigError(f"'{where}.corpus' is missing: the relation holding the "
-                                 "documents (id, content, embedding).")
-    if isinstance(section["corpus"], Mapping) and "preset" in section["corpus"]:
-        corpus = _preset(section["corpus"], f"{where}.corpus", reject_unknown_keys)
-    else:
-        corpus = _mapping(section["corpus"], f"{where}.corpus", CORPUS_KEYS,
-                          reject_unknown_keys, optional=("tsvector",))
-    ground_truth, queries = section.get("ground_truth"), section.get("queries")
-    if (ground_truth is None) == (queries is None):
-        raise DatasetConfigError(
-            f"'{where}' needs exactly one of 'ground_truth' (queries with expected_docs) and "
-            "'queries' (queries without labels, which the judges label); set the other to "
-            "null or leave it out.")
-    if ground_truth is not None:
-        mapped = _mapping(ground_truth, f"{where}.ground_truth", GROUND_TRUTH_KEYS,
-                          reject_unknown_keys, optional=())
-    else:
-        mapped = dict(_mapping(queries, f"{where}.queries", QUERIES_KEYS, reject_unknown_keys,
-                               optional=()), expected_docs=None)
-    write = section.get("write_judge_scores", False)
-    if not isinstance(write, bool):
-        raise DatasetConfigError(f"'{where}.write_judge_scores' must be true or false.")
-    return LiveMapping(CorpusMapping(**corpus), GroundTruthMapping(**mapped), write)
-
-
-def _preset(section: Mapping[str, Any], where: str, reject_unknown_keys) -> dict[str, Any]:
-    """The corpus mapping of a store a RAG library made (module docstring)."""
-    preset = section["preset"]
-    if preset not in PRESET_KEYS:
-        raise DatasetConfigError(f"'{where}.preset' must be langchain (langchain-postgres "
-                                 "PGVector) or llamaindex (llama-index PGVectorStore), got "
-                                 f"{_shown(preset)}.")
-    reject_unknown_keys(section, where, PRESET_KEYS[preset])
-    if preset == "langchain":
-        collection = section.get("collection")
-        if not isinstance(collection, str) or not collection:
-            raise DatasetConfigError(
-                f"'{where}.collection' must be the name of the LangChain collection to "
-                f"evaluate (the collection_name you gave PGVector; {LANGCHAIN_COLLECTIONS}"
-                f".name), got {_shown(collection)}.")
-        schema = section.get("schema", "public")
-        names = parse_sql_name(schema) if isinstance(schema, str) else None
-        if names is None or len(names) != 1:
-            raise DatasetConfigError(f"'{where}.schema' must be the schema holding "
-                                     f"{LANGCHAIN_TABLE} as SQL writes it (default public), "
-                                     f"got {_shown(schema)}.")
-        return dict(relation=Relation(names[0], LANGCHAIN_TABLE), id="id", content="document",
-                    embedding="embedding", tsvector=None, preset=preset, collection=collection)
-    table = section.get("table")
-    names = parse_sql_name(table) if isinstance(table, str) else None
-    if names is None or len(names) > 2:
-        raise DatasetConfigError(
-            f"'{where}.table' must be the table PGVectorStore made, data_ and its table_name "
-            f"(e.g. public.data_docs), got {_shown(table)}.")
-    return dict(relation=Relation(*(["public"] + names)[-2:]), id="node_id", content="text",
-                embedding="embedding", tsvector=LLAMAINDEX_TSVECTOR, preset=preset)
-
-
-def _mapping(section: Any, where: str, keys: tuple[str, ...], reject_unknown_keys, *,
-             optional: tuple[str, ...]) -> dict[str, Any]:
-    if not isinstance(section, Mapping):
-        raise DatasetConfigError(f"'{where}' must be a mapping with keys {', '.join(keys)}.")
-    reject_unknown_keys(section, where, keys)
-    parsed: dict[str, Any] = {}
-    for key in keys:
-        value = section.get(key)
-        if value is None and key in optional:
-            parsed[key] = None
-            continue
-        if value is None:
-            raise DatasetConfigError(f"'{where}.{key}' is missing.")
-        names = parse_sql_name(value) if isinstance(value, str) else None
-        if key == "relation":
-            if names is None or len(names) > 2:
-                raise DatasetConfigError(
-                    f"'{where}.relation' must be a table or view name as SQL writes it, such "
-                    f"as public.l2_insights or '\"My Schema\".\"My Table\"', got "
-                    f"{_shown(value)}.")
-            parsed[key] = Relation(*(["public"] + names)[-2:])
-        elif names is None or len(names) != 1:
-            raise DatasetConfigError(f"'{where}.{key}' must be a column name as SQL writes it "
-                                     f"(content, or '\"Content\"' for a quoted one), got "
-                                     f"{_shown(value)}.")
-        else:
-            parsed[key] = names[0]
-    return parsed
-
+# --- the file's form: what config.yaml may hold under datasets: ----------------------------
 
 def _shown(value: Any, limit: int = 80) -> str:
     """``value`` as a message quotes it, cut at ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _relation(value: Any) -> Relation:
+    if isinstance(value, Relation):
+        return value
+    names = parse_sql_name(value) if isinstance(value, str) else None
+    if names is None or len(names) > 2:
+        raise problem("must be a table or view name as SQL writes it, such as "
+                      "public.l2_insights or '\"My Schema\".\"My Table\"', got "
+                      f"{_shown(value)}.")
+    return Relation(*(["public"] + names)[-2:])
+
+
+def _column(value: Any) -> str:
+    names = parse_sql_name(value) if isinstance(value, str) else None
+    if names is None or len(names) != 1:
+        raise problem("must be a column name as SQL writes it (content, or '\"Content\"' for "
+                      f"a quoted one), got {_shown(value)}.")
+    return names[0]
+
+
+def _collection_needed(value: Any) -> str:
+    return ("must be the name of the LangChain collection to evaluate (the collection_name you "
+            f"gave PGVector; {LANGCHAIN_COLLECTIONS}.name), got {_shown(value)}.")
+
+
+def _collection(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise problem(_collection_needed(value))
+    return value
+
+
+def _langchain_schema(value: Any) -> str:
+    names = parse_sql_name(value) if isinstance(value, str) else None
+    if names is None or len(names) != 1:
+        raise problem(f"must be the schema holding {LANGCHAIN_TABLE} as SQL writes it "
+                      f"(default public), got {_shown(value)}.")
+    return names[0]
+
+
+def _llamaindex_table(value: Any) -> Relation:
+    names = parse_sql_name(value) if isinstance(value, str) else None
+    if names is None or len(names) > 2:
+        raise problem("must be the table PGVectorStore made, data_ and its table_name (e.g. "
+                      f"public.data_docs), got {_shown(value)}.")
+    return Relation(*(["public"] + names)[-2:])
+
+
+def _embedder(value: Any) -> str:
+    """``provider:model`` with a known provider, as given."""
+    text = str(value) if value is not None else ""
+    provider, colon, model = text.partition(":")
+    if not colon or provider not in EMBEDDER_PROVIDERS or not model.strip():
+        raise problem("must be provider:model with provider local or openai (e.g. "
+                      "local:all-MiniLM-L6-v2 or openai:text-embedding-3-small), got "
+                      f"{value!r}.")
+    return text
+
+
+RelationName = Annotated[Relation, PlainValidator(_relation)]
+ColumnName = Annotated[str, PlainValidator(_column)]
+
+
+def _a_mapping_with(data: Any, keys: tuple[str, ...], required: tuple[str, ...]) -> Any:
+    """The checks of a mapping of names read from the file: a mapping, no other key, each of
+    ``required`` given."""
+    if isinstance(data, ArgsKwargs):
+        return data
+    if not isinstance(data, Mapping):
+        raise problem(f"must be a mapping with keys {', '.join(keys)}.")
+    extra = [str(key) for key in data if str(key) not in keys]
+    if extra:
+        raise unknown(extra, keys)
+    for key in required:
+        if data.get(key) is None:
+            raise problem("is missing.", key=key)
+    return data
+
+
+@section(frozen=True, config=SECTION)
+class CorpusEntry:
+    """``live.corpus``: its relation and columns, or a RAG library's preset (module
+    docstring); the keys of the form given are checked before the values."""
+
+    relation: RelationName | None = None
+    id: ColumnName | None = None
+    content: ColumnName | None = None
+    embedding: ColumnName | None = None
+    tsvector: ColumnName | None = None   # None: to_tsvector(language, content)
+    preset: str | None = None
+    collection: Annotated[str, PlainValidator(_collection)] | None = None
+    schema: Annotated[str, PlainValidator(_langchain_schema)] = "public"
+    table: Annotated[Relation, PlainValidator(_llamaindex_table)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_form(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "preset" not in data:
+            return _a_mapping_with(data, CORPUS_KEYS, ("relation", "id", "content", "embedding"))
+        preset = data["preset"]
+        if preset not in PRESET_KEYS:
+            raise problem("must be langchain (langchain-postgres PGVector) or llamaindex "
+                          f"(llama-index PGVectorStore), got {_shown(preset)}.", key="preset")
+        _a_mapping_with(data, PRESET_KEYS[preset], ())
+        if preset == "langchain" and data.get("collection") is None:
+            raise problem(_collection_needed(None), key="collection")
+        if preset == "llamaindex" and data.get("table") is None:
+            raise problem(_table_needed(), key="table")
+        return data
+
+    def mapping(self) -> CorpusMapping:
+        """The corpus as the code reads it (a preset's relation and columns filled in)."""
+        if self.preset == "langchain":
+            return CorpusMapping(Relation(self.schema, LANGCHAIN_TABLE), "id", "document",
+                                 "embedding", None, preset="langchain",
+                                 collection=self.collection)
+        if self.preset == "llamaindex":
+            assert self.table is not None
+            return CorpusMapping(self.table, "node_id", "text", "embedding", LLAMAINDEX_TSVECTOR,
+                                 preset="llamaindex")
+        assert self.relation and self.id and self.content and self.embedding
+        return CorpusMapping(self.relation, self.id, self.content, self.embedding, self.tsvector)
+
+
+def _table_needed() -> str:
+    return ("must be the table PGVectorStore made, data_ and its table_name (e.g. "
+            "public.data_docs), got None.")
+
+
+@section(frozen=True, config=SECTION)
+class GroundTruthEntry:
+    """``live.ground_truth``: queries with their expected documents."""
+
+    relation: RelationName
+    id: ColumnName
+    query: ColumnName
+    expected_docs: ColumnName
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return _a_mapping_with(data, GROUND_TRUTH_KEYS, GROUND_TRUTH_KEYS)
+
+
+@section(frozen=True, config=SECTION)
+class QueriesEntry:
+    """``live.queries``: queries without labels (the judges label them)."""
+
+    relation: RelationName
+    id: ColumnName
+    query: ColumnName
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        return _a_mapping_with(data, QUERIES_KEYS, QUERIES_KEYS)
+
+
+@section(frozen=True, config=SECTION)
+class LiveEntry:
+    """``datasets.<name>.live``: the RAG system's relations, read in place."""
+
+    corpus: CorpusEntry
+    ground_truth: GroundTruthEntry | None = None
+    queries: QueriesEntry | None = None
+    write_judge_scores: Flag = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one_source(cls, data: Any) -> Any:
+        if isinstance(data, ArgsKwargs):
+            return data
+        if not isinstance(data, Mapping):
+            raise problem("must be a mapping with corpus and ground_truth (or queries).")
+        extra = [str(key) for key in data if str(key) not in LIVE_KEYS]
+        if extra:
+            raise unknown(extra, LIVE_KEYS)
+        if "corpus" not in data:
+            raise problem("is missing: the relation holding the documents (id, content, "
+                          "embedding).", key="corpus")
+        if (data.get("ground_truth") is None) == (data.get("queries") is None):
+            raise problem("needs exactly one of 'ground_truth' (queries with expected_docs) "
+                          "and 'queries' (queries without labels, which the judges label); set "
+                          "the other to null or leave it out.")
+        return data
+
+    def mapping(self) -> LiveMapping:
+        if self.ground_truth is not None:
+            gt = self.ground_truth
+            truth = GroundTruthMapping(gt.relation, gt.id, gt.query, gt.expected_docs)
+        else:
+            assert self.queries is not None
+            q = self.queries
+            truth = GroundTruthMapping(q.relation, q.id, q.query, None)
+        return LiveMapping(self.corpus.mapping(), truth, self.write_judge_scores)
+
+
+@section(frozen=True, config=SECTION)
+class DatasetWeights:
+    """Weights calibration wrote for one dataset (``datasets.<name>.hybrid_search``)."""
+
+    semantic: Share
+    keyword: Share
+
+
+@section(frozen=True, config=SECTION)
+class DatasetEntry:
+    """One entry of ``datasets:`` (module docstring); paths relative to the config file."""
+
+    path: Annotated[Path, BeforeValidator(resolved_path)] | None = None
+    language: str = "english"
+    split: str = "test"
+    embeddings: Annotated[Path, BeforeValidator(resolved_path)] | None = None
+    embedder: Annotated[str, PlainValidator(_embedder)] | None = None
+    live: LiveEntry | None = None
+    hybrid_search: DatasetWeights | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ingested_or_live(cls, data: Any) -> Any:
+        if isinstance(data, ArgsKwargs):
+            return data
+        needs = ("needs a 'path' (an ingested BEIR folder) or a 'live' mapping onto your own "
+                 "tables.")
+        if not isinstance(data, Mapping):
+            raise problem(needs)
+        extra = [str(key) for key in data if str(key) not in DATASET_KEYS]
+        if extra:
+            raise unknown(extra, DATASET_KEYS)
+        if "live" not in data and "path" not in data:
+            raise problem(needs)
+        if "live" in data and "path" in data:
+            raise problem("has both 'path' and 'live': a dataset is either ingested from a "
+                          "folder or read in place.")
+        if "live" in data and data.get("embedder") is None:
+            raise problem("is needed for a live dataset: the model that made the corpus "
+                          "embeddings (e.g. openai:text-embedding-3-small), so queries are "
+                          "embedded by the same one.", key="embedder")
+        if not data.get("embeddings"):
+            data = {**data, "embeddings": None}
+        if not data.get("embedder"):
+            data = {**data, "embedder": None}
+        return data
+
+
+def dataset_config(name: str, entry: DatasetEntry, given: Mapping[str, Any]) -> DatasetConfig:
+    """The typed dataset of one validated entry (``given``: the entry as the file had it)."""
+    return DatasetConfig(
+        name=name, path=entry.path, language=entry.language, split=entry.split,
+        embeddings=entry.embeddings, embedder=entry.embedder,
+        live=entry.live.mapping() if entry.live is not None else None,
+        weights=entry.hybrid_search, language_given="language" in given)
+
+
+def parse_datasets(section: Any, root: Path) -> dict[str, DatasetConfig]:
+    """Each entry of ``datasets:`` (a mapping of names), paths relative to ``root``."""
+    entries = validated(dict[str, DatasetEntry], section or {}, ("datasets",), {"root": root})
+    return {str(name): dataset_config(str(name), entry, section[name])
+            for name, entry in entries.items()}

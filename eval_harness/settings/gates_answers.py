@@ -26,76 +26,101 @@ and may be read is checked against the store before any work
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import PlainValidator, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic_core import ArgsKwargs, PydanticCustomError
 
 from eval_harness.settings.datasets import Relation, parse_sql_name
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from eval_harness.settings.errors import problem, unknown
+from eval_harness.settings.values import SECTION
 
-WHERE = "quality_gates.answers"
+WHERE = "quality_gates.answers"  # its dotted key, for messages about it
 ANSWERS_KEYS = ("relation", "id", "query", "answer", "created_at", "sources", "dataset")
-COLUMN_KEYS = ("id", "query", "answer", "created_at")
 SOURCES_KEYS = ("column", "kind")
 SOURCE_KINDS = ("ids", "json")
 
 
-@dataclass(frozen=True)
-class AnswersMapping:
-    """``quality_gates.answers``: where the RAG system keeps its answers (module docstring)."""
+def _column(default: str) -> Callable[[Any], str]:
+    def column(value: Any) -> str:
+        names = parse_sql_name(value) if isinstance(value, str) else None
+        if names is None or len(names) != 1:
+            raise problem(f"must be a column name as SQL writes it (e.g. {default}, or "
+                          f"'\"{default.title()}\"' for a quoted one), got {value!r}.")
+        return names[0]
+    return column
 
-    relation: Relation
-    id: str = "id"
-    query: str = "query"
-    answer: str = "answer"
-    created_at: str = "created_at"
-    sources: str = "sources"
-    kind: str = "json"            # ids | json
+
+def _relation(value: Any) -> Relation:
+    if isinstance(value, Relation):
+        return value
+    names = parse_sql_name(value) if isinstance(value, str) else None
+    if names is None or len(names) > 2:
+        raise problem("must be the RAG system's answers table or view as SQL writes it, such "
+                      f"as rag.answers, got {value!r}.")
+    return Relation(*(["public"] + names)[-2:])
+
+
+@dataclass(frozen=True, config=SECTION)
+class AnswersMapping:
+    """``quality_gates.answers``: where the RAG system keeps its answers (module docstring).
+    ``sources`` and ``kind`` are the file's ``sources: {column, kind}``."""
+
+    relation: Annotated[Relation, PlainValidator(_relation)]
+    id: Annotated[str, PlainValidator(_column("id"))] = "id"
+    query: Annotated[str, PlainValidator(_column("query"))] = "query"
+    answer: Annotated[str, PlainValidator(_column("answer"))] = "answer"
+    created_at: Annotated[str, PlainValidator(_column("created_at"))] = "created_at"
+    sources: Annotated[str, PlainValidator(_column("sources"))] = "sources"
+    kind: Literal["ids", "json"] = "json"
     dataset: str | None = None    # kind ids: the dataset whose corpus the ids are
 
     def __str__(self) -> str:
         return str(self.relation)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_the_file(cls, data: Any) -> Any:
+        """The file's form: ``sources: {column, kind}``, ``relation`` required."""
+        if not isinstance(data, Mapping):
+            if isinstance(data, ArgsKwargs):  # built in code, not read from a file
+                return data
+            raise problem("must be a mapping with relation, id, query, answer, created_at, "
+                          "sources and (for sources.kind ids) dataset.")
+        extra = [str(key) for key in data if str(key) not in ANSWERS_KEYS]
+        if extra:
+            raise unknown(extra, ANSWERS_KEYS)
+        if "relation" not in data:
+            raise problem(_relation_needed(None), key="relation")
+        sources = data.get("sources")
+        if not isinstance(sources, Mapping):
+            raise problem("must be a mapping {column, kind} with kind ids (an integer array "
+                          "of corpus ids) or json ([{id, text}]).", key="sources")
+        extra = [str(key) for key in sources if str(key) not in SOURCES_KEYS]
+        if extra:
+            raise unknown(extra, SOURCES_KEYS, key="sources")
+        kind = sources.get("kind")
+        if kind not in SOURCE_KINDS:
+            raise problem("must be ids (an integer array of the dataset's corpus ids) or json "
+                          f"(a [{{id, text}}] list), got {kind!r}.", key="sources.kind")
+        dataset = data.get("dataset")
+        if kind == "ids" and (not isinstance(dataset, str) or not dataset.strip()):
+            raise problem("must name the dataset whose corpus the source ids are (a live or "
+                          f"ingested dataset), got {dataset!r}.", key="dataset")
+        if kind == "json" and dataset is not None:
+            raise problem("is only read with sources.kind ids (json sources carry their own "
+                          "text); remove it.", key="dataset")
+        column = sources.get("column", "sources")
+        try:
+            _column("sources")(column)
+        except PydanticCustomError as exc:
+            raise problem(str((exc.context or {})["rest"]), key="sources.column") from None
+        flat = {key: value for key, value in data.items() if key != "sources"}
+        return {**flat, "sources": column, "kind": kind}
 
-def _column(section: Mapping[str, Any], key: str, default: str, where: str) -> str:
-    value = section.get(key, default)
-    names = parse_sql_name(value) if isinstance(value, str) else None
-    if names is None or len(names) != 1:
-        raise ConfigError(f"'{where}.{key}' must be a column name as SQL writes it (e.g. "
-                          f"{default}, or '\"{default.title()}\"' for a quoted one), got "
-                          f"{value!r}.")
-    return names[0]
 
-
-def parse_answers_mapping(section: Any) -> AnswersMapping:
-    """``quality_gates.answers`` parsed (names only; the store is checked later)."""
-    if not isinstance(section, Mapping):
-        raise ConfigError(f"'{WHERE}' must be a mapping with relation, id, query, answer, "
-                          "created_at, sources and (for sources.kind ids) dataset.")
-    reject_unknown_keys(section, WHERE, ANSWERS_KEYS)
-    relation = section.get("relation")
-    names = parse_sql_name(relation) if isinstance(relation, str) else None
-    if names is None or len(names) > 2:
-        raise ConfigError(f"'{WHERE}.relation' must be the RAG system's answers table or view "
-                          f"as SQL writes it, such as rag.answers, got {relation!r}.")
-    columns = {key: _column(section, key, key, WHERE) for key in COLUMN_KEYS}
-    sources = section.get("sources")
-    if not isinstance(sources, Mapping):
-        raise ConfigError(f"'{WHERE}.sources' must be a mapping {{column, kind}} with kind "
-                          "ids (an integer array of corpus ids) or json ([{id, text}]).")
-    reject_unknown_keys(sources, f"{WHERE}.sources", SOURCES_KEYS)
-    kind = sources.get("kind")
-    if kind not in SOURCE_KINDS:
-        raise ConfigError(f"'{WHERE}.sources.kind' must be ids (an integer array of the "
-                          "dataset's corpus ids) or json (a [{id, text}] list), got "
-                          f"{kind!r}.")
-    column = _column(sources, "column", "sources", f"{WHERE}.sources")
-    dataset = section.get("dataset")
-    if kind == "ids" and (not isinstance(dataset, str) or not dataset.strip()):
-        raise ConfigError(f"'{WHERE}.dataset' must name the dataset whose corpus the source "
-                          f"ids are (a live or ingested dataset), got {dataset!r}.")
-    if kind == "json" and dataset is not None:
-        raise ConfigError(f"'{WHERE}.dataset' is only read with sources.kind ids (json "
-                          "sources carry their own text); remove it.")
-    return AnswersMapping(Relation(*(["public"] + names)[-2:]), sources=column, kind=kind,
-                          dataset=dataset, **columns)
+def _relation_needed(value: Any) -> str:
+    return ("must be the RAG system's answers table or view as SQL writes it, such as "
+            f"rag.answers, got {value!r}.")

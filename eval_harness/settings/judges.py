@@ -6,121 +6,193 @@ Environment overrides: ``EVAL_HARNESS_JUDGE1``, ``EVAL_HARNESS_JUDGE2`` (judge s
 ``EVAL_HARNESS_JUDGE_BUDGET_USD`` (a number, or ``none`` for no limit).
 
 A judge is named ``provider:model``: ``openai:<model>`` (OpenAI or any server speaking its
-Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` (the chat providers,
-:data:`CHAT_PROVIDERS`; one module each in :mod:`eval_harness.judges.client.providers`) or
-``local:lexical`` / ``local:embedding`` (offline, free). Any model name is accepted; a paid model
-needs an entry in ``prices`` when it is used (checked when the judges are built, see
-:mod:`eval_harness.judges.client.session`).
+Chat Completions API, via ``OPENAI_BASE_URL``), ``anthropic:<model>`` (the chat providers of
+:func:`chat_providers`; one module each in :mod:`eval_harness.judges.client.providers`, or a
+plugin's module declared as an entry point) or ``local:lexical`` / ``local:embedding``
+(offline, free). Any model name is accepted; a paid model needs an entry in ``prices`` when it
+is used (checked when the judges are built, see :mod:`eval_harness.judges.client.session`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from typing import Annotated, Any
 
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    Strict,
+    field_validator,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
+from pydantic_core import ArgsKwargs, PydanticCustomError
 
-# The chat providers a judge spec may name before the colon: each is served by the module of
-# the same name in eval_harness.judges.client.providers (its registry; settings stays below
-# judges and knows the names only). A provider registered at run time is added here.
-CHAT_PROVIDERS: list[str] = ["openai", "anthropic"]
+from eval_harness.settings.errors import ConfigError, problem, unknown
+from eval_harness.settings.values import (
+    SECTION,
+    Count,
+    Flag,
+    Natural,
+    NonNegative,
+    OrEmpty,
+    Positive,
+    Share,
+    budget_of,
+    validated,
+)
+
+# The chat providers this project ships, one module each in eval_harness.judges.client.providers.
+BUILT_IN_CHAT_PROVIDERS = ("openai", "anthropic")
+# A provider from another package: an entry point of this group, NAME = "package.module" (a
+# module defining PROVIDER, see eval_harness.judges.client.providers.base).
+PROVIDER_ENTRY_POINTS = "eval_harness.chat_providers"
 LOCAL = "local"  # the offline judges
 LOCAL_JUDGES = ("lexical", "embedding")
 DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7}
 DEFAULT_MAX_TOKENS = {"relevance": 100, "evaluation": 500, "grounding": 500, "reflexion": 1000}
-# The environment variables a provider reads its key and server from (see provider_variables).
+# The environment variables a provider reads its key and server from (Settings.provider_variables).
 PROVIDER_VARIABLE_SUFFIXES = ("_API_KEY", "_BASE_URL")
 
 
-def add_chat_provider(name: str) -> None:
-    """Accept ``name:<model>`` judge specs (a provider registered at run time)."""
-    if name not in CHAT_PROVIDERS:
-        CHAT_PROVIDERS.append(name)
+def plugin_providers() -> dict[str, str]:
+    """The chat providers installed packages declare: name -> module."""
+    return {point.name: point.value for point in entry_points(group=PROVIDER_ENTRY_POINTS)
+            if point.name not in BUILT_IN_CHAT_PROVIDERS and point.name != LOCAL}
 
 
-def remove_chat_provider(name: str) -> None:
-    """Refuse ``name:<model>`` specs again (a provider registered at run time, forgotten)."""
-    if name in CHAT_PROVIDERS:
-        CHAT_PROVIDERS.remove(name)
+def chat_providers() -> tuple[str, ...]:
+    """Every chat provider a judge spec may name: the built-in ones, then the plugins'."""
+    return (*BUILT_IN_CHAT_PROVIDERS, *sorted(plugin_providers()))
 
 
 def known_providers() -> tuple[str, ...]:
     """Every name a judge spec may use before the colon."""
-    return (*CHAT_PROVIDERS, LOCAL)
+    return (*chat_providers(), LOCAL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class Price:
-    """USD per million tokens; ``batch_discount`` is the share taken off in batch mode."""
+    """``judges.prices.<model>``: USD per million tokens."""
 
-    input: float
-    output: float
-    cached_input: float | None = None  # None: billed like other input
-    batch_discount: float = 0.5
+    input: NonNegative
+    output: NonNegative
+    cached_input: NonNegative | None = None  # None: billed like other input
+    batch_discount: Share = 0.5
+
+    @model_validator(mode="before")
+    @classmethod
+    def _input_and_output(cls, data: Any) -> Any:
+        if isinstance(data, ArgsKwargs):
+            return data
+        if not isinstance(data, Mapping):
+            raise problem("must be a mapping with input and output.")
+        for key in ("input", "output"):
+            if key not in data:
+                raise problem(f"needs '{key}' (USD per million tokens).")
+        return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class RateLimit:
-    requests_per_minute: float
-    tokens_per_minute: float | None = None  # None: only requests are limited
+    requests_per_minute: Positive
+    tokens_per_minute: Positive | None = None  # None: only requests are limited
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class RetrySettings:
-    max_retries: int = 4             # attempts = 1 + max_retries
-    base_delay_seconds: float = 1.0  # waits 1, 2, 4, 8 s ...
-    jitter: float = 0.2              # +-20 %
-    max_wait_seconds: float = 120.0  # a Retry-After above this fails the call instead
+    max_retries: Natural = 4                  # attempts = 1 + max_retries
+    base_delay_seconds: NonNegative = 1.0     # waits 1, 2, 4, 8 s ...
+    jitter: Annotated[float, Strict(), Field(ge=0.0, le=0.99)] = 0.2   # +-20 %
+    max_wait_seconds: Positive = 120.0        # a Retry-After above this fails the call instead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class BatchSettings:
-    poll_interval_seconds: float = 30.0
-    max_wait_seconds: float = 86_400.0  # providers finish batches within 24 h
+    poll_interval_seconds: Positive = 30.0
+    max_wait_seconds: Positive = 86_400.0  # providers finish batches within 24 h
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class StagedSettings:
     """``judges.staged``: judge 2 scores a seeded random sample of queries, growing it by
     ``step_queries`` from ``first_queries``, until the lower bound of the kappa interval on
     the sample reaches ``agreement.kappa_floor``, with alpha spent over the early looks these
-    sizes plan (see :mod:`eval_harness.judges.dual.staged`)."""
+    sizes plan (see :mod:`eval_harness.judges.staging.staged`)."""
 
-    enabled: bool = False
-    seed: int = 0                # the order in which queries join the sample
-    first_queries: int = 20      # the first sample (at least 2: the interval needs 2 queries)
-    step_queries: int = 20       # queries added per step while the bound is below the floor
+    enabled: Flag = False
+    seed: Natural = 0            # the order in which queries join the sample
+    # the first sample (at least 2: the interval needs 2 queries)
+    first_queries: Annotated[int, Strict(), Field(ge=2)] = 20
+    step_queries: Count = 20     # queries added per step while the bound is below the floor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
 class RetestSettings:
     """``judges.retest``: each judge re-scores every pair of a seeded sample of ``queries``
     queries ``repeats`` times past the reply cache, to measure how often it disagrees with
-    itself (see :mod:`eval_harness.judges.dual.retest`). Off unless ``enabled`` (or
+    itself (see :mod:`eval_harness.judges.retest`). Off unless ``enabled`` (or
     ``eval-harness judge --retest``)."""
 
-    enabled: bool = False
-    queries: int = 20            # queries sampled (every judged pair of each is re-scored)
-    repeats: int = 3             # extra scorings of each pair, past the cache
-    seed: int = 0                # which queries are sampled
+    enabled: Flag = False
+    # queries sampled (every judged pair of each is re-scored)
+    queries: Annotated[int, Strict(), Field(ge=2)] = 20
+    repeats: Count = 3           # extra scorings of each pair, past the cache
+    seed: Natural = 0            # which queries are sampled
     # its own budget line per run, apart from judges.budget_usd; None = no limit (the
     # sample's size bounds it: judge --dry-run prices it)
-    budget_usd: float | None = None
+    budget_usd: Annotated[float | None, PlainValidator(budget_of)] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=SECTION)
+class AnchorSettings:
+    """``judges.anchors``: a seeded sample of ``pairs`` judged pairs of the dataset, frozen
+    with each judge's score and label the first time, and re-judged past the cache by every
+    later run to measure drift (see :mod:`eval_harness.judges.anchors`). Off when the
+    section is absent."""
+
+    enabled: Flag = False
+    # anchors of the dataset (all judged pairs when fewer)
+    pairs: Annotated[int, Strict(), Field(ge=2)] = 100
+    seed: Natural = 0            # which pairs are chosen
+    # its own budget line per run, apart from judges.budget_usd; None = no limit (the set's
+    # size bounds it: judge --dry-run prices it)
+    budget_usd: Annotated[float | None, PlainValidator(budget_of)] = None
+
+
+@dataclass(frozen=True, config=SECTION)
+class DriftSettings:
+    """``judges.drift``: when the ``judge_drift`` check fails. It fails when the lower
+    confidence bound of a judge's label flip rate on the anchors exceeds ``max_flip_rate``,
+    or its agreement with the human verdicts on anchors falls below
+    ``min_human_agreement`` (only when some anchor has a human verdict); ``blocking: false``
+    makes a failure a warning."""
+
+    max_flip_rate: Share = 0.05
+    min_human_agreement: Share = 0.7
+    blocking: Flag = True
+    # of the flip rate's Wilson interval and the shift's t interval
+    confidence: Annotated[float, Strict(), Field(ge=0.5, le=0.999)] = 0.95
+
+
+Cosine = Annotated[float, Strict(), Field(ge=-1.0, le=1.0)]
+
+
+@dataclass(frozen=True, config=SECTION)
 class LocalJudgeSettings:
-    embedding_floor: float = 0.3     # local:embedding: cosine at or below -> 0.0
-    embedding_ceiling: float = 0.9   # cosine at or above -> 1.0 (linear between)
-    lexical_support: float = 0.66    # local:lexical grounding: a claim's best-span support
-    trigram_support: float = 0.5     # cosine of character-trigram vectors for local:embedding
+    embedding_floor: Cosine = 0.3     # local:embedding: cosine at or below -> 0.0
+    embedding_ceiling: Cosine = 0.9   # cosine at or above -> 1.0 (linear between)
+    lexical_support: Cosine = 0.66    # local:lexical grounding: a claim's best-span support
+    trigram_support: Cosine = 0.5     # cosine of character-trigram vectors for local:embedding
 
-
-def _frozen(mapping: Mapping) -> Mapping:
-    return MappingProxyType(dict(mapping))
+    @model_validator(mode="after")
+    def _floor_below_ceiling(self) -> LocalJudgeSettings:
+        if self.embedding_floor >= self.embedding_ceiling:
+            raise problem("must be below 'embedding_ceiling'.", key="embedding_floor")
+        return self
 
 
 DEFAULT_RATE_LIMITS = {"openai": RateLimit(500, 30_000), "anthropic": RateLimit(50, 50_000)}
@@ -130,308 +202,148 @@ DEFAULT_PRICES = {
     "claude-haiku-4-5": Price(1.00, 5.00, 0.10),
     "claude-sonnet-4-5": Price(3.00, 15.00, 0.30),
 }
+DEFAULT_SEND_TEMPERATURE = {"openai": True, "anthropic": False}
 
 
-@dataclass(frozen=True)
-class AnchorSettings:
-    """``judges.anchors``: a seeded sample of ``pairs`` judged pairs of the dataset, frozen
-    with each judge's score and label the first time, and re-judged past the cache by every
-    later run to measure drift (see :mod:`eval_harness.judges.dual.anchors`). Off when the
-    section is absent."""
-
-    enabled: bool = False
-    pairs: int = 100             # anchors of the dataset (all judged pairs when fewer)
-    seed: int = 0                # which pairs are chosen
-    # its own budget line per run, apart from judges.budget_usd; None = no limit (the set's
-    # size bounds it: judge --dry-run prices it)
-    budget_usd: float | None = None
-
-
-@dataclass(frozen=True)
-class DriftSettings:
-    """``judges.drift``: when the ``judge_drift`` check fails. It fails when the lower
-    confidence bound of a judge's label flip rate on the anchors exceeds ``max_flip_rate``,
-    or its agreement with the human verdicts on anchors falls below
-    ``min_human_agreement`` (only when some anchor has a human verdict); ``blocking: false``
-    makes a failure a warning."""
-
-    max_flip_rate: float = 0.05
-    min_human_agreement: float = 0.7
-    blocking: bool = True
-    confidence: float = 0.95     # of the flip rate's Wilson interval and the shift's t interval
-
-
-@dataclass(frozen=True)
-class JudgeSettings:
-    judge1: str = "openai:gpt-4o"
-    judge2: str = "anthropic:claude-haiku-4-5"
-    fallback_to_local: bool = True   # a missing API key swaps in a local judge (said once)
-    concurrency: int = 8             # requests in flight per provider
-    timeout_seconds: float = 60.0    # per HTTP request (the SDKs' own timeout)
-    budget_usd: float | None = 10.0  # per run; None = no limit
-    hybrid_top_k: int = 5            # judged pairs: expected_docs + top k of hybrid search
-    # a labelled dataset's pairs also take the grid pool (every calibration grid weight's
-    # top 5), so calibration finds no unlabelled document there (Judged@5 = 1)
-    grid_pool: bool = False
-    temperatures: Mapping[str, float] = field(default_factory=lambda: _frozen(DEFAULT_TEMPERATURES))
-    max_tokens: Mapping[str, int] = field(default_factory=lambda: _frozen(DEFAULT_MAX_TOKENS))
-    rate_limits: Mapping[str, RateLimit] = field(
-        default_factory=lambda: _frozen(DEFAULT_RATE_LIMITS))
-    prices: Mapping[str, Price] = field(default_factory=lambda: _frozen(DEFAULT_PRICES))
-    # Whether the temperature is sent. The Anthropic SDK 2.x speaks API version 2026-10-21,
-    # which rejects sampling parameters (400), so it is off there by default.
-    send_temperature: Mapping[str, bool] = field(
-        default_factory=lambda: _frozen({"openai": True, "anthropic": False}))
-    retry: RetrySettings = RetrySettings()
-    batch: BatchSettings = BatchSettings()
-    local: LocalJudgeSettings = LocalJudgeSettings()
-    staged: StagedSettings = StagedSettings()
-    retest: RetestSettings = RetestSettings()
-    anchors: AnchorSettings = AnchorSettings()
-    drift: DriftSettings = DriftSettings()
-    shards: int = 1                  # static partitions of the Dagster judging asset
-    # The environment's *_API_KEY / *_BASE_URL variables: a provider without typed settings
-    # of its own reads its key and server here (eval_harness.judges.client.providers.base).
-    provider_variables: Mapping[str, str] = field(default_factory=lambda: _frozen({}),
-                                                  repr=False, compare=False)
-
-
-def _error(message: str) -> Exception:
-    # No file name here: parse_judge_settings (or load_settings) puts the file read in front.
-    return ConfigError(message)
-
-
-def _mapping(section: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = section.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise _error(f"'{where}.{key}' must be a mapping.")
-    return value
-
-
-def _reject_unknown(section: Mapping[str, Any], where: str, known: tuple[str, ...]) -> None:
-    reject_unknown_keys(section, where, known)  # a typo would otherwise keep a default
-
-
-def _number(value: Any, where: str, *, low: float = 0.0, high: float = math.inf,
-            low_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise _error(f"'{where}' must be a number, got {value!r}.")
-    if value < low or value > high or (low_open and value == low):
-        bounds = f"{'>' if low_open else '>='} {low:g}" + ("" if high == math.inf
-                                                           else f" and <= {high:g}")
-        raise _error(f"'{where}' must be {bounds}, got {value!r}.")
-    return float(value)
-
-
-def _integer(value: Any, where: str, *, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise _error(f"'{where}' must be an integer >= {low}, got {value!r}.")
-    return value
+def _spec_problem(spec: Any) -> str | None:
+    """What is wrong with a judge spec (None: ``provider:model`` with a known provider)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return ("must look like provider:model (openai:gpt-4o, anthropic:claude-haiku-4-5, "
+                f"local:lexical), got {spec!r}.")
+    provider, model = (part.strip() for part in spec.split(":", 1))
+    if provider not in known_providers():
+        return f"names an unknown provider '{provider}' (known: {', '.join(known_providers())})."
+    if not model:
+        return f"names no model after '{provider}:'."
+    if provider == LOCAL and model not in LOCAL_JUDGES:
+        return f"names an unknown local judge '{model}' (known: {', '.join(LOCAL_JUDGES)})."
+    return None
 
 
 def validate_judge_spec(spec: Any, where: str) -> str:
     """``provider:model`` with a known provider and a non-empty model (any name for paid)."""
-    if not isinstance(spec, str) or ":" not in spec:
-        raise _error(f"'{where}' must look like provider:model (openai:gpt-4o, "
-                     f"anthropic:claude-haiku-4-5, local:lexical), got {spec!r}.")
-    provider, model = (part.strip() for part in spec.split(":", 1))
-    if provider not in known_providers():
-        raise _error(f"'{where}' names an unknown provider '{provider}' "
-                     f"(known: {', '.join(known_providers())}).")
-    if not model:
-        raise _error(f"'{where}' names no model after '{provider}:'.")
-    if provider == LOCAL and model not in LOCAL_JUDGES:
-        raise _error(f"'{where}': unknown local judge '{model}' "
-                     f"(known: {', '.join(LOCAL_JUDGES)}).")
+    found = _spec_problem(spec)
+    if found is not None:
+        raise ConfigError(f"'{where}' {found}")
+    provider, model = (part.strip() for part in str(spec).split(":", 1))
     return f"{provider}:{model}"
 
 
-def _budget(value: Any, where: str) -> float | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
-        return None
-    if isinstance(value, str):
+def _judge_spec(spec: Any) -> str:
+    found = _spec_problem(spec)
+    if found is not None:
+        raise problem(found)
+    provider, model = (part.strip() for part in str(spec).split(":", 1))
+    return f"{provider}:{model}"
+
+
+def _over(defaults: Mapping[str, Any],
+          known: Callable[[], tuple[str, ...]] | None = None) -> Callable[[Any], Any]:
+    """A per-name mapping of the file over ``defaults`` (its names restricted to ``known()``,
+    the defaults' own names when None)."""
+    def merge(given: Any) -> Any:
+        if given is None:
+            given = {}
+        if not isinstance(given, Mapping):
+            raise problem("must be a mapping.")
+        names = tuple(defaults) if known is None else known()
+        extra = [str(name) for name in given if name not in names]
+        if extra:
+            raise unknown(extra, names)
+        return {**defaults, **given}
+    return merge
+
+
+def _rate_limits(given: Any) -> Any:
+    """``judges.rate_limits``: per chat provider, each entry over that provider's defaults."""
+    merged = _over(DEFAULT_RATE_LIMITS, chat_providers)(given)
+    limits: dict[str, Any] = {}
+    for name, entry in merged.items():
+        default = DEFAULT_RATE_LIMITS.get(name)
+        if isinstance(entry, Mapping):
+            if default is None and "requests_per_minute" not in entry:
+                raise problem("needs 'requests_per_minute'.", key=name)
+            entry = {**(dataclasses.asdict(default) if default else {}), **entry}
+        limits[name] = entry
+    return limits
+
+
+def _enabled_when_given(default: bool) -> Callable[[Any], Any]:
+    """``staged: true`` / ``retest: true`` keeps the other defaults; a section given without
+    ``enabled`` is ``default``."""
+    def read(given: Any) -> Any:
+        if given is None or isinstance(given, bool):
+            return {"enabled": bool(given)}
+        if isinstance(given, Mapping) and "enabled" not in given:
+            return {**given, "enabled": default}
+        return given
+    return read
+
+
+@dataclass(frozen=True, config=SECTION)
+class JudgeSettings:
+    judge1: Annotated[str, PlainValidator(_judge_spec)] = "openai:gpt-4o"
+    judge2: Annotated[str, PlainValidator(_judge_spec)] = "anthropic:claude-haiku-4-5"
+    fallback_to_local: Flag = True   # a missing API key swaps in a local judge (said once)
+    concurrency: Count = 8           # requests in flight per provider
+    timeout_seconds: Positive = 60.0  # per HTTP request (the SDKs' own timeout)
+    # per run; None = no limit
+    budget_usd: Annotated[float | None, PlainValidator(budget_of)] = 10.0
+    hybrid_top_k: Natural = 5        # judged pairs: expected_docs + top k of hybrid search
+    # a labelled dataset's pairs also take the grid pool (every calibration grid weight's
+    # top 5), so calibration finds no unlabelled document there (Judged@5 = 1)
+    grid_pool: Flag = False
+    temperatures: Annotated[
+        Mapping[str, Annotated[float, Strict(), Field(ge=0.0, le=2.0)]],
+        BeforeValidator(_over(DEFAULT_TEMPERATURES))] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_TEMPERATURES))
+    max_tokens: Annotated[Mapping[str, Count], BeforeValidator(_over(DEFAULT_MAX_TOKENS))] = \
+        dataclasses.field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    rate_limits: Annotated[Mapping[str, RateLimit], BeforeValidator(_rate_limits)] = \
+        dataclasses.field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))
+    # the models' prices; a prices: section replaces the defaults as a whole
+    prices: Mapping[str, Price] = dataclasses.field(default_factory=lambda: dict(DEFAULT_PRICES))
+    # Whether the temperature is sent. The Anthropic SDK 2.x speaks API version 2026-10-21,
+    # which rejects sampling parameters (400), so it is off there by default.
+    send_temperature: Annotated[Mapping[str, Flag], BeforeValidator(_over(
+        DEFAULT_SEND_TEMPERATURE, chat_providers))] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_SEND_TEMPERATURE))
+    retry: Annotated[RetrySettings, OrEmpty] = RetrySettings()
+    batch: Annotated[BatchSettings, OrEmpty] = BatchSettings()
+    local: Annotated[LocalJudgeSettings, OrEmpty] = LocalJudgeSettings()
+    staged: Annotated[StagedSettings, BeforeValidator(_enabled_when_given(False))] = \
+        StagedSettings()
+    retest: Annotated[RetestSettings, BeforeValidator(_enabled_when_given(True))] = \
+        RetestSettings()
+    anchors: Annotated[AnchorSettings, BeforeValidator(_enabled_when_given(True))] = \
+        AnchorSettings()
+    drift: Annotated[DriftSettings, OrEmpty] = DriftSettings()
+    shards: Count = 1                # static partitions of the Dagster judging asset
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices_or_defaults(cls, given: Any) -> Any:
+        return dict(DEFAULT_PRICES) if given is None or given == {} else given
+
+
+def with_environment(section: Any, env: Mapping[str, str]) -> Any:
+    """The ``judges:`` section with the environment's overrides (module docstring) in it."""
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        return section  # refused by JudgeSettings
+    section = dict(section)
+    for variable, key in (("EVAL_HARNESS_JUDGE1", "judge1"), ("EVAL_HARNESS_JUDGE2", "judge2")):
+        if env.get(variable):
+            section[key] = env[variable]
+    budget = env.get("EVAL_HARNESS_JUDGE_BUDGET_USD")
+    if budget is not None:
         try:
-            value = float(value)
-        except ValueError:
-            raise _error(f"'{where}' must be a number of USD or none, got {value!r}.") from None
-    return _number(value, where)
-
-
-def _per_operation(section: Mapping[str, Any], key: str, defaults: Mapping[str, Any],
-                   convert) -> Mapping[str, Any]:
-    given = _mapping(section, key, "judges")
-    _reject_unknown(given, f"judges.{key}", tuple(defaults))
-    return _frozen({op: convert(given.get(op, default), f"judges.{key}.{op}")
-                    for op, default in defaults.items()})
-
-
-def _rate_limits(section: Mapping[str, Any]) -> Mapping[str, RateLimit]:
-    given = _mapping(section, "rate_limits", "judges")
-    _reject_unknown(given, "judges.rate_limits", tuple(CHAT_PROVIDERS))
-    limits = dict(DEFAULT_RATE_LIMITS)
-    for provider, entry in given.items():
-        where = f"judges.rate_limits.{provider}"
-        if not isinstance(entry, Mapping):
-            raise _error(f"'{where}' must be a mapping.")
-        _reject_unknown(entry, where, ("requests_per_minute", "tokens_per_minute"))
-        default = DEFAULT_RATE_LIMITS.get(provider)
-        if default is None and "requests_per_minute" not in entry:
-            raise _error(f"'{where}' needs 'requests_per_minute'.")
-        default = default or RateLimit(0.0)
-        tpm = entry.get("tokens_per_minute", default.tokens_per_minute)
-        limits[provider] = RateLimit(
-            _number(entry.get("requests_per_minute", default.requests_per_minute),
-                    f"{where}.requests_per_minute", low=0.0, low_open=True),
-            None if tpm is None else _number(tpm, f"{where}.tokens_per_minute",
-                                             low=0.0, low_open=True))
-    return _frozen(limits)
-
-
-def _prices(section: Mapping[str, Any]) -> Mapping[str, Price]:
-    given = _mapping(section, "prices", "judges")
-    if not given:
-        return _frozen(DEFAULT_PRICES)
-    prices = {}
-    for model, entry in given.items():
-        where = f"judges.prices.{model}"
-        if not isinstance(entry, Mapping):
-            raise _error(f"'{where}' must be a mapping with input and output.")
-        _reject_unknown(entry, where, ("input", "output", "cached_input", "batch_discount"))
-        for key in ("input", "output"):
-            if key not in entry:
-                raise _error(f"'{where}' needs '{key}' (USD per million tokens).")
-        cached = entry.get("cached_input")
-        prices[str(model)] = Price(
-            _number(entry["input"], f"{where}.input"), _number(entry["output"], f"{where}.output"),
-            None if cached is None else _number(cached, f"{where}.cached_input"),
-            _number(entry.get("batch_discount", 0.5), f"{where}.batch_discount", high=1.0))
-    return _frozen(prices)
-
-
-def _send_temperature(section: Mapping[str, Any]) -> Mapping[str, bool]:
-    given = _mapping(section, "send_temperature", "judges")
-    _reject_unknown(given, "judges.send_temperature", tuple(CHAT_PROVIDERS))
-    result = dict(JudgeSettings().send_temperature)
-    for provider, value in given.items():
-        if not isinstance(value, bool):
-            raise _error(f"'judges.send_temperature.{provider}' must be true or false.")
-        result[provider] = value
-    return _frozen(result)
-
-
-def _retry(section: Mapping[str, Any]) -> RetrySettings:
-    given = _mapping(section, "retry", "judges")
-    d = RetrySettings()
-    _reject_unknown(given, "judges.retry", tuple(RetrySettings.__dataclass_fields__))
-    return RetrySettings(
-        _integer(given.get("max_retries", d.max_retries), "judges.retry.max_retries", low=0),
-        _number(given.get("base_delay_seconds", d.base_delay_seconds),
-                "judges.retry.base_delay_seconds"),
-        _number(given.get("jitter", d.jitter), "judges.retry.jitter", high=0.99),
-        _number(given.get("max_wait_seconds", d.max_wait_seconds), "judges.retry.max_wait_seconds",
-                low=0.0, low_open=True))
-
-
-def _batch(section: Mapping[str, Any]) -> BatchSettings:
-    given = _mapping(section, "batch", "judges")
-    d = BatchSettings()
-    _reject_unknown(given, "judges.batch", tuple(BatchSettings.__dataclass_fields__))
-    return BatchSettings(
-        _number(given.get("poll_interval_seconds", d.poll_interval_seconds),
-                "judges.batch.poll_interval_seconds", low=0.0, low_open=True),
-        _number(given.get("max_wait_seconds", d.max_wait_seconds),
-                "judges.batch.max_wait_seconds", low=0.0, low_open=True))
-
-
-def _local(section: Mapping[str, Any]) -> LocalJudgeSettings:
-    given = _mapping(section, "local", "judges")
-    d = LocalJudgeSettings()
-    _reject_unknown(given, "judges.local", tuple(LocalJudgeSettings.__dataclass_fields__))
-    values = {key: _number(given.get(key, getattr(d, key)), f"judges.local.{key}", low=-1.0,
-                           high=1.0) for key in LocalJudgeSettings.__dataclass_fields__}
-    if values["embedding_floor"] >= values["embedding_ceiling"]:
-        raise _error("'judges.local.embedding_floor' must be below 'embedding_ceiling'.")
-    return LocalJudgeSettings(**values)
-
-
-def _staged(section: Mapping[str, Any]) -> StagedSettings:
-    given = section.get("staged")
-    if given is None or isinstance(given, bool):  # `staged: true` keeps the other defaults
-        return StagedSettings(enabled=bool(given))
-    given = _mapping(section, "staged", "judges")
-    d = StagedSettings()
-    _reject_unknown(given, "judges.staged", tuple(StagedSettings.__dataclass_fields__))
-    enabled = given.get("enabled", d.enabled)
-    if not isinstance(enabled, bool):
-        raise _error("'judges.staged.enabled' must be true or false.")
-    return StagedSettings(
-        enabled, _integer(given.get("seed", d.seed), "judges.staged.seed", low=0),
-        _integer(given.get("first_queries", d.first_queries), "judges.staged.first_queries",
-                 low=2),
-        _integer(given.get("step_queries", d.step_queries), "judges.staged.step_queries",
-                 low=1))
-
-
-def _retest(section: Mapping[str, Any]) -> RetestSettings:
-    given = section.get("retest")
-    if given is None or isinstance(given, bool):  # `retest: true` keeps the other defaults
-        return RetestSettings(enabled=bool(given))
-    given = _mapping(section, "retest", "judges")
-    d = RetestSettings()
-    _reject_unknown(given, "judges.retest", tuple(RetestSettings.__dataclass_fields__))
-    # a section given without `enabled` is meant to be used
-    enabled = given.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise _error("'judges.retest.enabled' must be true or false.")
-    return RetestSettings(
-        enabled, _integer(given.get("queries", d.queries), "judges.retest.queries", low=2),
-        _integer(given.get("repeats", d.repeats), "judges.retest.repeats", low=1),
-        _integer(given.get("seed", d.seed), "judges.retest.seed", low=0),
-        _budget(given.get("budget_usd", d.budget_usd), "judges.retest.budget_usd"))
-
-
-def _anchors(section: Mapping[str, Any]) -> AnchorSettings:
-    """``judges.anchors`` of the ``judges:`` section."""
-
-    given = section.get("anchors")
-    if given is None or isinstance(given, bool):  # `anchors: true` keeps the other defaults
-        return AnchorSettings(enabled=bool(given))
-    given = _mapping(section, "anchors", "judges")
-    d = AnchorSettings()
-    _reject_unknown(given, "judges.anchors", tuple(AnchorSettings.__dataclass_fields__))
-    enabled = given.get("enabled", True)  # a section given is meant to be used
-    if not isinstance(enabled, bool):
-        raise _error("'judges.anchors.enabled' must be true or false.")
-    return AnchorSettings(
-        enabled, _integer(given.get("pairs", d.pairs), "judges.anchors.pairs", low=2),
-        _integer(given.get("seed", d.seed), "judges.anchors.seed", low=0),
-        _budget(given.get("budget_usd", d.budget_usd), "judges.anchors.budget_usd"))
-
-
-def _drift(section: Mapping[str, Any]) -> DriftSettings:
-    """``judges.drift`` of the ``judges:`` section."""
-
-    given = _mapping(section, "drift", "judges")
-    d = DriftSettings()
-    _reject_unknown(given, "judges.drift", tuple(DriftSettings.__dataclass_fields__))
-    blocking = given.get("blocking", d.blocking)
-    if not isinstance(blocking, bool):
-        raise _error(f"'judges.drift.blocking' must be true or false, got {blocking!r}.")
-    return DriftSettings(
-        _number(given.get("max_flip_rate", d.max_flip_rate), "judges.drift.max_flip_rate",
-                high=1.0),
-        _number(given.get("min_human_agreement", d.min_human_agreement),
-                "judges.drift.min_human_agreement", high=1.0),
-        blocking,
-        _number(given.get("confidence", d.confidence), "judges.drift.confidence", low=0.5,
-                high=0.999))
-
-
-JUDGES_KEYS = ("judge1", "judge2", "fallback_to_local", "concurrency", "timeout_seconds",
-               "budget_usd", "hybrid_top_k", "grid_pool", "temperatures", "max_tokens",
-               "rate_limits",
-               "prices", "send_temperature", "retry", "batch", "local", "staged", "retest",
-               "anchors", "drift", "shards")
+            section["budget_usd"] = budget_of(budget)
+        except PydanticCustomError as exc:
+            raise ConfigError(f"'EVAL_HARNESS_JUDGE_BUDGET_USD' "
+                              f"{(exc.context or {})['rest']}") from None
+    return section
 
 
 def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] | None = None,
@@ -439,57 +351,18 @@ def parse_judge_settings(section: Mapping[str, Any], environ: Mapping[str, str] 
     """The ``judges:`` section (may be empty) with environment overrides applied.
 
     ``source`` is the file the section was read from; every error message starts with it
-    (None: no prefix, for a caller that adds the file itself, as ``load_settings`` does).
+    (None: no prefix, for a caller that adds the file itself).
     """
     try:
-        return _judge_settings(section, environ or {})
+        return validated(JudgeSettings, with_environment(section, environ or {}), ("judges",))
     except ConfigError as exc:
         if source is None:
             raise
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def _judge_settings(section: Mapping[str, Any], env: Mapping[str, str]) -> JudgeSettings:
-    d = JudgeSettings()
-    _reject_unknown(section, "judges", JUDGES_KEYS)
-    judge1 = env.get("EVAL_HARNESS_JUDGE1") or section.get("judge1", d.judge1)
-    judge2 = env.get("EVAL_HARNESS_JUDGE2") or section.get("judge2", d.judge2)
-    fallback = section.get("fallback_to_local", d.fallback_to_local)
-    if not isinstance(fallback, bool):
-        raise _error("'judges.fallback_to_local' must be true or false.")
-    grid_pool = section.get("grid_pool", d.grid_pool)
-    if not isinstance(grid_pool, bool):
-        raise _error(f"'judges.grid_pool' must be true or false, got {grid_pool!r}.")
-    budget_env = env.get("EVAL_HARNESS_JUDGE_BUDGET_USD")
-    budget = (_budget(budget_env, "EVAL_HARNESS_JUDGE_BUDGET_USD") if budget_env is not None
-              else _budget(section.get("budget_usd", d.budget_usd), "judges.budget_usd"))
-    return JudgeSettings(
-        judge1=validate_judge_spec(judge1, "judges.judge1"),
-        judge2=validate_judge_spec(judge2, "judges.judge2"),
-        fallback_to_local=fallback,
-        concurrency=_integer(section.get("concurrency", d.concurrency), "judges.concurrency",
-                             low=1),
-        timeout_seconds=_number(section.get("timeout_seconds", d.timeout_seconds),
-                                "judges.timeout_seconds", low=0.0, low_open=True),
-        budget_usd=budget,
-        hybrid_top_k=_integer(section.get("hybrid_top_k", d.hybrid_top_k), "judges.hybrid_top_k",
-                              low=0),
-        grid_pool=grid_pool,
-        temperatures=_per_operation(section, "temperatures", DEFAULT_TEMPERATURES,
-                                    lambda v, w: _number(v, w, high=2.0)),
-        max_tokens=_per_operation(section, "max_tokens", DEFAULT_MAX_TOKENS,
-                                  lambda v, w: _integer(v, w, low=1)),
-        rate_limits=_rate_limits(section),
-        prices=_prices(section),
-        send_temperature=_send_temperature(section),
-        retry=_retry(section),
-        batch=_batch(section),
-        local=_local(section),
-        staged=_staged(section),
-        retest=_retest(section),
-        anchors=_anchors(section),
-        drift=_drift(section),
-        shards=_integer(section.get("shards", d.shards), "judges.shards", low=1),
-        provider_variables=_frozen({name: value for name, value in env.items()
-                                    if name.endswith(PROVIDER_VARIABLE_SUFFIXES) and value}),
-    )
+def provider_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment's ``*_API_KEY`` / ``*_BASE_URL`` variables that are set: a provider
+    reads its key and server there by the variable it declares."""
+    return {name: value for name, value in env.items()
+            if name.endswith(PROVIDER_VARIABLE_SUFFIXES) and value}

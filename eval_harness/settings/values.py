@@ -1,40 +1,84 @@
-"""Reading typed values out of a parsed ``config.yaml`` section, with the error a user sees.
+"""The value types the sections of ``config.yaml`` are declared with, and validating one.
 
-Shared by every section parser of :mod:`eval_harness.settings`; the messages carry the dotted
-key and no file name (:func:`eval_harness.settings.load_settings` adds it).
+Every section is a frozen pydantic dataclass with :data:`SECTION` as its config: unknown keys
+are refused (a typo must not silently keep a default), numbers are finite, and a flag or a
+number is never coerced from text or from the other (``"yes"`` is no flag, ``true`` no number).
+:func:`validated` checks a parsed mapping against one and turns pydantic's error into the
+one-sentence :class:`~eval_harness.settings.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
-from eval_harness.settings.errors import ConfigError, reject_unknown_keys
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
+
+from eval_harness.settings.errors import config_error, problem
+
+SECTION = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+Flag = Annotated[bool, Strict()]
+Number = Annotated[float, Strict()]
+NonNegative = Annotated[float, Strict(), Field(ge=0.0)]
+Positive = Annotated[float, Strict(), Field(gt=0.0)]
+Share = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]       # a proportion, 0..1
+Natural = Annotated[int, Strict(), Field(ge=0)]
+Count = Annotated[int, Strict(), Field(ge=1)]
 
 
-def mapping_of(raw: Mapping[str, Any], key: str, known: Sequence[str] | None = None, *,
-               where: str = "") -> Mapping[str, Any]:
-    """``raw[key]`` as a mapping ({} when absent); with ``known``, unknown keys are refused."""
-    dotted = f"{where}.{key}" if where else key
-    value = raw.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"'{dotted}' must be a mapping.")
-    if known is not None:
-        reject_unknown_keys(value, dotted, known)
-    return value
-
-
-def number_of(section: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    """``section[key]`` (``default`` when absent) as a float; a bool or a non-number is refused."""
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"'{where}.{key}' must be a number, got {value!r}.")
+def budget_of(value: Any) -> float | None:
+    """A budget in USD: a number >= 0, or none (``none``, ``null`` or empty: no limit)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "")):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise problem(f"must be a number of USD or none, got {value!r}.") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise problem(f"must be a number, got {value!r}.")
+    if value < 0:
+        raise problem(f"must be >= 0, got {value!r}.")
     return float(value)
 
 
-def flag_of(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
-    """``section[key]`` (``default`` when absent), which must be true or false."""
-    value = section.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"'{where}.{key}' must be true or false, got {value!r}.")
-    return value
+def resolved_path(value: Any, info: ValidationInfo) -> Path:
+    """A path of the file, relative to the config file's folder (``root`` of the context)."""
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise problem(f"must be a path, got {value!r}.")
+    root = (info.context or {}).get("root")
+    return (Path(root) / str(value)).resolve() if root is not None else Path(value)
+
+
+T = TypeVar("T")
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def validated(model: type[T], raw: Any, where: tuple[str, ...] = (),
+              context: Mapping[str, Any] | None = None) -> T:
+    """``raw`` (a parsed mapping, ``None`` for an absent section) as ``model``."""
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        adapter = _ADAPTERS[model] = TypeAdapter(model)
+    try:
+        return adapter.validate_python({} if raw is None else raw, context=dict(context or {}))
+    except ValidationError as exc:
+        raise config_error(exc, model, where) from None
+
+
+def _empty_if_none(value: Any) -> Any:
+    return {} if value is None else value
+
+
+# A nested section: absent or empty in the file (``judges:`` with nothing under it) is {}.
+OrEmpty = BeforeValidator(_empty_if_none)

@@ -20,7 +20,8 @@ from eval_harness.datasets.ingest import ingest_beir
 from eval_harness.judges.dual.run import judge_dataset
 from eval_harness.retrieval.hybrid import hybrid_search
 from eval_harness.retrieval.weights import configured_grid, keyword_weight_for
-from eval_harness.settings.datasets import DatasetConfigError, parse_datasets
+from eval_harness.settings import ConfigError
+from eval_harness.settings.datasets import parse_datasets
 from eval_harness_pipelines import cli
 
 WORDS = ("aspirin heart attack dose risk blood pressure stroke vitamin diet sleep exercise "
@@ -74,27 +75,21 @@ def test_missing_split_beside_other_splits_is_refused(tmp_path):
         read_beir(folder, split="test")
 
 
-def _reject(mapping, where, known):
-    unknown = set(mapping) - set(known)
-    if unknown:
-        raise DatasetConfigError(f"'{where}.{sorted(unknown)[0]}' is unknown.")
-
-
 @pytest.mark.unit
 def test_live_queries_mapping_parses_and_exactly_one_source_is_required(tmp_path):
     corpus = {"relation": "rag.l2_insights", "id": "id", "content": "content",
               "embedding": "embedding"}
     live = {"corpus": corpus, "ground_truth": None,
             "queries": {"relation": "rag.questions", "id": "id", "query": "text"}}
-    parsed = parse_datasets({"prod": {"embedder": "local:m", "live": live}}, tmp_path, _reject)
+    parsed = parse_datasets({"prod": {"embedder": "local:m", "live": live}}, tmp_path)
     gt = parsed["prod"].live.ground_truth
     assert (str(gt.relation), gt.query, gt.expected_docs, gt.labelled) == \
         ("rag.questions", "text", None, False)
     both = dict(live, ground_truth={"relation": "rag.gt", "id": "id", "query": "q",
                                     "expected_docs": "e"})
     for wrong in (both, dict(live, queries=None)):
-        with pytest.raises(DatasetConfigError, match="exactly one of 'ground_truth'"):
-            parse_datasets({"prod": {"embedder": "local:m", "live": wrong}}, tmp_path, _reject)
+        with pytest.raises(ConfigError, match="exactly one of 'ground_truth'"):
+            parse_datasets({"prod": {"embedder": "local:m", "live": wrong}}, tmp_path)
 
 
 def test_live_dataset_mapped_by_queries_mirrors_every_query_without_labels(fresh, tmp_path):

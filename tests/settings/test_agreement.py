@@ -26,8 +26,8 @@ def test_agreement_settings_parse_and_reject_bad_values(tmp_path):
 
 def test_agreement_settings_read_the_rule_and_reject_an_unknown_one():
     from eval_harness.settings import ConfigError
-    from eval_harness.settings.agreement import parse_agreement
+    from eval_harness.settings.values import validated
     assert AgreementSettings().disagreement_rule == "exclude"
-    assert parse_agreement({"agreement": {"disagreement_rule": "mean"}}).disagreement_rule == "mean"
+    assert validated(AgreementSettings, {"disagreement_rule": "mean"}).disagreement_rule == "mean"
     with pytest.raises(ConfigError, match="disagreement_rule' must be exclude, judge1 or mean"):
-        parse_agreement({"agreement": {"disagreement_rule": "vote"}})
+        validated(AgreementSettings, {"disagreement_rule": "vote"}, ("agreement",))

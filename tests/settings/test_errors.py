@@ -250,3 +250,54 @@ def test_a_name_sql_cannot_read_is_one_sentence(other, relation, column, fragmen
                        "embedding": "embedding"},
             "queries": {"relation": "rag.q", "id": "id", "query": "query"}}}}}))
     assert fragment in message and len(message) < 400, message
+
+
+# --- the one formatter: each kind of refusal pydantic reports, as one sentence ------------
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("content", "rest"), [
+    ("judges: {grid_pool: 1}\n", "'judges.grid_pool' must be true or false, got 1."),
+    ("judges: {shards: 2.5}\n", "'judges.shards' must be an integer >= 1, got 2.5."),
+    ("judges: {shards: true}\n", "'judges.shards' must be an integer >= 1, got True."),
+    ("judges: {timeout_seconds: fast}\n", "'judges.timeout_seconds' must be a number, got 'fast'."),
+    ("judges: {timeout_seconds: .nan}\n", "'judges.timeout_seconds' must be a number, got nan."),
+    ("judges: {timeout_seconds: 0}\n", "'judges.timeout_seconds' must be > 0, got 0."),
+    ("judges: {max_tokens: {grounding: 0}}\n",
+     "'judges.max_tokens.grounding' must be an integer >= 1, got 0."),
+    ("judges: {temperatures: {reflexion: 3}}\n",
+     "'judges.temperatures.reflexion' must lie in [0, 2]."),
+    ("judges: {prices: {m: {input: 1, output: -2}}}\n",
+     "'judges.prices.m.output' must be >= 0, got -2."),
+    ("judges: {retry: 3}\n", "'judges.retry' must be a mapping."),
+    ("agreement: {confidence: 1}\n", "'agreement.confidence' must lie strictly between 0 and 1."),
+    ("agreement: {disagreement_threshold: 1}\n",
+     "'agreement.disagreement_threshold' must lie in [0, 1)."),
+    ("agreement: {stand_in_judges: maybe}\n",
+     "'agreement.stand_in_judges' must be warn or block, got 'maybe'."),
+    ("quality_gates: {partition_start: soon}\n",
+     "'quality_gates.partition_start' must be a date YYYY-MM-DD, got 'soon'."),
+    ("store: {schema: My-Schema}\n",
+     "'store.schema' must be a lower-case schema name (letters, digits, _), got 'My-Schema'."),
+    ("datasets: {prod: {embedder: local:m, live: {corpus: {relation: r, id: id}, "
+     "queries: {relation: q, id: id, query: q}}}}\n",
+     "'datasets.prod.live.corpus.content' is missing."),
+    ("judges: {rate_limits: {gemini: {requests_per_minute: 5}}}\n",
+     "unknown key 'judges.rate_limits.gemini'; known keys of 'judges.rate_limits': openai, "
+     "anthropic."),
+])
+def test_each_kind_of_refusal_is_one_sentence_naming_the_key(other, content, rest):
+    assert load_error(other(content)) == f"other.yaml: {rest}"
+
+
+@pytest.mark.unit
+def test_an_unknown_key_is_named_before_a_bad_value_elsewhere(other):
+    message = load_error(other("judges: {shards: 0}\nagreement: {kapa_floor: 0.5}\n"))
+    assert message.startswith("other.yaml: unknown key 'agreement.kapa_floor' (did you mean "
+                              "'agreement.kappa_floor'?)"), message
+
+
+@pytest.mark.unit
+def test_a_budget_from_the_environment_names_its_variable(tmp_path):
+    with pytest.raises(ConfigError, match=r"^'EVAL_HARNESS_JUDGE_BUDGET_USD' must be a number "
+                                          r"of USD or none, got 'lots'\.$"):
+        parse_judge_settings({}, {"EVAL_HARNESS_JUDGE_BUDGET_USD": "lots"}, source=None)

@@ -1,7 +1,7 @@
 """A third chat provider, for tests only: an OpenAI-compatible local server ("vllm").
 
-It shows what adding a provider takes: this one module (registered with one line,
-``register_provider("vllm", "vllm_provider")``). Its quirks: its key is ``VLLM_API_KEY`` and
+It shows what adding a provider takes: this one module and an entry point ``vllm =
+vllm_provider`` of ``eval_harness.chat_providers``. Its quirks: its key is ``VLLM_API_KEY`` and
 its server ``VLLM_BASE_URL`` (read through the settings like every provider variable), and a
 key is not needed (a local vLLM server takes any, so an unset key sends ``EMPTY``, vLLM's
 convention). Everything else is the OpenAI provider's: the SDK, the error classification and

@@ -49,7 +49,8 @@ def calibration_section(settings: Settings, dataset: str) -> BuiltSection:
                 f"({settings.history_duckdb_path}): run `eval-harness calibrate`.")
         return no_data("calibration", hint, dict(CALIBRATION_KEYS), check=CHECK_NAME)
     grid = history[history["run_at"] == history["run_at"].max()].sort_values("semantic_weight")
-    bands = VerdictBands(settings.calibration.full_success, settings.calibration.partial_success)
+    bands = VerdictBands(settings.calibration.verdict.full_success,
+                         settings.calibration.verdict.partial_success)
     figure = figure_from_grid(grid, bands)  # what calibrate printed and stored
     verdict, p_at_5 = figure.verdict, figure.p_at_5
     best = calibrated_row(grid)

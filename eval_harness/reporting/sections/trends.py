@@ -54,7 +54,8 @@ def trends_section(settings: Settings, run_id: str | None, dataset: str, now: da
         return BuiltSection(Section("trends", title, tuple(blocks), NO_DATA, hint), {})
     gates = {name: settings.quality_gates.gate(name).min_pass_rate
              for name in enabled_gate_names(settings.quality_gates)}
-    bands = VerdictBands(settings.calibration.full_success, settings.calibration.partial_success)
+    bands = VerdictBands(settings.calibration.verdict.full_success,
+                         settings.calibration.verdict.partial_success)
     plots = (
         (plot_kappa_trend(runs, floor=settings.agreement.kappa_floor),
          "Pooled kappa and its lower confidence bound per run, against the floor", "kappa"),

@@ -1,7 +1,8 @@
-"""The provider registry: a third provider is one module and one registry line.
+"""The provider registry: a third provider is one module and one entry point.
 
 ``vllm_provider`` (tests/support/) is an OpenAI-compatible local server with its own key
-variable and no key required; registered with one line, it is accepted by config validation, its
+variable and no key required; installed as a plugin package installs it (an entry point of
+``eval_harness.chat_providers``), it is accepted by config validation, its
 requests go through the real pipeline to the fake server, its errors are classified by its own
 module and the doctor names its key variable. And an unused provider's SDK is never imported.
 """
@@ -18,32 +19,41 @@ from dataclasses import replace
 import pytest
 
 from eval_harness.cli.doctor_judges import check_judge_key, effective_judges
-from eval_harness.judges.client.providers import provider, register_provider, unregister_provider
+from eval_harness.judges.client.providers import provider
 from eval_harness.judges.client.retry import classify_error
 from eval_harness.judges.client.session import JudgeSession
 from eval_harness.judges.protocol import Outcome
-from eval_harness.settings import ConfigError
+from eval_harness.settings import ConfigError, load_settings
 from eval_harness.settings.judges import RateLimit, parse_judge_settings
 from fake_llm_server import FakeTime, Fault, judge_settings
 from paths import REPO
 
 
+def install_plugin(folder, monkeypatch) -> None:
+    """What ``pip install`` of a package declaring the vllm provider leaves on the path: its
+    metadata with the one entry point."""
+    dist = folder / "vllm_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[eval_harness.chat_providers]\n"
+                                           "vllm = vllm_provider\n")
+    monkeypatch.syspath_prepend(str(folder))
+
+
 @pytest.fixture
-def vllm():
-    register_provider("vllm", "vllm_provider")  # the one registry line
-    yield provider("vllm")
-    unregister_provider("vllm")
+def vllm(tmp_path, monkeypatch):
+    install_plugin(tmp_path, monkeypatch)
+    return provider("vllm")
 
 
 def _vllm_settings(settings, fake, **variables):
     """Judge 1 on the vllm provider, pointed at the fake server's OpenAI API by its own
     variable (VLLM_BASE_URL), as the settings read it from the environment."""
     variables = {"VLLM_BASE_URL": fake.openai_base_url, **variables}
-    parsed = parse_judge_settings({"judge1": "vllm:gpt-4o", "judge2": "local:lexical"}, variables)
+    parsed = parse_judge_settings({"judge1": "vllm:gpt-4o", "judge2": "local:lexical"})
     configured = judge_settings(settings, fake, judge1=parsed.judge1, judge2=parsed.judge2,
                                 rate_limits={"vllm": RateLimit(1e6, None)})
-    return replace(configured, judges=replace(configured.judges,
-                                              provider_variables=parsed.provider_variables))
+    return replace(configured, provider_variables=variables)
 
 
 def _session(settings, conn, time_):
@@ -52,26 +62,33 @@ def _session(settings, conn, time_):
 
 
 @pytest.mark.unit
-def test_config_accepts_a_registered_provider_only():
+def test_config_accepts_an_installed_provider_only(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"unknown provider 'vllm' \(known: openai, "
                                           r"anthropic, local\)"):
         parse_judge_settings({"judge1": "vllm:my-model"}, {})
-    register_provider("vllm", "vllm_provider")
-    try:
+    with monkeypatch.context() as installed:
+        install_plugin(tmp_path, installed)
         judges = parse_judge_settings({"judge1": "vllm:my-model",
                                        "rate_limits": {"vllm": {"requests_per_minute": 30}}},
-                                      {"VLLM_API_KEY": "vllm-key-0123", "HOME": "/root"})
+                                      {})
         assert judges.judge1 == "vllm:my-model"
         assert judges.rate_limits["vllm"] == RateLimit(30, None)
-        assert dict(judges.provider_variables) == {"VLLM_API_KEY": "vllm-key-0123"}
-        assert "vllm-key" not in repr(judges)
         with pytest.raises(ConfigError, match="'judges.judge1' names an unknown provider "
                                               "'google' .known: openai, anthropic, vllm, local"):
             parse_judge_settings({"judge1": "google:gemini"}, {})
-    finally:
-        unregister_provider("vllm")
+        with pytest.raises(ConfigError, match="'judges.rate_limits.vllm' needs "
+                                              "'requests_per_minute'"):
+            parse_judge_settings({"rate_limits": {"vllm": {"tokens_per_minute": 9}}}, {})
     with pytest.raises(ConfigError, match="unknown provider 'vllm'"):
         parse_judge_settings({"judge1": "vllm:my-model"}, {})
+
+
+@pytest.mark.unit
+def test_the_settings_keep_each_providers_variables_out_of_sight(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no config.yaml: defaults
+    settings = load_settings(None, environ={"VLLM_API_KEY": "vllm-key-0123", "HOME": "/root"})
+    assert dict(settings.provider_variables) == {"VLLM_API_KEY": "vllm-key-0123"}
+    assert "vllm-key" not in repr(settings)
 
 
 def test_its_requests_go_through_the_pipeline_without_a_key(vllm, settings, conn, fake):

@@ -1,56 +1,46 @@
 """The chat providers by name: a lazy registry.
 
-Each provider is one module of this package (see :mod:`.base`) defining ``PROVIDER``. A
-provider is imported only when something asks for it by name (a judge, the doctor, a cache
-key), so the SDK of a provider no judge uses is never imported.
-
-The names a judge spec may use live in :data:`eval_harness.settings.judges.CHAT_PROVIDERS`
-(the settings validate ``judges.judge1`` / ``judge2`` and stay below this package); a listed
-name is served by the module of the same name here. So a new provider is one module here and
-its name in that list. :func:`register_provider` adds one at run time from any module (a
-plugin, a test): the name then validates in config and maps to that module.
+Each provider is one module defining ``PROVIDER`` (see :mod:`.base`): a built-in one is the
+module of its name in this package (the names are
+:data:`eval_harness.settings.judges.BUILT_IN_CHAT_PROVIDERS`); another package adds one by an
+entry point of the group ``eval_harness.chat_providers`` (``name = "package.module"``), which the
+settings accept in judge specs once the package is installed. A provider is imported only
+when something asks for it by name (a judge, the doctor, a cache key), so the SDK of a
+provider no judge uses is never imported.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from eval_harness.settings.judges import CHAT_PROVIDERS, add_chat_provider, remove_chat_provider
+from eval_harness.settings.judges import BUILT_IN_CHAT_PROVIDERS, chat_providers, plugin_providers
 
 if TYPE_CHECKING:
     from eval_harness.judges.client.providers.base import Provider
 
-_MODULES: dict[str, str] = {}  # providers registered at run time: name -> module
-_LOADED: dict[str, Provider] = {}
+
+def _module_of(name: str) -> str:
+    if name in BUILT_IN_CHAT_PROVIDERS:
+        return f"{__name__}.{name}"
+    plugins = plugin_providers()
+    if name not in plugins:
+        raise LookupError(f"no chat provider is named {name!r} "
+                          f"(known: {', '.join(chat_providers())})")
+    return plugins[name]
 
 
-def register_provider(name: str, module: str) -> None:
-    """Serve judge specs ``name:<model>`` with the ``PROVIDER`` of ``module`` (imported when
-    first used); the name is accepted by config validation from now on."""
-    _MODULES[name] = module
-    _LOADED.pop(name, None)
-    add_chat_provider(name)
-
-
-def unregister_provider(name: str) -> None:
-    """Forget a provider registered at run time (its specs are refused again)."""
-    if _MODULES.pop(name, None) is not None:
-        _LOADED.pop(name, None)
-        remove_chat_provider(name)
+@cache
+def _loaded(module: str) -> Provider:
+    provider: Provider = import_module(module).PROVIDER
+    return provider
 
 
 def provider(name: str) -> Provider:
     """The provider named ``name``, its module imported on first use. Raises LookupError for
     a name that is no chat provider."""
-    found = _LOADED.get(name)
-    if found is None:
-        if name not in CHAT_PROVIDERS:
-            raise LookupError(f"no chat provider is named {name!r} "
-                              f"(known: {', '.join(CHAT_PROVIDERS)})")
-        found = import_module(_MODULES.get(name, f"{__name__}.{name}")).PROVIDER
-        _LOADED[name] = found
-    return found
+    return _loaded(_module_of(name))
 
 
 def endpoint_of(name: str, base_url: str | None) -> str:

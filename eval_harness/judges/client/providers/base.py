@@ -145,8 +145,8 @@ class Provider:
 
     A subclass sets the class attributes and implements :meth:`client`, :meth:`classify`,
     :meth:`read_rate_headers` and :meth:`probe`. The key and the base URL are read from
-    :attr:`JudgeSettings.provider_variables
-    <eval_harness.settings.judges.JudgeSettings.provider_variables>` (the environment's
+    :attr:`Settings.provider_variables
+    <eval_harness.settings.Settings.provider_variables>` (the environment's
     ``*_API_KEY`` / ``*_BASE_URL`` variables, read by the settings); a provider with typed
     settings of its own overrides :meth:`api_key` / :meth:`configured_base_url`.
     """
@@ -164,11 +164,11 @@ class Provider:
 
     def api_key(self, settings: Settings) -> str | None:
         """The API key the settings hold for this provider (None: not set)."""
-        return settings.judges.provider_variables.get(self.key_variable) or None
+        return settings.provider_variables.get(self.key_variable) or None
 
     def configured_base_url(self, settings: Settings) -> str | None:
         """The base URL the settings point this provider at (None: its default server)."""
-        return settings.judges.provider_variables.get(self.base_url_variable) or None
+        return settings.provider_variables.get(self.base_url_variable) or None
 
     def endpoint(self, base_url: str | None) -> str:
         """The normalised base URL a client given ``base_url`` talks to: the default server
