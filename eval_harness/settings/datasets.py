@@ -181,15 +181,24 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _relation(value: Any) -> Relation:
+def relation_of(value: Any) -> Relation | None:
+    """``value`` read as a relation name, ``schema.name`` or ``name`` (schema ``public``), as
+    SQL reads it; None when it is no such name."""
     if isinstance(value, Relation):
         return value
     names = parse_sql_name(value) if isinstance(value, str) else None
     if names is None or len(names) > 2:
+        return None
+    return Relation(*(["public"] + names)[-2:])
+
+
+def _relation(value: Any) -> Relation:
+    relation = relation_of(value)
+    if relation is None:
         raise problem("must be a table or view name as SQL writes it, such as "
                       "public.l2_insights or '\"My Schema\".\"My Table\"', got "
                       f"{_shown(value)}.")
-    return Relation(*(["public"] + names)[-2:])
+    return relation
 
 
 def _column(value: Any) -> str:
@@ -220,11 +229,10 @@ def _langchain_schema(value: Any) -> str:
 
 
 def _llamaindex_table(value: Any) -> Relation:
-    names = parse_sql_name(value) if isinstance(value, str) else None
-    if names is None or len(names) > 2:
-        raise problem("must be the table PGVectorStore made, data_ and its table_name (e.g. "
-                      f"public.data_docs), got {_shown(value)}.")
-    return Relation(*(["public"] + names)[-2:])
+    relation = relation_of(value)
+    if relation is None:
+        raise problem(_table_needed(value))
+    return relation
 
 
 def _embedder(value: Any) -> str:
@@ -286,7 +294,7 @@ class CorpusEntry:
         if preset == "langchain" and data.get("collection") is None:
             raise problem(_collection_needed(None), key="collection")
         if preset == "llamaindex" and data.get("table") is None:
-            raise problem(_table_needed(), key="table")
+            raise problem(_table_needed(None), key="table")
         return data
 
     def mapping(self) -> CorpusMapping:
@@ -303,9 +311,9 @@ class CorpusEntry:
         return CorpusMapping(self.relation, self.id, self.content, self.embedding, self.tsvector)
 
 
-def _table_needed() -> str:
+def _table_needed(value: Any) -> str:
     return ("must be the table PGVectorStore made, data_ and its table_name (e.g. "
-            "public.data_docs), got None.")
+            f"public.data_docs), got {_shown(value)}.")
 
 
 @section(frozen=True, config=SECTION)

@@ -33,7 +33,7 @@ from pydantic import PlainValidator, model_validator
 from pydantic.dataclasses import dataclass
 from pydantic_core import ArgsKwargs, PydanticCustomError
 
-from eval_harness.settings.datasets import Relation, parse_sql_name
+from eval_harness.settings.datasets import Relation, parse_sql_name, relation_of
 from eval_harness.settings.errors import problem, unknown
 from eval_harness.settings.values import SECTION
 
@@ -54,13 +54,10 @@ def _column(default: str) -> Callable[[Any], str]:
 
 
 def _relation(value: Any) -> Relation:
-    if isinstance(value, Relation):
-        return value
-    names = parse_sql_name(value) if isinstance(value, str) else None
-    if names is None or len(names) > 2:
-        raise problem("must be the RAG system's answers table or view as SQL writes it, such "
-                      f"as rag.answers, got {value!r}.")
-    return Relation(*(["public"] + names)[-2:])
+    relation = relation_of(value)
+    if relation is None:
+        raise problem(_relation_needed(value))
+    return relation
 
 
 @dataclass(frozen=True, config=SECTION)

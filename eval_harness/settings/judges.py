@@ -16,6 +16,8 @@ is used (checked when the judges are built, see :mod:`eval_harness.judges.client
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Annotated, Any
@@ -60,8 +62,15 @@ PROVIDER_VARIABLE_SUFFIXES = ("_API_KEY", "_BASE_URL")
 
 def plugin_providers() -> dict[str, str]:
     """The chat providers installed packages declare: name -> module."""
-    return {point.name: point.value for point in entry_points(group=PROVIDER_ENTRY_POINTS)
-            if point.name not in BUILT_IN_CHAT_PROVIDERS and point.name != LOCAL}
+    return dict(_declared_on(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)
+def _declared_on(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The providers the packages on ``path`` (``sys.path``) declare; read once per path, as
+    reading every installed package's entry points takes a while."""
+    return tuple((point.name, point.value) for point in entry_points(group=PROVIDER_ENTRY_POINTS)
+                 if point.name not in BUILT_IN_CHAT_PROVIDERS and point.name != LOCAL)
 
 
 def chat_providers() -> tuple[str, ...]:

@@ -180,6 +180,8 @@ def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
     ("datasets:\n  a:\n    path: x\n    hybrid_search: 0.5\n", ConfigWriteError,
      "'datasets.a.hybrid_search' must be a mapping"),
     ("datasets: [a\n", ConfigWriteError, "not valid YAML"),
+    ("datasets:\n  a:\n    path: x\n    hybrid_search: {semantic: null, keyword: 0.3}\n",
+     ConfigWriteError, "'datasets.a.hybrid_search.semantic' is not a plain number"),
 ])
 def test_writer_refuses_with_one_sentence_and_writes_nothing(tmp_path, text, error, message):
     path = tmp_path / "config.yaml"
@@ -188,3 +190,19 @@ def test_writer_refuses_with_one_sentence_and_writes_nothing(tmp_path, text, err
         write_calibrated_weights(path, "a", 0.6)
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
     assert path.read_text() == text
+
+
+@pytest.mark.unit
+def test_writer_gives_a_merged_entry_weights_of_its_own(tmp_path):
+    """An entry built from another by a YAML merge key (``<<: *base``) gets its own weights;
+    the entry it was merged from keeps none, and the file loads with both."""
+    path = tmp_path / "config.yaml"
+    path.write_text("datasets:\n  a: &base\n    path: x\n  b:\n    <<: *base\n"
+                    "    language: german\n")
+    write_calibrated_weights(path, "b", 0.6)
+    settings = load_settings(path, environ={})
+    assert settings.datasets["a"].weights is None
+    b = settings.datasets["b"]
+    assert (b.weights.semantic, b.weights.keyword, b.language) == (0.6, 0.4, "german")
+    assert b.path == tmp_path / "x"
+    assert "    <<: *base\n" in path.read_text()
