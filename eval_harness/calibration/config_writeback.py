@@ -171,6 +171,7 @@ def _write_weights(path: Path, dataset: str, semantic_weight: float) -> WeightsW
         raise ConfigWriteError(
             f"{path}: not valid YAML ({' '.join(str(exc).split())}); fix it before "
             f"calibrating.") from None
+    _refuse_a_dataset_listed_twice(original, dataset, path)
     where = f"datasets.{dataset}.{WEIGHTS_KEY}"
     previous = _previous_weights(_dataset_entry(loaded, path, dataset), path, where)
     semantic = round(float(semantic_weight), WEIGHT_DECIMALS)
@@ -188,6 +189,25 @@ def _write_weights(path: Path, dataset: str, semantic_weight: float) -> WeightsW
 
 
 # ------------------------------------------------------------- the entry, as the loader reads it
+
+def _refuse_a_dataset_listed_twice(original: str, dataset: str, path: Path) -> None:
+    """One sentence when ``datasets:`` names ``dataset`` more than once: the loader reads the
+    last entry, and which one the weights belong in is the user's call."""
+    root = yaml.compose(original)
+    if not isinstance(root, yaml.MappingNode):
+        return
+    datasets = next((value for key, value in root.value
+                     if isinstance(key, yaml.ScalarNode) and key.value == "datasets"), None)
+    if not isinstance(datasets, yaml.MappingNode):
+        return
+    lines = [key.start_mark.line + 1 for key, _ in datasets.value
+             if isinstance(key, yaml.ScalarNode) and key.value == dataset]
+    if len(lines) > 1:
+        raise ConfigWriteError(
+            f"{path}: 'datasets.{dataset}' is listed {len(lines)} times (lines "
+            f"{', '.join(map(str, lines))}; the settings read the last); keep one before "
+            f"calibrating.")
+
 
 def _dataset_entry(root: Any, path: Path, dataset: str) -> dict:
     """``datasets.<dataset>`` as the settings loader reads it; one sentence when there is none

@@ -182,6 +182,8 @@ def test_writer_keeps_crlf_line_ends_and_flow_datasets(tmp_path):
     ("datasets: [a\n", ConfigWriteError, "not valid YAML"),
     ("datasets:\n  a:\n    path: x\n    hybrid_search: {semantic: null, keyword: 0.3}\n",
      ConfigWriteError, "'datasets.a.hybrid_search.semantic' is not a plain number"),
+    ("datasets:\n  a: {path: x}\n  b: {path: y}\n  a: {path: z}\n", ConfigWriteError,
+     "'datasets.a' is listed 2 times (lines 2, 4; the settings read the last)"),
 ])
 def test_writer_refuses_with_one_sentence_and_writes_nothing(tmp_path, text, error, message):
     path = tmp_path / "config.yaml"
