@@ -1,10 +1,12 @@
 """The manual cannot rot: the README stays a front page, every page of docs/ is in the site's
-navigation, the architecture page names the owner of every table, and the generated reference
-pages (every configuration key, every command and option) are what scripts/docs_reference.py
-makes from the code today."""
+navigation, the architecture page names the owner of every table, the generated reference pages
+(every configuration key, every command and option) are what scripts/docs_reference.py makes
+from the code today, and the site builds with ``mkdocs build --strict`` (a broken link, anchor
+or API reference fails it) into a search index that finds what people search for."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -77,3 +79,32 @@ def test_the_reference_pages_are_rebuilt_from_the_code(tmp_path):
         committed = (DOCS / "reference" / name).read_text(encoding="utf-8")
         assert (tmp_path / name).read_text(encoding="utf-8") == committed, (
             f"docs/reference/{name} is out of date with the code: run `{REBUILD}` and commit it")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed: install the docs extra "
+                                         "(pip install -c requirements.lock -e '.[docs]')")
+    folder = tmp_path_factory.mktemp("site")
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                            str(folder)], cwd=REPO, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-4000:]
+    return folder
+
+
+@pytest.mark.slow
+def test_the_site_builds_strict_with_the_api_reference(site):
+    assert (site / "index.html").is_file()
+    api = (site / "reference" / "python-api.html").read_text(encoding="utf-8")
+    assert "load_settings" in api  # mkdocstrings rendered eval_harness.settings
+    page = (site / "reference" / "configuration.html").read_text(encoding="utf-8")
+    assert "hybrid_search.candidate_depth" in page
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("term", ["kappa", "tsvector", "budget"])
+def test_the_search_index_finds(site, term):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    found = [doc["location"] for doc in index["docs"]
+             if re.search(rf"\b{term}\b", f"{doc['title']} {doc['text']}", re.I)]
+    assert found, f"the search index finds no page for {term!r}"

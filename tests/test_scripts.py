@@ -151,3 +151,9 @@ def test_a_lint_or_type_finding_fails_the_test_command_before_any_test(suite, to
     assert code == 1
     assert not any(call.startswith("-m pytest ") for call in calls)
 
+
+def test_the_test_command_installs_the_test_and_docs_extras(suite):
+    # the docs extra: tests/test_docs.py builds the manual with mkdocs, in CI too
+    code, _ = run_test_command(suite)
+    assert code == 0
+    assert installs(suite) == [".[docs,test]"]
