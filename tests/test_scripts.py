@@ -59,6 +59,23 @@ def test_test_after_run_installs_the_extra_once(project):
     assert installs(project) == [".", ".[test]"]
 
 
+def test_a_comma_list_of_extras_installs_them_in_one_go_and_once(project):
+    # test.sh asks for "test,docs": one install of both, and nothing again for either or both
+    bootstrap(project, "test,docs")
+    bootstrap(project, "test,docs")
+    bootstrap(project, "test")
+    bootstrap(project, "docs")
+    bootstrap(project, "")
+    assert installs(project) == [".[docs,test]"]
+    assert (project / ".venv" / "calls").read_text().count("from ranx import") == 1
+
+
+def test_an_extra_missing_from_a_list_installs_it_keeping_the_others(project):
+    bootstrap(project, "test")
+    bootstrap(project, "test,docs")
+    assert installs(project) == [".[test]", ".[docs,test]"]
+
+
 def test_a_changed_lock_reinstalls_keeping_the_extras_installed(project):
     bootstrap(project, "test")
     with open(project / "requirements.lock", "a") as lock:
@@ -133,3 +150,10 @@ def test_a_lint_or_type_finding_fails_the_test_command_before_any_test(suite, to
     code, calls = run_test_command(suite, **{f"{tool.upper()}_EXIT": "1"})
     assert code == 1
     assert not any(call.startswith("-m pytest ") for call in calls)
+
+
+def test_the_test_command_installs_the_test_and_docs_extras(suite):
+    # the docs extra: tests/test_docs.py builds the manual with mkdocs, in CI too
+    code, _ = run_test_command(suite)
+    assert code == 0
+    assert installs(suite) == [".[docs,test]"]

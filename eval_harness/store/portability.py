@@ -211,4 +211,4 @@ def check_cpu_supports_embedded(*, machine: str | None = None,
         raise UnsupportedCpu(
             f"This CPU lacks {', '.join(m.upper() for m in missing)}, which the embedded "
             f"PostgreSQL's pgvector needs ({REQUIREMENT_NAME}); set DATABASE_URL to a "
-            "PostgreSQL server with pgvector instead (README: \"Your own Postgres\").")
+            "PostgreSQL server with pgvector instead (docs/your-store/postgres.md).")

@@ -142,11 +142,11 @@ def dataset_holding(rest: tuple[str, ...], documented: list[tuple[str, ...]]) ->
 
 
 @pytest.mark.unit
-def test_the_shipped_config_and_every_key_of_the_readme_table_load(tmp_path):
+def test_the_shipped_config_and_every_key_of_the_manual_table_load(tmp_path):
     settings = load_settings(REPO / "config.yaml", environ={})
     assert settings.config_path == REPO / "config.yaml"
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    table = readme.split("## Configuration", 1)[1].split("Environment variables:", 1)[0]
+    page = (REPO / "docs" / "reference" / "config-file.md").read_text(encoding="utf-8")
+    table = page.split("Environment variables:", 1)[0]
     keys = []
     for row in table.splitlines():
         if not row.startswith("| `"):
@@ -169,7 +169,7 @@ def test_the_shipped_config_and_every_key_of_the_readme_table_load(tmp_path):
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = copy.deepcopy(at(SHIPPED, path))
-        parse(config, tmp_path)  # every key the README documents is known
+        parse(config, tmp_path)  # every key the manual documents is known
 
 
 @pytest.mark.unit

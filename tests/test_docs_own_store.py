@@ -1,8 +1,8 @@
-"""The README's "Your own store, start to finish" works as written: its config.yaml, in a
-folder of its own, on a store made by LangChain and one made by LlamaIndex (the real
-libraries, tests/support/rag_library_stores.py: text and UUID ids), through the commands it
-lists in that order; P@5 equals ranx's on the harness's TREC runs against qrels in the
-store's own ids, and the RAG rows are checksum-identical after. (The walkthrough on a store
+"""The manual's "Your own store, start to finish" (docs/your-store/index.md) works as written: its
+config.yaml, in a folder of its own, on a store made by LangChain and one made by LlamaIndex
+(the real libraries, tests/support/rag_library_stores.py: text and UUID ids), through the
+commands it lists in that order; P@5 equals ranx's on the harness's TREC runs against qrels in
+the store's own ids, and the RAG rows are checksum-identical after. (The walkthrough on a store
 laid out like the seeds is below.)"""
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def own_store_section() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Your own store, start to finish")
-    return readme[start:readme.index("\n## ", start + 1)]
+    return (REPO / "docs" / "your-store" / "index.md").read_text(encoding="utf-8")
 
 
-def readme_config(library: str | None = None, name: str = "") -> str:
+def walkthrough_config(library: str | None = None, name: str = "") -> str:
     """The section's config.yaml; ``library``: with that library's ``corpus:`` line in force
     (the other commented out) and its NAME filled in; None: as the seeds' layout maps it."""
     block = own_store_section().split("```yaml\n", 1)[1].split("```", 1)[0]
@@ -47,18 +45,18 @@ def readme_config(library: str | None = None, name: str = "") -> str:
     return "\n".join(lines)
 
 
-def readme_commands() -> list[list[str]]:
+def walkthrough_commands() -> list[list[str]]:
     block = own_store_section().split("```bash\n", 1)[1].split("```", 1)[0]
     return [re.sub(r"\s+#.*$", "", line).split()[1:] for line in block.splitlines()
             if line.strip().startswith("$EH ")]
 
 
-def test_the_readme_walkthrough_runs_as_written(fresh, tmp_path, monkeypatch, capsys):
+def test_the_walkthrough_runs_as_written(fresh, tmp_path, monkeypatch, capsys):
     # a store of your own in the seeds' layout; its queries' vectors by the configured model
     # are cached, as after a first attach (the local embedder's extra is not installed here)
-    project = seeds_project(fresh, tmp_path, monkeypatch, readme_config(), seed=2)
+    project = seeds_project(fresh, tmp_path, monkeypatch, walkthrough_config(), seed=2)
 
-    commands = [c for c in readme_commands() if c[0] in ("doctor", "migrate", "attach",
+    commands = [c for c in walkthrough_commands() if c[0] in ("doctor", "migrate", "attach",
                                                            "report", "run")][:5]
     assert [c[0] for c in commands] == ["doctor", "migrate", "attach", "doctor", "report"]
     commands.append(["run"])
@@ -76,7 +74,7 @@ def test_the_readme_walkthrough_runs_as_written(fresh, tmp_path, monkeypatch, ca
 
 
 @pytest.mark.parametrize("library", ["langchain", "llamaindex"])
-def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, request, tmp_path,
+def test_the_walkthrough_runs_on_a_store_the_library_made(library, request, tmp_path,
                                                                  monkeypatch, capsys):
     from ranx import Qrels, Run, evaluate
 
@@ -92,7 +90,7 @@ def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, reques
     name = LANGCHAIN_COLLECTION if library == "langchain" else f"data_{LLAMAINDEX_TABLE}"
     project = tmp_path / "rag-eval"
     project.mkdir()
-    (project / "config.yaml").write_text(readme_config(library, name.replace("data_", "", 1)
+    (project / "config.yaml").write_text(walkthrough_config(library, name.replace("data_", "", 1)
                                                        if library == "llamaindex" else name),
                                          encoding="utf-8")
     (project / "answers.jsonl").write_text("\n".join(answers_lines(made)) + "\n",
@@ -104,7 +102,7 @@ def test_the_readme_walkthrough_runs_on_a_store_the_library_made(library, reques
     with made.connection() as conn:
         before = rag_checksum(conn, made.relations)
 
-    commands = readme_commands()
+    commands = walkthrough_commands()
     assert [c[0] for c in commands] == ["doctor", "migrate", "attach", "doctor", "report",
                                         "judge", "calibrate", "answers", "gate", "run",
                                         "report"]

@@ -1,7 +1,8 @@
-"""The README says what the offline grounding judge can and cannot be trusted with:
-with the measured figures, each of which must be a figure of benchmarks/RESULTS.md's
-"Grounding validation" (so the two cannot drift apart), that summaries are out of its reach,
-and an LLM-judge configuration for them that the settings accept as it is written."""
+"""The quality-gates guide (docs/guides/quality-gates.md) says what the offline grounding judge can
+and cannot be trusted with: with the measured figures, each of which must be a figure of
+benchmarks/RESULTS.md's "Grounding validation" (so the two cannot drift apart), that summaries
+are out of its reach, and an LLM-judge configuration for them that the settings accept as it is
+written."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from eval_harness.settings import load_settings
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
-HEADING = "**What it can and cannot be trusted with.**"
+GUIDE = REPO / "docs" / "guides" / "quality-gates.md"
+HEADING = "## What it can and cannot be trusted with"
 
 
 def section(text: str, start: str, end: str) -> str:
@@ -24,9 +26,9 @@ def section(text: str, start: str, end: str) -> str:
 
 
 def test_the_trust_section_has_the_measured_figures_of_results_md():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert HEADING in readme
-    trust = section(readme, HEADING, "**The verdict**")
+    guide = GUIDE.read_text(encoding="utf-8")
+    assert HEADING in guide
+    trust = section(guide, HEADING, "**The verdict**")
     results = section((REPO / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8"),
                       "## Grounding validation", "### Speed")
     table = [line for line in trust.splitlines() if line.startswith("| ")][1:]
@@ -36,8 +38,8 @@ def test_the_trust_section_has_the_measured_figures_of_results_md():
 
 
 def test_it_sends_summaries_to_an_llm_judge_with_a_config_that_loads(tmp_path):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    trust = section(readme, HEADING, "**The verdict**")
+    guide = GUIDE.read_text(encoding="utf-8")
+    trust = section(guide, HEADING, "**The verdict**")
     assert "Do not trust it with summaries" in trust and "news articles" in trust
     assert "no figure for it is given here" in trust  # nothing invented
     assert "use an LLM grounding judge" in trust

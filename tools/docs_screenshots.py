@@ -1,0 +1,57 @@
+"""Take the manual's pictures of itself: its start page and one guide, as built by MkDocs and
+shown by headless Chromium (not run by the tests).
+
+    .venv/bin/python -m tools.docs_screenshots [--out docs/images]
+
+It builds the site into a temporary folder (``mkdocs build --strict``; the docs extra), opens
+``index.html`` and ``guides/judges.html`` from the file system (the site loads nothing from
+the network) in headless Chromium (tools/ui_check/browser.py) and saves each window as a PNG:
+``site-start.png`` and ``site-guide-judges.png``. Needs the test and docs extras and chromium +
+chromium-driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tools.ui_check.browser import headless_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = {"site-start.png": "index.html", "site-guide-judges.png": "guides/judges.html"}
+
+
+def small(path: Path) -> None:
+    """64 colours are plenty for a page of text: the PNG shrinks to a third."""
+    from PIL import Image
+
+    Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="eh-docs-shot-") as scratch:
+        folder = Path(scratch)
+        site = folder / "site"
+        subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                        "--site-dir", str(site)], cwd=ROOT, check=True)
+        with headless_chromium(folder / "chromedriver.log", folder / "chromium") as browser:
+            browser.set_window_size(1400, 900)
+            for name, page in PAGES.items():
+                browser.get((site / page).as_uri())
+                time.sleep(2)  # the theme lays the page out with its own script
+                out = args.out / name
+                browser.save_screenshot(str(out))
+                small(out)
+                print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
