@@ -65,36 +65,45 @@ SchemaName = Annotated[str, PlainValidator(_schema_name)]
 class StoreSection:
     """``store:``: where the harness keeps its tables (paths relative to the config file)."""
 
+    # the embedded server's data folder (EVAL_HARNESS_PGDATA overrides it)
     embedded_pgdata: str = ".eval-harness/pgdata"
     schema: SchemaName = DEFAULT_SCHEMA      # every table the harness owns
     # embedded store only: the bundled SciFact laid out in this schema like a RAG system's
     # own store (None: no demo store)
     demo_rag_schema: Annotated[SchemaName | None, BeforeValidator(_none_if_empty)] = None
-    demo_rag_source: str = DEMO_RAG_SOURCE   # the BEIR folder (with embeddings.npz) laid out
+    # the BEIR folder (with embeddings.npz) laid out there
+    demo_rag_source: str = DEMO_RAG_SOURCE
     # answers laid out there as the RAG system's answers table (None: none)
     demo_rag_answers: Annotated[str | None, BeforeValidator(_none_if_empty)] = None
 
 
 @section(frozen=True, config=SECTION)
 class EmbedderSection:
+    # what embeds an ingested dataset's queries: local, openai, or auto (local for
+    # all-MiniLM-L6-v2, else openai)
     provider: str = "auto"
+    # the embedding model's name
     model: str = "all-MiniLM-L6-v2"
 
 
 @section(frozen=True, config=SECTION)
 class HistorySection:
+    # the DuckDB file of the run history (calibrations, agreement, gate results)
     duckdb_path: str = ".eval-harness/history.duckdb"
 
 
 @section(frozen=True, config=SECTION)
 class NightlySection:
     cron: Annotated[str, PlainValidator(_cron_line)] = "0 2 * * *"   # when nightly_job runs
+    # the time zone of the cron line
     timezone: str = "UTC"
 
 
 @section(frozen=True, config=SECTION)
 class DagsterSection:
+    # DAGSTER_HOME: runs, logs and schedules (the variable overrides it)
     home: str = ".eval-harness/dagster"
+    # when nightly_job runs
     nightly: Annotated[NightlySection, OrEmpty] = NightlySection()
 
 
@@ -103,6 +112,7 @@ class ConfigFile:
     """What ``config.yaml`` may hold: each top-level section, in the order the file has them."""
 
     store: Annotated[StoreSection, OrEmpty] = StoreSection()
+    # the dataset a command reads when --dataset is not given
     default_dataset: str = "scifact"
     datasets: Annotated[Mapping[str, DatasetEntry], OrEmpty] = field(default_factory=dict)
     embedder: Annotated[EmbedderSection, OrEmpty] = EmbedderSection()

@@ -19,9 +19,9 @@ class HybridWeights:
     """The hybrid weights of a search (``hybrid_search:`` or a dataset's calibrated ones);
     ``keyword`` is ``1 - semantic`` when only ``semantic`` is given."""
 
-    semantic: Number = 0.7
-    keyword: Number = 0.3
-    candidate_depth: Count = 50
+    semantic: Number = 0.7       # the weight of the vector side, 0..1
+    keyword: Number = 0.3        # the weight of the keyword side (default 1 - semantic)
+    candidate_depth: Count = 50  # candidates each side fetches before the fusion
 
     @model_validator(mode="before")
     @classmethod
@@ -55,8 +55,8 @@ class DecisionSettings:
 class GridSettings:
     """``calibration.grid``: semantic weights start..stop by step; keyword = 1 - semantic."""
 
-    start: Number = 0.5
-    stop: Number = 0.9
+    start: Number = 0.5          # the first semantic weight
+    stop: Number = 0.9           # the last
     step: Number = 0.1           # 0.01 .. 1
 
     @model_validator(mode="after")
@@ -75,8 +75,8 @@ class VerdictSettings:
     """``calibration.verdict``: P@5 >= full_success is full success, partial_success <= P@5
     < full_success partial success."""
 
-    full_success: Number = 0.75
-    partial_success: Number = 0.70
+    full_success: Number = 0.75      # P@5 at or above it: full success
+    partial_success: Number = 0.70   # P@5 at or above it (below full_success): partial success
 
     @model_validator(mode="after")
     def _ordered(self) -> VerdictSettings:
@@ -95,7 +95,7 @@ class CalibrationSettings:
     rrf_k: Natural = 60              # reciprocal rank fusion constant (reference method)
     cv_folds: Annotated[int, Strict(), Field(ge=2)] = 5   # k of the cross-validated P@5
     seed: Natural = 0                # folds, bootstrap and randomization test
-    bootstrap_resamples: Count = 10_000
+    bootstrap_resamples: Count = 10_000   # resamples of the bootstrap intervals
     verdict: Annotated[VerdictSettings, OrEmpty] = VerdictSettings()
     # below this Judged@5 (share of a weight's top 5 carrying any label), P@5 there is only
     # a lower bound and every output says so

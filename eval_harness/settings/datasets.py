@@ -271,14 +271,21 @@ class CorpusEntry:
     """``live.corpus``: its relation and columns, or a RAG library's preset (module
     docstring); the keys of the form given are checked before the values."""
 
+    # the relation of the documents, schema.name (not with a preset)
     relation: RelationName | None = None
+    # its id column: integer, text or uuid (not with a preset)
     id: ColumnName | None = None
+    # its text column (not with a preset)
     content: ColumnName | None = None
+    # its vector column (not with a preset)
     embedding: ColumnName | None = None
     tsvector: ColumnName | None = None   # None: to_tsvector(language, content)
-    preset: str | None = None
+    preset: str | None = None            # langchain or llamaindex: the library that made it
+    # langchain: the collection_name given to PGVector
     collection: Annotated[str, PlainValidator(_collection)] | None = None
+    # langchain: the schema of its tables
     schema: Annotated[str, PlainValidator(_langchain_schema)] = "public"
+    # llamaindex: the table PGVectorStore made (data_ and its table_name)
     table: Annotated[Relation, PlainValidator(_llamaindex_table)] | None = None
 
     @model_validator(mode="before")
@@ -320,10 +327,10 @@ def _table_needed(value: Any) -> str:
 class GroundTruthEntry:
     """``live.ground_truth``: queries with their expected documents."""
 
-    relation: RelationName
-    id: ColumnName
-    query: ColumnName
-    expected_docs: ColumnName
+    relation: RelationName       # the table or view of the evaluation queries
+    id: ColumnName               # its id column
+    query: ColumnName            # the query text
+    expected_docs: ColumnName    # an array of the corpus ids each query should find
 
     @model_validator(mode="before")
     @classmethod
@@ -335,9 +342,9 @@ class GroundTruthEntry:
 class QueriesEntry:
     """``live.queries``: queries without labels (the judges label them)."""
 
-    relation: RelationName
-    id: ColumnName
-    query: ColumnName
+    relation: RelationName       # the table or view of the queries
+    id: ColumnName               # its id column
+    query: ColumnName            # the query text
 
     @model_validator(mode="before")
     @classmethod
@@ -352,6 +359,7 @@ class LiveEntry:
     corpus: CorpusEntry
     ground_truth: GroundTruthEntry | None = None
     queries: QueriesEntry | None = None
+    # true: the judges' labels may be written into the ground truth's table (only read otherwise)
     write_judge_scores: Flag = False
 
     @model_validator(mode="before")
@@ -388,7 +396,9 @@ class LiveEntry:
 class DatasetWeights:
     """Weights calibration wrote for one dataset (``datasets.<name>.hybrid_search``)."""
 
+    # the calibrated semantic weight (written by calibrate)
     semantic: Share
+    # the calibrated keyword weight (1 - semantic)
     keyword: Share
 
 
@@ -396,10 +406,14 @@ class DatasetWeights:
 class DatasetEntry:
     """One entry of ``datasets:`` (module docstring); paths relative to the config file."""
 
+    # an ingested dataset: its BEIR folder (corpus.jsonl, queries.jsonl, qrels/)
     path: Annotated[Path, BeforeValidator(resolved_path)] | None = None
+    # the text search configuration of the keyword side (german, simple, ...)
     language: str = "english"
-    split: str = "test"
+    split: str = "test"          # the qrels split read (qrels/<split>.tsv)
+    # embeddings.npz kept outside the dataset folder (None: the folder's own, or computed)
     embeddings: Annotated[Path, BeforeValidator(resolved_path)] | None = None
+    # provider:model that embedded the corpus (local:NAME or openai:NAME); needed for live
     embedder: Annotated[str, PlainValidator(_embedder)] | None = None
     live: LiveEntry | None = None
     hybrid_search: DatasetWeights | None = None

@@ -22,7 +22,7 @@ from eval_harness.settings.values import SECTION, Count, Flag, Number, Share, re
 class GateSettings:
     """One gate of ``quality_gates.gates``: when an answer passes, when the check passes."""
 
-    enabled: Flag = True
+    enabled: Flag = True          # false: the gate does not run
     threshold: Number = 0.5       # an answer passes when its score reaches it
     min_pass_rate: Share = 0.90   # the check passes when the partition's pass rate reaches it
     blocking: Flag = True         # True: ERROR severity, `gate` exits 1; False: a WARN only

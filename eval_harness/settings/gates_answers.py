@@ -65,13 +65,15 @@ class AnswersMapping:
     """``quality_gates.answers``: where the RAG system keeps its answers (module docstring).
     ``sources`` and ``kind`` are the file's ``sources: {column, kind}``."""
 
-    relation: Annotated[Relation, PlainValidator(_relation)]
-    id: Annotated[str, PlainValidator(_column("id"))] = "id"
-    query: Annotated[str, PlainValidator(_column("query"))] = "query"
-    answer: Annotated[str, PlainValidator(_column("answer"))] = "answer"
+    relation: Annotated[Relation, PlainValidator(_relation)]   # the answers table or view
+    id: Annotated[str, PlainValidator(_column("id"))] = "id"   # its unique id column
+    query: Annotated[str, PlainValidator(_column("query"))] = "query"   # the question
+    answer: Annotated[str, PlainValidator(_column("answer"))] = "answer"   # the answer (Markdown)
+    # timestamptz: the day partitions
     created_at: Annotated[str, PlainValidator(_column("created_at"))] = "created_at"
+    # in the file sources: {column, kind}: the column of the cited sources ...
     sources: Annotated[str, PlainValidator(_column("sources"))] = "sources"
-    kind: Literal["ids", "json"] = "json"
+    kind: Literal["ids", "json"] = "json"   # ... and their kind: ids (integer[]) or json
     dataset: str | None = None    # kind ids: the dataset whose corpus the ids are
 
     def __str__(self) -> str:

@@ -87,10 +87,10 @@ def known_providers() -> tuple[str, ...]:
 class Price:
     """``judges.prices.<model>``: USD per million tokens."""
 
-    input: NonNegative
-    output: NonNegative
+    input: NonNegative                       # per million input tokens
+    output: NonNegative                      # per million output tokens
     cached_input: NonNegative | None = None  # None: billed like other input
-    batch_discount: Share = 0.5
+    batch_discount: Share = 0.5              # the batch API's discount (0.5: half price)
 
     @model_validator(mode="before")
     @classmethod
@@ -107,7 +107,7 @@ class Price:
 
 @dataclass(frozen=True, config=SECTION)
 class RateLimit:
-    requests_per_minute: Positive
+    requests_per_minute: Positive              # requests a minute
     tokens_per_minute: Positive | None = None  # None: only requests are limited
 
 
@@ -121,7 +121,7 @@ class RetrySettings:
 
 @dataclass(frozen=True, config=SECTION)
 class BatchSettings:
-    poll_interval_seconds: Positive = 30.0
+    poll_interval_seconds: Positive = 30.0   # how often a batch is asked about
     max_wait_seconds: Positive = 86_400.0  # providers finish batches within 24 h
 
 
@@ -132,7 +132,7 @@ class StagedSettings:
     the sample reaches ``agreement.kappa_floor``, with alpha spent over the early looks these
     sizes plan (see :mod:`eval_harness.judges.staging.staged`)."""
 
-    enabled: Flag = False
+    enabled: Flag = False        # `staged: true` switches it on
     seed: Natural = 0            # the order in which queries join the sample
     # the first sample (at least 2: the interval needs 2 queries)
     first_queries: Annotated[int, Strict(), Field(ge=2)] = 20
@@ -146,7 +146,7 @@ class RetestSettings:
     itself (see :mod:`eval_harness.judges.retest`). Off unless ``enabled`` (or
     ``eval-harness judge --retest``)."""
 
-    enabled: Flag = False
+    enabled: Flag = False        # a retest: section given switches it on
     # queries sampled (every judged pair of each is re-scored)
     queries: Annotated[int, Strict(), Field(ge=2)] = 20
     repeats: Count = 3           # extra scorings of each pair, past the cache
@@ -163,7 +163,7 @@ class AnchorSettings:
     later run to measure drift (see :mod:`eval_harness.judges.anchors`). Off when the
     section is absent."""
 
-    enabled: Flag = False
+    enabled: Flag = False        # an anchors: section given switches it on
     # anchors of the dataset (all judged pairs when fewer)
     pairs: Annotated[int, Strict(), Field(ge=2)] = 100
     seed: Natural = 0            # which pairs are chosen
@@ -180,9 +180,9 @@ class DriftSettings:
     ``min_human_agreement`` (only when some anchor has a human verdict); ``blocking: false``
     makes a failure a warning."""
 
-    max_flip_rate: Share = 0.05
-    min_human_agreement: Share = 0.7
-    blocking: Flag = True
+    max_flip_rate: Share = 0.05        # fails above it (the flip rate's lower bound)
+    min_human_agreement: Share = 0.7   # fails below it (agreement with people)
+    blocking: Flag = True              # false: a failure only warns
     # of the flip rate's Wilson interval and the shift's t interval
     confidence: Annotated[float, Strict(), Field(ge=0.5, le=0.999)] = 0.95
 
@@ -291,7 +291,9 @@ def _enabled_when_given(default: bool) -> Callable[[Any], Any]:
 
 @dataclass(frozen=True, config=SECTION)
 class JudgeSettings:
+    # provider:model of the first judge (EVAL_HARNESS_JUDGE1 overrides it)
     judge1: Annotated[str, PlainValidator(_judge_spec)] = "openai:gpt-4o"
+    # ... and of the second, another provider (EVAL_HARNESS_JUDGE2)
     judge2: Annotated[str, PlainValidator(_judge_spec)] = "anthropic:claude-haiku-4-5"
     fallback_to_local: Flag = True   # a missing API key swaps in a local judge (said once)
     concurrency: Count = 8           # requests in flight per provider
@@ -302,12 +304,15 @@ class JudgeSettings:
     # a labelled dataset's pairs also take the grid pool (every calibration grid weight's
     # top 5), so calibration finds no unlabelled document there (Judged@5 = 1)
     grid_pool: Flag = False
+    # per operation (relevance, evaluation, grounding, reflexion): the sampling temperature
     temperatures: Annotated[
         Mapping[str, Annotated[float, Strict(), Field(ge=0.0, le=2.0)]],
         BeforeValidator(_over(DEFAULT_TEMPERATURES))] = dataclasses.field(
         default_factory=lambda: dict(DEFAULT_TEMPERATURES))
+    # per operation: the reply's token limit
     max_tokens: Annotated[Mapping[str, Count], BeforeValidator(_over(DEFAULT_MAX_TOKENS))] = \
         dataclasses.field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    # per chat provider: the requests (and tokens) a minute the account allows
     rate_limits: Annotated[Mapping[str, RateLimit], BeforeValidator(_rate_limits)] = \
         dataclasses.field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))
     # the models' prices; a prices: section replaces the defaults as a whole
@@ -317,9 +322,9 @@ class JudgeSettings:
     send_temperature: Annotated[Mapping[str, Flag], BeforeValidator(_over(
         DEFAULT_SEND_TEMPERATURE, chat_providers))] = dataclasses.field(
         default_factory=lambda: dict(DEFAULT_SEND_TEMPERATURE))
-    retry: Annotated[RetrySettings, OrEmpty] = RetrySettings()
-    batch: Annotated[BatchSettings, OrEmpty] = BatchSettings()
-    local: Annotated[LocalJudgeSettings, OrEmpty] = LocalJudgeSettings()
+    retry: Annotated[RetrySettings, OrEmpty] = RetrySettings()   # retries of a failed call
+    batch: Annotated[BatchSettings, OrEmpty] = BatchSettings()   # the providers' batch APIs
+    local: Annotated[LocalJudgeSettings, OrEmpty] = LocalJudgeSettings()   # the offline judges
     staged: Annotated[StagedSettings, BeforeValidator(_enabled_when_given(False))] = \
         StagedSettings()
     retest: Annotated[RetestSettings, BeforeValidator(_enabled_when_given(True))] = \
