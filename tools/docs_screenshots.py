@@ -1,12 +1,14 @@
-"""Take the manual's pictures of itself: its start page and one guide, as built by MkDocs and
-shown by headless Chromium (not run by the tests).
+"""Take the manual's pictures: its start page and one guide, as built by MkDocs, and the run
+report the main job writes, as headless Chromium shows them (not run by the tests).
 
+    ./scripts/run.sh    # writes reports/latest.html, the report pictured
     .venv/bin/python -m tools.docs_screenshots [--out docs/images]
 
 It builds the site into a temporary folder (``mkdocs build --strict``; the docs extra), opens
 ``index.html`` and ``guides/judges.html`` from the file system (the site loads nothing from
 the network) in headless Chromium (tools/ui_check/browser.py) and saves each window as a PNG:
-``site-start.png`` and ``site-guide-judges.png``. Needs the test and docs extras and chromium +
+``site-start.png`` and ``site-guide-judges.png``; then ``reports/latest.html`` as
+``report.png`` (its top: the checks, then the figures). Needs the test and docs extras and chromium +
 chromium-driver.
 """
 
@@ -50,6 +52,16 @@ def main() -> int:
                 browser.save_screenshot(str(out))
                 small(out)
                 print(out)
+            report = ROOT / "reports" / "latest.html"
+            if report.is_file():
+                browser.get(report.as_uri())
+                time.sleep(2)
+                out = args.out / "report.png"
+                browser.save_screenshot(str(out))
+                small(out)
+                print(out)
+            else:
+                print(f"{report} not found: run ./scripts/run.sh first (no report.png taken)")
     return 0
 
 
