@@ -8,8 +8,9 @@ It builds the site into a temporary folder (``mkdocs build --strict``; the docs 
 ``index.html`` and ``guides/judges.html`` from the file system (the site loads nothing from
 the network) in headless Chromium (tools/ui_check/browser.py) and saves each window as a PNG:
 ``site-start.png`` and ``site-guide-judges.png``; then ``reports/latest.html`` as
-``report.png`` (its top: the checks, then the figures). Needs the test and docs extras and chromium +
-chromium-driver.
+``report.png`` (its top: the checks, then the figures). The Dagster UI's pictures
+(``dagster-asset-graph.png``) are taken by ``python -m tools.ui_check --screenshots DIR``.
+Needs the test and docs extras and chromium + chromium-driver.
 """
 
 from __future__ import annotations
