@@ -5,18 +5,23 @@
   sections): its dotted path, type, default, bounds (the fields' ``annotated_types``
   constraints) and the comment or docstring that declares it;
 - ``docs/reference/cli.md``: every command and option of ``eval-harness``, walked from the
-  parser :func:`eval_harness_pipelines.cli.build_parser` builds, with its help.
+  parser :func:`eval_harness_pipelines.cli.build_parser` builds, with its help;
+- ``docs/reference/tables.md``: every table the migrations create, the migration that creates
+  it, what it holds (the comment above its ``CREATE TABLE``) and its owner: the one module whose
+  SQL names it (found by reading the code; two modules naming one table, or none, stop the
+  script with the table's name, as ``tests/test_layers.py`` fails on them).
 
     .venv/bin/python scripts/docs_reference.py            # rewrite both pages
     .venv/bin/python scripts/docs_reference.py --out DIR  # write them into DIR instead
 
-``tests/test_docs.py`` regenerates both into a temporary folder and fails when they differ
+``tests/test_docs.py`` regenerates them into a temporary folder and fails when they differ
 from the committed pages.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import inspect
 import io
@@ -310,7 +315,87 @@ def cli_page() -> str:
     return "".join(out)
 
 
-PAGES = {"configuration.md": configuration_page, "cli.md": cli_page}
+MIGRATIONS = ROOT / "eval_harness" / "store" / "migrations"
+SOURCES = ("eval_harness", "pipelines", "assets")
+# Modules that name harness tables without reading or writing them: the migrations (they create
+# them) and the demo store (it lays out a user's store in the seeds' layout, in another schema).
+NOT_OWNERS = ("eval_harness/store/migrations/", "eval_harness/datasets/demo_store.py")
+CREATED = re.compile(r"((?:^--.*\n)*)CREATE TABLE (?:IF NOT EXISTS )?(?:\w+\.)?(\w+)", re.M)
+# Where a comment says which change made the table: true of its history, not of the table.
+HISTORY = re.compile(r"\s*\((?:issue|seed stor(?:y|ies))[^)]*\)|,\s*issue #\d+|\s*\(see README\)",
+                     re.I)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    name: str
+    migration: str
+    meaning: str
+
+
+def created_tables() -> list[Table]:
+    """Every table the migrations create, in migration order, with the first sentence of the
+    comment above its ``CREATE TABLE``."""
+    tables = []
+    for migration in sorted(MIGRATIONS.glob("*.sql")):
+        for match in CREATED.finditer(migration.read_text(encoding="utf-8")):
+            comment = " ".join(line[2:].strip() for line in match.group(1).splitlines())
+            comment = HISTORY.sub("", comment).strip()
+            first = re.split(r"(?<=[.:])\s+(?=[A-Z`])", comment, maxsplit=1)[0] if comment else ""
+            tables.append(Table(match.group(2), migration.name, first))
+    return tables
+
+
+def owners(tables: list[str]) -> dict[str, str]:
+    """Each table -> the one module (path from the checkout) whose SQL names it: a statement
+    keyword (upper case, as all the harness's SQL is written) and then the table, bare or behind
+    a schema or a placeholder such as ``{schema}``. A table no statement names (its SQL composes
+    the relation from configuration, as the answers relation's does) is its declared owner's:
+    the module whose docstring says it is "the owner of" it."""
+    names = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:(?:\{\w*\}|\w+)\.)?("
+                       + "|".join(tables) + r")\b")
+    naming: dict[str, set[str]] = {table: set() for table in tables}
+    declared: dict[str, set[str]] = {}
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative.startswith(NOT_OWNERS):
+                continue
+            text = path.read_text(encoding="utf-8")
+            for match in names.finditer(text):
+                naming[match.group(1)].add(relative)
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            for table in tables:  # a relation its SQL composes from configuration
+                if re.search(rf"owner of (?:the )?`*{table}`* (?:table|relation)", docstring):
+                    declared.setdefault(table, set()).add(relative)
+    for table, found in declared.items():
+        if not naming[table]:
+            naming[table] = found
+    problems = [f"{table}: named by {', '.join(sorted(found)) or 'no module'}"
+                for table, found in naming.items() if len(found) != 1]
+    if problems:
+        raise SystemExit("each harness table has exactly one owner module: "
+                         + "; ".join(problems))
+    return {table: found.pop() for table, found in naming.items()}
+
+
+def tables_page() -> str:
+    tables = created_tables()
+    owner = owners([table.name for table in tables])
+    out = [HEADER, "# Tables the harness keeps\n\n",
+           "Every table the migrations (`eval_harness/store/migrations/`) create in the harness "
+           "schema (`store.schema`, default `eval_harness`), and its owner: the one module "
+           "whose SQL names it, read from the code. A statement anywhere else fails "
+           "`tests/test_layers.py`; an owner's statement that needs another owner's table "
+           "takes it from that owner. Why it is one module per table: "
+           "[Architecture](../architecture.md#each-table-has-one-owner).\n\n",
+           "| table | created by | owner | what it holds |\n|---|---|---|---|\n"]
+    out += [f"| `{table.name}` | `{table.migration}` | `{owner[table.name]}` | "
+            f"{cell(table.meaning)} |\n" for table in tables]
+    return "".join(out)
+
+
+PAGES = {"configuration.md": configuration_page, "cli.md": cli_page, "tables.md": tables_page}
 
 
 def write_pages(folder: Path) -> list[Path]:

@@ -1,8 +1,9 @@
 """The manual cannot rot: the README stays a front page, every page of docs/ is in the site's
-navigation, the architecture page names the owner of every table, the generated reference pages
-(every configuration key, every command and option) are what scripts/docs_reference.py makes
-from the code today, and the site builds with ``mkdocs build --strict`` (a broken link, anchor
-or API reference fails it) into a search index that finds what people search for."""
+navigation, the generated reference pages (every configuration key, every command and option,
+every table and its owner) are what scripts/docs_reference.py makes from the code today, every
+block a page marks as a walkthrough is run by the test it names, and the site builds with
+``mkdocs build --strict`` (a broken link, anchor or API reference fails it) into a search index
+that finds what people search for."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from table_owners import TABLE_OWNERS
+from walkthroughs import marked_blocks, markers
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -54,28 +58,50 @@ def test_every_page_is_in_the_navigation_and_the_manual_names_no_issue():
 
 
 @pytest.mark.unit
-def test_the_architecture_page_names_the_owner_of_every_table_the_migrations_create():
+def test_the_tables_page_names_every_table_and_the_owner_the_layer_check_enforces():
     created = set()
     for migration in (REPO / "eval_harness" / "store" / "migrations").glob("*.sql"):
         created |= {name.rsplit(".", 1)[-1].strip('"') for name in re.findall(
             r"CREATE TABLE (?:IF NOT EXISTS )?([\w.\"]+)", migration.read_text(encoding="utf-8"),
             re.I)}
-    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    table = page.split("## Each table has one owner", 1)[1].split("\n## ", 1)[0]
+    page = (DOCS / "reference" / "tables.md").read_text(encoding="utf-8")
     owners = {}
-    for row in table.splitlines():
-        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[1].startswith("`"):
-            owner = cells[1].strip("`")
-            assert (REPO / "eval_harness" / owner).is_file(), owner
-            owners |= {name: owner for name in re.findall(r"`(\w+)`", cells[0])}
-    assert sorted(created - owners.keys()) == []
+    for row in page.splitlines():
+        cells = [cell.strip().strip("`") for cell in row.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].endswith(".sql"):
+            owners[cells[0]] = cells[2]
+    assert sorted(owners) == sorted(created)
+    assert owners == TABLE_OWNERS
+    assert "reference/tables.md" in (DOCS / "architecture.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.unit
+def test_every_walkthrough_block_is_run_by_the_test_it_names():
+    marked = 0
+    problems = []
+    for page in sorted(DOCS.rglob("*.md")):
+        name = page.relative_to(DOCS).as_posix()
+        blocks = marked_blocks(page)
+        if len(blocks) != len(markers(page)):
+            problems.append(f"docs/{name}: a walkthrough marker with no fenced block after it")
+        for test, language, _ in blocks:
+            marked += 1
+            path = REPO / test
+            if not (test.startswith("tests/") and path.is_file()):
+                problems.append(f"docs/{name}: marks a {language} block for {test}, no such test")
+                continue
+            source = path.read_text(encoding="utf-8")
+            if not ("walkthrough_block(" in source and f'"{name}"' in source):
+                problems.append(f"docs/{name}: {test} does not read its blocks with "
+                                f'walkthrough_block("{name}", ...)')
+    assert not problems, "\n".join(problems)
+    assert marked >= 2  # the own-store walkthrough: its config.yaml and its commands
 
 
 def test_the_reference_pages_are_rebuilt_from_the_code(tmp_path):
     subprocess.run([sys.executable, "scripts/docs_reference.py", "--out", str(tmp_path)],
                    cwd=REPO, check=True, capture_output=True, text=True)
-    for name in ("configuration.md", "cli.md"):
+    for name in ("configuration.md", "cli.md", "tables.md"):
         committed = (DOCS / "reference" / name).read_text(encoding="utf-8")
         assert (tmp_path / name).read_text(encoding="utf-8") == committed, (
             f"docs/reference/{name} is out of date with the code: run `{REBUILD}` and commit it")

@@ -15,21 +15,21 @@ import pytest
 
 from eval_harness_pipelines import cli
 from live_store import PROJECT_ENVIRONMENT, seeds_project
+from walkthroughs import walkthrough_block
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def own_store_section() -> str:
-    return (REPO / "docs" / "your-store" / "index.md").read_text(encoding="utf-8")
+PAGE = "your-store/index.md"
+THIS = "tests/test_docs_own_store.py"
 
 
 def walkthrough_config(library: str | None = None, name: str = "") -> str:
     """The section's config.yaml; ``library``: with that library's ``corpus:`` line in force
     (the other commented out) and its NAME filled in; None: as the seeds' layout maps it."""
-    block = own_store_section().split("```yaml\n", 1)[1].split("```", 1)[0]
-    text = "\n".join(line[3:] for line in block.splitlines())  # the list item's indent
+    text = walkthrough_block(PAGE, THIS, "yaml")
     if library is None:
         return re.sub(r"^( *)(# )?corpus: \{preset: langchain.*$", r"\1corpus: {relation: "
                       "public.l2_insights, id: id, content: content, embedding: embedding, "
@@ -46,7 +46,7 @@ def walkthrough_config(library: str | None = None, name: str = "") -> str:
 
 
 def walkthrough_commands() -> list[list[str]]:
-    block = own_store_section().split("```bash\n", 1)[1].split("```", 1)[0]
+    block = walkthrough_block(PAGE, THIS, "bash")
     return [re.sub(r"\s+#.*$", "", line).split()[1:] for line in block.splitlines()
             if line.strip().startswith("$EH ")]
 
