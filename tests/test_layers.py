@@ -38,6 +38,7 @@ LAYERS = (
     ("agreement",),
     ("calibration",),
     ("gates",),
+    ("comparison",),
     ("reporting",),
     ("cli",),
     ("eval_harness_pipelines",),

@@ -28,11 +28,13 @@ from eval_harness.cli.common import (
     quiet_psycopg_warnings,
     store_lost_message,
 )
+from eval_harness.cli.compare import add_compare_command
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
+from eval_harness.comparison.records import record_retrieval
 from eval_harness.datasets.embeddings import EmbedderUnavailable, embedder_factory
 from eval_harness.datasets.ground_truth import stored_query_embedding
 from eval_harness.datasets.ingest import ingest_beir
@@ -200,10 +202,13 @@ def cmd_report(args, settings: Settings) -> int:
     from eval_harness.reporting.run_report import build_run_report
 
     dataset = args.dataset or settings.default_dataset
-    location = open_store(settings, read_only=True)
+    stored = None
+    location = open_store(settings, read_only=args.record is None)
     with location.connection() as conn:
         report = configured_retrieval_report(conn, settings, dataset)
-        conn.commit()  # the candidate cache's new entries, the only rows a report writes
+        if args.record is not None:  # per query, for `compare` (comparison.records)
+            stored = record_retrieval(conn, args.record, report, root=settings.root)
+        conn.commit()  # the candidate cache's new entries (and the record): what it writes
         # the run report `run` writes, from what the store holds, with these figures first
         written = build_run_report(conn, settings, run_id=None, dataset=dataset,
                                    retrieval=report)
@@ -214,6 +219,8 @@ def cmd_report(args, settings: Settings) -> int:
         say(format_report(report))
         say(f"report: {_shown_path(written.html_path)} and .md, then latest: "
             f"{_shown_path(written.latest_html_path)}")
+    if stored is not None:
+        say(visible(stored.describe()), file=sys.stderr)
     return EXIT_OK
 
 
@@ -271,7 +278,11 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     report = sub.add_parser("report", help="retrieval metrics at the configured weights")
     report.add_argument("--dataset")
     report.add_argument("--json", action="store_true")
+    report.add_argument("--record", metavar="NAME",
+                        help="also store each query's metrics as record NAME for `compare` "
+                             "(again: the newest wins, earlier ones kept)")
     report.set_defaults(func=cmd_report)
+    add_compare_command(sub)
     add_review_commands(sub)
     add_calibrate_command(sub)
     add_judge_command(sub)

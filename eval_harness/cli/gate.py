@@ -28,6 +28,7 @@ gate results themselves are stored, and running the same command again sends the
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 from time import perf_counter
@@ -38,6 +39,7 @@ from eval_harness import stopping
 from eval_harness.cli.common import CliError, parse_since, store_lost_message
 from eval_harness.errors import EXIT_FAILED, EXIT_OK, UserError
 from eval_harness.escaping.terminal import say
+from eval_harness.escaping.visible import visible
 from eval_harness.files import write_report
 from eval_harness.gates.answers_mapping import answers_relation_of
 from eval_harness.gates.otel_events import OtlpError, emit_evaluation_events
@@ -100,6 +102,8 @@ def cmd_gate(args, settings: Settings | None = None) -> int:
     # One report object feeds every output.
     say(report.to_json() if args.json else format_gate_table(report))
     _write_ci_outputs(report, args, started, perf_counter() - clock)
+    if args.record is not None:
+        _record(args.record, settings, report)
     _publish_results(args, settings, report)  # --to-phoenix / --otlp: after the CI files
     return EXIT_OK if report.passed else EXIT_FAILED
 
@@ -189,9 +193,26 @@ def add_gate_commands(subparsers: argparse._SubParsersAction, *,
     gate.add_argument("--summary", metavar="FILE",
                       help="also write a Markdown summary (e.g. $GITHUB_STEP_SUMMARY); when "
                            "the gates cannot run, why")
+    gate.add_argument("--record", metavar="NAME",
+                      help="also store every gate's score per answer of the window as record "
+                           "NAME for `compare` (again: the newest wins, earlier ones kept)")
     # gate loads the config itself, so that a bad one still writes --junit-xml / --summary
     _add_publish_arguments(gate)
     gate.set_defaults(func=cmd_gate, loads_own_settings=True, partition_runner=partition_runner)
+
+
+def _record(name: str, settings: Settings, report) -> None:
+    """``--record NAME``: every gate's current score on the window's answers, for `compare`."""
+    from eval_harness.comparison.records import record_gates  # heavy: see the imports
+    from eval_harness.gates.registry import configured_gates
+
+    location = open_store(settings)
+    relation = answers_relation_of(location, settings)
+    with location.connection() as conn:
+        stored = record_gates(conn, name, relation=relation, window=report.window,
+                              gates=configured_gates(settings), root=settings.root)
+        conn.commit()
+    say(visible(stored.describe()), file=sys.stderr)
 
 
 def _publish_results(args, settings: Settings, report) -> None:

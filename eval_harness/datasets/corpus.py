@@ -347,3 +347,18 @@ def corpus_version(conn: psycopg.Connection, corpus: Corpus) -> str | None:
         "::numeric), 0) FROM {} WHERE {}").format(
         corpus.id_of("d"), corpus.table("d"), corpus.rows_of_dataset("d"))).fetchone()
     return f"{count}:{total}:{indexes or ''}"
+
+
+def content_version(conn: psycopg.Connection, corpus: Corpus) -> str:
+    """A fingerprint of what the corpus holds: its documents' own ids and texts (the number of
+    documents and the sum of a 64-bit hash of each id with the md5 of its text), so that two
+    stores holding the same documents (an ingested copy and the live relation it came from, or
+    the same store before and after a reindex) have the same one, and a document added,
+    removed or edited changes it. What :mod:`eval_harness.comparison` calls the corpus version
+    of a record; unlike :func:`corpus_version` it reads every text (one pass)."""
+    count, total = conn.execute(sql.SQL(
+        "SELECT count(*), coalesce(sum(hashtextextended({}::text || ':' || md5({}), 0)"
+        "::numeric), 0) FROM {} WHERE {}").format(
+        corpus.external_id_of("d"), corpus.content_of("d"), corpus.table("d"),
+        corpus.rows_of_dataset("d"))).fetchone()
+    return f"{count}:{total}"

@@ -428,3 +428,19 @@ def window_current_results(conn: psycopg.Connection, relation: AnswersRelation, 
                                  hash=content_hash_sql("a"),
                                  window=window_condition("a", window)),
         {**window_params(window), "gate": gate, "version": version}).fetchall()
+
+
+def window_query_scores(conn: psycopg.Connection, relation: AnswersRelation, window: TimeWindow,
+                        gate: str, version: str) -> list[tuple[str, float | None]]:
+    """``(query, score)`` of the current result of ``gate`` (at ``version``) on every answer
+    of ``window``, by answer id (what ``gate --record`` stores)."""
+    return conn.execute(sql.SQL("""
+        SELECT a.query, r.score
+        FROM {relation} AS a
+        JOIN gate_results AS r
+          ON r.answer_id = a.id AND r.gate = %(gate)s AND r.gate_version = %(version)s
+         AND r.content_hash = {hash}
+        WHERE {window}
+        ORDER BY a.id""").format(relation=relation_sql(relation), hash=content_hash_sql("a"),
+                                 window=window_condition("a", window)),
+        {**window_params(window), "gate": gate, "version": version}).fetchall()

@@ -227,14 +227,34 @@ def mean_metrics(runs: Mapping[Any, Sequence[Hashable]],
                          f"(first: {unknown[0]!r}); evaluate only queries that have qrels.")
     if not qrels:
         raise ValueError("qrels are empty: there is no query to average over.")
-    totals = {"p_at_5": 0.0, "recall_at_5": 0.0, "ndcg_at_10": 0.0, "mrr_at_10": 0.0}
+    totals = dict.fromkeys(METRIC_NAMES, 0.0)
     for query_id, relevant in qrels.items():
-        ranked_ids = runs.get(query_id, ())
-        totals["p_at_5"] += precision_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF)
-        totals["recall_at_5"] += recall_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF)
-        totals["ndcg_at_10"] += ndcg_at_k(ranked_ids, relevant, k=RANKING_CUTOFF)
-        totals["mrr_at_10"] += reciprocal_rank_at_k(ranked_ids, relevant, k=RANKING_CUTOFF)
+        for name, value in query_metrics(runs.get(query_id, ()), relevant).items():
+            totals[name] += value
     return {name: total / len(qrels) for name, total in totals.items()}
+
+
+METRIC_NAMES = ("p_at_5", "recall_at_5", "ndcg_at_10", "mrr_at_10")
+
+
+def query_metrics(ranked_ids: Sequence[Hashable],
+                  relevant: Mapping[Hashable, int]) -> dict[str, float]:
+    """P@5, Recall@5, nDCG@10 and MRR@10 of one query's ranking: what :func:`mean_metrics`
+    averages, one query at a time (a paired comparison of two runs needs them per query).
+
+    Examples
+    --------
+    The one relevant document of two at rank 2: P@5 = 1/5, Recall@5 = 1/2, RR = 1/2,
+    nDCG@10 = (1 / log2(3)) / (1 + 1 / log2(3)) = 0.6309 / 1.6309 = 0.3869.
+
+    >>> {name: round(value, 4) for name, value in
+    ...  query_metrics(["x", "a", "y"], {"a": 1, "b": 1}).items()}
+    {'p_at_5': 0.2, 'recall_at_5': 0.5, 'ndcg_at_10': 0.3869, 'mrr_at_10': 0.5}
+    """
+    return {"p_at_5": precision_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF),
+            "recall_at_5": recall_at_k(ranked_ids, relevant, k=PRECISION_CUTOFF),
+            "ndcg_at_10": ndcg_at_k(ranked_ids, relevant, k=RANKING_CUTOFF),
+            "mrr_at_10": reciprocal_rank_at_k(ranked_ids, relevant, k=RANKING_CUTOFF)}
 
 
 # ------------------------------------------------------------ many queries at once (sweep)

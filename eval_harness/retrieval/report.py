@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import psycopg
 
 from eval_harness.datasets import ground_truth
 from eval_harness.errors import InvalidInput
-from eval_harness.metrics.ranking import mean_metrics
+from eval_harness.metrics.ranking import mean_metrics, query_metrics
 from eval_harness.retrieval.fusion import fuse_scores, rank_candidates
 from eval_harness.retrieval.hybrid import QueryCandidates, candidate_scores, dataset_info
 
@@ -31,9 +32,11 @@ class RetrievalReport:
     candidate_depth: int
     metrics: dict[str, float]
     seconds: float
+    # each query's own metrics, by the query's own id (what `report --record` stores)
+    per_query: Mapping[str, Mapping[str, float]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {key: value for key, value in asdict(self).items() if key != "per_query"}
 
 
 def load_qrels(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, int]]:
@@ -62,8 +65,11 @@ def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight:
     candidates = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
     runs = fused_runs(candidates, semantic_weight, keyword_weight)
     metrics = mean_metrics(runs, qrels)
+    own_ids = ground_truth.query_external_ids(conn, list(qrels))
+    per_query = {own_ids[query_id]: query_metrics(runs.get(query_id, ()), relevant)
+                 for query_id, relevant in qrels.items()}
     return RetrievalReport(dataset, len(qrels), info.documents, semantic_weight, keyword_weight,
-                           candidate_depth, metrics, time.perf_counter() - started)
+                           candidate_depth, metrics, time.perf_counter() - started, per_query)
 
 
 def configured_retrieval_report(conn: psycopg.Connection, settings: Settings,

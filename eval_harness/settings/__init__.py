@@ -23,6 +23,7 @@ from pydantic.dataclasses import dataclass as section
 
 from eval_harness.settings.agreement import DISAGREEMENT_RULES, AgreementSettings
 from eval_harness.settings.calibration import CalibrationSettings, DecisionSettings, HybridWeights
+from eval_harness.settings.ci import CiSettings
 from eval_harness.settings.datasets import DatasetConfig, DatasetEntry, dataset_config
 from eval_harness.settings.errors import ConfigError, problem
 from eval_harness.settings.file import DEFAULT_CONFIG_NAME, locate_config, read_config
@@ -123,6 +124,7 @@ class ConfigFile:
     quality_gates: Annotated[QualityGateSettings, OrEmpty] = QualityGateSettings()
     judges: Annotated[JudgeSettings, OrEmpty] = JudgeSettings()
     dagster: Annotated[DagsterSection, OrEmpty] = DagsterSection()
+    ci: Annotated[CiSettings, OrEmpty] = CiSettings()
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ class Settings:
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     judges: JudgeSettings = JudgeSettings()
+    ci: CiSettings = CiSettings()                # ci: the merge gate against a baseline
     anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
     # The environment's *_API_KEY / *_BASE_URL variables: a provider reads its key and server
@@ -243,6 +246,7 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         judges=file.judges,
+        ci=file.ci,
         anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,
         provider_variables=provider_variables(env),

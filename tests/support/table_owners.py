@@ -29,4 +29,6 @@ TABLE_OWNERS = {
     "evaluation_log": "eval_harness/gates/reflexion_sql.py",
     "episode_memory": "eval_harness/gates/reflexion_sql.py",
     "regeneration_queue": "eval_harness/gates/reflexion_sql.py",
+    "result_records": "eval_harness/comparison/sql.py",
+    "result_record_values": "eval_harness/comparison/sql.py",
 }
