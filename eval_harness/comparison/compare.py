@@ -123,69 +123,93 @@ def _blocking(settings: Settings, kind: str, name: str) -> bool:
     return True
 
 
-def compare_records(conn: psycopg.Connection, settings: Settings, base: str, candidate: str, *,
-                    dataset: str) -> Comparison:
-    """Compare the newest records ``base`` and ``candidate`` (retrieval of ``dataset``, and the
-    gates); raises :class:`InvalidInput` when the names share no kind of record."""
-    options = settings.ci.compare
+@dataclass(frozen=True)
+class _Measured:
+    """One row of both records, over the units both measured."""
+
+    kind: str
+    name: str
+    units: list[str]
+    base: list[float]
+    candidate: list[float]
+
+
+def _paired_records(conn: psycopg.Connection, base: str, candidate: str,
+                    dataset: str) -> tuple[list[tuple[RecordInfo, RecordInfo]], list[str]]:
+    """The newest records of both names, per kind both have; and what one name lacks."""
     pairs: list[tuple[RecordInfo, RecordInfo]] = []
     missing = []
     for kind, of in ((RETRIEVAL, dataset), (GATES, "")):
         found = (_newest(conn, base, kind, of), _newest(conn, candidate, kind, of))
         if found[0] is not None and found[1] is not None:
             pairs.append((found[0], found[1]))
-        else:
+        elif found != (None, None):
             missing += [f"'{name}' has no {kind} record" + (f" of dataset '{of}'" if of else "")
                         for name, info in zip((base, candidate), found, strict=True)
-                        if info is None and any(other is not None for other in found)]
+                        if info is None]
     if not pairs:
-        names = sql.recorded_names(conn)
-        known = ", ".join(sorted({f"{n} ({k}{' ' + d if d else ''})" for n, k, d, _ in names}))
+        recorded = sql.recorded_names(conn)
+        known = ", ".join(sorted({f"{n} ({k}{' ' + d if d else ''})" for n, k, d, _ in recorded}))
         raise InvalidInput(f"nothing to compare: '{base}' and '{candidate}' share no record "
                            f"(retrieval of dataset '{dataset}', or gates); recorded: "
                            f"{known or 'none'}; record them with `eval-harness report "
                            "--record NAME` or `eval-harness gate ... --record NAME`.")
+    return pairs, missing
+
+
+def _measured(conn: psycopg.Connection, base: RecordInfo,
+              candidate: RecordInfo) -> tuple[list[_Measured], int]:
+    """Every row both records hold, over their shared units; and how many units they share."""
+    base_values = sql.record_values(conn, base.record_id)
+    candidate_values = sql.record_values(conn, candidate.record_id)
+    rows = ([row for row in METRIC_ROWS.values() if row in base_values]
+            if base.kind == RETRIEVAL else sorted(base_values))
+    measured, shared = [], set()
+    for row in rows:
+        if row not in candidate_values:
+            continue
+        before, after = base_values[row], candidate_values[row]
+        units = sorted(before.keys() & after.keys())
+        if not units:
+            continue
+        shared |= set(units)
+        measured.append(_Measured(base.kind, row, units, [before[u] for u in units],
+                                  [after[u] for u in units]))
+    return measured, len(shared)
+
+
+def compare_records(conn: psycopg.Connection, settings: Settings, base: str, candidate: str, *,
+                    dataset: str) -> Comparison:
+    """Compare the newest records ``base`` and ``candidate`` (retrieval of ``dataset``, and the
+    gates); raises :class:`InvalidInput` when the names share no kind of record."""
+    options = settings.ci.compare
+    pairs, reasons = _paired_records(conn, base, candidate, dataset)
     records = {}
-    reasons: list[str] = list(missing)
-    measured = []  # (kind, name, base values, candidate values, shared units)
+    measured: list[_Measured] = []
     for base_info, candidate_info in pairs:
         records[f"base_{base_info.kind}"] = base_info
         records[f"candidate_{base_info.kind}"] = candidate_info
-        base_values = sql.record_values(conn, base_info.record_id)
-        candidate_values = sql.record_values(conn, candidate_info.record_id)
-        names = ([name for name in METRIC_ROWS.values() if name in base_values]
-                 if base_info.kind == RETRIEVAL else sorted(base_values))
-        shared_units = set()
-        for name in names:
-            if name not in candidate_values:
-                continue
-            units = sorted(base_values[name].keys() & candidate_values[name].keys())
-            shared_units |= set(units)
-            measured.append((base_info.kind, name, base_values[name], candidate_values[name],
-                             units))
-        reasons += _not_comparable(base_info, candidate_info, len(shared_units),
-                                   options.min_shared)
+        rows, shared = _measured(conn, base_info, candidate_info)
+        measured += rows
+        reasons += _not_comparable(base_info, candidate_info, shared, options.min_shared)
     if reasons:
         return Comparison(base, candidate, dataset, False, tuple(reasons), records=records,
                           margin=options.margin, alpha=options.alpha)
+    results = [paired_comparison(m.base, m.candidate, confidence=1 - options.alpha,
+                                 resamples=options.resamples, seed=options.seed)
+               for m in measured]
+    adjusted = holm_adjusted([result.p_value for result in results])
     compared = []
-    for kind, name, base_values, candidate_values, units in measured:
-        before = [base_values[unit] for unit in units]
-        after = [candidate_values[unit] for unit in units]
-        compared.append((kind, name, units, before, after, paired_comparison(
-            before, after, confidence=1 - options.alpha, resamples=options.resamples,
-            seed=options.seed)))
-    adjusted = holm_adjusted([result.p_value for *_, result in compared])
-    rows = []
-    for (kind, name, units, before, after, result), p_adjusted in zip(compared, adjusted,
-                                                                      strict=True):
-        drops = sorted((after[i] - before[i], units[i], before[i], after[i])
-                       for i in range(len(units)) if after[i] < before[i])[:MOST_WORSE]
-        rows.append(Row(kind, name, sum(before) / len(before), sum(after) / len(after),
-                        result.difference, result.interval, result.p_value, p_adjusted,
-                        paired_verdict(result.difference, p_adjusted, margin=options.margin,
-                                       alpha=options.alpha),
-                        result.n, _blocking(settings, kind, name),
-                        tuple((unit, b, a) for _, unit, b, a in drops)))
-    return Comparison(base, candidate, dataset, True, (), tuple(rows), records,
+    for m, result, p_adjusted in zip(measured, results, adjusted, strict=True):
+        drops = sorted((after - before, unit, before, after)
+                       for unit, before, after in zip(m.units, m.base, m.candidate, strict=True)
+                       if after < before)[:MOST_WORSE]
+        compared.append(Row(
+            m.kind, m.name, sum(m.base) / len(m.base), sum(m.candidate) / len(m.candidate),
+            result.difference, result.interval, result.p_value, p_adjusted,
+            paired_verdict(result.difference, p_adjusted, margin=options.margin,
+                           alpha=options.alpha),
+            result.n, _blocking(settings, m.kind, m.name),
+            tuple((unit, before, after) for _, unit, before, after in drops)))
+    return Comparison(base, candidate, dataset, True, (), tuple(compared), records,
                       options.margin, options.alpha)

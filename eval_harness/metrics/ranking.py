@@ -237,8 +237,7 @@ def mean_metrics(runs: Mapping[Any, Sequence[Hashable]],
 METRIC_NAMES = ("p_at_5", "recall_at_5", "ndcg_at_10", "mrr_at_10")
 
 
-def query_metrics(ranked_ids: Sequence[Hashable],
-                  relevant: Mapping[Hashable, int]) -> dict[str, float]:
+def query_metrics(ranked_ids: Sequence[Any], relevant: Mapping[Any, int]) -> dict[str, float]:
     """P@5, Recall@5, nDCG@10 and MRR@10 of one query's ranking: what :func:`mean_metrics`
     averages, one query at a time (a paired comparison of two runs needs them per query).
 
