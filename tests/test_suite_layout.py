@@ -23,7 +23,7 @@ TESTS = ROOT / "tests"
 SUPPORT = TESTS / "support"
 # The project-wide checks: the only test files at tests/ that test no module of the harness.
 PROJECT_CHECKS = ("test_layers.py", "test_suite_layout.py", "test_docs*.py",
-                  "test_wheel_contents.py", "test_ci_workflow.py", "test_scripts.py")
+                  "test_wheel_contents.py", "test_ci_workflow*.py", "test_scripts.py")
 # tests/<first folder>/... mirrors <code folder>/...; any other first folder is eval_harness's.
 CODE_FOLDERS = {"pipelines": "pipelines", "assets": "assets", "tools": "tools"}
 # A package its tests name by a shorter word: tools/ui_check -> tests/tools/test_ui_<aspect>.py.
