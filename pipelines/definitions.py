@@ -18,6 +18,7 @@ from eval_harness.settings import Settings, load_settings
 from eval_harness_pipelines.assets import (
     agreement,
     calibration,
+    comparison,
     datasets,
     judging,
     quality_gates,
@@ -48,6 +49,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         judging.defs,
         judging.shard_definitions(settings),
         reporting.defs,
+        comparison.defs,
         dg.Definitions(jobs=build_jobs(settings),
                        schedules=build_schedules(settings, nightly_job),
                        sensors=report_sensors(nightly_job),

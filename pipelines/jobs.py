@@ -11,7 +11,8 @@ Defined beside the assets they run, as their domain's only job
 (``eval_harness_pipelines.assets.<domain>``):
 
 - ``agreement_job`` (agreement), ``calibration_job`` (calibration),
-  ``quality_gate_job`` (quality_gates), ``report_job`` (reporting).
+  ``quality_gate_job`` (quality_gates), ``report_job`` (reporting), ``record_job``
+  (comparison: partitioned by record name, so outside main_job and nightly_job).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_harness.settings import Settings
-from eval_harness_pipelines.assets import agreement, calibration, judging, quality_gates, reporting
+from eval_harness_pipelines.assets import (
+    agreement,
+    calibration,
+    comparison,
+    judging,
+    quality_gates,
+    reporting,
+)
 
 MAIN_JOB = "main_job"
 
@@ -30,7 +38,8 @@ main_job = dg.define_asset_job(
     - dg.AssetSelection.groups(quality_gates.GROUP)  # partitioned: quality_gate_job
     - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
     - dg.AssetSelection.groups(judging.SHARD_GROUP)
-    - dg.AssetSelection.groups(reporting.GROUP),
+    - dg.AssetSelection.groups(reporting.GROUP)
+    - dg.AssetSelection.groups(comparison.GROUP),  # partitioned by record: record_job
     description=("Ingest the default dataset and report retrieval quality at the configured "
                  "weights."))
 
@@ -43,7 +52,8 @@ NIGHTLY_JOB = "nightly_job"
 nightly_job = dg.define_asset_job(
     NIGHTLY_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(quality_gates.GROUP)
     - dg.AssetSelection.groups(reporting.GROUP)
-    - dg.AssetSelection.groups(judging.SHARD_GROUP),  # partitioned: judging_shards_job
+    - dg.AssetSelection.groups(judging.SHARD_GROUP)  # partitioned: judging_shards_job
+    - dg.AssetSelection.groups(comparison.GROUP),  # partitioned by record: record_job
     description="The nightly pipeline: ingest, retrieval report, dual judges, agreement gate, "
                 "calibration and the P@5 verdict.")
 

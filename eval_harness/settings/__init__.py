@@ -122,9 +122,9 @@ class ConfigFile:
     calibration: Annotated[CalibrationSettings, OrEmpty] = CalibrationSettings()
     history: Annotated[HistorySection, OrEmpty] = HistorySection()
     quality_gates: Annotated[QualityGateSettings, OrEmpty] = QualityGateSettings()
+    ci: Annotated[CiSettings, OrEmpty] = CiSettings()
     judges: Annotated[JudgeSettings, OrEmpty] = JudgeSettings()
     dagster: Annotated[DagsterSection, OrEmpty] = DagsterSection()
-    ci: Annotated[CiSettings, OrEmpty] = CiSettings()
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ def test_the_command_prints_the_file_and_the_suggestion_in_one_line(other, capsy
     assert code == 2 and out == ""
     assert err == ("eval-harness: error: other.yaml: unknown key 'hybrid_serch' (did you mean "
                    "'hybrid_search'?); known top-level keys: store, default_dataset, datasets, "
-                   "embedder, hybrid_search, agreement, calibration, history, quality_gates, "
+                   "embedder, hybrid_search, agreement, calibration, history, quality_gates, ci, "
                    "judges, dagster.\n")
 
 
