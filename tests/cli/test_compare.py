@@ -18,6 +18,7 @@ from cli_runs import run_cli
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+THIS = "tests/cli/test_compare.py"
 CONFIG = """\
 default_dataset: scifact
 datasets:
@@ -86,6 +87,13 @@ def test_a_worse_candidate_fails_with_its_evidence(recorded, capsys, tmp_path):
     assert worst["candidate"] < worst["base"]
     assert f"- P\\@5: `{worst['id']}` ({worst['base']:.2f} → {worst['candidate']:.2f})" \
         in comment
+    # the CI guide shows this very comment, rendered
+    guide = (REPO / "docs" / "guides" / "ci-gate.md").read_text(encoding="utf-8")
+    shown = guide.split(f"<!-- compare-comment: {THIS} -->\n", 1)[1].split(
+        "<!-- /compare-comment -->", 1)[0]
+    assert shown == comment, ("docs/guides/ci-gate.md shows another comment than compare "
+                              "writes today; put this between its compare-comment markers:\n"
+                              + comment)
     cases = ET.parse(junit).getroot().find("testsuite")
     failed = [case.get("name") for case in cases if case.find("failure") is not None]
     assert "precision_at_5" in failed
