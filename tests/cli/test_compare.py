@@ -129,6 +129,14 @@ def test_records_that_measured_other_things_are_not_compared(recorded, capsys, t
     assert out.startswith("Not comparable: 'after' against 'main': the retrieval records "
                           "measured other ground truth")
     assert "Not comparable" in summary.read_text(encoding="utf-8")
+    # main recorded again on the new ground truth: the newest record of a name is compared,
+    # the earlier one stays as its history
+    assert run_cli(capsys, "--config", recorded, "report", "--record", "main")[0] == 0
+    code, out, _ = run_cli(capsys, "--config", recorded, "compare", "main", "after", "--json")
+    assert code == 0 and json.loads(out)["comparable"] is True
+    with recorded.store.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM eval_harness.result_records WHERE name = "
+                            "'main'").fetchone()[0] == 2
 
     recorded.write_text(recorded.read_text(encoding="utf-8")
                         + "ci:\n  compare:\n    min_shared: 301\n", encoding="utf-8")
