@@ -119,6 +119,8 @@ def test_run_materializes_every_asset_and_check(project, first_run):
         for key in defs.resolve_all_asset_keys():
             if key == dg.AssetKey("dual_judge_shard"):
                 continue  # the partitioned judging asset: backfills of judging_shards_job only
+            if key == dg.AssetKey("retrieval_record"):
+                continue  # a named result record: record_job, one partition per name (compare)
             assert instance.get_latest_materialization_event(key) is not None, key
         runs = instance.get_runs()
         assert {r.job_name for r in runs} == {"nightly_job", "quality_gate_job", "report_job"}
