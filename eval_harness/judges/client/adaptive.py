@@ -231,9 +231,27 @@ class AdaptiveRateLimiter(RateLimiter):
         self._read_headers = read_headers  # the provider's: each names its headers its way
         self.controller = RateController(requests_per_minute, **controller)
         self._token_ceiling = tokens_per_minute
+        self._current_token_rate = tokens_per_minute  # the account's, as the headers last said
         self._wall = wall
         self.refusals = 0
         self.in_flight = 0  # requests inside sending()
+        # the part of the account's rate this process sends at: processes sharing one
+        # account each take theirs (:mod:`.quota`); the controller keeps the whole rate
+        self.share = 1.0
+
+    def set_share(self, share: float) -> None:
+        """Send at ``share`` (0 < share <= 1) of the rate the controller allows, from now."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError("a share of a rate lies in (0, 1]")
+        if share != self.share:
+            self.share = share
+            self._apply_rates(self._current_token_rate)
+
+    def _apply_rates(self, tokens: float | None) -> None:
+        requests = self.controller.rate * self.share
+        tokens = None if tokens is None else tokens * self.share
+        if requests != self.requests_per_minute or tokens != self.tokens_per_minute:
+            self.set_rates(requests, tokens)
 
     @contextmanager
     def sending(self) -> Iterator[None]:
@@ -253,14 +271,13 @@ class AdaptiveRateLimiter(RateLimiter):
         now = self._clock()
         self.refusals += outcome == "refused"
         self.controller.observe(signal, now=now, outcome=outcome, sent_at=sent_at)
-        tokens = self.tokens_per_minute
         if self._token_ceiling is not None and signal.token_limit is not None:
-            tokens = min(self._token_ceiling, signal.token_limit)
-        if (self.controller.rate != self.requests_per_minute
-                or tokens != self.tokens_per_minute):
-            self.set_rates(self.controller.rate, tokens)
+            self._current_token_rate = min(self._token_ceiling, signal.token_limit)
+        self._apply_rates(self._current_token_rate)
         if signal.requests_remaining is not None:
-            self.hold_at_most(signal.requests_remaining - max(0, self.in_flight - 1))
+            # what is left is the account's: this process may take its share of it
+            self.hold_at_most(signal.requests_remaining * self.share
+                              - max(0, self.in_flight - 1))
         if self.controller.paused_until > now:
             self.pause_until(self.controller.paused_until)
         return signal

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 
 class Budget:
-    """Spending limit of one run, in USD; ``None`` means no limit."""
+    """Spending limit of one run, in USD; ``None`` means no limit. This one is the process's
+    own; :class:`~.quota.SharedBudget` is held in the store for every process of a dataset."""
+
+    # None: every settlement is this process's, so a call waiting for room is told of it;
+    # a shared budget's waiter looks again every this many seconds
+    poll_seconds: float | None = None
 
     def __init__(self, limit_usd: float | None) -> None:
         self.limit_usd = limit_usd

@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -189,6 +189,18 @@ class CallPipeline(Generic[LedgerT]):
         self.budget_lines: dict[str, BudgetLine] = {}  # purpose -> its own budget
         # cache key -> why its reply is not here yet (a provider batch still running)
         self.awaiting_batch: dict[str, str] = {}
+        # per provider: calls waiting to be sent or on their way, and whether there were any
+        # since :meth:`take_busy` last asked (a process sharing the rate counts as active)
+        self.demand: dict[str, int] = {}
+        self._busy: set[str] = set()
+        self.on_busy: Callable[[str], None] | None = None  # a provider's first call since idle
+
+    def take_busy(self) -> set[str]:
+        """The providers that had calls waiting or on their way since the last call of this
+        (those with calls now included), and forget the others."""
+        busy = self._busy | {name for name, n in self.demand.items() if n > 0}
+        self._busy = set()
+        return busy
 
     def add_provider(self, provider: ChatClient, limit: RateLimit, concurrency: int, *,
                      secret: str | None = None) -> None:
@@ -342,7 +354,7 @@ class CallPipeline(Generic[LedgerT]):
         when the call cannot fit even with nothing else pending (a budget line stops only
         its own purpose's calls)."""
         line = budget if isinstance(budget, BudgetLine) else None
-        while not budget.try_reserve(amount):
+        while not self._from_store(budget.try_reserve, amount):
             if self.stopped:
                 raise self._stopped_error()
             if line is not None and (line.exhausted or budget.pending == 0):
@@ -353,10 +365,17 @@ class CallPipeline(Generic[LedgerT]):
                 raise self.stop("budget", budget.exhausted_message(amount))
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
-            await self.unless_stopped(waiter)
+            if budget.poll_seconds is None:
+                await self.unless_stopped(waiter)
+            else:  # other processes' settlements are not announced: look again soon
+                await self.unless_stopped(asyncio.wait(
+                    [waiter], timeout=budget.poll_seconds))
 
     def _settle(self, reserved: float, actual: float, budget: Budget) -> None:
-        budget.settle(reserved, actual)
+        try:
+            self._from_store(budget.settle, reserved, actual)
+        except StoreLost:
+            pass  # the run has stopped on it; the call's outcome (or its error) goes on
         waiters, self._budget_waiters = self._budget_waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -410,6 +429,11 @@ class CallPipeline(Generic[LedgerT]):
             line.refused += 1
             raise BudgetLineExhausted(line.exhausted)
         await self._reserve(reserve, budget)
+        self.demand[provider.name] = self.demand.get(provider.name, 0) + 1
+        if provider.name not in self._busy:
+            self._busy.add(provider.name)
+            if self.on_busy is not None:
+                self.on_busy(provider.name)
         started = self._clock()
         estimate = request.estimated_input_tokens() + request.max_tokens
         retry_ids: list[int] = []
@@ -467,4 +491,5 @@ class CallPipeline(Generic[LedgerT]):
             return CallOutcome(completion, None, attempts, cost_usd=cost,
                                latency_s=self._clock() - started)
         finally:
+            self.demand[provider.name] -= 1
             self._settle(reserve, cost, budget)

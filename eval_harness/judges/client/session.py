@@ -51,6 +51,16 @@ from eval_harness.judges.client.limiter import Clock, Sleep
 from eval_harness.judges.client.notice_scope import first_in_command
 from eval_harness.judges.client.pricing import PriceTable
 from eval_harness.judges.client.providers import provider as provider_named
+from eval_harness.judges.client.quota import (
+    HEARTBEAT_SECONDS,
+    LABEL_LINE,
+    QuotaHolder,
+    SharedBudget,
+    SharedBudgetLine,
+    account_of,
+    budget_scope,
+    spent_in_scope,
+)
 from eval_harness.judges.client.retry import RetryPolicy, wait_asked_notice
 from eval_harness.judges.client.runner import CallPipeline
 from eval_harness.judges.llm import LLMJudge
@@ -167,7 +177,8 @@ class JudgeSession:
     def __init__(self, settings: Settings, conn: psycopg.Connection, *,
                  run_id: str | None = None, sleep: Sleep = asyncio.sleep,
                  clock: Clock = time.monotonic, rng: random.Random | None = None,
-                 notices: FallbackNotices | None = None) -> None:
+                 notices: FallbackNotices | None = None,
+                 budget_dataset: str | None = None) -> None:
         self.settings = settings
         self.run_id = run_id or uuid.uuid4().hex[:12]
         config = settings.judges
@@ -178,20 +189,47 @@ class JudgeSession:
         self._watching = ExitStack()
         self.ledger = JudgeLedger(conn, run_id=self.run_id)
         self.prices = PriceTable(config.prices)
+        self.quota = QuotaHolder(conn)
+        self._heartbeat: asyncio.Task | None = None
+        self._beat_now = asyncio.Event()
+        # a dataset's judging spends one budget with every other process judging it tonight
+        self.budget_scope = (None if budget_dataset is None
+                             else budget_scope(conn, budget_dataset))
         self.pipeline = CallPipeline(
             providers={}, ledger=self.ledger, prices=self.prices,
-            budget=Budget(config.budget_usd), retry=RetryPolicy(config.retry, rng),
+            budget=self._budget(config.budget_usd, LABEL_LINE),
+            retry=RetryPolicy(config.retry, rng),
             rate_limits=config.rate_limits, concurrency=config.concurrency,
             clock=clock, sleep=sleep)
+        self.pipeline.on_busy = lambda provider: self._beat_now.set()
         # retests and anchors spend their own lines, never the labels' budget
-        self.pipeline.add_budget_line("retest", BudgetLine(
-            config.retest.budget_usd, key="judges.retest.budget_usd", step="test-retest"))
-        self.pipeline.add_budget_line("anchor", BudgetLine(
-            config.anchors.budget_usd, key="judges.anchors.budget_usd",
+        self.pipeline.add_budget_line("retest", self._budget(
+            config.retest.budget_usd, "retest", key="judges.retest.budget_usd",
+            step="test-retest"))
+        self.pipeline.add_budget_line("anchor", self._budget(
+            config.anchors.budget_usd, "anchor", key="judges.anchors.budget_usd",
             step="re-judging the anchors"))
+        self._accounts: dict[str, str] = {}  # provider -> account (see .quota)
         self._judges: dict[str, Judge] = {}
         self.judge1 = self.judge(spec1)
         self.judge2 = self.judge(spec2)
+
+    def _budget(self, limit: float | None, line: str, **line_words):
+        """The budget (``line_words``: a budget line's key and step) of this session: the
+        store's, shared by the scope's processes, or this process's own without a scope."""
+        if self.budget_scope is None:
+            return BudgetLine(limit, **line_words) if line_words else Budget(limit)
+        where = {"scope": self.budget_scope, "line": line, "holder": self.quota.holder}
+        if line_words:
+            return SharedBudgetLine(self._conn, limit, **where, **line_words)
+        return SharedBudget(self._conn, limit, **where)
+
+    def spent_together(self) -> float | None:
+        """What every process of this session's budget scope spent on labels (None without
+        a scope)."""
+        if self.budget_scope is None:
+            return None
+        return spent_in_scope(self._conn, self.budget_scope)
 
     @property
     def stats(self):
@@ -240,8 +278,12 @@ class JudgeSession:
             raise JudgeUnavailable(str(exc)) from None
         if name not in self.pipeline.providers:
             limit = config.rate_limits.get(name, provider.default_rate_limit)
-            self.pipeline.add_provider(self._client(provider, key), limit, config.concurrency,
-                                       secret=key)
+            client = self._client(provider, key)
+            self.pipeline.add_provider(client, limit, config.concurrency, secret=key)
+            self._accounts[name] = account_of(name, getattr(client, "base_url", None), key)
+            if self.quota.registered:  # a judge asked for after the session started
+                self._from_store(self.quota.register, {name: self._accounts[name]})
+                self.pipeline.limiter(name).set_share(self.quota.share(name))
         return LLMJudge(spec, self.pipeline, config, base_url=self.pipeline.base_url(name))
 
     def _client(self, provider, key: str | None):
@@ -257,9 +299,14 @@ class JudgeSession:
         and close the HTTP clients (with the store gone, nothing is written: it would only
         fail again)."""
         self.fallback_notices.announce(self.wait_notices())
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            self._heartbeat = None
         try:
             if self.pipeline.stopped != "store":
                 self.pipeline.flush_ledger()
+                self._from_store(self.quota.leave)
         finally:
             self._watching.close()
             for provider in self.pipeline.providers.values():
@@ -276,7 +323,39 @@ class JudgeSession:
         self._watching.enter_context(stopping.on_stop(interrupt))
         self._watching.enter_context(watch_idle_connection(self._conn, pipeline.store_lost,
                                                            loop))
+        if self._accounts:  # only API judges share a rate (local ones send nothing)
+            self._from_store(self.quota.register, self._accounts)
+            self._apply_shares({p: self.quota.share(p) for p in self._accounts})
+            self._heartbeat = asyncio.create_task(self._beating())
         return self
+
+    def _from_store(self, read_or_write, *args):
+        """A statement of the quota's; a store error stops the run like the ledger's."""
+        try:
+            return read_or_write(*args)
+        except psycopg.Error as exc:
+            raise self.pipeline.store_lost(exc) from exc
+
+    def _apply_shares(self, shares: dict[str, float]) -> None:
+        for provider, share in shares.items():
+            self.pipeline.limiter(provider).set_share(share)
+
+    async def _beating(self) -> None:
+        """Every heartbeat (or at once when a provider gets its first call since it was
+        idle): say this session is alive and which providers it is using, and send at the
+        shares that follow (see :mod:`eval_harness.judges.client.quota`)."""
+        while self.pipeline.stopped != "store":
+            try:
+                await asyncio.wait_for(self._beat_now.wait(), HEARTBEAT_SECONDS)
+            except TimeoutError:
+                pass
+            self._beat_now.clear()
+            try:
+                shares = self.quota.beat(self.pipeline.take_busy())
+            except psycopg.Error as exc:
+                self.pipeline.store_lost(exc)
+                return
+            self._apply_shares(shares)
 
     async def __aexit__(self, *exc) -> None:
         await self.aclose()

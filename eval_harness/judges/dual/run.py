@@ -201,7 +201,8 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
     planned = queries_of_shard(plan_queries(conn, dataset, settings, limit=limit), shard)
     threshold = settings.agreement.relevance_threshold
     staged = settings.judges.staged
-    async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+    async with JudgeSession(settings, conn, run_id=run_id, budget_dataset=dataset,
+                            **(session_options or {})) as session:
         for judge in (session.judge1, session.judge2):
             if hasattr(judge, "retry_unscored"):  # LLM judges (local ones never re-ask)
                 judge.retry_unscored = retry_unscored
@@ -279,6 +280,10 @@ async def _judge_dataset(conn: psycopg.Connection, settings: Settings, dataset: 
                 conn, dataset, judges=(session.judge1.spec, session.judge2.spec),
                 planned=[(p.query_id, p.doc_ids) for p in planned],
                 replies=rounds.unwritten_replies())
+        summary.budget_scope = session.budget_scope
+        summary.budget_usd = settings.judges.budget_usd
+        if session.pipeline.stopped != "store":
+            summary.spent_together_usd = session.spent_together()
         summary.paused_s = sum(session.pipeline.limiter(name).controller.paused_seconds
                                for name in session.pipeline.providers)
         summary.wait_notices = session.wait_notices()
@@ -382,7 +387,8 @@ async def store_dual_judge_scores_async(query_id: int, query: str, docs: Sequenc
         doc_ids.append(doc["id"])
     if len(set(doc_ids)) != len(doc_ids):
         raise ValueError("docs lists a document id twice; each document is judged once.")
-    async with JudgeSession(settings, conn, run_id=run_id, **(session_options or {})) as session:
+    async with JudgeSession(settings, conn, run_id=run_id, budget_dataset=row[1],
+                            **(session_options or {})) as session:
         stored = load_documents(conn, row[1], doc_ids,
                                 with_embeddings=_needs_embeddings(session))
         passages = [Passage(d["content"], d["id"], getattr(stored.get(d["id"]), "embedding", None))

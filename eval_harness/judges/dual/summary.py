@@ -51,6 +51,11 @@ class JudgeRunSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    # judges.budget_usd is one budget for every process judging the dataset on one UTC day:
+    # its scope ("dataset@day"), the limit, and what they spent together (this run included)
+    budget_scope: str | None = None
+    budget_usd: float | None = None
+    spent_together_usd: float | None = None
     refused: int = 0                # requests refused as rate limited (429)
     limiter_wait_s: float = 0.0     # summed over calls: waiting for the rate limiter
     backoff_wait_s: float = 0.0     # summed over calls: retry backoffs
@@ -128,7 +133,9 @@ class JudgeRunSummary:
                     anchors=None if self.anchors is None
                     else [a.to_dict() for a in self.anchors],
                     refrozen=None if self.refrozen is None else self.refrozen.to_dict(),
-                    cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3))
+                    cost_usd=round(self.cost_usd, 6), elapsed_s=round(self.elapsed_s, 3),
+                    spent_together_usd=None if self.spent_together_usd is None
+                    else round(self.spent_together_usd, 6))
         return data
 
     def metadata(self) -> dict[str, Any]:
@@ -150,6 +157,8 @@ class JudgeRunSummary:
                 "wait_notices": "; ".join(self.wait_notices) or "none",
                 "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cost_usd": round(self.cost_usd, 6),
+                "spent_together_usd": None if self.spent_together_usd is None
+                else round(self.spent_together_usd, 6),
                 "pooled_kappa": self.pooled_kappa, "stopped": self.stopped or "no",
                 "changed_meanwhile": self.changed_meanwhile,
                 "queries_waited": self.queries_waited,
@@ -185,6 +194,13 @@ class JudgeRunSummary:
             out[f"judge{slot}_retest_cost_usd"] = (None if done is None
                                                    else round(done.cost_usd, 6))
         return out
+
+    def together_line(self) -> str:
+        """What every process judging the dataset today spent of the one budget."""
+        dataset, _, day = (self.budget_scope or "").rpartition("@")
+        limit = "no limit" if self.budget_usd is None else f"${self.budget_usd:.2f}"
+        return (f"budget: all runs and shards of {dataset} on {day} (UTC) spent "
+                f"${self.spent_together_usd:.4f} of {limit} together")
 
     def waiting_line(self) -> str:
         """Refusals and time spent waiting, so a slow run explains itself."""
@@ -226,6 +242,9 @@ class JudgeRunSummary:
             f"${self.cost_usd:.4f}",
             f"pooled kappa {kappa}",
         ]
+        if self.spent_together_usd is not None and (
+                self.shard or self.spent_together_usd > self.cost_usd + 5e-5):
+            lines.insert(-1, self.together_line())
         if self.staging is not None:
             lines.append(self.staging.format())
         lines += [a.line() for a in self.anchors or ()]
