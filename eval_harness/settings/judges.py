@@ -151,8 +151,8 @@ class RetestSettings:
     queries: Annotated[int, Strict(), Field(ge=2)] = 20
     repeats: Count = 3           # extra scorings of each pair, past the cache
     seed: Natural = 0            # which queries are sampled
-    # its own budget line per run, apart from judges.budget_usd; None = no limit (the
-    # sample's size bounds it: judge --dry-run prices it)
+    # its own budget line per dataset and UTC day, apart from judges.budget_usd; None = no
+    # limit (the sample's size bounds it: judge --dry-run prices it)
     budget_usd: Annotated[float | None, PlainValidator(budget_of)] = None
 
 
@@ -167,8 +167,8 @@ class AnchorSettings:
     # anchors of the dataset (all judged pairs when fewer)
     pairs: Annotated[int, Strict(), Field(ge=2)] = 100
     seed: Natural = 0            # which pairs are chosen
-    # its own budget line per run, apart from judges.budget_usd; None = no limit (the set's
-    # size bounds it: judge --dry-run prices it)
+    # its own budget line per dataset and UTC day, apart from judges.budget_usd; None = no
+    # limit (the set's size bounds it: judge --dry-run prices it)
     budget_usd: Annotated[float | None, PlainValidator(budget_of)] = None
 
 
@@ -298,7 +298,7 @@ class JudgeSettings:
     fallback_to_local: Flag = True   # a missing API key swaps in a local judge (said once)
     concurrency: Count = 8           # requests in flight per provider
     timeout_seconds: Positive = 60.0  # per HTTP request (the SDKs' own timeout)
-    # per run; None = no limit
+    # per dataset and UTC day, every process judging it together; None = no limit
     budget_usd: Annotated[float | None, PlainValidator(budget_of)] = 10.0
     hybrid_top_k: Natural = 5        # judged pairs: expected_docs + top k of hybrid search
     # a labelled dataset's pairs also take the grid pool (every calibration grid weight's

@@ -29,6 +29,9 @@ TABLE_OWNERS = {
     "evaluation_log": "eval_harness/gates/reflexion_sql.py",
     "episode_memory": "eval_harness/gates/reflexion_sql.py",
     "regeneration_queue": "eval_harness/gates/reflexion_sql.py",
+    "judge_holders": "eval_harness/judges/client/quota.py",
+    "judge_rate_shares": "eval_harness/judges/client/quota.py",
+    "judge_budget_spend": "eval_harness/judges/client/quota.py",
     "result_records": "eval_harness/comparison/sql.py",
     "result_record_values": "eval_harness/comparison/sql.py",
 }
