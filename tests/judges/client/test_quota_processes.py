@@ -43,13 +43,9 @@ def test_four_shard_processes_share_one_rate_and_one_budget(fresh, tmp_path, fak
         "  budget_usd: 5.0\n",
         "  budget_usd: BUDGET\n  retest: {enabled: false}\n  anchors: {enabled: false}\n"))
 
-    # the price of the whole dataset, as the dry run puts it; the budget covers some 40%
-    priced = tmp_path / "priced.yaml"
-    priced.write_text(config.read_text().replace("BUDGET", "100.0"))
-    dry = finish(cli("--config", priced, "judge", "--dry-run", "--json", env=env,
-                     cwd=tmp_path), timeout=120)
-    assert dry[0] == 0, dry
-    budget = round(0.4 * json.loads(dry[1])["total"]["cost_usd"], 4)
+    # over a minute of sending at the shared rate (a call of this dataset costs $0.0005-7 on the
+    # fake provider's usage at the default prices), a part of the dataset
+    budget = 0.2
     config.write_text(config.read_text().replace("BUDGET", str(budget)))
 
     runs = {layout: cli("--config", config, "judge", "--json", "--shard", layout, env=env,
@@ -91,7 +87,7 @@ def test_four_shard_processes_share_one_rate_and_one_budget(fresh, tmp_path, fak
             assert "is used up" in s["stop_reason"] and "all its processes" in s["stop_reason"]
         assert s["budget_usd"] == budget and s["spent_together_usd"] <= spent + 1e-9
     assert max(s["spent_together_usd"] for s in summaries.values()) == pytest.approx(
-        spent, rel=1e-6)
+        spent, abs=1e-6)  # the JSON rounds to six decimals
     # no judgement paid twice: every request body the provider saw is distinct
     bodies = [json.dumps(r.body, sort_keys=True) for r in records]
     assert len(bodies) == len(set(bodies))
