@@ -46,7 +46,8 @@ import hashlib
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import date
 
 import psycopg
@@ -61,6 +62,18 @@ SHARE_LOCK_PREFIX = "eval_harness.judge-rate:"     # + provider / account (hasht
 LABEL_LINE = "label"  # the line of judges.budget_usd
 
 _LIVE = f"h.heartbeat_at > clock_timestamp() - interval '{LEASE_SECONDS} seconds'"
+
+
+@contextmanager
+def _committed(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    """The block's statements committed together, or rolled back if it raises."""
+    try:
+        yield conn
+        conn.commit()
+    except BaseException:
+        if not conn.closed:
+            conn.rollback()
+        raise
 
 
 def account_of(provider: str, server: str | None, key: str | None) -> str:
@@ -96,7 +109,7 @@ class QuotaHolder:
         """Become a holder of ``accounts`` (provider -> account), each taken active, and read
         how many others are active on each."""
         conn = self._conn
-        try:
+        with _committed(conn):
             conn.execute(
                 "INSERT INTO judge_holders (holder, host, pid) VALUES (%s, %s, %s) "
                 "ON CONFLICT (holder) DO UPDATE SET heartbeat_at = clock_timestamp()",
@@ -110,11 +123,6 @@ class QuotaHolder:
                     "DO UPDATE SET active = true", (provider, account, self.holder))
             self._accounts.update(accounts)
             self.others = self._count_others()
-            conn.commit()
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
         self.registered = True
 
     def beat(self, active: Iterable[str]) -> dict[str, float]:
@@ -122,7 +130,7 @@ class QuotaHolder:
         provider's share from now on. Holders gone for :data:`FORGET_SECONDS` are deleted."""
         conn = self._conn
         active = set(active)
-        try:
+        with _committed(conn):
             updated = conn.execute(
                 "UPDATE judge_holders SET heartbeat_at = clock_timestamp() WHERE holder = %s",
                 (self.holder,)).rowcount
@@ -137,11 +145,6 @@ class QuotaHolder:
                 "DELETE FROM judge_holders WHERE heartbeat_at < clock_timestamp() - "
                 f"interval '{FORGET_SECONDS} seconds'")
             self.others = self._count_others()
-            conn.commit()
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
         return {p: self.share(p) for p in self._accounts}
 
     def _count_others(self) -> dict[str, int]:
@@ -195,7 +198,7 @@ class SharedBudget(Budget):
 
     def try_reserve(self, amount: float) -> bool:
         conn = self._conn
-        try:
+        with _committed(conn):
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                          (f"{BUDGET_LOCK_PREFIX}{self.scope}/{self.line}",))
             spent, reserved, others = conn.execute(
@@ -215,11 +218,6 @@ class SharedBudget(Budget):
                     "SET reserved_usd = judge_budget_spend.reserved_usd + excluded.reserved_usd, "
                     "pending = judge_budget_spend.pending + 1",
                     (self.scope, self.line, self.holder, amount))
-            conn.commit()
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
         if fits:
             self.reserved_usd += amount
             self.own_pending += 1
@@ -239,7 +237,7 @@ class SharedBudget(Budget):
 
     def _write(self, *, reserved: float, actual: float, settles: int) -> None:
         conn = self._conn
-        try:
+        with _committed(conn):
             # counted, not compared as floats: no reservation left, nothing held reserved
             conn.execute(
                 "INSERT INTO judge_budget_spend (scope, line, holder, spent_usd) "
@@ -249,11 +247,6 @@ class SharedBudget(Budget):
                 "reserved_usd = CASE WHEN judge_budget_spend.pending - %s <= 0 THEN 0 "
                 "ELSE greatest(0, judge_budget_spend.reserved_usd - %s) END",
                 (self.scope, self.line, self.holder, actual, settles, settles, reserved))
-            conn.commit()
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
 
     def exhausted_message(self, next_cost: float) -> str:
         return (f"the judge budget of ${self.limit_usd:.2f} for {self.scope_words()} is used "
