@@ -135,7 +135,6 @@ class QuotaHolder:
                 "UPDATE judge_holders SET heartbeat_at = clock_timestamp() WHERE holder = %s",
                 (self.holder,)).rowcount
             if not updated:  # deleted as gone (this process was stalled): join again
-                conn.commit()
                 self.register(self._accounts)
                 return {p: self.share(p) for p in self._accounts}
             conn.execute(

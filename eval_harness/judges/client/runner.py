@@ -196,8 +196,8 @@ class CallPipeline(Generic[LedgerT]):
         self.on_busy: Callable[[str], None] | None = None  # a provider's first call since idle
 
     def take_busy(self) -> set[str]:
-        """The providers that had calls waiting or on their way since the last call of this
-        (those with calls now included), and forget the others."""
+        """The providers with calls waiting or on their way now or at any moment since the
+        previous call of this; starts the next such period."""
         busy = self._busy | {name for name, n in self.demand.items() if n > 0}
         self._busy = set()
         return busy
