@@ -114,6 +114,15 @@ def shard_partitions(shards: int) -> dg.StaticPartitionsDefinition:
     return dg.StaticPartitionsDefinition([str(i) for i in range(shards)])
 
 
+def judge_pool(settings) -> str:
+    """The concurrency pool of the judge shards: one per set of providers the two judges call
+    ("judges_anthropic_openai", "judges_local"), so the UI shows a shard waiting on the
+    providers it would send to. ``judges.shards_at_once`` is the pools' limit."""
+    providers = sorted({spec.split(":", 1)[0] for spec in
+                        (settings.judges.judge1, settings.judges.judge2)})
+    return "judges_" + "_".join(providers)
+
+
 def shard_definitions(settings) -> dg.Definitions:
     """The partitioned judging asset; ``judges.shards`` fixes the partitions (like the
     answers' partitions, they are structure, read when the definitions load)."""
@@ -122,7 +131,7 @@ def shard_definitions(settings) -> dg.Definitions:
 
     @dg.asset(
         name=SHARD_ASSET, group_name=SHARD_GROUP, deps=["ground_truth"],
-        partitions_def=partitions,
+        partitions_def=partitions, pool=judge_pool(settings),
         description="Both relevance judges on one query shard (judges.shards static "
                     "partitions; a query's shard is a stable hash of its id). A backfill "
                     "judges the shards in parallel processes; the reply cache and the "

@@ -6,7 +6,9 @@ manager (:mod:`eval_harness_pipelines.compute_logs`: Dagster's own local one, wh
 processes a Ctrl-C in the terminal does not reach). With ``DAGSTER_POSTGRES_URL``
 set, Dagster's own run, event and schedule storage goes to that Postgres (dagster-postgres),
 so several machines share one run history. The file names the environment variable, never
-the URL, so no password is written to disk.
+the URL, so no password is written to disk. With ``judges.shards_at_once`` set, it is the
+default limit of Dagster's concurrency pools: the harness declares one pool, the judge shards'
+(:func:`eval_harness_pipelines.assets.judging.judge_pool`).
 
 Several processes may start on the same folder at once (two ``gate --partition`` jobs in CI,
 ``run`` next to a gate). Dagster's SQLite storage creates its tables on first use by checking
@@ -49,6 +51,9 @@ def instance_yaml(settings: Settings) -> str:
              "  module: eval_harness_pipelines.compute_logs",
              "  class: TerminalComputeLogManager", "  config:", "    dagster_home:",
              "      env: DAGSTER_HOME"]
+    at_once = settings.judges.shards_at_once  # the judge shards' pools (assets.judging)
+    if at_once is not None:
+        lines += ["concurrency:", "  pools:", f"    default_limit: {at_once}"]
     if settings.dagster_postgres_url:
         lines += ["storage:", "  postgres:", "    postgres_url:",
                   "      env: DAGSTER_POSTGRES_URL"]

@@ -333,6 +333,9 @@ class JudgeSettings:
         AnchorSettings()
     drift: Annotated[DriftSettings, OrEmpty] = DriftSettings()
     shards: Count = 1                # static partitions of the Dagster judging asset
+    # at most this many judge shard steps of one provider pool at once, over every Dagster run
+    # (the pool's limit in the dagster.yaml the harness writes); None = no limit
+    shards_at_once: Count | None = None
 
     @field_validator("prices", mode="before")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
@@ -21,6 +22,18 @@ def test_local_instance_without_postgres_url(tmp_path, monkeypatch):
     home = prepare_dagster_home(settings)
     text = (home / "dagster.yaml").read_text()
     assert text.startswith(MARKER) and "storage" not in text
+
+
+@pytest.mark.unit
+def test_shards_at_once_is_the_pools_default_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    settings = load_settings(environ={})
+    prepare_dagster_home(settings.with_overrides(
+        judges=replace(settings.judges, shards_at_once=3)))
+    with dg.DagsterInstance.get() as instance:
+        assert instance.event_log_storage.get_pool_config().default_pool_limit == 3
+    prepare_dagster_home(settings)  # null again: no limit, no concurrency section
+    assert "concurrency" not in (tmp_path / "dagster.yaml").read_text()
 
 
 @pytest.mark.unit

@@ -220,6 +220,8 @@ def test_the_shard_asset_is_partitioned_by_judges_shards_and_judges_one_shard(
     assert shard_asset.partitions_def.get_partition_keys() == ["0", "1"]
 
     assets_def = next(a for a in defs.assets if dg.AssetKey(SHARD_ASSET) in a.keys)
+    # its concurrency pool is named for the providers its judges call (the defaults here)
+    assert assets_def.op.pool == "judges_anthropic_openai"
     resources = default_resources(config_path=str(shard_project["config"]),
                                   database_url=store.url)
     result = dg.materialize([assets_def], resources=resources, partition_key="1")
