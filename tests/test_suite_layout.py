@@ -197,3 +197,16 @@ def test_a_test_file_outside_the_mirror_is_caught(tmp_path):
         "tests/test_judges.py: names no module of eval_harness/ (test_<module>[_<aspect>])",
         "tests/test_store.py: names no module of eval_harness/ (test_<module>[_<aspect>])",
     ]
+
+
+
+@pytest.mark.unit
+def test_the_slow_files_are_handed_out_first():
+    from worker_scopes import RANX_SCOPE, slow_files, slow_first
+
+    assert "tests/judges/client/test_quota_processes.py" in slow_files(ROOT)
+    assert "tests/test_suite_layout.py" not in slow_files(ROOT)
+    queue = {scope: {} for scope in  # xdist's order: most tests first
+             ["tests/a/test_many.py", RANX_SCOPE, "tests/c/test_few.py", "tests/b/test_slow.py"]}
+    assert list(slow_first(queue, {"tests/b/test_slow.py", RANX_SCOPE})) == [
+        RANX_SCOPE, "tests/b/test_slow.py", "tests/a/test_many.py", "tests/c/test_few.py"]
