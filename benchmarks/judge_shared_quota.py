@@ -57,16 +57,10 @@ from eval_harness.settings.judges import RateLimit  # noqa: E402
 from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
 
-MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4o-mini"}
-WORDS = ("aspirin heart attack risk statins cholesterol sleep memory exercise liver coffee "
-         "bones vitamin trial cohort dose placebo outcome mortality biomarker").split()
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from judge_throughput import MODELS, pair  # noqa: E402  # the same distinct judgements
+
 CONCURRENCY, WINDOW = 16, 32
-
-
-def pair(i: int, tag: str) -> tuple[str, str]:
-    """A distinct (query, document) of realistic length; ``tag`` names the process."""
-    query = f"{WORDS[i % 20]} {WORDS[(i * 7) % 20]} effect {tag} {i}"
-    return query, f"Study {i}. " + " ".join(WORDS[(i + j) % 20] for j in range(90))
 
 
 # ---------------------------------------------------------------------------------------
