@@ -78,9 +78,10 @@ def _attached(context: dg.AssetExecutionContext, cfg, dataset, location):
     yield dg.MaterializeResult(asset_key="corpus", metadata={
         "dataset": dataset.name, "kind": "live", "relation": report.relation,
         "language": dataset.language, "embedder": dataset.embedder, "documents": documents})
+    truth = dataset.live.ground_truth  # None: the corpus alone is mapped
     yield dg.MaterializeResult(asset_key="ground_truth", metadata={
         "dataset": dataset.name, "kind": "live",
-        "relation": str(dataset.live.ground_truth.relation),
+        "relation": str(truth.relation) if truth is not None else "none (corpus only)",
         "queries": report.queries, "queries_new": report.inserted,
         "queries_changed": report.updated, "queries_removed": report.removed,
         "queries_without_expected_docs": report.without_expected,

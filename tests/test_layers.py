@@ -38,6 +38,7 @@ LAYERS = (
     ("agreement",),
     ("calibration",),
     ("gates",),
+    ("query_sources",),
     ("comparison",),
     ("reporting",),
     ("cli",),

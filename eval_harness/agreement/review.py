@@ -168,19 +168,13 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
     Every cell that a spreadsheet would run as a formula gets a leading apostrophe, which
     import removes again (see the module docstring). The file is written atomically (UTF-8).
     """
-    with conn.transaction():
-        rows = judge_review.review_export_rows(
-            conn, dataset_info(conn, dataset, with_counts=False).corpus)
+    rows = queue_rows(conn, dataset)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for row in rows:
-        (name, qid, q_ext, query, doc_id, d_ext, content, m1, s1, m2, s2, diff, revision,
-         status, verdict, reviewer, note) = row
-        cells = [name, qid, q_ext, one_line(query), doc_id, d_ext, snippet(content),
-                 m1 or "", repr(s1), m2 or "", repr(s2), f"{diff:.6g}", revision, status,
-                 verdict or "", reviewer or "", note or ""]
-        writer.writerow([escape_formula(str(cell)) for cell in cells])
+        cells = queue_row_cells(row)
+        writer.writerow([escape_formula(cells[column]) for column in CSV_COLUMNS])
     target = Path(path)
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
@@ -189,6 +183,15 @@ def export_review_csv(conn: psycopg.Connection, dataset: str,
                               f"({exc.strerror or exc}); choose another path.") from None
     pending = sum(1 for row in rows if row[13] == "pending")
     return ExportCounts(target, len(rows), pending, len(rows) - pending)
+
+
+def queue_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """The review queue of ``dataset`` (pending and adjudicated rows) by query then document
+    external id, as ``judge_review.review_export_rows`` gives them (full query and document
+    texts); :func:`queue_row_cells` makes one a review file's row."""
+    with conn.transaction():
+        return judge_review.review_export_rows(
+            conn, dataset_info(conn, dataset, with_counts=False).corpus)
 
 
 def import_review_csv(conn: psycopg.Connection, dataset: str | None,
@@ -211,19 +214,44 @@ def import_review_csv(conn: psycopg.Connection, dataset: str | None,
     records = read_review_file(Path(path))
     if not records and dataset is None:
         return ImportCounts(0, 0, 0)
-    dataset = file_dataset(path, records, dataset)
+    return store_queue_rows(conn, file_dataset(path, records, dataset), records, source=path)
+
+
+def store_queue_rows(conn: psycopg.Connection, dataset: str,
+                     records: list[tuple[int, dict[str, str]]], *,
+                     source: Path | str) -> ImportCounts:
+    """Check review-file rows ``records`` ((row number, cells)) against the review queue of
+    ``dataset`` and store their verdicts; all or nothing, in one transaction.
+
+    What :func:`import_review_csv` does once it has read the file, and what the review page
+    (:mod:`eval_harness.agreement.review_page`) does with the one row of a verdict: the same
+    checks, the same refusal (:class:`ReviewFileError` naming ``source`` and listing the
+    problems), the same columns written.
+    """
     with conn.transaction():
-        corpus = imported_corpus(conn, path, dataset)
+        corpus = imported_corpus(conn, source, dataset)
         judge_review.lock_review_queue(conn, dataset)
         queue = _queue_state(conn, corpus)
         updates, problems, blank = _check_records(records, dataset, queue)
         if problems:
-            raise wrong_rows(path, problems)
+            raise wrong_rows(source, problems)
         changed = 0
         for key, verdict, reviewer, note in updates:
             changed += judge_review.store_verdict(conn, *key, verdict=verdict,
                                                   reviewer=reviewer, note=note)
     return ImportCounts.of(changed, updates, blank, dataset)
+
+
+def queue_row_cells(row: tuple) -> dict[str, str]:
+    """{column: text} of one row of the queue's export (``judge_review.review_export_rows``)
+    as the review file holds it, before the formula escaping: what export writes and what
+    import reads back."""
+    (name, qid, q_ext, query, doc_id, d_ext, content, m1, s1, m2, s2, diff, revision,
+     status, verdict, reviewer, note) = row
+    cells = [name, qid, q_ext, one_line(query), doc_id, d_ext, snippet(content),
+             m1 or "", repr(s1), m2 or "", repr(s2), f"{diff:.6g}", revision, status,
+             verdict or "", reviewer or "", note or ""]
+    return dict(zip(CSV_COLUMNS, map(str, cells)))
 
 
 def imported_corpus(conn: psycopg.Connection, path: Path | str, dataset: str):

@@ -137,19 +137,54 @@ def import_sample_csv(conn: psycopg.Connection, dataset: str | None,
     written.
     """
     records = read_review_file(Path(path))
-    dataset = file_dataset(path, records, dataset)
+    return store_sample_rows(conn, file_dataset(path, records, dataset), records, source=path)
+
+
+def store_sample_rows(conn: psycopg.Connection, dataset: str,
+                      records: list[tuple[int, dict[str, str]]], *,
+                      source: Path | str) -> ImportCounts:
+    """Check sample-file rows ``records`` ((row number, cells)) against the human sample of
+    ``dataset`` and store their verdicts in ``human_sample``; all or nothing, in one
+    transaction.
+
+    What :func:`import_sample_csv` does once it has read the file, and what the review page
+    (:mod:`eval_harness.agreement.review_page`) does with the one row of a verdict: the same
+    checks and the same refusal (:class:`ReviewFileError` naming ``source``).
+    """
     with conn.transaction():
-        corpus = imported_corpus(conn, path, dataset)
+        corpus = imported_corpus(conn, source, dataset)
         sql.lock_human_sample(conn, dataset)
         sampled = {(qid, doc): (q_ext, d_ext) for qid, doc, q_ext, d_ext
                    in sql.human_sample_pairs_for_update(conn, corpus)}
         updates, problems, blank = _check_sample_records(records, dataset, sampled)
         if problems:
-            raise _wrong_sample_rows(path, problems)
+            raise _wrong_sample_rows(source, problems)
         changed = sum(sql.store_sample_verdict(conn, *key, verdict=verdict,
                                                    reviewer=reviewer, note=note)
                       for key, verdict, reviewer, note in updates)
     return ImportCounts.of(changed, updates, blank, dataset)
+
+
+def sample_rows(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """Every pair of the human sample of ``dataset`` whose document is still in the corpus, by
+    query then document external id: ``(dataset, query id, query external id, query, doc id,
+    doc external id, doc content, verdict, reviewer, note)`` (full texts);
+    :func:`sample_row_cells` makes one a sample file's row."""
+    with conn.transaction():
+        corpus = dataset_info(conn, dataset, with_counts=False).corpus
+        query_ids = sorted({qid for qid, _, _ in sql.human_sample_labels(conn, dataset)})
+        return sql.human_sample_export_rows(conn, corpus, query_ids) if query_ids else []
+
+
+def sample_row_cells(row: tuple) -> dict[str, str]:
+    """{column: text} of one sampled pair (a row of :func:`sample_rows`) as the sample file
+    holds it, before the formula escaping: the judges' columns blank (module docstring)."""
+    name, qid, q_ext, query, doc_id, d_ext, content, verdict, reviewer, note = row
+    cells = {"dataset": name, "query_id": qid, "query_external_id": q_ext,
+             "query": one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
+             "doc_snippet": snippet(content), "status": SAMPLE_STATUS,
+             "verdict": verdict or "", "reviewer": reviewer or "", "note": note or ""}
+    return {column: str(cells.get(column, "")) for column in CSV_COLUMNS}
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,12 +206,9 @@ def _write_sample_file(target: Path, rows: list[tuple]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for name, qid, q_ext, query, doc_id, d_ext, content, verdict, reviewer, note in rows:
-        cells = {"dataset": name, "query_id": qid, "query_external_id": q_ext,
-                 "query": one_line(query), "doc_id": doc_id, "doc_external_id": d_ext,
-                 "doc_snippet": snippet(content), "status": SAMPLE_STATUS,
-                 "verdict": verdict or "", "reviewer": reviewer or "", "note": note or ""}
-        writer.writerow([escape_formula(str(cells.get(column, ""))) for column in CSV_COLUMNS])
+    for row in rows:
+        cells = sample_row_cells(row)
+        writer.writerow([escape_formula(cells[column]) for column in CSV_COLUMNS])
     try:
         write_report(target.parent.resolve(), target.name, buffer.getvalue())
     except OSError as exc:

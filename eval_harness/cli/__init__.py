@@ -31,6 +31,7 @@ from eval_harness.cli.common import (
 from eval_harness.cli.compare import add_compare_command
 from eval_harness.cli.doctor import add_doctor_command
 from eval_harness.cli.gate import add_gate_commands
+from eval_harness.cli.ground_truth import add_ground_truth_commands
 from eval_harness.cli.index import add_index_command
 from eval_harness.cli.judge import add_judge_command
 from eval_harness.cli.review import add_review_commands
@@ -286,6 +287,7 @@ def build_parser(*, extend: Callable[[argparse._SubParsersAction], None] | None 
     add_review_commands(sub)
     add_calibrate_command(sub)
     add_judge_command(sub)
+    add_ground_truth_commands(sub)
     add_answers_commands(sub)
     add_gate_commands(sub, partition_runner=partition_runner)
     add_doctor_command(sub)

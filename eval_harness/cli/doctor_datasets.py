@@ -3,6 +3,9 @@ store and its indexes (:mod:`eval_harness.cli.doctor` prints the lines).
 
 * **indexes**: the RAG system's indexes a live dataset's search needs
   (:mod:`eval_harness.datasets.live_indexes`), and whether its attached mapping is config.yaml's;
+* **queries**: a live dataset mapped by its corpus alone has no ground-truth relation: a
+  warning says how to make queries (``ground-truth generate`` / ``from-answers``) until it
+  has some, a notice how many it has after;
 * **embedder**: the model that embeds the dataset's queries (a live dataset's ``embedder``,
   an ingested one's ``embedder.provider`` / ``.model`` when its folder has no
   ``embeddings.npz``) can be built here: ``local:`` needs the ``local-embeddings`` extra
@@ -39,6 +42,7 @@ from eval_harness.datasets.embeddings import (
     local_embedder_installed,
     local_embeddings_install_command,
 )
+from eval_harness.datasets.live import no_ground_truth_sentence
 from eval_harness.datasets.live_catalog import (
     LiveDataset,
     ground_truth_queries,
@@ -78,13 +82,36 @@ def index_checks(conn: psycopg.Connection, settings: Settings,
             yield Check(WARN, "indexes", f"{name} is configured as live on "
                         f"{dataset.corpus.relation_name} but not attached yet: run "
                         f"`eval-harness attach --dataset {dataset.name}`")
-        drift = mapping_drift(settings.datasets.get(dataset.name), dataset)
+        cfg = settings.datasets.get(dataset.name)
+        drift = mapping_drift(cfg, dataset)
         if drift:
             yield Check(WARN, "indexes", f"{name} is attached with another mapping than "
                         f"config.yaml's ({drift}); every command reads the attached one until "
                         f"`eval-harness attach --dataset {dataset.name}` records the new one")
+        if corpus_only(cfg, dataset):
+            yield corpus_only_finding(conn, dataset)
         for level, text in index_report(conn, dataset, depth=settings.hybrid.candidate_depth):
             yield Check({"ok": OK, "warn": WARN}[level], "indexes", f"{name} {text}")
+
+
+def corpus_only(cfg: DatasetConfig | None, dataset: LiveDataset) -> bool:
+    """Whether ``dataset`` is mapped by its corpus alone (config.yaml's mapping when it has
+    one, else the attached one): no ground-truth relation."""
+    if cfg is not None and cfg.live is not None:
+        return cfg.live.ground_truth is None
+    return dataset.ground_truth is None
+
+
+def corpus_only_finding(conn: psycopg.Connection, dataset: LiveDataset) -> Check:
+    """A warning saying how to make queries while a corpus-only dataset has none, a notice
+    of how many it has once it does (generated or users' queries, stored when attached)."""
+    queries = ground_truth_queries(conn, dataset, limit=0)[1] if dataset.attached else 0
+    if not queries:
+        return Check(WARN, "queries", f"'{dataset.name}' {no_ground_truth_sentence(dataset.name)}"
+                     "; until then there is nothing to evaluate")
+    return Check(OK, "queries", f"'{dataset.name}' has no ground-truth relation mapped and "
+                 f"{queries:,} generated or users' queries (`eval-harness ground-truth generate` "
+                 "and `ground-truth from-answers` make more)")
 
 
 def mapping_drift(cfg: DatasetConfig | None, dataset: LiveDataset) -> str:
@@ -138,7 +165,7 @@ def _queries_to_embed(conn: psycopg.Connection, settings: Settings, cfg: Dataset
     store brings its own query vectors (embeddings.npz), so it needs none."""
     if uses_demo_schema(cfg, settings) and demo_store_wanted(settings):
         return 0
-    if dataset is None or dataset.ground_truth is None:
+    if dataset is None or dataset.corpus is None:  # not checked, or it does not fit
         return None
     return uncached_query_count(conn, dataset)
 
@@ -159,6 +186,10 @@ def live_embedder_finding(conn: psycopg.Connection, settings: Settings, cfg: Dat
     if problem is None:
         return Check(OK, "embedder", f"{name}: {fix}")
     missing = _queries_to_embed(conn, settings, cfg, dataset)
+    if missing == 0 and cfg.live is not None and cfg.live.ground_truth is None:
+        return Check(WARN, "embedder", f"{name} {problem}: no ground-truth relation is mapped, "
+                     "so attach has no query to embed; generated and users' queries and "
+                     f"searching new text need it: {fix}")
     if missing == 0:
         return Check(WARN, "embedder", f"{name} {problem}: every ground-truth query's vector "
                      "is cached, so attach, report, judge and calibrate work; searching new "
@@ -291,6 +322,11 @@ def keyword_checks(conn: psycopg.Connection, settings: Settings, live: list[Live
                         "derive it again (until then report, judge and calibrate rank the "
                         "keyword side with the server's to_tsvector: the same figures, slower)")
         texts, total = ground_truth_queries(conn, dataset, limit=MEASURED_QUERIES)
+        if not texts and corpus_only(settings.datasets.get(dataset.name), dataset):
+            yield Check(OK, "keyword", f"'{dataset.name}' tsvector: null: its keyword side is "
+                        "measured on the dataset's queries, and it has none yet (no "
+                        "ground-truth relation mapped); the doctor measures it once it has")
+            continue
         depth = settings.weights_for(dataset.name).candidate_depth
         cost = measure_keyword_cost(conn, corpus, texts, depth=depth)
         indexed_ms = (measure_index_cost(conn, corpus, texts, depth=depth) if migrated

@@ -1,4 +1,4 @@
-"""``eval-harness review export|import`` and ``eval-harness agreement``.
+"""``eval-harness review export|sample|import|serve`` and ``eval-harness agreement``.
 
 Exit codes as in :mod:`eval_harness.cli`: ``agreement`` exits 1 when the kappa gate fails
 (the work ran and found the labels untrustworthy); a bad file, dataset or store exits 2.
@@ -7,11 +7,24 @@ Exit codes as in :mod:`eval_harness.cli`: ``agreement`` exits 1 when the kappa g
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from pathlib import Path
 
-from eval_harness.agreement.review import import_review_csv, refresh_and_export
+from eval_harness.agreement.review import (
+    import_review_csv,
+    queue_disagreements,
+    refresh_and_export,
+)
+from eval_harness.agreement.review_page import (
+    DEFAULT_PORT,
+    QUEUE,
+    SAMPLE,
+    ReviewServer,
+    ReviewSession,
+    serve_until_stopped,
+)
 from eval_harness.agreement.sample import export_sample_csv, import_sample_csv, is_sample_file
 from eval_harness.cli.common import CliError
 from eval_harness.errors import EXIT_FAILED, EXIT_OK
@@ -100,6 +113,31 @@ def cmd_review_import(args, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_review_serve(args, settings: Settings) -> int:
+    dataset = args.dataset or settings.default_dataset
+    lists = (SAMPLE,) if args.sample_only else (QUEUE,) if args.queue_only else (SAMPLE, QUEUE)
+    reviewer = args.reviewer if args.reviewer is not None else _os_user()
+    # autocommit: every verdict is its own transaction, committed before the page's reply
+    with open_store(settings).connection(autocommit=True) as conn:
+        if QUEUE in lists:  # the queue as `review export` would write it: refreshed first
+            queue_disagreements(conn, dataset,
+                                threshold=settings.agreement.disagreement_threshold)
+        session = ReviewSession(conn, dataset, reviewer=reviewer, lists=lists)
+        with ReviewServer(session, port=args.port) as server:
+            say(f"review page of '{visible(dataset)}' at {server.url}: {session.summary()}; "
+                "keys r relevant, n not relevant, s skip; each verdict is stored at once; "
+                "Ctrl-C stops it", flush=True)
+            serve_until_stopped(server)  # raises Interrupted when the user stops it
+    return EXIT_OK
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no user name this process can find: the column stays blank
+        return None
+
+
 def cmd_agreement(args, settings: Settings) -> int:
     # heavy: see the top
     from eval_harness.agreement.dataset_agreement import dataset_agreement
@@ -124,7 +162,8 @@ def cmd_agreement(args, settings: Settings) -> int:
 
 
 def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``review export``, ``review import`` and ``agreement`` on the main parser."""
+    """Register ``review export``, ``review sample``, ``review import``, ``review serve`` and
+    ``agreement`` on the main parser."""
     review = subparsers.add_parser("review", help="human review of pairs the judges disagree on")
     actions = review.add_subparsers(dest="review_command", required=True)
     export = actions.add_parser("export", help="queue disagreements and write them to a CSV file")
@@ -159,6 +198,22 @@ def add_review_commands(subparsers: argparse._SubParsersAction) -> None:
     imported.add_argument("--dataset", help="dataset the file must belong to (default: the "
                           "one its dataset column names)")
     imported.set_defaults(func=cmd_review_import)
+    serve = actions.add_parser(
+        "serve", help="label the human sample and the review queue in a local web page, one "
+        "pair at a time (keys r / n / s), each verdict stored at once with import's checks; "
+        "Ctrl-C stops it")
+    serve.add_argument("--dataset", help="dataset from config.yaml (default: default_dataset)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="N",
+                       help=f"port on 127.0.0.1, the only address served (default "
+                       f"{DEFAULT_PORT}; 0 picks a free one)")
+    serve.add_argument("--reviewer", metavar="NAME", help="stored in the reviewer column of "
+                       "each verdict (default: the operating system's user name)")
+    only = serve.add_mutually_exclusive_group()
+    only.add_argument("--sample-only", action="store_true",
+                      help="only the human sample's unlabelled pairs")
+    only.add_argument("--queue-only", action="store_true",
+                      help="only the review queue's pending pairs")
+    serve.set_defaults(func=cmd_review_serve)
 
     agreement = subparsers.add_parser(
         "agreement", help="judge agreement report (exit 1 when the kappa gate fails; a "

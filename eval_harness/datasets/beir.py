@@ -30,6 +30,10 @@ of ``queries.jsonl`` is kept with no relevant document, and the judges label the
 (``eval-harness judge``, then ``calibrate --labels judges``). When ``qrels/`` holds other
 splits but not the one asked for, that is a mistake of the split, not a dataset without
 labels, and it is refused.
+
+A folder without ``queries.jsonl`` (and without qrels) is a corpus without ground truth: its
+documents are ingested, and ``eval-harness ground-truth generate`` or ``from-answers`` writes
+the queries (:mod:`eval_harness.query_sources`).
 """
 
 from __future__ import annotations
@@ -278,9 +282,11 @@ def read_beir(path: Path | str, *, split: str = "test") -> BeirDataset:
     if not root.is_dir():
         raise DatasetError(f"{root}: not a folder (expected a BEIR dataset folder)")
     documents = read_corpus(root / "corpus.jsonl")
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    if not (root / "queries.jsonl").exists():
+        return _corpus_only(root, documents, split)
     query_texts = read_queries(root / "queries.jsonl")
     notices: list[str] = []
-    qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
         return _unlabelled(root, documents, query_texts, split)
     qrels = read_qrels(qrels_path, set(query_texts),
@@ -296,6 +302,21 @@ def read_beir(path: Path | str, *, split: str = "test") -> BeirDataset:
         else:
             skipped += 1
     return BeirDataset(root, documents, queries, skipped, tuple(notices))
+
+
+def _corpus_only(root: Path, documents: list[Document], split: str) -> BeirDataset:
+    """A folder with a corpus and no queries file (module docstring): its documents, no
+    queries; qrels without the queries they name are refused."""
+    qrels = sorted(p.name for p in (root / "qrels").glob("*.tsv"))
+    if qrels:
+        raise DatasetError(f"{root / 'queries.jsonl'}: file not found, but qrels/ has "
+                           f"{', '.join(qrels)}, whose query ids it would define; add the "
+                           "queries file, or remove qrels/ to ingest the corpus alone.")
+    notice = (f"{root}: no queries.jsonl, so the corpus is ingested without ground truth; "
+              "write some with `eval-harness ground-truth generate` (from the documents) or "
+              "`eval-harness ground-truth from-answers` (from your users' questions)")
+    log.warning(notice)
+    return BeirDataset(root, documents, [], 0, (notice,), labelled=False)
 
 
 def _unlabelled(root: Path, documents: list[Document], query_texts: dict[str, str],

@@ -244,6 +244,24 @@ def document_external_ids(conn: psycopg.Connection, corpus: Corpus,
         ([int(i) for i in doc_ids],)).fetchall())
 
 
+def seeded_documents(conn: psycopg.Connection, corpus: Corpus, *, seed: int, limit: int,
+                     offset: int = 0) -> list[tuple[int, str, str]]:
+    """``(id, own id, content)`` of the corpus's non-empty documents in a seeded order (md5 of
+    the seed and the id, then the id), ``limit`` of them from position ``offset``: the same
+    seed gives the same order, and a longer list extends a shorter one. Reads every row's id
+    once (a sort on the server), the content of the rows returned only."""
+    return conn.execute(sql.SQL("""
+        SELECT o.id, o.own, {content} FROM (
+            SELECT {did} AS id, {own} AS own FROM {d} WHERE {rows} AND {content} <> ''
+            ORDER BY md5(%(seed)s || ':' || ({did})::text), {did}
+            LIMIT %(limit)s OFFSET %(offset)s) o
+        JOIN {d} ON {rows} AND {did} = o.id
+        ORDER BY md5(%(seed)s || ':' || (o.id)::text), o.id""").format(
+        did=corpus.id_of("d"), own=corpus.external_id_of("d"), d=corpus.table("d"),
+        rows=corpus.rows_of_dataset("d"), content=corpus.content_of("d")),
+        {"seed": str(seed), "limit": limit, "offset": offset}).fetchall()
+
+
 def count_documents(conn: psycopg.Connection, corpus: Corpus) -> int:
     """The documents of ``corpus``."""
     return conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}").format(

@@ -129,10 +129,11 @@ def dataset_has_labels(conn: psycopg.Connection, dataset: str) -> bool:
 
 
 def graded_expected_docs(conn: psycopg.Connection, dataset: str) -> list[tuple]:
-    """``(query id, expected_docs, relevance_grades)`` of each ground-truth query of
-    ``dataset``, by id."""
+    """``(query id, expected_docs, relevance_grades)`` of each of the dataset's own
+    ground-truth queries (not generated or users' ones: they have no human labels), by id."""
     return conn.execute("SELECT id, expected_docs, relevance_grades FROM ground_truth "
-                        "WHERE dataset = %s ORDER BY id", (dataset,)).fetchall()
+                        "WHERE dataset = %s AND origin = 'dataset' ORDER BY id",
+                        (dataset,)).fetchall()
 
 
 def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, str, int]]:
@@ -150,10 +151,10 @@ def external_qrels(conn: psycopg.Connection, corpus: Corpus) -> list[tuple[str, 
 
 
 def labels_of_dataset() -> sql.SQL:
-    """A subquery: ``(external_id, query, expected_docs)`` of every ground-truth query of the
-    dataset given as the parameter ``%s``."""
+    """A subquery: ``(external_id, query, expected_docs)`` of every own ground-truth query
+    (not generated or users' ones) of the dataset given as the parameter ``%s``."""
     return sql.SQL("SELECT external_id, query, expected_docs FROM ground_truth "
-                   "WHERE dataset = %s")
+                   "WHERE dataset = %s AND origin = 'dataset'")
 
 
 # ------------------------------------------------------------------------------ judge scores
@@ -221,7 +222,8 @@ def upsert_ingested_queries(conn: psycopg.Connection, dataset: str) -> list[tupl
             expected_docs = EXCLUDED.expected_docs, relevance_grades = EXCLUDED.relevance_grades,
             judged_docs = NULL, judge1_score = NULL, judge2_score = NULL,
             judge1_model = NULL, judge2_model = NULL, kappa = NULL
-        WHERE (g.query, g.query_embedding, g.expected_docs, g.relevance_grades)
+        WHERE g.origin = 'dataset'
+          AND (g.query, g.query_embedding, g.expected_docs, g.relevance_grades)
               IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.query_embedding,
                                 EXCLUDED.expected_docs, EXCLUDED.relevance_grades)
         RETURNING (xmax = 0)""", {"name": dataset}).fetchall()
@@ -243,18 +245,96 @@ def upsert_attached_queries(conn: psycopg.Connection, dataset: str) -> list[tupl
             query_embedding = CASE WHEN g.query = EXCLUDED.query THEN g.query_embedding END,
             judged_docs = NULL, judge1_score = NULL, judge2_score = NULL,
             judge1_model = NULL, judge2_model = NULL, kappa = NULL
-        WHERE (g.query, g.expected_docs) IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.expected_docs)
+        WHERE g.origin = 'dataset'
+          AND (g.query, g.expected_docs) IS DISTINCT FROM (EXCLUDED.query, EXCLUDED.expected_docs)
         RETURNING (xmax = 0)""", {"name": dataset}).fetchall()
 
 
 def delete_queries_not_staged(conn: psycopg.Connection, dataset: str, staged: str) -> int:
-    """Delete the queries of ``dataset`` whose external id is not in the temporary table
-    ``staged`` (``_ingest_queries`` or ``_live_gt``); how many were deleted."""
+    """Delete the dataset's own queries of ``dataset`` whose external id is not in the
+    temporary table ``staged`` (``_ingest_queries`` or ``_live_gt``); how many were deleted.
+    Generated and users' queries stay: no dataset file or relation holds them."""
     return conn.execute(sql.SQL("""
-        DELETE FROM ground_truth g WHERE g.dataset = %s
+        DELETE FROM ground_truth g WHERE g.dataset = %s AND g.origin = 'dataset'
           AND NOT EXISTS (SELECT 1 FROM {staged} s WHERE s.external_id = g.external_id)""").format(
         staged=sql.Identifier(staged)), (dataset,)).rowcount
 
+
+# ------------------------------------------------------------------------------ query origins
+# Generated and users' queries (eval_harness.query_sources): stored beside the dataset's own,
+# never replaced by an ingest or attach, with no expected_docs (the judges label their pools).
+
+ORIGINS = ("dataset", "generated", "users")
+
+
+def query_origins(conn: psycopg.Connection, dataset: str) -> dict[str, int]:
+    """{origin: queries} of ``dataset``'s ground truth (origins without queries left out)."""
+    return dict(conn.execute("SELECT origin, count(*) FROM ground_truth WHERE dataset = %s "
+                             "GROUP BY origin ORDER BY origin", (dataset,)).fetchall())
+
+
+def query_texts(conn: psycopg.Connection, dataset: str) -> dict[str, str]:
+    """{external id: query text} of every ground-truth query of ``dataset``."""
+    return dict(conn.execute("SELECT external_id, query FROM ground_truth WHERE dataset = %s",
+                             (dataset,)).fetchall())
+
+
+def insert_generated_queries(conn: psycopg.Connection, dataset: str,
+                             rows: Sequence[tuple[str, str, int, str, str]]) -> int:
+    """Insert ``(external id, text, source document id, kind, generator)`` rows as generated
+    queries of ``dataset``; an external id already stored is left as it is. How many were
+    inserted."""
+    if not rows:
+        return 0
+    return len(conn.execute("""
+        INSERT INTO ground_truth (dataset, external_id, query, expected_docs, relevance_grades,
+                                  origin, source_document, query_kind, generator)
+        SELECT %s, r.external_id, r.query, '{}', '{}', 'generated', r.doc, r.kind, r.generator
+        FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[], %s::text[])
+             AS r(external_id, query, doc, kind, generator)
+        ON CONFLICT (dataset, external_id) DO NOTHING
+        RETURNING id""", (dataset, *map(list, zip(*rows, strict=True)))).fetchall())
+
+
+def insert_users_queries(conn: psycopg.Connection, dataset: str,
+                         rows: Sequence[tuple[str, str, Sequence[str]]]) -> int:
+    """Insert ``(external id, text, answer ids)`` rows as users' queries of ``dataset``; an
+    external id already stored is left as it is. How many were inserted."""
+    inserted = 0
+    with conn.cursor() as cur:
+        for external_id, text, answer_ids in rows:
+            cur.execute("""
+                INSERT INTO ground_truth (dataset, external_id, query, expected_docs,
+                                          relevance_grades, origin, answer_ids)
+                VALUES (%s, %s, %s, '{}', '{}', 'users', %s)
+                ON CONFLICT (dataset, external_id) DO NOTHING""",
+                        (dataset, external_id, text, list(answer_ids)))
+            inserted += cur.rowcount
+    return inserted
+
+
+def generated_queries(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """``(id, external_id, query, source_document, query_kind, generator)`` of each generated
+    query of ``dataset``, by id."""
+    return conn.execute("""
+        SELECT id, external_id, query, source_document, query_kind, generator
+        FROM ground_truth WHERE dataset = %s AND origin = 'generated' ORDER BY id""",
+                        (dataset,)).fetchall()
+
+
+def query_embeddings_of(conn: psycopg.Connection, ids: Sequence[int]) -> dict[int, object]:
+    """{id: query embedding} of the ground-truth queries ``ids`` that have one."""
+    return dict(conn.execute("SELECT id, query_embedding FROM ground_truth WHERE id = ANY(%s) "
+                             "AND query_embedding IS NOT NULL",
+                             ([int(i) for i in ids],)).fetchall())
+
+
+def users_queries(conn: psycopg.Connection, dataset: str) -> list[tuple]:
+    """``(id, external_id, query, answer_ids)`` of each users' query of ``dataset``, by id."""
+    return conn.execute("""
+        SELECT id, external_id, query, answer_ids
+        FROM ground_truth WHERE dataset = %s AND origin = 'users' ORDER BY id""",
+                        (dataset,)).fetchall()
 
 
 # ------------------------------------------------------------------------ judging (dual-judge runs)

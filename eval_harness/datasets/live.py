@@ -21,7 +21,10 @@ A live dataset (``datasets.<name>.live`` in config.yaml) is never copied. Attach
    A query whose text or expected ids changed loses its judge scores; a removed one is
    removed. A labelled query without expected ids is left out; a dataset mapped by
    ``queries`` (no labels) keeps every query, with empty expected_docs, for the judges to
-   label. The RAG system's relations are only read;
+   label. A dataset mapped by its corpus alone has no ground-truth relation: nothing is
+   mirrored, the queries an earlier mapping mirrored are removed, and its generated and
+   users' queries (``eval-harness ground-truth generate`` / ``from-answers``) stay. The RAG
+   system's relations are only read;
 4. **embeds the queries** with the dataset's embedder, through the ``query_embeddings``
    cache keyed by model and text (:mod:`eval_harness.datasets.query_embeddings`), so a rerun
    embeds nothing twice.
@@ -73,12 +76,27 @@ class AttachReport:
     embeddings_cached: int = 0  # taken from the query_embeddings cache
     notices: list[str] = field(default_factory=list)
     keyword: KeywordRefresh | None = None  # tsvector: null only
+    ground_truth_mapped: bool = True  # false: the corpus alone is mapped
 
     def __str__(self) -> str:
-        line = (f"dataset '{self.dataset}' (live, {self.relation}): {self.queries} queries "
-                f"({self.inserted} new, {self.updated} changed, {self.removed} removed); "
-                f"query embeddings: {self.embedded} computed, {self.embeddings_cached} cached")
+        embeddings = (f"query embeddings: {self.embedded} computed, {self.embeddings_cached} "
+                      "cached")
+        if self.ground_truth_mapped:
+            line = (f"dataset '{self.dataset}' (live, {self.relation}): {self.queries} queries "
+                    f"({self.inserted} new, {self.updated} changed, {self.removed} removed); "
+                    f"{embeddings}")
+        else:
+            line = (f"dataset '{self.dataset}' (live, {self.relation}): "
+                    f"{no_ground_truth_sentence(self.dataset)}; {self.queries} generated or "
+                    f"users' queries kept, {self.removed} mirrored ones removed; {embeddings}")
         return line if self.keyword is None else f"{line}\n{self.keyword}"
+
+
+def no_ground_truth_sentence(dataset: str) -> str:
+    """What a live dataset mapped by its corpus alone lacks and what makes its queries (the
+    attach report's and the doctor's words)."""
+    return (f"no ground-truth relation mapped: make queries with `eval-harness ground-truth "
+            f"generate --dataset {dataset}` or `ground-truth from-answers --dataset {dataset}`")
 
 
 # ------------------------------------------------------------------------------ attach
@@ -91,14 +109,16 @@ def attach_live_dataset(conn: psycopg.Connection, cfg: DatasetConfig, *,
         # the ingest lock: an ingest and an attach of the same name must not interleave
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (INGEST_LOCK,))
         checked = check_mapping(conn, cfg)
-        report = AttachReport(cfg.name, checked.corpus.described)
+        report = AttachReport(cfg.name, checked.corpus.described,
+                              ground_truth_mapped=checked.ground_truth is not None)
         _record_dataset(conn, cfg, checked)
         corpus = checked.corpus
         if corpus.has_own_ids:
             document_ids.assign_document_ids(conn, cfg.name, corpus.relation, corpus.id,
                                              corpus.own_ids, rows=corpus.rows_of_dataset("r"))
         _stage_ground_truth(conn, checked, report)
-        _check_expected_ids(conn, cfg, checked)
+        if checked.ground_truth is not None:
+            _check_expected_ids(conn, cfg, checked)
         report.notices += row_notices(conn, cfg.live.corpus, _staged_expected_own_ids(conn),
                                       corpus.own_ids, corpus.subset)
         _merge_ground_truth(conn, cfg.name, report)
@@ -130,11 +150,14 @@ def _stage_ground_truth(conn: psycopg.Connection, checked: CheckedMapping,
                         report: AttachReport) -> None:
     """The live ground truth into ``_live_gt`` (dropped at commit): own id as text, query,
     expected ids deduplicated in their order (none for an unlabelled dataset), as the
-    harness's ids and as the corpus's own ids (text)."""
-    gt = checked.ground_truth
-    key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
+    harness's ids and as the corpus's own ids (text). Without a ground-truth mapping the
+    table stays empty, so the merge removes every query an earlier mapping mirrored."""
     conn.execute("""CREATE TEMP TABLE _live_gt (external_id text PRIMARY KEY, query text,
                     expected_docs integer[], expected_own text[]) ON COMMIT DROP""")
+    gt = checked.ground_truth
+    if gt is None:
+        return
+    key = f"datasets.{checked.corpus.dataset}.live.{ground_truth_key(gt)}"
     try:
         with conn.transaction():
             conn.execute(sql.SQL("INSERT INTO _live_gt {}").format(
@@ -306,6 +329,7 @@ def write_back_judge_scores(conn: psycopg.Connection, cfg: DatasetConfig) -> Wri
     type, or this role may not UPDATE them; the judge run itself stays stored either way.
     One transaction.
     """
+    # settings refuse write_judge_scores without a ground-truth mapping
     assert cfg.live is not None and cfg.live.ground_truth is not None
     gt = cfg.live.ground_truth
     name = sql.Identifier(gt.relation.schema, gt.relation.name)

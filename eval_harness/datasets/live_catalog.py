@@ -34,7 +34,8 @@ class LiveDataset:
     corpus: Corpus | None         # None: the mapping does not fit the store (see error)
     error: str | None = None
     embedder: str | None = None   # the model that embeds its queries
-    ground_truth: Mapping[str, Any] | None = None  # schema, relation, id, query
+    # schema, relation, id, query; None: the corpus alone is mapped (or it does not fit)
+    ground_truth: Mapping[str, Any] | None = None
 
 
 def live_datasets(conn: psycopg.Connection, configured: Mapping[str, DatasetConfig], *,
@@ -66,7 +67,8 @@ def live_relations(configured: Mapping[str, DatasetConfig],
                    live: list[LiveDataset]) -> list[str]:
     """Every RAG relation a live dataset reads, configured or attached (``schema.name``)."""
     found = [str(r) for cfg in configured.values() if cfg.live is not None
-             for r in (cfg.live.corpus.relation, cfg.live.ground_truth.relation) if r]
+             for r in (cfg.live.corpus.relation,
+                       cfg.live.ground_truth.relation if cfg.live.ground_truth else None) if r]
     for dataset in live:
         gt = dataset.ground_truth
         found += ([dataset.corpus.relation_name] if dataset.corpus else []) + (
@@ -91,13 +93,19 @@ def ground_truth_queries(conn: psycopg.Connection, dataset: LiveDataset, *,
     return texts, total
 
 
-def uncached_query_count(conn: psycopg.Connection, dataset: LiveDataset) -> int | None:
+def uncached_query_count(conn: psycopg.Connection, dataset: LiveDataset) -> int:
     """How many distinct ground-truth query texts of ``dataset`` have no vector by its
-    embedder in the harness's cache (what attaching it must embed); None when unknown (no
-    ground-truth mapping). Without the harness schema, nothing is cached."""
+    embedder in the harness's cache (what attaching it must embed). Without the harness
+    schema, nothing is cached. A dataset mapped by its corpus alone mirrors no query: attach
+    embeds only its stored (generated or users') queries that have no embedding yet."""
     gt = dataset.ground_truth
     if not gt:
-        return None
+        if not dataset.attached:
+            return 0
+        texts_left = ground_truth.queries_without_embedding(conn, dataset.name)
+        cached = query_embeddings.cached_query_embeddings(conn, dataset.embedder or "",
+                                                          texts_left) if texts_left else {}
+        return len(texts_left) - len(cached)
     texts = sql.SQL("SELECT DISTINCT {} AS query FROM {} WHERE {} IS NOT NULL").format(
         sql.Identifier(gt["query"]), sql.Identifier(gt["schema"], gt["relation"]),
         sql.Identifier(gt["query"]))

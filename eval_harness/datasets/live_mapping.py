@@ -5,7 +5,8 @@ each column exists with a usable type (integer, text or uuid ids, text content, 
 ``vector`` embedding, a ``tsvector`` when one is named, an array of expected ids: integer
 for an integer corpus, integer, text or uuid for a text or uuid one), the
 embedding's dimensions match the dataset's embedder and the corpus's ids are unique. Each
-problem is one sentence naming the config key (:class:`LiveMappingError`). Rows without an
+problem is one sentence naming the config key (:class:`LiveMappingError`). A mapping of the
+corpus alone (no ``ground_truth`` or ``queries``) has only its corpus checked. Rows without an
 embedding or text are counted and named by :mod:`eval_harness.datasets.live_rows`; attaching
 (:mod:`eval_harness.datasets.live`) then checks that every expected id is a document.
 
@@ -47,9 +48,9 @@ KNOWN_DIMENSIONS = {"all-MiniLM-L6-v2": 384, "text-embedding-3-small": 1536,
 @dataclass(frozen=True)
 class CheckedMapping:
     corpus: Corpus
-    ground_truth: GroundTruthMapping
+    ground_truth: GroundTruthMapping | None  # None: the corpus alone is mapped
     corpus_record: dict
-    ground_truth_record: dict
+    ground_truth_record: dict | None
 
 
 def embedder_model(spec: str) -> str:
@@ -137,6 +138,8 @@ def check_mapping(conn: psycopg.Connection, cfg: DatasetConfig) -> CheckedMappin
                                    versioned=_has_xmin(conn, oid), subset=subset)
     corpus = Corpus.live(cfg.name, language, dim, record)
     gt = cfg.live.ground_truth
+    if gt is None:  # a corpus alone: its queries are generated or users' ones
+        return CheckedMapping(corpus, None, record, None)
     where = f"{base}.{ground_truth_key(gt)}"
     columns = relation_columns(conn, _relation(conn, gt.relation, where))
     _column(columns, gt.id, ID_TYPES, where, "id", gt.relation)

@@ -36,6 +36,7 @@ from eval_harness.datasets.live import (
     LiveMappingError,
     attach_live_dataset,
     live_ground_truth_rows,
+    no_ground_truth_sentence,
 )
 from eval_harness.datasets.live_mapping import check_mapping
 from eval_harness.settings import Settings
@@ -172,8 +173,9 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
     writes the harness schema, and a role that may only SELECT could not), its mapping is
     checked in place (reads only) and the command works on the ground truth as last
     attached. Returns one line saying so, with how the live ground truth has changed since
-    (new, changed and removed queries, counted as an attach would); None for a dataset
-    that is not live. A live dataset never attached is left to the command, which says to
+    (new, changed and removed queries, counted as an attach would: a mapping of the corpus
+    alone has none, so every query an earlier mapping mirrored counts as removed); None for
+    a dataset that is not live. A live dataset never attached is left to the command, which says to
     attach it (:func:`missing_dataset_message`)."""
     cfg = settings.datasets.get(name)
     if cfg is None or not cfg.is_live:
@@ -182,6 +184,10 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
     if attached_at is None:
         return None
     checked = check_mapping(conn, cfg)
+    gt = checked.ground_truth
+    rows = (live_ground_truth_rows(gt, checked.corpus) if gt is not None else sql.SQL(
+        "SELECT NULL::text AS external_id, NULL::text AS query, NULL::integer[] AS "
+        "expected_docs, NULL::text[] AS expected_own WHERE FALSE"))
     new, changed, removed = conn.execute(sql.SQL("""
         WITH live AS ({rows}), kept AS (SELECT * FROM live WHERE {kept})
         SELECT count(*) FILTER (WHERE h.external_id IS NULL),
@@ -190,16 +196,17 @@ def check_attached_dataset(conn: psycopg.Connection, settings: Settings,
                                     IS DISTINCT FROM (h.query, h.expected_docs)),
                count(*) FILTER (WHERE k.external_id IS NULL)
         FROM kept k FULL JOIN ({stored}) h ON h.external_id = k.external_id""").format(
-        stored=ground_truth.labels_of_dataset(), rows=live_ground_truth_rows(checked.ground_truth,
-                                                                   checked.corpus),
-        kept=sql.SQL("cardinality(expected_own) > 0" if checked.ground_truth.labelled
+        stored=ground_truth.labels_of_dataset(), rows=rows,
+        kept=sql.SQL("cardinality(expected_own) > 0" if gt is not None and gt.labelled
                      else "TRUE")), (name,)).fetchone()
     since = f"as attached at {attached_at:%Y-%m-%d %H:%M %Z}".rstrip()
     state = ("unchanged since" if not (new or changed or removed) else
              f"changed since: {new} new, {changed} changed, {removed} removed queries, which "
              f"`eval-harness attach --dataset {name}` takes in")
+    unmapped = "" if gt is not None else f"; {no_ground_truth_sentence(name)}"
     return (f"dataset '{name}' (live, {checked.corpus.relation_name}): not attached again "
-            f"(this command writes nothing); its ground truth {since}, the live one {state}")
+            f"(this command writes nothing); its ground truth {since}, the live one {state}"
+            f"{unmapped}")
 
 
 def missing_dataset_message(settings: Settings, name: str) -> str | None:

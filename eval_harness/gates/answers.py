@@ -251,7 +251,7 @@ def readable_rows(rows: Iterator[tuple], relation: sql.AnswersRelation) -> Itera
 
 
 def stream_answers(conn: psycopg.Connection, window: TimeWindow, *,
-                   relation: str = DEFAULT_RELATION,
+                   relation: sql.AnswersRelation = DEFAULT_RELATION,
                    batch_size: int = STREAM_BATCH_SIZE) -> Iterator[Answer]:
     """Every answer of ``window``, in no particular order, with its content hash.
 

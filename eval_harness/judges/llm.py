@@ -29,7 +29,9 @@ from eval_harness.judges import prompts
 from eval_harness.judges.client.runner import CallOutcome, CallPipeline
 from eval_harness.judges.parsing import (
     ParseError,
+    parse_critique,
     parse_evaluation,
+    parse_generated_query,
     parse_grounding,
     parse_reflexion,
     parse_relevance,
@@ -85,7 +87,7 @@ class LLMJudge:
 
     async def relevance(self, query: Passage | str, document: Passage | str, *,
                         query_id: int | None = None,
-                        retest: bool = False, purpose: str = "retest") -> JudgeResult[float]:
+                        retest: bool = False, purpose: str | None = None) -> JudgeResult[float]:
         return await self._ask(self.relevance_request(query, document), parse_relevance, query_id,
                                retest=retest, purpose=purpose)
 
@@ -106,11 +108,31 @@ class LLMJudge:
                                                                      issues))
         return await self._ask(request, parse_reflexion, query_id)
 
+    # -- ground truth from documents (eval_harness.query_sources) ------------------------
+
+    def generation_request(self, document: str, kind: str) -> ChatRequest:
+        return self.request("generation", prompts.generation_prompt(document, kind))
+
+    def critique_request(self, document: str, query: str) -> ChatRequest:
+        return self.request("critique", prompts.critique_prompt(document, query))
+
+    async def generate_query(self, document: str, kind: str, *,
+                             purpose: str | None = None) -> JudgeResult[str]:
+        """One query of ``kind`` written from ``document`` (cached like every call)."""
+        return await self._ask(self.generation_request(document, kind), parse_generated_query,
+                               None, purpose=purpose)
+
+    async def critique_query(self, document: str, query: str, *,
+                             purpose: str | None = None) -> JudgeResult[tuple[bool, bool]]:
+        """``(answerable, gives_away)`` of ``query`` for ``document``."""
+        return await self._ask(self.critique_request(document, query), parse_critique, None,
+                               purpose=purpose)
+
     # -- ask, parse, re-ask once ----------------------------------------------------------
 
     async def _ask(self, request: ChatRequest, parse: Callable[[str], T],
                    query_id: int | None, *, retest: bool = False,
-                   purpose: str = "retest") -> JudgeResult[T]:
+                   purpose: str | None = None) -> JudgeResult[T]:
         started = time.monotonic()
         outcomes: list[CallOutcome] = []
         result = await self._ask_once(request, parse, query_id, outcomes, started,
@@ -122,13 +144,13 @@ class LLMJudge:
             # left unscored by an earlier run's replies: ask anew, past the cached ones
             outcomes.clear()
             result = await self._ask_once(request, parse, query_id, outcomes, started,
-                                          refresh=True)
+                                          refresh=True, purpose=purpose)
         return result
 
     async def _ask_once(self, request: ChatRequest, parse: Callable[[str], T],
                         query_id: int | None, outcomes: list[CallOutcome], started: float, *,
                         refresh: bool, retest: bool = False,
-                        purpose: str = "retest") -> JudgeResult[T]:
+                        purpose: str | None = None) -> JudgeResult[T]:
         def result(value, outcome: Outcome, error: str | None) -> JudgeResult:
             return JudgeResult(
                 value=value, outcome=outcome, judge=self.spec, operation=request.operation,

@@ -215,3 +215,28 @@ def parse_reflexion(text: str) -> Reflexion:
         if not found.get(label):
             raise ParseError(f"the '{label.title()}:' section is missing or empty")
     return Reflexion(found["problem"], found["lesson"])
+
+
+def parse_generated_query(text: str) -> str:
+    """The query of a generation reply ``{"query": "..."}`` (one line, at most 500
+    characters)."""
+    query = _text(extract_json(text).get("query"), "query", required=True)
+    assert query is not None
+    query = " ".join(query.split())
+    if len(query) > 500:
+        raise ParseError(f"'query' is {len(query)} characters long; at most 500")
+    return query
+
+
+def parse_critique(text: str) -> tuple[bool, bool]:
+    """``(answerable, gives_away)`` of a critique reply."""
+    data = extract_json(text)
+    flags = []
+    for key in ("answerable", "gives_away"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise ParseError(f"'{key}' must be true or false, got {value!r}")
+        flags.append(value)
+    return flags[0], flags[1]

@@ -17,9 +17,12 @@ RELEVANCE_VERSION = "relevance-v1"
 EVALUATION_VERSION = "evaluation-v1"
 GROUNDING_VERSION = "grounding-v1"
 REFLEXION_VERSION = "reflexion-v1"
+GENERATION_VERSION = "generation-v1"
+CRITIQUE_VERSION = "critique-v1"
 
 VERSIONS = {"relevance": RELEVANCE_VERSION, "evaluation": EVALUATION_VERSION,
-            "grounding": GROUNDING_VERSION, "reflexion": REFLEXION_VERSION}
+            "grounding": GROUNDING_VERSION, "reflexion": REFLEXION_VERSION,
+            "generation": GENERATION_VERSION, "critique": CRITIQUE_VERSION}
 
 # Long texts are cut so one call stays within a predictable token budget; the cut is part of
 # the messages, hence of the cache key.
@@ -88,12 +91,38 @@ applies to similar questions.
 
 Return only those two lines, each starting with its label."""
 
+GENERATION_SYSTEM = """\
+You write search queries for testing a retrieval system, each from one document.
+
+Write one query of the kind asked for:
+- question: a question a user might ask that this document answers, in their own words;
+- paraphrase: a question this document answers, using as few of the document's own words as
+  you can (synonyms, another phrasing);
+- unanswerable: a question on the same subject that this document does NOT answer, and that
+  a collection of similar documents would not answer either.
+Never put the answer in the query, and never copy a sentence of the document.
+
+Return only a JSON object: {"query": "..."}"""
+
+CRITIQUE_SYSTEM = """\
+You check one search query written from one document, for a retrieval test set.
+
+Answer two questions about the query and the document:
+- answerable: can the query be answered from this document alone? (true or false)
+- gives_away: does the query itself state the answer, or copy a sentence of the document,
+  so that a search for it is trivial? (true or false)
+
+Return only a JSON object: {"answerable": true|false, "gives_away": true|false}"""
+
 CORRECTIONS = {
     "relevance": "Return only the number: a float between 0.0 and 1.0, nothing else.",
     "evaluation": "Return only the JSON object described above, with relevance, accuracy and "
                   "completeness as floats between 0.0 and 1.0.",
     "grounding": "Return only the JSON object described above.",
     "reflexion": "Return only the two lines 'Problem: ...' and 'Lesson: ...'.",
+    "generation": 'Return only the JSON object {"query": "..."} with a non-empty query.',
+    "critique": 'Return only the JSON object {"answerable": true|false, '
+                '"gives_away": true|false}.',
 }
 
 
@@ -134,6 +163,20 @@ def reflexion_prompt(query: str, answer: str, reasoning: str, issues: Sequence[s
                   f"Query: {query.strip()}\n\n"
                   f"Answer given:\n{truncate(answer, MAX_DOCUMENT_CHARS)}\n\n"
                   f"Evaluation reasoning: {reasoning.strip() or '(none)'}\nIssues found:\n{listed}")
+
+
+def generation_prompt(document: str, kind: str) -> Prompt:
+    """Ask for one query of ``kind`` (question, paraphrase, unanswerable) from ``document``."""
+    return Prompt(GENERATION_VERSION, GENERATION_SYSTEM,
+                  f"Kind: {kind}\n\nDocument: {truncate(document, MAX_SOURCE_CHARS)}\n\n"
+                  "JSON:")
+
+
+def critique_prompt(document: str, query: str) -> Prompt:
+    """Ask whether ``query`` is answerable from ``document`` and whether it gives it away."""
+    return Prompt(CRITIQUE_VERSION, CRITIQUE_SYSTEM,
+                  f"Query: {query.strip()}\n\nDocument: "
+                  f"{truncate(document, MAX_SOURCE_CHARS)}\n\nJSON:")
 
 
 def correction(operation: str, error: str) -> str:

@@ -142,8 +142,10 @@ def _ints(values) -> list[int]:
 
 
 def _floats(values) -> list[float]:
-    """Python floats (a numpy float64 array or a list of them): float8 text keeps every bit."""
-    return [] if values is None else [float(v) for v in values]
+    """Python floats (a numpy float64 array or a list of them): float8 text keeps every bit.
+    A query without an embedding (a generated one the embedder could not reach) has no
+    semantic side: its candidates' semantic scores are NULL, stored as 0."""
+    return [] if values is None else [0.0 if v is None else float(v) for v in values]
 
 
 def cached_count(conn: psycopg.Connection, corpus: Corpus, depth: int,

@@ -252,10 +252,19 @@ def candidate_scores(conn: psycopg.Connection, dataset: str, *,
     for query_id, doc_ids, sem, kw in rows:
         result.append(QueryCandidates(  # an empty union: NULL arrays from the statement
             int(query_id), np.asarray([] if doc_ids is None else doc_ids, dtype=np.int64),
-            np.asarray([] if sem is None else sem, dtype=np.float64),
-            np.asarray([] if kw is None else kw, dtype=np.float64)))
+            _semantic_scores(sem), np.asarray([] if kw is None else kw, dtype=np.float64)))
     refuse_unusable_candidates(conn, info.corpus, result)
     return result
+
+
+def _semantic_scores(values) -> np.ndarray:
+    """The semantic scores of one query's candidates. SQL NULL (a query stored without an
+    embedding: a generated or users' query no embedder could reach) is no semantic side, 0
+    for every candidate, so such a query ranks by keywords; NaN (a vector cosine similarity
+    cannot use) stays NaN and is refused (:func:`refuse_unusable_candidates`)."""
+    if values is None:
+        return np.asarray([], dtype=np.float64)
+    return np.asarray([0.0 if v is None else v for v in values], dtype=np.float64)
 
 
 def _fetch_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,

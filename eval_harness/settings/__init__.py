@@ -28,6 +28,7 @@ from eval_harness.settings.datasets import DatasetConfig, DatasetEntry, dataset_
 from eval_harness.settings.errors import ConfigError, problem
 from eval_harness.settings.file import DEFAULT_CONFIG_NAME, locate_config, read_config
 from eval_harness.settings.gates import GateSettings, QualityGateSettings
+from eval_harness.settings.ground_truth import GroundTruthSettings
 from eval_harness.settings.judges import JudgeSettings, provider_variables, with_environment
 from eval_harness.settings.values import SECTION, OrEmpty, validated
 
@@ -124,6 +125,8 @@ class ConfigFile:
     quality_gates: Annotated[QualityGateSettings, OrEmpty] = QualityGateSettings()
     ci: Annotated[CiSettings, OrEmpty] = CiSettings()
     judges: Annotated[JudgeSettings, OrEmpty] = JudgeSettings()
+    # queries for a dataset without ground truth (eval-harness ground-truth)
+    ground_truth: Annotated[GroundTruthSettings, OrEmpty] = GroundTruthSettings()
     dagster: Annotated[DagsterSection, OrEmpty] = DagsterSection()
 
 
@@ -160,6 +163,7 @@ class Settings:
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     judges: JudgeSettings = JudgeSettings()
+    ground_truth: GroundTruthSettings = GroundTruthSettings()
     ci: CiSettings = CiSettings()                # ci: the merge gate against a baseline
     anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
@@ -246,6 +250,7 @@ def _settings_from(raw: Mapping[str, Any], path: Path, env: Mapping[str, str]) -
         openai_api_key=env.get("OPENAI_API_KEY") or None,
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         judges=file.judges,
+        ground_truth=file.ground_truth,
         ci=file.ci,
         anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL") or None,

@@ -17,9 +17,12 @@ on them)::
           write_judge_scores: false
 
 A RAG system without relevance labels maps its queries only: ``ground_truth: null`` and
-``queries: {relation, id, query}``. Exactly one of the two is given; the queries of such a
+``queries: {relation, id, query}``. At most one of the two is given; the queries of such a
 dataset carry no expected documents, and its labels come from the judges (``eval-harness
-judge``, then ``calibrate --labels judges``).
+judge``, then ``calibrate --labels judges``). A RAG system with neither maps its corpus
+alone (``live: {corpus: ...}``): it has no ground-truth relation, so its queries are made
+by ``eval-harness ground-truth generate`` or ``ground-truth from-answers``, and
+``write_judge_scores`` (which writes into that relation) is refused.
 
 A store made by a RAG library is mapped by its preset, one line, its columns known:
 
@@ -152,7 +155,8 @@ class GroundTruthMapping:
 @dataclass(frozen=True)
 class LiveMapping:
     corpus: CorpusMapping
-    ground_truth: GroundTruthMapping  # from ``ground_truth`` or, unlabelled, ``queries``
+    # from ``ground_truth`` or, unlabelled, ``queries``; None: the corpus alone is mapped
+    ground_truth: GroundTruthMapping | None
     write_judge_scores: bool = False
 
 
@@ -364,29 +368,36 @@ class LiveEntry:
 
     @model_validator(mode="before")
     @classmethod
-    def _exactly_one_source(cls, data: Any) -> Any:
+    def _at_most_one_source(cls, data: Any) -> Any:
         if isinstance(data, ArgsKwargs):
             return data
         if not isinstance(data, Mapping):
-            raise problem("must be a mapping with corpus and ground_truth (or queries).")
+            raise problem("must be a mapping with corpus and, optionally, ground_truth or "
+                          "queries.")
         extra = [str(key) for key in data if str(key) not in LIVE_KEYS]
         if extra:
             raise unknown(extra, LIVE_KEYS)
         if "corpus" not in data:
             raise problem("is missing: the relation holding the documents (id, content, "
                           "embedding).", key="corpus")
-        if (data.get("ground_truth") is None) == (data.get("queries") is None):
-            raise problem("needs exactly one of 'ground_truth' (queries with expected_docs) "
+        sourced = data.get("ground_truth") is not None or data.get("queries") is not None
+        if data.get("ground_truth") is not None and data.get("queries") is not None:
+            raise problem("takes at most one of 'ground_truth' (queries with expected_docs) "
                           "and 'queries' (queries without labels, which the judges label); set "
                           "the other to null or leave it out.")
+        # Flag is a strict bool: anything but True is false or refused by the field itself
+        if data.get("write_judge_scores") is True and not sourced:
+            raise problem("is true, but no ground_truth (or queries) relation is mapped to "
+                          "write the judge scores into; map one or set it to false.",
+                          key="write_judge_scores")
         return data
 
     def mapping(self) -> LiveMapping:
+        truth: GroundTruthMapping | None = None
         if self.ground_truth is not None:
             gt = self.ground_truth
             truth = GroundTruthMapping(gt.relation, gt.id, gt.query, gt.expected_docs)
-        else:
-            assert self.queries is not None
+        elif self.queries is not None:
             q = self.queries
             truth = GroundTruthMapping(q.relation, q.id, q.query, None)
         return LiveMapping(self.corpus.mapping(), truth, self.write_judge_scores)

@@ -54,8 +54,10 @@ BUILT_IN_CHAT_PROVIDERS = ("openai", "anthropic")
 PROVIDER_ENTRY_POINTS = "eval_harness.chat_providers"
 LOCAL = "local"  # the offline judges
 LOCAL_JUDGES = ("lexical", "embedding")
-DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7}
-DEFAULT_MAX_TOKENS = {"relevance": 100, "evaluation": 500, "grounding": 500, "reflexion": 1000}
+DEFAULT_TEMPERATURES = {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0, "reflexion": 0.7,
+                        "generation": 0.7, "critique": 0.0}
+DEFAULT_MAX_TOKENS = {"relevance": 100, "evaluation": 500, "grounding": 500, "reflexion": 1000,
+                      "generation": 200, "critique": 100}
 # The environment variables a provider reads its key and server from (Settings.provider_variables).
 PROVIDER_VARIABLE_SUFFIXES = ("_API_KEY", "_BASE_URL")
 
@@ -304,7 +306,8 @@ class JudgeSettings:
     # a labelled dataset's pairs also take the grid pool (every calibration grid weight's
     # top 5), so calibration finds no unlabelled document there (Judged@5 = 1)
     grid_pool: Flag = False
-    # per operation (relevance, evaluation, grounding, reflexion): the sampling temperature
+    # per operation (relevance, evaluation, grounding, reflexion, generation, critique): the
+    # sampling temperature
     temperatures: Annotated[
         Mapping[str, Annotated[float, Strict(), Field(ge=0.0, le=2.0)]],
         BeforeValidator(_over(DEFAULT_TEMPERATURES))] = dataclasses.field(

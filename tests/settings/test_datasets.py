@@ -70,3 +70,58 @@ def test_a_preset_refuses_what_it_does_not_take_in_one_sentence(tmp_path, line, 
     message = str(caught.value)
     assert said in message, message
     assert "\n" not in message.strip()
+
+
+LIVE = """\
+datasets:
+  prod:
+    embedder: local:all-MiniLM-L6-v2
+    live:
+{live}
+"""
+GROUND_TRUTH = ("      ground_truth: {relation: public.eval_queries, id: id, query: query, "
+                "expected_docs: expected_docs}")
+QUERIES = "      queries: {relation: public.questions, id: id, query: text}"
+CORPUS = "      corpus: {preset: langchain, collection: scifact}"
+
+
+def live_of(tmp_path, *lines: str):
+    config = tmp_path / "config.yaml"
+    config.write_text(LIVE.format(live="\n".join(lines)), encoding="utf-8")
+    return load_settings(str(config), environ={}).datasets["prod"].live
+
+
+def refusal(tmp_path, *lines: str) -> str:
+    from eval_harness.settings import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        live_of(tmp_path, *lines)
+    message = str(caught.value)
+    assert "\n" not in message.strip(), message
+    return message
+
+
+def test_a_corpus_alone_is_a_live_mapping_without_ground_truth(tmp_path):
+    live = live_of(tmp_path, CORPUS)
+    assert live.ground_truth is None and live.write_judge_scores is False
+    assert live.corpus.collection == "scifact"
+    # null for both is the same mapping as leaving them out
+    assert live_of(tmp_path, CORPUS, "      ground_truth: null", "      queries: null") == live
+    assert live_of(tmp_path, CORPUS, QUERIES).ground_truth.labelled is False
+    assert live_of(tmp_path, CORPUS, GROUND_TRUTH).ground_truth.labelled is True
+
+
+def test_ground_truth_and_queries_together_are_refused_in_one_sentence(tmp_path):
+    message = refusal(tmp_path, CORPUS, GROUND_TRUTH, QUERIES)
+    assert "'datasets.prod.live' takes at most one of 'ground_truth'" in message, message
+
+
+def test_write_judge_scores_without_a_ground_truth_relation_is_refused(tmp_path):
+    message = refusal(tmp_path, CORPUS, "      write_judge_scores: true")
+    assert ("'datasets.prod.live.write_judge_scores' is true, but no ground_truth (or "
+            "queries) relation is mapped to write the judge scores into; map one or set it "
+            "to false.") in message, message
+    assert live_of(tmp_path, CORPUS, "      write_judge_scores: false").write_judge_scores \
+        is False
+    assert live_of(tmp_path, CORPUS, GROUND_TRUTH,
+                   "      write_judge_scores: true").write_judge_scores is True

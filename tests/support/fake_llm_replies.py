@@ -35,6 +35,19 @@ def default_reply(api: str, system: str, user: str, body: dict) -> str:
     if "grounded in numbered source" in system:
         return json.dumps({"claims": [{"claim": "The answer's first claim.", "supported": True,
                                        "source": 1}]})
+    if "You write search queries" in system:  # ground-truth generate: the writer
+        kind = user.split("Kind: ", 1)[1].split("\n", 1)[0].strip()
+        document = user.split("Document: ", 1)[1].rsplit("\n\nJSON:", 1)[0]
+        terms = sorted(w for w in _words(document) if len(w) > 5)[:3] or ["topic"]
+        if kind == "unanswerable":
+            return json.dumps({"query": f"What do saxophone makers think of {terms[0]}?"})
+        return json.dumps({"query": f"What is reported about {' and '.join(terms)}?"})
+    if "You check one search query" in system:  # ground-truth generate: the critic
+        query = user.split("Query: ", 1)[1].split("\n\nDocument:", 1)[0]
+        document = user.split("\n\nDocument: ", 1)[1]
+        asked = _words(query) - {"what", "reported", "about", "and", "think", "makers"}
+        answerable = "saxophone" not in query and bool(asked & _words(document))
+        return json.dumps({"answerable": answerable, "gives_away": False})
     if "Reflect on it" in system:
         return "Problem: The answer ignored the context.\nLesson: Answer from the sources."
     return "0.5"

@@ -308,11 +308,13 @@ class CallPipeline(Generic[LedgerT]):
 
     async def call(self, request: ChatRequest, *, query_id: int | None = None,
                    refresh: bool = False, retest: bool = False,
-                   purpose: str = "retest") -> CallOutcome:
+                   purpose: str | None = None) -> CallOutcome:
         """The reply to ``request``: cached, or from the provider with retries. ``refresh``
         skips the cache and replaces the cached reply with the new one (re-asking a question
         whose cached replies left it unscored). ``retest`` sends it past the cache, never
-        cached, logged with ``purpose`` ('retest', or 'anchor' for the anchor set).
+        cached, logged with ``purpose`` ('retest' unless given, or 'anchor' for the anchor
+        set). A cached call is logged with ``purpose`` ('label' unless given: 'ground_truth'
+        for generated queries) and spends that purpose's budget line when there is one.
 
         Raises :class:`~.stops.BudgetExhausted` when the budget cannot cover the call,
         :class:`~.stops.QuotaExhausted` when the provider's account has no quota left and
@@ -325,7 +327,7 @@ class CallPipeline(Generic[LedgerT]):
         if retest:  # always sent, unless the run is stopped
             if self.stopped:
                 raise self._stopped_error()
-            return await self._call_provider(request, query_id, purpose=purpose)
+            return await self._call_provider(request, query_id, purpose=purpose or "retest")
         cached = None if refresh else self._from_store(self.ledger.cached, key)
         if cached is not None:  # free, so answered even after the run was stopped
             self.stats.cache_hits += 1
@@ -346,7 +348,8 @@ class CallPipeline(Generic[LedgerT]):
                     request, saved_cost=self.prices.cost(request.model, outcome.completion.usage))
                 return CallOutcome(outcome.completion, cache_hit=True)
             return CallOutcome(None, outcome.error)  # its attempts are the other call's
-        return await self._inflight.share(key, self._call_provider(request, query_id, refresh))
+        return await self._inflight.share(key, self._call_provider(
+            request, query_id, refresh, purpose=purpose or "label"))
 
     async def _reserve(self, amount: float, budget: Budget) -> None:
         """Reserve ``amount`` of ``budget``. While other calls hold reservations, wait for

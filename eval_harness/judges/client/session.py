@@ -224,6 +224,13 @@ class JudgeSession:
             return SharedBudgetLine(self._conn, limit, **where, **line_words)
         return SharedBudget(self._conn, limit, **where)
 
+    def add_budget_line(self, purpose: str, limit: float | None, *, key: str,
+                        step: str) -> None:
+        """Calls made with ``purpose`` spend a line of their own, ``limit`` USD (per dataset
+        and UTC day, shared by the scope's processes), never the labels' budget; ``key`` is
+        the config key that sets it, ``step`` what stops when it is used up."""
+        self.pipeline.add_budget_line(purpose, self._budget(limit, purpose, key=key, step=step))
+
     def spent_together(self) -> float | None:
         """What every process of this session's budget scope spent on labels (None without
         a scope)."""
