@@ -264,7 +264,10 @@ def _semantic_scores(values) -> np.ndarray:
     cannot use) stays NaN and is refused (:func:`refuse_unusable_candidates`)."""
     if values is None:
         return np.asarray([], dtype=np.float64)
-    return np.asarray([0.0 if v is None else v for v in values], dtype=np.float64)
+    scores = np.asarray(values, dtype=np.float64)  # None reads as NaN: tell them apart
+    if np.isnan(scores).any() and None in values:  # only then: the sweep's hot path
+        scores = np.asarray([0.0 if v is None else v for v in values], dtype=np.float64)
+    return scores
 
 
 def _fetch_candidate_rows(conn: psycopg.Connection, corpus: Corpus, depth: int,

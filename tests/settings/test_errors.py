@@ -230,7 +230,7 @@ def test_the_command_prints_the_file_and_the_suggestion_in_one_line(other, capsy
     assert err == ("eval-harness: error: other.yaml: unknown key 'hybrid_serch' (did you mean "
                    "'hybrid_search'?); known top-level keys: store, default_dataset, datasets, "
                    "embedder, hybrid_search, agreement, calibration, history, quality_gates, ci, "
-                   "judges, dagster.\n")
+                   "judges, ground_truth, dagster.\n")
 
 
 @pytest.mark.unit

@@ -20,9 +20,9 @@ def test_the_shipped_config_has_the_judge_defaults():
     judges = load_settings(REPO_CONFIG, environ={}).judges
     assert (judges.judge1, judges.judge2) == ("openai:gpt-4o", "anthropic:claude-haiku-4-5")
     assert dict(judges.temperatures) == {"relevance": 0.0, "evaluation": 0.0, "grounding": 0.0,
-                                         "reflexion": 0.7}
+                                         "reflexion": 0.7, "generation": 0.7, "critique": 0.0}
     assert dict(judges.max_tokens) == {"relevance": 100, "evaluation": 500, "grounding": 500,
-                                       "reflexion": 1000}
+                                       "reflexion": 1000, "generation": 200, "critique": 100}
     assert judges.retry.max_retries == 4 and judges.retry.base_delay_seconds == 1.0
     assert judges.retry.jitter == 0.2 and judges.hybrid_top_k == 5
     assert judges.prices["gpt-4o"].batch_discount == 0.5
