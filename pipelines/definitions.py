@@ -22,6 +22,7 @@ from eval_harness_pipelines.assets import (
     datasets,
     judging,
     quality_gates,
+    query_sources,
     reporting,
     retrieval,
 )
@@ -50,6 +51,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         judging.shard_definitions(settings),
         reporting.defs,
         comparison.defs,
+        query_sources.defs,
         dg.Definitions(jobs=build_jobs(settings),
                        schedules=build_schedules(settings, nightly_job),
                        sensors=report_sensors(nightly_job),

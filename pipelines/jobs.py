@@ -12,7 +12,8 @@ Defined beside the assets they run, as their domain's only job
 
 - ``agreement_job`` (agreement), ``calibration_job`` (calibration),
   ``quality_gate_job`` (quality_gates), ``report_job`` (reporting), ``record_job``
-  (comparison: partitioned by record name, so outside main_job and nightly_job).
+  (comparison: partitioned by record name, so outside main_job and nightly_job),
+  ``ground_truth_job`` (query_sources: queries for a dataset without any, on request).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from eval_harness_pipelines.assets import (
     comparison,
     judging,
     quality_gates,
+    query_sources,
     reporting,
 )
 
@@ -39,7 +41,8 @@ main_job = dg.define_asset_job(
     - dg.AssetSelection.groups(judging.GROUP)  # may call paid APIs: judging_job
     - dg.AssetSelection.groups(judging.SHARD_GROUP)
     - dg.AssetSelection.groups(reporting.GROUP)
-    - dg.AssetSelection.groups(comparison.GROUP),  # partitioned by record: record_job
+    - dg.AssetSelection.groups(comparison.GROUP)  # partitioned by record: record_job
+    - dg.AssetSelection.groups(query_sources.GROUP),  # may call paid APIs: ground_truth_job
     description=("Ingest the default dataset and report retrieval quality at the configured "
                  "weights."))
 
@@ -53,7 +56,8 @@ nightly_job = dg.define_asset_job(
     NIGHTLY_JOB, selection=dg.AssetSelection.all() - dg.AssetSelection.groups(quality_gates.GROUP)
     - dg.AssetSelection.groups(reporting.GROUP)
     - dg.AssetSelection.groups(judging.SHARD_GROUP)  # partitioned: judging_shards_job
-    - dg.AssetSelection.groups(comparison.GROUP),  # partitioned by record: record_job
+    - dg.AssetSelection.groups(comparison.GROUP)  # partitioned by record: record_job
+    - dg.AssetSelection.groups(query_sources.GROUP),  # asked for: ground_truth_job
     description="The nightly pipeline: ingest, retrieval report, dual judges, agreement gate, "
                 "calibration and the P@5 verdict.")
 

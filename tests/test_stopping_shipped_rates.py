@@ -235,3 +235,52 @@ def test_a_calibration_waiting_for_the_history_file_stops_at_once_and_writes_not
 
     with duckdb.connect(str(history)) as con:
         assert con.execute("SELECT count(*) FROM calibration_grid_history").fetchone()[0] > 0
+
+
+def test_ground_truth_generate_at_the_shipped_rates_stops_within_3_s_and_the_rerun_finishes(
+        fresh, tmp_path, fake):
+    """`ground-truth generate` with the LLM writer and critic at the shipped rates (the critic
+    at anthropic's 50/min), Ctrl-C once queries are stored: exit 130 within 3 s with one line,
+    the stored queries kept, and the rerun stores only the rest, sending again at most the
+    requests that were on their way."""
+    import json as json_lib
+
+    from colliding_processes import ctrl_c, judges_yaml
+    from corpus_only import corpus_only_folder
+    from eval_harness.datasets.ingest import ingest_beir
+    from eval_harness.query_sources.generate import generate_queries
+
+    folder = corpus_only_folder(tmp_path / "corpus", n_docs=150)
+    with fresh.connection() as conn:
+        ingest_beir(conn, folder, name="jd")
+    rates, concurrency = shipped_judge_limits()
+    datasets = f"default_dataset: jd\ndatasets:\n  jd: {{path: {folder}}}\n"
+    shipped = tmp_path / "shipped-rates.yaml"
+    shipped.write_text(datasets + judges_yaml(concurrency, rates), encoding="utf-8")
+    fast = tmp_path / "fast.yaml"
+    fast.write_text(datasets + judges_yaml(concurrency), encoding="utf-8")
+    count = "SELECT count(*) FROM ground_truth WHERE dataset = 'jd' AND origin = 'generated'"
+    run = cli("--config", shipped, "ground-truth", "generate", "--queries", "40",
+              env=child_env(fresh, **fake_keys(fake)), cwd=tmp_path, start_new_session=True)
+    try:
+        wait_until(lambda: scalar(fresh, count) > 0, what="a batch of queries stored",
+                   timeout=90, processes=[run])
+        ctrl_c(run)
+        signalled = time.monotonic()
+        code, out, err = finish(run, timeout=30)
+    finally:
+        run.kill()
+    took = time.monotonic() - signalled
+    assert code == 130, err
+    line = interrupted_line(err)
+    assert "generated queries of 'jd' stored before the stop are kept" in line, line
+    assert took < 3.0, took
+    kept = scalar(fresh, count)
+    assert 0 < kept < 40
+    before = [json_lib.dumps(r.body, sort_keys=True) for r in fake.chat_records()]
+    with fresh.connection() as conn:
+        rerun = generate_queries(conn, library_settings(fast, fresh, fake), "jd", n=40)
+    assert rerun.already == kept and rerun.new == 40 - kept
+    assert scalar(fresh, count) == 40
+    after = [json_lib.dumps(r.body, sort_keys=True) for r in fake.chat_records()][len(before):]
+    assert len(set(after) & set(before)) <= 2 * concurrency  # only those on their way

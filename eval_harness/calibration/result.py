@@ -59,6 +59,8 @@ class CalibrationResult:
     # P@5 corrected by a human sample (:mod:`.ppi_p_at_5`); None without one
     corrected: CorrectedEstimates | None = field(default=None, repr=False, compare=False)
     min_judged: float = 0.9  # calibration.min_judged: below it, P@5 is a lower bound
+    # {origin: queries} of the queries calibrated on (dataset, generated, users)
+    query_origins: dict[str, int] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -104,6 +106,7 @@ class CalibrationResult:
             "label_source": self.label_source,
             "judge_labels": self.judge_labels,
             "queries": self.n_queries,
+            "query_origins": dict(self.query_origins),
             "documents": self.n_documents,
             "candidate_depth": self.candidate_depth,
             "calibrated_at": self.calibrated_at.isoformat(),

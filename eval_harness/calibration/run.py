@@ -70,7 +70,7 @@ from eval_harness.metrics.calibration import (
 )
 from eval_harness.metrics.ranking import PRECISION_CUTOFF
 from eval_harness.retrieval.hybrid import candidate_scores, dataset_info
-from eval_harness.retrieval.report import load_qrels
+from eval_harness.retrieval.report import load_qrels, queries_of
 from eval_harness.retrieval.sweep import (
     CandidateSet,
     MethodResult,
@@ -168,7 +168,8 @@ def calibrate_dataset(conn: psycopg.Connection, dataset: str, *,
                  "statistics": total - fetch_seconds - sweep_seconds, "total": total},
         candidates=candidates, sweep=sweep, label_source=label_source,
         judge_labels=None if derived is None else derived.to_dict(), corrected=corrected,
-        min_judged=float(min_judged))
+        min_judged=float(min_judged),
+        query_origins=ground_truth.origins_of(conn, [int(q) for q in candidates.query_ids]))
 
 
 def calibrate_with_settings(conn: psycopg.Connection, settings: Settings,
@@ -231,7 +232,8 @@ def _qrels(conn: psycopg.Connection, dataset: str, label_source: str,
 def _candidates(conn: psycopg.Connection, dataset: str, qrels: dict,
                 candidate_depth: int) -> CandidateSet:
     """Every ground-truth query's candidate union with both raw scores and its labels."""
-    fetched = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
+    fetched = candidate_scores(conn, dataset, query_ids=queries_of(conn, dataset, qrels),
+                               candidate_depth=candidate_depth)
     return CandidateSet.from_queries(
         [c.doc_ids for c in fetched], [c.semantic for c in fetched],
         [c.keyword for c in fetched], [qrels[c.query_id] for c in fetched],

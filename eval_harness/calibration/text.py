@@ -45,14 +45,22 @@ def format_table(result: CalibrationResult) -> str:
     return "\n".join(lines)
 
 
+QUERY_ORIGINS = {"dataset": "the dataset's own", "generated": "generated",
+                 "users": "users' queries"}
+
+
 def label_source_line(result: CalibrationResult) -> str:
-    """Which labels the figures rest on, in one line."""
+    """Which labels the figures rest on, and where their queries came from when not all are
+    the dataset's own, in one line."""
+    origins = result.query_origins
+    queries = ("" if set(origins) <= {"dataset"} else "; queries: " + ", ".join(
+        f"{n} {QUERY_ORIGINS.get(origin, origin)}" for origin, n in sorted(origins.items())))
     if result.label_source != "judges":
-        return "Labels: human (the ground truth's expected_docs)"
+        return f"Labels: human (the ground truth's expected_docs){queries}"
     detail = result.judge_labels or {}
     pairs = ", ".join(f"{n} {source}" for source, n in sorted(detail.get("pairs", {}).items()))
     return (f"Labels: judges (disagreement rule {detail.get('disagreement_rule')}; pairs: "
-            f"{pairs or 'none'}; an adjudicated verdict overrides both judges)")
+            f"{pairs or 'none'}; an adjudicated verdict overrides both judges){queries}")
 
 
 def decision_line(result: CalibrationResult) -> str:

@@ -273,6 +273,13 @@ def query_origins(conn: psycopg.Connection, dataset: str) -> dict[str, int]:
                              "GROUP BY origin ORDER BY origin", (dataset,)).fetchall())
 
 
+def origins_of(conn: psycopg.Connection, ids: Sequence[int]) -> dict[str, int]:
+    """{origin: queries} among the ground-truth queries ``ids``."""
+    return dict(conn.execute("SELECT origin, count(*) FROM ground_truth WHERE id = ANY(%s) "
+                             "GROUP BY origin ORDER BY origin",
+                             ([int(i) for i in ids],)).fetchall())
+
+
 def query_texts(conn: psycopg.Connection, dataset: str) -> dict[str, str]:
     """{external id: query text} of every ground-truth query of ``dataset``."""
     return dict(conn.execute("SELECT external_id, query FROM ground_truth WHERE dataset = %s",

@@ -62,7 +62,8 @@ from eval_harness.settings.judges import JudgeSettings
 KINDS = ("question", "paraphrase", "unanswerable")
 PURPOSE = "ground_truth"          # the cost log's purpose and budget line of these calls
 STATS_DOCUMENTS = 2000            # documents sampled for the offline writer's statistics
-BATCH_DOCUMENTS = 20              # documents written from between two stores
+BATCH_DOCUMENTS = 8               # documents written from between two stores
+PAGE_DOCUMENTS = 200              # documents of the seeded order read at a time
 ID_PREFIX = "generated-"
 TOP_K = 5                         # "source document in the top 5"
 
@@ -182,21 +183,22 @@ def _plan(conn: psycopg.Connection, settings: Settings, dataset: str, n: int,
                  max(0, n - len(existing))), len(existing)
 
 
-def _documents(conn: psycopg.Connection, corpus: Corpus, seed: int,
-               used: set[int]) -> Iterator[list[tuple[int, str, str, int]]]:
-    """Batches of ``(id, own id, content, position)`` in the seeded order, used ones left
-    out (their positions still count, so the kinds stay where they were)."""
-    offset = 0
+def _documents(conn: psycopg.Connection, corpus: Corpus, seed: int, used: set[int],
+               need: int) -> Iterator[list[tuple[int, str, str, int]]]:
+    """Batches of :data:`BATCH_DOCUMENTS` ``(id, own id, content, position)`` in the seeded
+    order, used ones left out (their positions still count, so the kinds stay where they
+    were). The order is read a page at a time (the ones used before, and room for the
+    critic's drops): one sort of the corpus's ids per page, not per batch."""
+    offset, page = 0, max(PAGE_DOCUMENTS, len(used) + 3 * need)
     while True:
-        rows = corpus_reads.seeded_documents(conn, corpus, seed=seed, limit=BATCH_DOCUMENTS,
-                                             offset=offset)
+        rows = corpus_reads.seeded_documents(conn, corpus, seed=seed, limit=page, offset=offset)
         if not rows:
             return
-        batch = [(int(i), str(own), content, offset + k)
+        fresh = [(int(i), str(own), content, offset + k)
                  for k, (i, own, content) in enumerate(rows) if int(i) not in used]
         offset += len(rows)
-        if batch:
-            yield batch
+        for start in range(0, len(fresh), BATCH_DOCUMENTS):
+            yield fresh[start:start + BATCH_DOCUMENTS]
 
 
 def generate_queries(conn: psycopg.Connection, settings: Settings, dataset: str, *, n: int,
@@ -238,6 +240,7 @@ def _kind_at(position: int, kinds: Iterator[str], positions: list[str]) -> str:
 
 def _keep(conn: psycopg.Connection, plan: _Plan, report: GenerationReport, doc: tuple,
           kind: str, text: str | None, reason: str | None, stored: list) -> None:
+    """Add the query ``text`` of ``doc`` to ``stored``, or its reason to the dropped ones."""
     doc_id, own, content, _ = doc
     if text is not None and reason is None and normalised(text) in plan.known_texts:
         reason = "repeats a query the dataset has"
@@ -272,7 +275,7 @@ def _no_document_matches(conn: psycopg.Connection, dataset: str, subjects: Seque
 
 def _offline_run(conn: psycopg.Connection, plan: _Plan, report: GenerationReport,
                  kinds: Iterator[str], positions: list[str], seed: int) -> None:
-    for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents):
+    for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
         stored: list[GeneratedQuery] = []
         for doc in batch:
             stopping.check()
@@ -304,7 +307,7 @@ async def _llm_run(conn: psycopg.Connection, settings: Settings, plan: _Plan,
         critic = (None if report.critic in (OFFLINE_GENERATOR, "none")
                   else session.judge(report.critic))
         try:
-            for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents):
+            for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
                 if session.halted:
                     stopping.check()
                     break
@@ -312,11 +315,16 @@ async def _llm_run(conn: psycopg.Connection, settings: Settings, plan: _Plan,
                 batch = batch[:max(1, 2 * wanted)]
                 results = await asyncio.gather(*(
                     _one_llm(conn, plan, report, writer, critic, doc,
-                             _kind_at(doc[3], kinds, positions), seed) for doc in batch))
+                             _kind_at(doc[3], kinds, positions), seed) for doc in batch),
+                    return_exceptions=True)
                 stored: list[GeneratedQuery] = []
-                for doc, (kind, text, reason) in zip(batch, results):
-                    _keep(conn, plan, report, doc, kind, text, reason, stored)
-                _store(conn, plan, report, stored)
+                for doc, result in zip(batch, results):
+                    if not isinstance(result, BaseException):
+                        _keep(conn, plan, report, doc, *result, stored)
+                _store(conn, plan, report, stored)  # what finished, before any stop is raised
+                stop = next((r for r in results if isinstance(r, BaseException)), None)
+                if stop is not None:
+                    raise stop
                 if report.new >= plan.need:
                     break
             else:
@@ -433,7 +441,7 @@ def estimate_generation(conn: psycopg.Connection, settings: Settings, dataset: s
         kinds = kind_sequence(settings.ground_truth.kinds.weights())
         positions: list[str] = []
         docs: list[tuple] = []
-        for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents):
+        for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
             docs.extend(batch)
             if len(docs) >= plan.need:
                 break

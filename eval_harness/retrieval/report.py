@@ -34,6 +34,8 @@ class RetrievalReport:
     seconds: float
     # each query's own metrics, by the query's own id (what `report --record` stores)
     per_query: Mapping[str, Mapping[str, float]] = field(default_factory=dict, repr=False)
+    # generated and users' queries of the dataset, left out: they have no human labels
+    unlabelled_origins: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {key: value for key, value in asdict(self).items() if key != "per_query"}
@@ -43,6 +45,13 @@ def load_qrels(conn: psycopg.Connection, dataset: str) -> dict[int, dict[int, in
     """Ground truth as {query id: {doc id: grade}} for the dataset."""
     return {qid: dict(zip(docs, grades))
             for qid, docs, grades in ground_truth.graded_expected_docs(conn, dataset)}
+
+
+def queries_of(conn: psycopg.Connection, dataset: str, qrels: Mapping) -> list[int] | None:
+    """The query ids a candidate fetch for ``qrels`` asks for: None (every query of the
+    dataset, the fetch's plain form) when ``qrels`` holds all of them, else its ids (generated
+    or users' queries left out of human labels, or not judged yet)."""
+    return None if len(qrels) == ground_truth.count_queries(conn, dataset) else list(qrels)
 
 
 def fused_runs(candidates: list[QueryCandidates], semantic_weight: float,
@@ -60,16 +69,27 @@ def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight:
     started = time.perf_counter()
     info = dataset_info(conn, dataset)
     qrels = load_qrels(conn, dataset)
+    others = {origin: n for origin, n in ground_truth.query_origins(conn, dataset).items()
+              if origin != "dataset"}
     if not qrels:
-        raise InvalidInput(f"Dataset '{dataset}' has no ground-truth queries to evaluate.")
-    candidates = candidate_scores(conn, dataset, candidate_depth=candidate_depth)
+        held = ", ".join(f"{n} {origin}" for origin, n in sorted(others.items()))
+        raise InvalidInput(
+            f"Dataset '{dataset}' has no ground-truth queries with human labels to evaluate"
+            + (f" (it holds {held} queries, which only the judges label: run `eval-harness "
+               f"judge --dataset {dataset}`, then `eval-harness calibrate --dataset "
+               f"{dataset} --labels judges`)." if others else
+               "; make some with `eval-harness ground-truth generate` or `ground-truth "
+               "from-answers`."))
+    candidates = candidate_scores(conn, dataset, query_ids=queries_of(conn, dataset, qrels),
+                                  candidate_depth=candidate_depth)
     runs = fused_runs(candidates, semantic_weight, keyword_weight)
     metrics = mean_metrics(runs, qrels)
     own_ids = ground_truth.query_external_ids(conn, list(qrels))
     per_query = {own_ids[query_id]: query_metrics(runs.get(query_id, ()), relevant)
                  for query_id, relevant in qrels.items()}
     return RetrievalReport(dataset, len(qrels), info.documents, semantic_weight, keyword_weight,
-                           candidate_depth, metrics, time.perf_counter() - started, per_query)
+                           candidate_depth, metrics, time.perf_counter() - started, per_query,
+                           others)
 
 
 def configured_retrieval_report(conn: psycopg.Connection, settings: Settings,
@@ -91,5 +111,9 @@ def format_report(report: RetrievalReport) -> str:
     width = max(len(label) for label in METRIC_LABELS.values())
     for key, label in METRIC_LABELS.items():
         lines.append(f"  {label:<{width}}  {report.metrics[key]:.4f}")
+    if report.unlabelled_origins:
+        held = ", ".join(f"{n} {origin}" for origin, n in sorted(report.unlabelled_origins.items()))
+        lines.append(f"\n(human labels only: the dataset's {held} queries are left out; "
+                     "`calibrate --labels judges` measures them)")
     lines.append(f"\n({report.seconds:.1f} s)")
     return "\n".join(lines)

@@ -38,7 +38,8 @@ from eval_harness_pipelines.resources import (
 from paths import REPO
 
 JOBS = ("main_job", "nightly_job", "calibration_job", "agreement_job", "judging_job",
-        QUALITY_GATE_JOB, "report_job", "judging_shards_job", "record_job")
+        QUALITY_GATE_JOB, "report_job", "judging_shards_job", "record_job",
+        "ground_truth_job")
 
 
 # ----------------------------------------------------------------------------- structure

@@ -121,6 +121,8 @@ def test_run_materializes_every_asset_and_check(project, first_run):
                 continue  # the partitioned judging asset: backfills of judging_shards_job only
             if key == dg.AssetKey("retrieval_record"):
                 continue  # a named result record: record_job, one partition per name (compare)
+            if key == dg.AssetKey("new_queries"):
+                continue  # queries for a dataset without any: ground_truth_job, on request
             assert instance.get_latest_materialization_event(key) is not None, key
         runs = instance.get_runs()
         assert {r.job_name for r in runs} == {"nightly_job", "quality_gate_job", "report_job"}

@@ -128,4 +128,32 @@ def test_llm_generate_then_judge_and_calibrate_on_the_generated_queries(
     code, out, err = run_cli(capsys, "calibrate", "--dataset", "bare", "--labels", "judges",
                              "--no-write")
     assert code in (0, 1), err
-    assert "judges" in out
+    assert "Labels: judges" in out and "queries: 4 generated" in out
+    code, _, err = run_cli(capsys, "report", "--dataset", "bare")
+    assert code == 2 and "4 generated queries" in err and "--labels judges" in err
+
+
+def test_report_on_human_labels_leaves_generated_queries_out(corpus, capsys, tmp_path):
+    from beir_factory import write_beir
+
+    words = ["aspirin", "statin", "insulin", "vitamin", "ibuprofen", "melatonin"]
+    docs = {f"d{i}": f"{w} dosage trial outcomes in adults {w} cohort" for i, w in
+            enumerate(words)}
+    folder = write_beir(tmp_path / "labelled", docs,
+                        {"q1": "aspirin dosage", "q2": "statin trial"},
+                        [("q1", "d0", 1), ("q2", "d1", 1)])
+    assert run_cli(capsys, "ingest", folder, "--name", "mixed")[0] == 0
+    code, out, _ = run_cli(capsys, "report", "--dataset", "mixed", "--json")
+    before = json.loads(out)
+    code, out, err = run_cli(capsys, "ground-truth", "generate", "--dataset", "mixed",
+                             "--queries", "3", "--json")
+    assert code == 0, err
+    assert json.loads(out)["new"] == 3
+    code, out, err = run_cli(capsys, "report", "--dataset", "mixed", "--json")
+    assert code == 0, err
+    after = json.loads(out)
+    assert after["queries"] == before["queries"] == 2
+    assert after["metrics"] == before["metrics"]
+    assert after["unlabelled_origins"] == {"generated": 3}
+    code, out, _ = run_cli(capsys, "report", "--dataset", "mixed")
+    assert "3 generated queries are left out" in out
