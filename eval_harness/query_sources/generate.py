@@ -16,10 +16,10 @@ answers (for abstention and for the gates).
   offline writer (:mod:`.offline_writer`) writes them, the embedded default.
 * **The critic** (``ground_truth.critic``): ``judges.judge2`` reads each query with its
   document and drops one that gives the answer away or that the document cannot answer; the
-  offline rules (:func:`.offline_writer.critique`) do so without its key. An unanswerable
-  query is kept only when a keyword search for its subject finds no document (offline), or
-  the critic says its document cannot answer it (LLM). Every dropped query is listed with
-  its reason; so is a query that repeats one already stored (normalised text).
+  offline rules (:func:`.offline_writer.critique`) do so without its key. An offline
+  unanswerable query asks about subjects a keyword search finds in no document; an LLM one
+  is kept only when the critic says its document cannot answer it. Every dropped query is
+  listed with its reason; so is a query that repeats one already stored (normalised text).
 * **Stored once**: a query's id is ``generated-`` and a hash of its document, kind and text;
   the queries are stored after each batch of documents (a stopped run keeps them), then
   embedded with the dataset's embedder where one is available. Once the dataset has ``N``
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import psycopg
@@ -161,10 +161,10 @@ def _with_generator(settings: Settings) -> JudgeSettings:
 class _Plan:
     info: DatasetInfo
     stats: offline_writer.TermStatistics
-    kinds: list[str]
     used_documents: set[int]
     known_texts: set[str]
     need: int
+    foreign: list[str]   # subjects no document mentions (unanswerable queries)
 
 
 def _plan(conn: psycopg.Connection, settings: Settings, dataset: str, n: int,
@@ -179,8 +179,9 @@ def _plan(conn: psycopg.Connection, settings: Settings, dataset: str, n: int,
                            "from.")
     stats = offline_writer.TermStatistics(content for _, _, content in sample)
     known = {normalised(t) for t in ground_truth.query_texts(conn, dataset).values()}
-    return _Plan(info, stats, [], {int(r[3]) for r in existing if r[3] is not None}, known,
-                 max(0, n - len(existing))), len(existing)
+    need = max(0, n - len(existing))
+    return _Plan(info, stats, {int(r[3]) for r in existing if r[3] is not None}, known,
+                 need, _foreign_subjects(conn, dataset) if need else []), len(existing)
 
 
 def _documents(conn: psycopg.Connection, corpus: Corpus, seed: int, used: set[int],
@@ -267,10 +268,12 @@ def _version(writer: str) -> str:
     return offline_writer.OFFLINE_VERSION if writer == OFFLINE_GENERATOR else GENERATION_VERSION
 
 
-def _no_document_matches(conn: psycopg.Connection, dataset: str, subjects: Sequence[str]) -> bool:
-    return not hybrid_search(conn, dataset, query_text=offline_writer.foreign_words(subjects),
-                             query_embedding=None, k=1, semantic_weight=0.0,
-                             keyword_weight=1.0, candidate_depth=10)
+def _foreign_subjects(conn: psycopg.Connection, dataset: str) -> list[str]:
+    """The subjects of :data:`~.offline_writer.FOREIGN_SUBJECTS` a keyword search finds in no
+    document of ``dataset``: what its unanswerable queries may ask about."""
+    return [subject for subject in offline_writer.FOREIGN_SUBJECTS
+            if not hybrid_search(conn, dataset, query_text=subject, query_embedding=None, k=1,
+                                 semantic_weight=0.0, keyword_weight=1.0, candidate_depth=10)]
 
 
 def _offline_run(conn: psycopg.Connection, plan: _Plan, report: GenerationReport,
@@ -281,13 +284,10 @@ def _offline_run(conn: psycopg.Connection, plan: _Plan, report: GenerationReport
             stopping.check()
             kind = _kind_at(doc[3], kinds, positions)
             written = offline_writer.write_query(doc[2], kind, plan.stats, seed=seed,
-                                                 doc_key=doc[1])
+                                                 doc_key=doc[1], foreign=plan.foreign)
             reason = written.reason
             if written.text is not None and report.critic != "none":
                 reason = offline_writer.critique(doc[2], written.text, kind, plan.stats)
-            if written.text is not None and reason is None and kind == "unanswerable" \
-                    and not _no_document_matches(conn, plan.info.name, written.foreign):
-                reason = "answerable: a document mentions its subject"
             _keep(conn, plan, report, doc, kind, written.text, reason, stored)
             if report.new + len(stored) >= plan.need:
                 break
@@ -349,7 +349,8 @@ async def _one_llm(conn: psycopg.Connection, plan: _Plan, report: GenerationRepo
     """``(kind, text, reason dropped)`` of one document's query."""
     _, own, content, _ = doc
     if writer is None:
-        written = offline_writer.write_query(content, kind, plan.stats, seed=seed, doc_key=own)
+        written = offline_writer.write_query(content, kind, plan.stats, seed=seed, doc_key=own,
+                                             foreign=plan.foreign)
         text, reason = written.text, written.reason
     else:
         result = await writer.generate_query(content, kind, purpose=PURPOSE)

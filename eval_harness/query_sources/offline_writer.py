@@ -15,17 +15,15 @@ first appear in the document.
   specificity (count x idf squared), that this document never uses; the template differs
   from the question's. Its word overlap with the document is the one kept term.
 * ``unanswerable``: a question joining one key term with two subjects the corpus never
-  mentions (from :data:`FOREIGN_SUBJECTS`, kept only when no document contains them): on the
-  document's subject, answered by no document.
+  mentions (those of :data:`FOREIGN_SUBJECTS` a keyword search finds in no document, checked
+  once per run by the caller): on the document's subject, answered by no document.
 
 **The critic's rules** (:func:`critique`), the same for any writer's queries:
 
 * gives the answer away: it repeats a run of :data:`COPIED_RUN` or more words of the
   document, or a number the document states;
 * not answerable from its document (question, paraphrase): fewer than one key term of the
-  document among its content words (stems compared);
-* an unanswerable query is kept only when its foreign subjects match no document (checked by
-  the caller with a keyword search: :func:`foreign_words`).
+  document among its content words (stems compared).
 
 Everything is deterministic: the same document, kind and seed give the same query.
 """
@@ -133,9 +131,6 @@ class TermStatistics:
                 return other
         return None
 
-    def mentions(self, word: str) -> bool:
-        return word in self.df
-
 
 def _pick(options: Sequence[str], *keys: str) -> str:
     digest = hashlib.md5("|".join(keys).encode()).hexdigest()
@@ -145,13 +140,13 @@ def _pick(options: Sequence[str], *keys: str) -> str:
 @dataclass(frozen=True)
 class Written:
     text: str | None          # None: the document gives no query of that kind
-    foreign: tuple[str, ...] = ()   # unanswerable: the subjects no document should match
     reason: str | None = None  # why no query was written
 
 
 def write_query(document: str, kind: str, stats: TermStatistics, *, seed: int,
-                doc_key: str) -> Written:
-    """One query of ``kind`` from ``document`` (module docstring)."""
+                doc_key: str, foreign: Sequence[str] = FOREIGN_SUBJECTS) -> Written:
+    """One query of ``kind`` from ``document`` (module docstring); ``foreign``: the subjects
+    no document of the corpus mentions."""
     terms = stats.key_terms(document)
     if len(terms) < MIN_TERMS:
         return Written(None, reason=f"the document has fewer than {MIN_TERMS} content words")
@@ -173,20 +168,13 @@ def write_query(document: str, kind: str, stats: TermStatistics, *, seed: int,
         a, b, c = (str(w) for w in swapped)
         return Written(template.format(a=a, b=b, c=c))
     if kind == "unanswerable":
-        foreign = [s for s in FOREIGN_SUBJECTS
-                   if not any(stats.mentions(w) for w in content_words(s))]
         if len(foreign) < 2:
             return Written(None, reason="every foreign subject occurs in the corpus")
         start = int(hashlib.md5(f"{seed}|{doc_key}".encode()).hexdigest(), 16) % len(foreign)
         x, y = foreign[start], foreign[(start + 1) % len(foreign)]
         template = _pick(_UNANSWERABLE_TEMPLATES, str(seed), doc_key, kind)
-        return Written(template.format(a=terms[0], x=x, y=y), foreign=(x, y))
+        return Written(template.format(a=terms[0], x=x, y=y))
     raise ValueError(f"unknown query kind {kind!r}")
-
-
-def foreign_words(subjects: Sequence[str]) -> str:
-    """The text a keyword search for an unanswerable query's foreign subjects uses."""
-    return " ".join(subjects)
 
 
 def critique(document: str, query: str, kind: str, stats: TermStatistics) -> str | None:
