@@ -8,13 +8,12 @@ so the layout takes a second rather than the full SciFact's index build."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import pytest
 
 from answer_files import SAMPLE
-from beir_factory import write_beir
+from demo_answers import demo_answers_store
 from eval_harness.datasets.demo_store import build_rag_answers, build_rag_store
 from eval_harness.gates.answers import import_answers, stream_answers
 from eval_harness.gates.answers_mapping import check_answers_mapping
@@ -29,20 +28,7 @@ DAYS = ("2025-03-03", "2025-03-04", "2025-03-05")
 
 @pytest.fixture
 def demo_store(fresh, tmp_path):
-    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
-    cited = {str(s["id"]) for row in rows for s in row["sources"]}
-    docs = {}
-    with open(REPO / "datasets" / "scifact" / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            doc = json.loads(line)
-            if doc["_id"] in cited or len(docs) < 5:  # a few uncited ones first: ids shift
-                docs[doc["_id"]] = doc["text"]
-    folder = write_beir(tmp_path / "mini", docs, {"q1": "apoptosis"},
-                        [("q1", next(iter(docs)), 1)], dim=8)
-    with fresh.connection() as conn:
-        build_rag_store(conn, folder, schema="rag", tsvector="tsv")
-        assert build_rag_answers(conn, SAMPLE, schema="rag") == 30
-    return {"store": fresh, "rows": rows, "docs": docs}
+    return demo_answers_store(fresh, tmp_path)
 
 
 def test_each_source_becomes_the_l2_insights_id_of_its_document(demo_store):

@@ -142,3 +142,58 @@ def test_from_answers_without_answers_says_what_to_do(answered_dataset, capsys):
     code, _, err = run_cli(capsys, "ground-truth", "from-answers", "--dataset", "silent",
                            "--queries", "5")
     assert code == 2 and "answers import" in err and "Traceback" not in err
+
+
+def test_from_answers_reads_the_demo_answers_through_the_shipped_mapping(fresh, tmp_path,
+                                                                         monkeypatch, capsys):
+    from demo_answers import demo_answers_store
+    from paths import REPO
+
+    demo = demo_answers_store(fresh, tmp_path)
+    monkeypatch.setenv("DATABASE_URL", fresh.url)
+    monkeypatch.chdir(tmp_path)
+    shipped = REPO / "config.yaml"
+    assert run_cli(capsys, "--config", shipped, "ingest", demo["folder"], "--name",
+                   "demo-gt")[0] == 0
+    code, out, err = run_cli(capsys, "--config", shipped, "ground-truth", "from-answers",
+                             "--dataset", "demo-gt", "--queries", "12", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    asked = {row["id"]: row["query"] for row in demo["rows"]}
+    assert result["answers"] == 30 and result["relation"] == "rag.answers (quality_gates.answers)"
+    assert result["days"] == 3 and len(result["queries"]) == min(12, result["distinct"])
+    words = lambda text: frozenset(normalised(text).split())  # noqa: E731
+    for query in result["queries"]:  # each keeps the answers it was asked in, and only those
+        assert query["answer_ids"] and all(
+            jaccard(words(asked[a]), words(query["text"])) >= 0.8 for a in query["answer_ids"])
+    every = [a for q in result["queries"] for a in q["answer_ids"]]
+    assert len(every) == len(set(every))
+    by_day = {day: sum(q["day"] == day for q in result["queries"])
+              for day in ("2025-03-03", "2025-03-04", "2025-03-05")}
+    assert all(n >= 3 for n in by_day.values()), by_day  # shared out over the three days
+
+
+def test_from_answers_reads_imported_traces(fresh, tmp_path, monkeypatch, capsys):
+    from traced_rag import otlp_json_lines, run_rag
+
+    questions = ("Does aspirin lower the risk of heart attacks?",
+                 "does aspirin lower the risk of heart attacks",
+                 "Do statins lower cholesterol?", "Does sleep help memory? mail sam@example.org")
+    spans, expected = run_rag(questions)
+    monkeypatch.setenv("DATABASE_URL", fresh.url)
+    monkeypatch.chdir(tmp_path)
+    from corpus_only import corpus_only_folder
+    assert run_cli(capsys, "ingest", corpus_only_folder(tmp_path / "c", n_docs=20),
+                   "--name", "traced")[0] == 0
+    traces = tmp_path / "spans.jsonl"
+    traces.write_text(otlp_json_lines(spans), encoding="utf-8")
+    assert run_cli(capsys, "answers", "import", traces)[0] == 0
+    code, out, err = run_cli(capsys, "ground-truth", "from-answers", "--dataset", "traced",
+                             "--queries", "10", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["answers"] == 4 and result["skipped_personal_data"] == 1
+    assert sorted(q["text"] for q in result["queries"]) == [
+        "Do statins lower cholesterol?", "Does aspirin lower the risk of heart attacks?"]
+    aspirin = next(q for q in result["queries"] if "aspirin" in q["text"])
+    assert sorted(aspirin["answer_ids"]) == sorted(e.trace_id for e in expected[:2])
