@@ -93,7 +93,7 @@ def main() -> None:
         print("kinds kept: " + ", ".join(f"{kinds[k]} {k}" for k in
                                          ("question", "paraphrase", "unanswerable")))
         print(f"source document in the top 5 of its (answerable) query: keyword only "
-              f"{report.source_in_top_5:.3f} ({report.judged_in_top_5} of "
+              f"{report.source_in_top_5:.3f} ({report.source_hits} of "
               f"{kinds['question'] + kinds['paraphrase']}); hybrid 0.7/0.3 with embeddings "
               f"{report_embedded.source_in_top_5:.3f}")
         by_kind = _top5_by_kind(conn, settings, "bare")

@@ -5,8 +5,10 @@ What a person sees: the query and the document of one pair, which list it is fro
 sample or review queue), the progress ("3 of 12 labelled · 9 left"), and three buttons with
 their keys: ``r`` relevant, ``n`` not relevant, ``s`` skip (left for another time; this page
 does not show it again). The judges' scores are not sent to the page before the verdict:
-a person who sees them is anchored by them. The reply to a verdict carries them, and the next
-screen says them under "last pair" (``judge1 0.9 · judge2 0.1``), once the verdict is stored.
+a person who sees them is anchored by them. For a review-queue pair the reply to a verdict
+carries them, and the next screen says them under "last pair" (``judge1 0.9 · judge2 0.1``),
+once the verdict is stored; a human-sample pair's never reach the page (PPI needs the sample's
+labels independent of the judges, and scores seen after one verdict anchor the next).
 
 **Every verdict is stored at once, with the import's checks.** A verdict becomes the one row
 of a review file that the pair had when the page showed it (:func:`review.queue_row_cells`,
@@ -59,7 +61,6 @@ from urllib.parse import urlsplit
 import psycopg
 
 from eval_harness import stopping
-from eval_harness.agreement.judge_pairs import load_judge_pairs
 from eval_harness.agreement.review import queue_row_cells, queue_rows, store_queue_rows
 from eval_harness.agreement.review_file import CSV_COLUMNS, ReviewFileError
 from eval_harness.agreement.sample import (
@@ -82,6 +83,7 @@ TOKEN_HEADER = "X-Review-Token"
 PAGE_SOURCE = "the review page"
 MAX_BODY_BYTES = 64 * 1024  # a verdict is a hundred bytes
 RESUME = "run `eval-harness review serve` again to label the rest"
+SAMPLE_SCORES_HIDDEN = "not shown for the human sample (its labels must not follow the judges)"
 
 
 class VerdictRefused(InvalidInput):
@@ -119,7 +121,6 @@ class ReviewSession:
         self.stored: Counter[str] = Counter()   # verdicts stored by this page, per list
         self._shown: dict[tuple[str, int, int], dict[str, str]] = {}  # the row as shown
         self._passed: set[tuple[str, int, int]] = set()  # skipped or refused: not again
-        self._sample_scores: dict[tuple[int, int], tuple] | None = None
 
     # -- what the endpoints call
 
@@ -252,19 +253,13 @@ class ReviewSession:
         return cells, key
 
     def _judges_line(self, name: str, cells: Mapping[str, str]) -> str:
-        """``judge1 0.9 · judge2 0.1``: for a queue pair the scores the verdict was given on
-        (the queue's), for a sampled pair the judges' scores as the page first needed them."""
-        if name == QUEUE:
-            scores = (_number(cells["judge1_score"]), _number(cells["judge2_score"]))
-        else:
-            if self._sample_scores is None:
-                try:
-                    pairs = load_judge_pairs(self.conn, self.dataset)
-                except (InvalidInput, psycopg.Error) as exc:  # the verdict is stored already
-                    return f"not shown ({str(exc).strip().splitlines()[0]})"
-                self._sample_scores = dict(zip(pairs.keys, zip(pairs.scores1, pairs.scores2)))
-            scores = self._sample_scores.get((int(cells["query_id"]), int(cells["doc_id"])),
-                                             (None, None))
+        """``judge1 0.9 · judge2 0.1``: for a queue pair the scores the verdict was given on;
+        for a sampled pair none (the sample's labels correct the judges by PPI, so they must
+        not follow them: a person shown the scores of the pairs labelled so far is anchored
+        on the next ones, as the sample file leaves them blank for)."""
+        if name != QUEUE:
+            return SAMPLE_SCORES_HIDDEN
+        scores = (_number(cells["judge1_score"]), _number(cells["judge2_score"]))
         return " · ".join(f"judge{n} {_score(s)}" for n, s in enumerate(scores, start=1))
 
 
@@ -433,7 +428,8 @@ def page_html(token: str) -> str:
 <button type="button" data-verdict="not relevant">Not relevant <kbd>n</kbd></button>
 <button type="button" data-verdict="skip">Skip <kbd>s</kbd></button>
 </p>
-<p>The judges' scores are shown after your verdict is stored.</p>
+<p>A review-queue pair's judge scores are shown after your verdict is stored; a human-sample
+pair's never are (its labels must not follow the judges).</p>
 </section>
 <p id="done" hidden>Nothing left to label on this page. Stop it with Ctrl-C.</p>
 <script>{_SCRIPT}</script>

@@ -29,8 +29,9 @@ answers (for abstention and for the gates).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import psycopg
@@ -54,7 +55,13 @@ from eval_harness.judges.protocol import Outcome
 from eval_harness.query_sources import offline_writer
 from eval_harness.query_sources.embedding import embed_new_queries
 from eval_harness.query_sources.users_queries import normalised
-from eval_harness.retrieval.hybrid import DatasetInfo, as_vector, dataset_info, hybrid_search
+from eval_harness.retrieval.hybrid import (
+    DatasetInfo,
+    candidate_scores,
+    dataset_info,
+    hybrid_search,
+)
+from eval_harness.retrieval.report import fused_runs
 from eval_harness.settings import Settings
 from eval_harness.settings.ground_truth import OFFLINE_GENERATOR
 from eval_harness.settings.judges import JudgeSettings
@@ -96,7 +103,7 @@ class GenerationReport:
     cost_usd: float = 0.0
     notices: list[str] = field(default_factory=list)
     source_in_top_5: float | None = None   # of the dataset's answerable generated queries
-    judged_in_top_5: int = 0
+    source_hits: int = 0      # of them, how many
 
     @property
     def new(self) -> int:
@@ -165,6 +172,14 @@ class _Plan:
     known_texts: set[str]
     need: int
     foreign: list[str]   # subjects no document mentions (unanswerable queries)
+    kinds: Iterator[str] = field(default_factory=lambda: iter(()))
+    positions: list[str] = field(default_factory=list)
+
+    def kind_at(self, position: int) -> str:
+        """The kind of the ``position``-th document of the seeded order."""
+        while len(self.positions) <= position:
+            self.positions.append(next(self.kinds))
+        return self.positions[position]
 
 
 def _plan(conn: psycopg.Connection, settings: Settings, dataset: str, n: int,
@@ -181,7 +196,8 @@ def _plan(conn: psycopg.Connection, settings: Settings, dataset: str, n: int,
     known = {normalised(t) for t in ground_truth.query_texts(conn, dataset).values()}
     need = max(0, n - len(existing))
     return _Plan(info, stats, {int(r[3]) for r in existing if r[3] is not None}, known,
-                 need, _foreign_subjects(conn, dataset) if need else []), len(existing)
+                 need, _foreign_subjects(conn, dataset) if need else [],
+                 kind_sequence(settings.ground_truth.kinds.weights())), len(existing)
 
 
 def _documents(conn: psycopg.Connection, corpus: Corpus, seed: int, used: set[int],
@@ -203,46 +219,30 @@ def _documents(conn: psycopg.Connection, corpus: Corpus, seed: int, used: set[in
 
 
 def generate_queries(conn: psycopg.Connection, settings: Settings, dataset: str, *, n: int,
-                     seed: int = 0, notify: Callable[[str], None] | None = None
-                     ) -> GenerationReport:
+                     seed: int = 0) -> GenerationReport:
     """Store generated queries until ``dataset`` has ``n`` of them (module docstring); the
     report lists this run's queries and what the critic dropped."""
     writer, critic = writer_and_critic(settings)
     plan, already = _plan(conn, settings, dataset, n, seed)
     report = GenerationReport(dataset, n, writer, critic, already=already)
-    if plan.need == 0:
-        _hit_rate(conn, settings, report)
-        return report
-    kinds = kind_sequence(settings.ground_truth.kinds.weights())
-    positions: list[str] = []
-    try:
-        if writer == OFFLINE_GENERATOR and critic in (OFFLINE_GENERATOR, "none"):
-            _offline_run(conn, plan, report, kinds, positions, seed)
-        else:
-            asyncio.run(_llm_run(conn, settings, plan, report, kinds, positions, seed))
-    finally:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
-            conn.commit()
-    notice = embed_new_queries(conn, settings, plan.info)
-    if notice:
-        report.notices.append(notice)
-        if notify is not None:
-            notify(notice)
-    conn.commit()
+    if plan.need:
+        try:
+            asyncio.run(_write(conn, settings, plan, report, seed))
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+                conn.commit()
+        notice = embed_new_queries(conn, settings, plan.info)
+        if notice:
+            report.notices.append(notice)
+        conn.commit()
     _hit_rate(conn, settings, report)
     return report
 
 
-def _kind_at(position: int, kinds: Iterator[str], positions: list[str]) -> str:
-    while len(positions) <= position:
-        positions.append(next(kinds))
-    return positions[position]
-
-
-def _keep(conn: psycopg.Connection, plan: _Plan, report: GenerationReport, doc: tuple,
-          kind: str, text: str | None, reason: str | None, stored: list) -> None:
+def _keep(plan: _Plan, report: GenerationReport, doc: tuple, kind: str, text: str | None,
+          reason: str | None, stored: list[GeneratedQuery]) -> None:
     """Add the query ``text`` of ``doc`` to ``stored``, or its reason to the dropped ones."""
-    doc_id, own, content, _ = doc
+    doc_id, own, _, _ = doc
     if text is not None and reason is None and normalised(text) in plan.known_texts:
         reason = "repeats a query the dataset has"
     if text is None or reason is not None:
@@ -276,51 +276,37 @@ def _foreign_subjects(conn: psycopg.Connection, dataset: str) -> list[str]:
                                  semantic_weight=0.0, keyword_weight=1.0, candidate_depth=10)]
 
 
-def _offline_run(conn: psycopg.Connection, plan: _Plan, report: GenerationReport,
-                 kinds: Iterator[str], positions: list[str], seed: int) -> None:
-    for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
-        stored: list[GeneratedQuery] = []
-        for doc in batch:
-            stopping.check()
-            kind = _kind_at(doc[3], kinds, positions)
-            written = offline_writer.write_query(doc[2], kind, plan.stats, seed=seed,
-                                                 doc_key=doc[1], foreign=plan.foreign)
-            reason = written.reason
-            if written.text is not None and report.critic != "none":
-                reason = offline_writer.critique(doc[2], written.text, kind, plan.stats)
-            _keep(conn, plan, report, doc, kind, written.text, reason, stored)
-            if report.new + len(stored) >= plan.need:
-                break
-        _store(conn, plan, report, stored)
-        if report.new >= plan.need:
-            return
-    report.documents_left = False
+def _offline(spec: str) -> bool:
+    return spec in (OFFLINE_GENERATOR, "none")
 
 
-async def _llm_run(conn: psycopg.Connection, settings: Settings, plan: _Plan,
-                   report: GenerationReport, kinds: Iterator[str], positions: list[str],
-                   seed: int) -> None:
-    async with JudgeSession(settings, conn, budget_dataset=plan.info.name) as session:
-        session.add_budget_line(PURPOSE, settings.ground_truth.budget_usd,
-                                key="ground_truth.budget_usd", step="writing queries")
-        writer = None if report.writer == OFFLINE_GENERATOR else session.judge(report.writer)
-        critic = (None if report.critic in (OFFLINE_GENERATOR, "none")
-                  else session.judge(report.critic))
+async def _write(conn: psycopg.Connection, settings: Settings, plan: _Plan,
+                 report: GenerationReport, seed: int) -> None:
+    """Write, criticise and store batch after batch until the plan's need is met; a judge
+    session (cache, budget line, limits) only when a writer or critic is an LLM."""
+    async with contextlib.AsyncExitStack() as stack:
+        session = None
+        if not (_offline(report.writer) and _offline(report.critic)):
+            session = await stack.enter_async_context(
+                JudgeSession(settings, conn, budget_dataset=plan.info.name))
+            session.add_budget_line(PURPOSE, settings.ground_truth.budget_usd,
+                                    key="ground_truth.budget_usd", step="writing queries")
+        writer = None if session is None or _offline(report.writer) \
+            else session.judge(report.writer)
+        critic = None if session is None or _offline(report.critic) \
+            else session.judge(report.critic)
         try:
-            for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
-                if session.halted:
-                    stopping.check()
-                    break
-                wanted = plan.need - report.new
-                batch = batch[:max(1, 2 * wanted)]
+            for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents,
+                                    plan.need):
+                stopping.check()  # a local writer keeps the loop busy: look between batches
+                batch = batch[:max(1, 2 * (plan.need - report.new))]
                 results = await asyncio.gather(*(
-                    _one_llm(conn, plan, report, writer, critic, doc,
-                             _kind_at(doc[3], kinds, positions), seed) for doc in batch),
-                    return_exceptions=True)
+                    _one(plan, report, writer, critic, doc, plan.kind_at(doc[3]), seed)
+                    for doc in batch), return_exceptions=True)
                 stored: list[GeneratedQuery] = []
                 for doc, result in zip(batch, results):
                     if not isinstance(result, BaseException):
-                        _keep(conn, plan, report, doc, *result, stored)
+                        _keep(plan, report, doc, *result, stored)
                 _store(conn, plan, report, stored)  # what finished, before any stop is raised
                 stop = next((r for r in results if isinstance(r, BaseException)), None)
                 if stop is not None:
@@ -334,18 +320,17 @@ async def _llm_run(conn: psycopg.Connection, settings: Settings, plan: _Plan,
                                   f"{report.new} queries were stored, rerun tomorrow or raise "
                                   "it for the rest.")
         except RunStopped:
-            if stopping.requested() is not None:
-                stopping.check()
+            stopping.check()  # a stop signal is the user's: said as every command says it
             raise
         finally:
-            stats = session.stats
-            report.calls, report.cache_hits = stats.billed_calls, stats.cache_hits
-            report.cost_usd = stats.cost_usd
-        stopping.check()
+            if session is not None:
+                stats = session.stats
+                report.calls, report.cache_hits = stats.billed_calls, stats.cache_hits
+                report.cost_usd = stats.cost_usd
 
 
-async def _one_llm(conn: psycopg.Connection, plan: _Plan, report: GenerationReport, writer,
-                   critic, doc: tuple, kind: str, seed: int) -> tuple[str, str | None, str | None]:
+async def _one(plan: _Plan, report: GenerationReport, writer, critic, doc: tuple, kind: str,
+               seed: int) -> tuple[str, str | None, str | None]:
     """``(kind, text, reason dropped)`` of one document's query."""
     _, own, content, _ = doc
     if writer is None:
@@ -357,11 +342,9 @@ async def _one_llm(conn: psycopg.Connection, plan: _Plan, report: GenerationRepo
         if result.outcome is not Outcome.SCORED:
             return kind, None, f"the writer's reply was not usable ({result.error})"
         text, reason = result.value, None
-    if text is None or reason is not None:
+    if text is None or reason is not None or report.critic == "none":
         return kind, text, reason
     if critic is None:
-        if report.critic == "none":
-            return kind, text, None
         return kind, text, offline_writer.critique(content, text, kind, plan.stats)
     verdict = await critic.critique_query(content, text, purpose=PURPOSE)
     if verdict.outcome is not Outcome.SCORED:
@@ -378,24 +361,18 @@ async def _one_llm(conn: psycopg.Connection, plan: _Plan, report: GenerationRepo
 
 def _hit_rate(conn: psycopg.Connection, settings: Settings, report: GenerationReport) -> None:
     """How often an answerable generated query's source document is in the hybrid top 5 at
-    the weights in force (keyword only for a query without embedding)."""
-    rows = [r for r in ground_truth.generated_queries(conn, report.dataset)
-            if r[4] != "unanswerable" and r[3] is not None]
-    if not rows:
+    the weights in force (keyword only for a query without embedding), from the one
+    candidate fetch every command ranks by (its cache included)."""
+    sources = {int(r[0]): int(r[3]) for r in ground_truth.generated_queries(conn, report.dataset)
+               if r[4] != "unanswerable" and r[3] is not None}
+    if not sources:
         return
     weights = settings.weights_for(report.dataset)
-    embeddings = ground_truth.query_embeddings_of(conn, [int(r[0]) for r in rows])
-    hits = 0
-    for query_id_, _, text, doc_id, _, _ in rows:
-        stored = embeddings.get(int(query_id_))
-        vector = None if stored is None else as_vector(stored)
-        found = hybrid_search(conn, report.dataset, query_text=text, query_embedding=vector,
-                              k=TOP_K, semantic_weight=weights.semantic if vector is not None
-                              else 0.0, keyword_weight=weights.keyword if vector is not None
-                              else 1.0, candidate_depth=weights.candidate_depth)
-        hits += any(h.id == doc_id for h in found)
-    report.judged_in_top_5 = hits
-    report.source_in_top_5 = hits / len(rows)
+    runs = fused_runs(candidate_scores(conn, report.dataset, query_ids=list(sources),
+                                       candidate_depth=weights.candidate_depth),
+                      weights.semantic, weights.keyword, depth=TOP_K)
+    report.source_hits = sum(sources[q] in runs.get(q, ()) for q in sources)
+    report.source_in_top_5 = report.source_hits / len(sources)
 
 
 # ------------------------------------------------------------------------------ dry run
@@ -417,7 +394,7 @@ class GenerationEstimate:
                 "max_cost_usd": round(self.max_cost_usd, 6)}
 
     def line(self) -> str:
-        if self.writer == OFFLINE_GENERATOR and self.critic in (OFFLINE_GENERATOR, "none"):
+        if _offline(self.writer) and _offline(self.critic):
             return (f"ground-truth generate --dry-run: {self.queries_to_write} queries to write "
                     f"for '{self.dataset}' by the offline writer: no call, $0.")
         return (f"ground-truth generate --dry-run: {self.queries_to_write} queries to write for "
@@ -436,11 +413,8 @@ def estimate_generation(conn: psycopg.Connection, settings: Settings, dataset: s
     plan, _ = _plan(conn, settings, dataset, n, seed)
     requests = cached = 0
     worst = 0.0
-    if plan.need and not (writer == OFFLINE_GENERATOR and critic in (OFFLINE_GENERATOR,
-                                                                      "none")):
+    if plan.need and not (_offline(writer) and _offline(critic)):
         prices = PriceTable(settings.judges.prices)
-        kinds = kind_sequence(settings.ground_truth.kinds.weights())
-        positions: list[str] = []
         docs: list[tuple] = []
         for batch in _documents(conn, plan.info.corpus, seed, plan.used_documents, plan.need):
             docs.extend(batch)
@@ -448,7 +422,7 @@ def estimate_generation(conn: psycopg.Connection, settings: Settings, dataset: s
                 break
         built = []
         for doc in docs[:plan.need]:
-            kind = _kind_at(doc[3], kinds, positions)
+            kind = plan.kind_at(doc[3])
             if writer != OFFLINE_GENERATOR:
                 built.append(planning_judge(settings, writer).generation_request(doc[2], kind))
             if critic not in (OFFLINE_GENERATOR, "none"):

@@ -22,6 +22,7 @@ from eval_harness.agreement.review_page import (
     CONTENT_SECURITY_POLICY,
     QUEUE,
     SAMPLE,
+    SAMPLE_SCORES_HIDDEN,
     ReviewServer,
     ReviewSession,
     page_html,
@@ -152,7 +153,10 @@ def test_a_sample_verdict_is_stored_at_once_as_importing_the_sample_file_stores_
     with served_page(page_conn, judged, lists=(SAMPLE,)) as server:
         client = PageClient(server.port)
         pair = client.next()["pair"]
-        assert client.verdict(pair, "Relevant")[0] == 200
+        status, reply = client.verdict(pair, "Relevant")
+        # a sampled pair's scores never reach the page: PPI needs labels independent of them
+        assert status == 200 and reply["judges"] == SAMPLE_SCORES_HIDDEN
+        assert "0." not in json.dumps(reply)
         # committed before the reply: another connection reads it
         assert sample_rows(db, judged)[0] == (*SAMPLED[0], "relevant", "ana", None, True)
         assert ids(client.next()["pair"]) == SAMPLED[1]

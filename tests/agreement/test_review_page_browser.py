@@ -13,6 +13,7 @@ import time
 import pytest
 
 from colliding_processes import child_env, cli, ctrl_c, finish
+from eval_harness.agreement.review_page import SAMPLE_SCORES_HIDDEN
 from review_pages import QUEUED, SAMPLED, judged_with_sample_and_queue, url_line
 from review_store import disagreeing_scores, read_csv, write_agreement_config
 from tools.ui_check.browser import browser_missing
@@ -87,8 +88,9 @@ def test_five_pairs_labelled_with_the_keyboard_are_stored_and_ctrl_c_stops_the_p
                 if KEYS[key] is None:
                     assert text("last") == f"last pair ({shown}): skipped"
                 else:
+                    judges = judges_line(*pair) if pair in QUEUED else SAMPLE_SCORES_HIDDEN
                     assert text("last") == (f"last pair ({shown}): {KEYS[key]}, stored · "
-                                            f"judges: {judges_line(*pair)}")
+                                            f"judges: {judges}")
                     given.append((*pair, KEYS[key]))
                 if len(given) == 1:  # what a person sees after a verdict, kept with the test
                     assert driver.save_screenshot(str(tmp_path / "after-a-verdict.png"))
