@@ -8,13 +8,12 @@ labelled and one skipped with the keyboard alone, Ctrl-C, and the verdicts found
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from colliding_processes import child_env, cli, ctrl_c, finish
 from eval_harness.agreement.review_page import SAMPLE_SCORES_HIDDEN
-from review_pages import QUEUED, SAMPLED, judged_with_sample_and_queue, url_line
+from review_pages import QUEUED, SAMPLED, judged_with_sample_and_queue, stopped, url_line
 from review_store import disagreeing_scores, read_csv, write_agreement_config
 from tools.ui_check.browser import browser_missing
 
@@ -97,10 +96,7 @@ def test_five_pairs_labelled_with_the_keyboard_are_stored_and_ctrl_c_stops_the_p
             assert text("progress") == ("5 of 8 labelled · 2 left · 1 skipped (human sample "
                                         "3 of 4, review queue 2 of 4)")
             assert text("error") == "" and driver.title == "eval-harness review"
-        ctrl_c(server)
-        signalled = time.monotonic()
-        code, out, err = finish(server, timeout=30)
-        stopped_after = time.monotonic() - signalled
+        code, out, err, stopped_after = stopped(server, ctrl_c)
     finally:
         if server.poll() is None:
             server.kill()

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import getpass
 import signal
-import time
 
 import pytest
 
 from cli_runs import run_cli
 from colliding_processes import child_env, cli, finish
 from eval_harness.agreement.review_page import ReviewServer, ReviewSession
-from review_pages import QUEUED, PageClient, judged_with_sample_and_queue, url_line
+from review_pages import QUEUED, PageClient, judged_with_sample_and_queue, stopped, url_line
 from review_store import read_csv, write_agreement_config
 
 pytestmark = pytest.mark.project(config=write_agreement_config)
@@ -33,10 +32,8 @@ def test_sigterm_stops_the_page_with_143_and_says_the_verdicts_are_kept(project,
         pair = client.next()["pair"]
         assert (pair["query_external_id"], pair["doc_external_id"]) == QUEUED[0]
         assert client.verdict(pair, "not relevant")[0] == 200
-        server.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        code, out, err = finish(server, timeout=30)
-        stopped_after = time.monotonic() - signalled
+        code, out, err, stopped_after = stopped(
+            server, lambda process: process.send_signal(signal.SIGTERM))
     finally:
         if server.poll() is None:
             server.kill()

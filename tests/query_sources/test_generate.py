@@ -157,3 +157,5 @@ def test_report_on_human_labels_leaves_generated_queries_out(corpus, capsys, tmp
     assert after["unlabelled_origins"] == {"generated": 3}
     code, out, _ = run_cli(capsys, "report", "--dataset", "mixed")
     assert "3 generated queries are left out" in out
+    written = (tmp_path / "reports" / "latest.md").read_text(encoding="utf-8")
+    assert "the dataset's 3 generated queries have none and are left out" in written

@@ -131,3 +131,14 @@ def url_line(process, timeout: float) -> tuple[str, int]:
     out, err = process.communicate(timeout=10)
     raise AssertionError(f"no URL line within {timeout} s (exit {process.returncode}):\n"
                          f"{out}\n{err}")
+
+
+def stopped(server, stop) -> tuple[int, str, str, float]:
+    """Stop a served page with ``stop(server)`` (Ctrl-C to its group, or SIGTERM): its exit
+    code, stdout, stderr and the seconds from the signal to its end."""
+    from colliding_processes import finish
+
+    stop(server)
+    signalled = time.monotonic()
+    code, out, err = finish(server, timeout=30)
+    return code, out, err, time.monotonic() - signalled

@@ -18,10 +18,19 @@ def retrieval_section(report: RetrievalReport) -> BuiltSection:
         f"Dataset `{report.dataset}`: {report.queries} ground-truth queries, "
         f"{report.documents} documents; hybrid weights semantic {report.semantic_weight:g} / "
         f"keyword {report.keyword_weight:g}, candidate depth {report.candidate_depth} "
-        f"({report.seconds:.1f} s).")
+        f"({report.seconds:.1f} s)." + _left_out(report))
     table = Table(("metric", "value"),
                   tuple((label, fmt.num(report.metrics[key]))
                         for key, label in METRIC_LABELS.items()), (False, True))
     metrics = {f"retrieval_{key}": float(report.metrics[key]) for key in METRIC_LABELS}
     return BuiltSection(Section("retrieval", RETRIEVAL_TITLE, (lead, table)),
                         metrics)
+
+
+def _left_out(report: RetrievalReport) -> str:
+    """The queries of other origins the human-label figures leave out, in a sentence."""
+    if not report.unlabelled_origins:
+        return ""
+    held = ", ".join(f"{n} {origin}" for origin, n in sorted(report.unlabelled_origins.items()))
+    return (f" Human labels only: the dataset's {held} queries have none and are left out "
+            "(calibrate --labels judges measures them).")
