@@ -8,6 +8,7 @@ import math
 from eval_harness.calibration.grid import weight_label
 from eval_harness.calibration.intervals import interval_note, p_at_5_interval
 from eval_harness.calibration.result import CalibrationResult
+from eval_harness.datasets.ground_truth import described_origins
 
 
 def format_table(result: CalibrationResult) -> str:
@@ -45,16 +46,12 @@ def format_table(result: CalibrationResult) -> str:
     return "\n".join(lines)
 
 
-QUERY_ORIGINS = {"dataset": "the dataset's own", "generated": "generated",
-                 "users": "users' queries"}
-
-
 def label_source_line(result: CalibrationResult) -> str:
     """Which labels the figures rest on, and where their queries came from when not all are
     the dataset's own, in one line."""
     origins = result.query_origins
-    queries = ("" if set(origins) <= {"dataset"} else "; queries: " + ", ".join(
-        f"{n} {QUERY_ORIGINS.get(origin, origin)}" for origin, n in sorted(origins.items())))
+    queries = ("" if set(origins) <= {"dataset"}
+               else "; queries: " + described_origins(dict(origins)))
     if result.label_source != "judges":
         return f"Labels: human (the ground truth's expected_docs){queries}"
     detail = result.judge_labels or {}

@@ -265,6 +265,16 @@ def delete_queries_not_staged(conn: psycopg.Connection, dataset: str, staged: st
 # never replaced by an ingest or attach, with no expected_docs (the judges label their pools).
 
 ORIGINS = ("dataset", "generated", "users")
+ORIGIN_NAMES = {"dataset": "the dataset's own", "generated": "generated", "users": "users'"}
+
+
+def described_origins(counts: dict[str, int]) -> str:
+    """``10 generated, 20 users'``: query counts by origin, in words, origins in order.
+
+    >>> described_origins({"users": 20, "generated": 10})
+    "10 generated, 20 users'"
+    """
+    return ", ".join(f"{counts[o]} {ORIGIN_NAMES[o]}" for o in ORIGINS if counts.get(o))
 
 
 def query_origins(conn: psycopg.Connection, dataset: str) -> dict[str, int]:

@@ -72,7 +72,7 @@ def retrieval_report(conn: psycopg.Connection, dataset: str, *, semantic_weight:
     others = {origin: n for origin, n in ground_truth.query_origins(conn, dataset).items()
               if origin != "dataset"}
     if not qrels:
-        held = ", ".join(f"{n} {origin}" for origin, n in sorted(others.items()))
+        held = ground_truth.described_origins(others)
         raise InvalidInput(
             f"Dataset '{dataset}' has no ground-truth queries with human labels to evaluate"
             + (f" (it holds {held} queries, which only the judges label: run `eval-harness "
@@ -112,7 +112,7 @@ def format_report(report: RetrievalReport) -> str:
     for key, label in METRIC_LABELS.items():
         lines.append(f"  {label:<{width}}  {report.metrics[key]:.4f}")
     if report.unlabelled_origins:
-        held = ", ".join(f"{n} {origin}" for origin, n in sorted(report.unlabelled_origins.items()))
+        held = ground_truth.described_origins(dict(report.unlabelled_origins))
         lines.append(f"\n(human labels only: the dataset's {held} queries are left out; "
                      "`calibrate --labels judges` measures them)")
     lines.append(f"\n({report.seconds:.1f} s)")

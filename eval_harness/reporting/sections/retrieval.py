@@ -4,6 +4,7 @@ and MRR@10 at the configured weights, as the command printed them (its
 
 from __future__ import annotations
 
+from eval_harness.datasets.ground_truth import described_origins
 from eval_harness.reporting import formatting as fmt
 from eval_harness.reporting.blocks import BuiltSection, Paragraph, Section, Table
 from eval_harness.retrieval.report import METRIC_LABELS, RetrievalReport
@@ -31,6 +32,6 @@ def _left_out(report: RetrievalReport) -> str:
     """The queries of other origins the human-label figures leave out, in a sentence."""
     if not report.unlabelled_origins:
         return ""
-    held = ", ".join(f"{n} {origin}" for origin, n in sorted(report.unlabelled_origins.items()))
+    held = described_origins(dict(report.unlabelled_origins))
     return (f" Human labels only: the dataset's {held} queries have none and are left out "
             "(calibrate --labels judges measures them).")
