@@ -91,17 +91,18 @@ def test_generate_refuses_an_unknown_dataset_in_one_sentence(corpus, capsys):
     assert code == 2 and "not in the store" in err and "Traceback" not in err
 
 
-@pytest.mark.slow
 def test_llm_generate_then_judge_and_calibrate_on_the_generated_queries(
         corpus, capsys, fresh, fake, monkeypatch, tmp_path):
     from judge_cli_env import judge_cli_environment
 
     judge_cli_environment(monkeypatch, fresh, fake, tag="gen")
-    # not a test of the rates: the shipped 50 requests/min to anthropic would take minutes
+    # not a test of the rates: at the shipped token limits (openai 30,000/min) the judging
+    # alone takes 30 s
     (tmp_path / "config.yaml").write_text(
         "default_dataset: bare\njudges:\n  rate_limits:\n"
-        "    openai: {requests_per_minute: 6000}\n"
-        "    anthropic: {requests_per_minute: 6000}\n", encoding="utf-8")
+        "    openai: {requests_per_minute: 6000, tokens_per_minute: 10000000}\n"
+        "    anthropic: {requests_per_minute: 6000, tokens_per_minute: 10000000}\n",
+        encoding="utf-8")
     assert run_cli(capsys, "ingest", corpus, "--name", "bare")[0] == 0
     code, out, err = run_cli(capsys, "ground-truth", "generate", "--dataset", "bare",
                              "--queries", "4", "--dry-run", "--json")
