@@ -62,7 +62,14 @@ def cmd_from_answers(args, settings: Settings) -> int:
 
     dataset = args.dataset or settings.default_dataset
     with open_store(settings).connection() as conn:
-        report = queries_from_answers(conn, settings, dataset, n=args.queries, seed=args.seed)
+        try:
+            report = queries_from_answers(conn, settings, dataset, n=args.queries,
+                                          seed=args.seed)
+        except stopping.Interrupted as exc:
+            exc.kept = (f"the sample of users' queries of '{dataset}' is stored in one "
+                        "transaction: all of it if it was committed before the stop, else "
+                        "none; a rerun stores only what is missing")
+            raise
     for notice in report.notices:
         say(f"eval-harness: notice: {visible(notice)}", file=sys.stderr)
     if args.json:
