@@ -58,7 +58,7 @@ from eval_harness.store import StoreLocation, migrate  # noqa: E402
 from eval_harness.store.connection import start_embedded  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from judge_throughput import MODELS, pair  # noqa: E402  # the same distinct judgements
+from judge_throughput import MODELS, keep_going, pair  # noqa: E402  # the same judgements
 
 CONCURRENCY, WINDOW = 16, 32
 
@@ -80,16 +80,7 @@ async def _judge_until(settings, conn, tag: str, start: float, end: float) -> di
             finally:
                 gate.release()
 
-        i = 0
-        while time.monotonic() < end:
-            try:
-                await asyncio.wait_for(gate.acquire(), timeout=end - time.monotonic())
-            except TimeoutError:
-                break
-            task = asyncio.create_task(one(i))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            i += 1
+        i = await keep_going(gate, tasks, one, 0, end)
         for task in tasks:  # the window is over: what is still waiting is not sent
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

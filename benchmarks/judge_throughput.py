@@ -97,6 +97,21 @@ def pair(i: int, tag: str) -> tuple[str, str]:
     return query, f"Study {i}. " + " ".join(WORDS[(i + j) % 20] for j in range(90))
 
 
+async def keep_going(gate: asyncio.Semaphore, tasks: set, one, i: int, end: float) -> int:
+    """Start ``one(i)``, ``one(i + 1)``, ... whenever ``gate`` has room, until ``end``
+    (monotonic); each task releases the gate when it ends. Returns the next ``i``."""
+    while time.monotonic() < end:
+        try:
+            await asyncio.wait_for(gate.acquire(), timeout=end - time.monotonic())
+        except TimeoutError:
+            break
+        task = asyncio.create_task(one(i))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        i += 1
+    return i
+
+
 async def drive(settings, conn, fake: FakeLLMServer, api: str, phases, *, seconds: float,
                 window: int, rerun: bool) -> dict:
     """Keep ``window`` judgements going for ``seconds`` per phase (the server's limit set at
@@ -118,15 +133,7 @@ async def drive(settings, conn, fake: FakeLLMServer, api: str, phases, *, second
         for n, limit in enumerate(phases):
             fake.set_rpm_limit(limit)
             begin, end = time.monotonic(), started + seconds * (n + 1)
-            while time.monotonic() < end:
-                try:
-                    await asyncio.wait_for(gate.acquire(), timeout=end - time.monotonic())
-                except TimeoutError:
-                    break
-                task = asyncio.create_task(one(i))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                i += 1
+            i = await keep_going(gate, tasks, one, i, end)
             windows.append((begin, time.monotonic(), limit))
             c = limiter.controller
             client.append(f"{limiter.requests_per_minute:,.0f}/min, {c.cuts} cuts, "
