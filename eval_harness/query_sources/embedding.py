@@ -35,7 +35,8 @@ def embed_new_queries(conn: psycopg.Connection, settings: Settings,
                 f"keyword only until they get one: {exc}")
     check_vectors(vectors, [t[:40] for t in texts], what="query",
                   source=f"dataset '{info.name}'", model=info.embedding_model,
-                  fix="nothing was stored.")
+                  fix="the queries are stored without embeddings (keyword-only search) "
+                      "until an embedder gives them usable vectors.")
     if vectors.shape[1] != info.embedding_dim:
         return (f"the embedder gives {vectors.shape[1]}-dimensional vectors but the corpus of "
                 f"'{info.name}' has {info.embedding_dim}: its {len(texts)} new queries stay "
